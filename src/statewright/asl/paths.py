@@ -1,0 +1,145 @@
+"""JSONPath as AWS Step Functions evaluates it, compiled once per definition.
+
+Plain paths such as ``$.a.b[0]`` or ``$['a b']`` (the common case) are parsed here into a list of steps and
+walked directly. Paths with wildcards, slices, recursive descent or filters go to jsonpath-ng and yield a
+list, as they do on AWS. A path that starts with ``$$`` reads the context object instead of the state's data.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from jsonpath_ng.exceptions import JsonPathParserError
+from jsonpath_ng.ext import parse as parse_extended
+
+from .errors import RUNTIME, StatesError
+
+_NAME = re.compile(r"\.([^.\[\]]+)")
+_QUOTED = re.compile(r"\[\s*(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\")\s*\]")
+_INDEX = re.compile(r"\[\s*(-?\d+)\s*\]")
+_INDEFINITE = re.compile(r"\*|\.\.|\?\(|:|,")
+
+Step = str | int
+
+
+class PathSyntaxError(ValueError):
+    """The text is not a JSONPath that AWS accepts."""
+
+
+def _parse_definite(text: str) -> list[Step] | None:
+    """Steps of a definite path, or None when the path needs the general evaluator."""
+    if not text.startswith("$"):
+        raise PathSyntaxError(f"a path must start with '$': {text!r}")
+    steps: list[Step] = []
+    pos = 1
+    while pos < len(text):
+        for pattern in (_NAME, _QUOTED, _INDEX):
+            match = pattern.match(text, pos)
+            if match:
+                break
+        else:
+            return None
+        if pattern is _INDEX:
+            steps.append(int(match.group(1)))
+        elif pattern is _QUOTED:
+            steps.append(match.group(1) if match.group(1) is not None else match.group(2))
+        else:
+            steps.append(match.group(1))
+        pos = match.end()
+    return steps
+
+
+def _normalized(steps: list[Step]) -> str:
+    return "$" + "".join(f"[{s}]" if isinstance(s, int) else f"['{s}']" for s in steps)
+
+
+class Path:
+    """A compiled JSONPath. ``resolve`` returns the value it selects or raises States.Runtime."""
+
+    __slots__ = ("_expr", "_steps", "is_context", "text")
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise PathSyntaxError(f"a path must be a string, not {type(text).__name__}")
+        self.text = text
+        self.is_context = text.startswith("$$")
+        body = text[1:] if self.is_context else text
+        self._steps = None if _INDEFINITE.search(body) else _parse_definite(body)
+        self._expr = None
+        if self._steps is None:
+            try:
+                self._expr = parse_extended(body)
+            except (JsonPathParserError, Exception) as exc:  # jsonpath-ng raises several types
+                raise PathSyntaxError(f"invalid JSONPath {text!r}: {exc}") from None
+
+    @property
+    def is_definite(self) -> bool:
+        return self._steps is not None
+
+    @property
+    def steps(self) -> list[Step]:
+        if self._steps is None:
+            raise PathSyntaxError(f"{self.text!r} is not a definite path")
+        return self._steps
+
+    def resolve(self, data: Any, context: Any = None) -> Any:
+        value = context if self.is_context else data
+        if self._steps is None:
+            return [match.value for match in self._expr.find(value)]
+        for step in self._steps:
+            if isinstance(step, int):
+                if isinstance(value, list) and -len(value) <= step < len(value):
+                    value = value[step]
+                    continue
+            elif isinstance(value, dict) and step in value:
+                value = value[step]
+                continue
+            raise StatesError(RUNTIME, f"Invalid path '{self.text}' : No results for path: {_normalized(self._steps)}")
+        return value
+
+    def __repr__(self) -> str:
+        return f"Path({self.text!r})"
+
+
+class ReferencePath:
+    """A ResultPath: a definite path naming where a result is written into the state's input."""
+
+    __slots__ = ("steps", "text")
+
+    def __init__(self, text: str) -> None:
+        path = Path(text)
+        if path.is_context or not path.is_definite:
+            raise PathSyntaxError(f"{text!r} is not a valid reference path")
+        self.text = text
+        self.steps = path.steps
+
+    def write(self, data: Any, value: Any) -> Any:
+        """Return ``data`` with ``value`` placed at this path; containers on the way are copied, not mutated."""
+        if not self.steps:
+            return value
+        return self._write(data, 0, value)
+
+    def _write(self, node: Any, depth: int, value: Any) -> Any:
+        step = self.steps[depth]
+        last = depth == len(self.steps) - 1
+        if isinstance(step, int):
+            if not isinstance(node, list) or not -len(node) <= step < len(node):
+                raise StatesError(
+                    RUNTIME,
+                    f"Unable to apply ReferencePath {self.text} to input: the index {step} does not exist",
+                )
+            copy = list(node)
+        else:
+            if node is None and depth > 0:
+                node = {}
+            if not isinstance(node, dict):
+                raise StatesError(
+                    RUNTIME,
+                    f"Unable to apply ReferencePath {self.text} to input: "
+                    f"'{_normalized(self.steps[:depth]) if depth else '$'}' is not an object",
+                )
+            copy = dict(node)
+        copy[step] = value if last else self._write(copy.get(step) if isinstance(copy, dict) else copy[step],
+                                                     depth + 1, value)
+        return copy

@@ -1,0 +1,161 @@
+"""The store interface: what the engine and the API need from durable storage, and nothing more.
+
+Contract (tests/store_contract.py runs it against every implementation):
+- ``commit`` writes each ExecutionWrite's mutable-state row, its history events and its timer changes in ONE
+  transaction together with the other writes of the batch (group commit). A write is applied only if its shard's
+  range id still matches and the row is still at ``expected_version`` (0: the row must not exist); writes that
+  fail those conditions are left out and reported, the rest commit.
+- ``acquire_shard`` increments the shard's range id, which fences out every earlier owner's commits.
+- Errors are classified: a write whose condition failed is *not committed* (CommitResult); a shard whose range id
+  moved is *ownership lost* (CommitResult.lost_shards); an I/O failure mid-commit is *outcome unknown*
+  (CommitOutcomeUnknown): the caller must re-read before going on.
+- History rows are immutable; readers see only events below the row's committed next_event_id.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class CommitOutcomeUnknown(Exception):
+    """The store failed mid-commit; the batch may or may not have landed."""
+
+
+class ShardCountMismatch(Exception):
+    """The data directory was created with another shard count, which cannot change."""
+
+
+@dataclass(slots=True)
+class ExecutionWrite:
+    shard_id: int
+    arn: str
+    state_machine_arn: str
+    name: str
+    status: str
+    start_ms: int
+    stop_ms: int | None
+    expected_version: int
+    version: int
+    state: bytes  # the serialized mutable state
+    events: list[dict[str, Any]]  # consecutive history events, ids ascending
+    timers_added: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
+    timers_removed: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CommitResult:
+    conflicts: list[int] = field(default_factory=list)  # indexes of writes whose version check failed
+    lost_shards: set[int] = field(default_factory=set)  # shards whose range id moved: their writes were skipped
+
+    def committed(self, index: int, write: ExecutionWrite) -> bool:
+        return write.shard_id not in self.lost_shards and index not in self.conflicts
+
+
+@dataclass(frozen=True, slots=True)
+class TimerRow:
+    shard_id: int
+    fire_at_ms: int
+    execution_arn: str
+    timer_id: str
+
+
+@dataclass(slots=True)
+class StateMachineRecord:
+    arn: str
+    name: str
+    type: str
+    definition: str
+    role_arn: str
+    revision_id: str
+    created_ms: int
+    updated_ms: int
+    logging_configuration: dict[str, Any]
+    tracing_configuration: dict[str, Any]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionSummary:
+    arn: str
+    state_machine_arn: str
+    name: str
+    status: str
+    start_ms: int
+    stop_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list[Any]
+    next_cursor: str | None
+
+
+class Store(ABC):
+    """Durable storage for one statewright cluster (one data directory or one database)."""
+
+    # -- shards
+    @abstractmethod
+    def shard_count(self) -> int: ...
+
+    @abstractmethod
+    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int) -> int:
+        """Take the shard: bump and return its range id."""
+
+    # -- executions
+    @abstractmethod
+    def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult: ...
+
+    @abstractmethod
+    def load_execution(self, arn: str) -> bytes | None:
+        """The committed mutable state of an execution, or None."""
+
+    @abstractmethod
+    def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
+                        cursor: str | None) -> Page:
+        """ExecutionSummary items, newest start first."""
+
+    @abstractmethod
+    def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:
+        """Up to ``limit`` events with ids above ``after_event_id`` (below it when ``reverse``; 0 means the end)."""
+
+    @abstractmethod
+    def due_timers(self, shard_id: int, after_ms: int, until_ms: int) -> list[TimerRow]:
+        """Timers with after_ms < fire_at_ms <= until_ms, in fire order."""
+
+    # -- state machines
+    @abstractmethod
+    def create_state_machine(self, record: StateMachineRecord) -> StateMachineRecord:
+        """Insert, or return the existing record of that ARN unchanged."""
+
+    @abstractmethod
+    def get_state_machine(self, arn: str) -> StateMachineRecord | None: ...
+
+    @abstractmethod
+    def update_state_machine(self, record: StateMachineRecord) -> bool:
+        """Replace the record (a new revision when the definition changed); False if it does not exist."""
+
+    @abstractmethod
+    def delete_state_machine(self, arn: str) -> None: ...
+
+    @abstractmethod
+    def list_state_machines(self, limit: int, cursor: str | None) -> Page: ...
+
+    @abstractmethod
+    def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
+        """(definition, role ARN) of one immutable revision; revisions outlive their state machine."""
+
+    # -- tags
+    @abstractmethod
+    def tag_resource(self, arn: str, tags: Mapping[str, str]) -> None: ...
+
+    @abstractmethod
+    def untag_resource(self, arn: str, keys: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def list_tags(self, arn: str) -> dict[str, str]: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
