@@ -20,6 +20,7 @@ MAX_STATE_NAME = 80
 IDENTITY = Path("$")
 KEEP_ALL = ReferencePath("$")
 
+_TOP_LEVEL = {"StartAt", "States", "Comment", "Version", "TimeoutSeconds", "QueryLanguage"}
 _COMMON = {"Type", "Comment"}
 _FLOW = {"Next", "End"}
 _IO = {"InputPath", "OutputPath"}
@@ -131,12 +132,15 @@ class _Parser:
 
     def parse(self, raw: Any) -> Definition:
         if not isinstance(raw, dict):
-            raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED", "The definition must be a JSON object", "/")])
-        for key in sorted(set(raw) - {"StartAt", "States", "Comment", "Version", "TimeoutSeconds", "QueryLanguage"}):
-            self.schema(f"The field '{key}' is not supported by Step Functions", f"/{key}")
+            raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED", "Definition must be a valid JSON object")])
+        missing = [key for key in ("States", "StartAt") if key not in raw]
+        if missing:
+            self.schema(f"These fields are required: [{', '.join(missing)}]", "/")
+        for key in sorted(set(raw) - _TOP_LEVEL):
+            self.schema(f"Field '{key}' is not supported", f"/{key}")
         start_at = raw.get("StartAt")
-        if not isinstance(start_at, str):
-            self.schema("The field 'StartAt' is required and must be a string", "/StartAt")
+        if "StartAt" in raw and not isinstance(start_at, str):
+            self.schema("The value for the field 'StartAt' must be a STRING", "/StartAt")
         timeout = raw.get("TimeoutSeconds")
         if timeout is not None and (not _is_int(timeout) or timeout <= 0 or timeout > 99999999):
             self.schema("The value for the field 'TimeoutSeconds' must be a positive integer", "/TimeoutSeconds")
@@ -152,8 +156,10 @@ class _Parser:
         return Definition(start_at, states, timeout, raw.get("Comment"))
 
     def states(self, raw: Any, where: str) -> dict[str, State] | None:
+        if raw is None:
+            return None
         if not isinstance(raw, dict) or not raw:
-            self.schema("The field 'States' is required and must be a non-empty object", where)
+            self.schema("The value for the field 'States' must be a non-empty OBJECT", where)
             return None
         compiled = {}
         for name, body in raw.items():
@@ -198,10 +204,11 @@ class _Parser:
             self.problem("UNSUPPORTED_FEATURE", f"statewright does not run {kind} states yet", f"{where}/Type")
             return None
         if kind not in _ALLOWED:
-            self.schema(f"The field 'Type' must be one of {', '.join([*_ALLOWED, *_NOT_YET])}", f"{where}/Type")
+            self.schema("The field 'Type' should have one of these values: "
+                        "[Task, Wait, Pass, Succeed, Fail, Choice, Parallel, Map]", f"{where}/Type")
             return None
         for key in sorted(set(raw) - _ALLOWED[kind]):
-            self.schema(f"Field '{key}' is not supported in a {kind} state", f"{where}/{key}")
+            self.schema(f"Field '{key}' is not supported", f"{where}/{key}")
         state = getattr(self, "pass_" if kind == "Pass" else kind.lower())(name, raw, where)
         if kind in ("Pass", "Wait"):
             self.flow(state, raw, where)

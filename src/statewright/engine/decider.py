@@ -136,7 +136,11 @@ class _Step:
 
     def remove_timer(self, timer_id: str) -> None:
         fire_at_ms = self.execution.timers.pop(timer_id)
-        self.decision.timers_removed.append((timer_id, fire_at_ms))
+        added = self.decision.timers_added
+        if (timer_id, fire_at_ms) in added:  # set and cancelled in the same step: no row to delete
+            added.remove((timer_id, fire_at_ms))
+        else:
+            self.decision.timers_removed.append((timer_id, fire_at_ms))
 
     def close(self, status: str, event_type: str, details_key: str, details: dict, *,
               output: str | None = None, error: str | None = None, cause: str | None = None,

@@ -1,0 +1,105 @@
+"""The ASGI application: AWS JSON 1.0 over HTTP (``X-Amz-Target: AWSStepFunctions.<Operation>``).
+
+Every request is parsed, checked against the service model, then handed to its operation's handler. Whatever
+goes wrong is answered in AWS's error shape: 4xx for the caller's mistakes, never a 500 for bad input.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import uuid
+from typing import Any
+
+import orjson
+
+from ..engine.commands import EngineUnavailable
+from . import executions, state_machines  # noqa: F401  (modules register their handlers)
+from .arns import Scope
+from .errors import AwsError
+from .model import operation_names, validate_request
+from .service import HANDLERS, Service
+
+log = logging.getLogger("statewright.api")
+
+MAX_BODY_BYTES = 2 * 1024 * 1024  # the largest legal request (a 1 MiB definition) fits with room to spare
+_TARGET_PREFIX = "AWSStepFunctions."
+_REGION = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/")
+_JSON_HEADERS = [(b"content-type", b"application/x-amz-json-1.0")]
+
+
+class App:
+    def __init__(self, service: Service, default_region: str = "us-east-1") -> None:
+        self.service = service
+        self.default_region = default_region
+        self.known_operations = operation_names()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        request_id = str(uuid.uuid4())
+        try:
+            status, body = 200, await self._handle(scope, receive)
+        except AwsError as error:
+            status, body = error.status, error.body()
+        except EngineUnavailable as exc:
+            status, body = 503, {"__type": "ServiceUnavailable", "message": str(exc)}
+        except Exception:
+            log.exception("request %s failed", request_id)
+            status, body = 500, {"__type": "InternalFailure", "message": f"Internal error; request id {request_id}"}
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [*_JSON_HEADERS, (b"x-amzn-requestid", request_id.encode())]})
+        await send({"type": "http.response.body", "body": orjson.dumps(body)})
+
+    async def _handle(self, scope: dict, receive: Any) -> dict:
+        if scope["method"] != "POST":
+            raise AwsError("UnknownOperationException", "Send AWS JSON 1.0 requests as HTTP POST to /", 404)
+        headers = dict(scope["headers"])
+        body = await _read_body(receive)
+        target = headers.get(b"x-amz-target", b"").decode("latin-1")
+        operation = target.removeprefix(_TARGET_PREFIX)
+        if not target.startswith(_TARGET_PREFIX) or operation not in self.known_operations:
+            raise AwsError("UnknownOperationException", f"Unknown operation: '{target or '(no X-Amz-Target header)'}'")
+        function = HANDLERS.get(operation)
+        if function is None:
+            raise AwsError("UnknownOperationException", f"statewright does not implement {operation} yet")
+        try:
+            params = orjson.loads(body) if body.strip() else {}
+        except orjson.JSONDecodeError as exc:
+            raise AwsError("SerializationException", f"The request body is not valid JSON: {exc}") from None
+        validate_request(operation, params)
+        result = function(self.service, params, self._scope(headers))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def _scope(self, headers: dict[bytes, bytes]) -> Scope:
+        match = _REGION.search(headers.get(b"authorization", b"").decode("latin-1"))
+        return Scope(match.group(1) if match else self.default_region, self.service.account_id)
+
+
+async def _read_body(receive: Any) -> bytes:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise AwsError("ValidationException", f"The request body is larger than {MAX_BODY_BYTES} bytes", 413)
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _lifespan(receive: Any, send: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,167 @@
+"""Execution operations: start, stop, describe, list, history, and the definition an execution runs."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ..asl.jsonio import loads
+from ..engine import commands
+from ..engine.execution import RUNNING, SUCCEEDED, ExecutionState
+from . import arns, paging
+from .arns import Scope
+from .errors import AwsError, execution_does_not_exist, state_machine_does_not_exist
+from .service import Service, handler, seconds
+
+_DATA_KEYS = ("input", "inputDetails", "output", "outputDetails")
+
+
+def _load(service: Service, arn: str) -> ExecutionState:
+    arns.execution(arn)
+    blob = service.store.load_execution(arn)
+    if blob is None:
+        raise execution_does_not_exist(arn)
+    return ExecutionState.from_blob(blob)
+
+
+def _check_input(text: str) -> None:
+    if not text.strip():
+        raise AwsError("InvalidExecutionInput", "Invalid State Machine Execution Input: 'Invalid execution input.'")
+    try:
+        loads(text)
+    except ValueError as exc:
+        raise AwsError("InvalidExecutionInput", f"Invalid State Machine Execution Input: '{exc}'") from None
+
+
+@handler("StartExecution")
+async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
+    machine_arn = arns.state_machine(params["stateMachineArn"])
+    machine = service.store.get_state_machine(machine_arn)
+    if machine is None:
+        raise state_machine_does_not_exist(machine_arn)
+    name = params.get("name") or str(uuid.uuid4())
+    arns.check_name(name)
+    text = params.get("input", "{}")
+    _check_input(text)
+    arn = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+    command = commands.StartExecution(arn, machine_arn, name, machine.revision_id, machine.role_arn, text)
+    try:
+        start_ms = await service.run(command)
+    except commands.ExecutionAlreadyExists:
+        raise AwsError("ExecutionAlreadyExists", f"Execution Already Exists: '{arn}'") from None
+    return {"executionArn": arn, "startDate": seconds(start_ms)}
+
+
+@handler("StopExecution")
+async def stop_execution(service: Service, params: dict, scope: Scope) -> dict:
+    arn = params["executionArn"]
+    arns.execution(arn)
+    try:
+        stop_ms = await service.run(commands.StopExecution(arn, params.get("error"), params.get("cause")))
+    except commands.ExecutionDoesNotExist:
+        raise execution_does_not_exist(arn) from None
+    return {"stopDate": seconds(stop_ms)}
+
+
+@handler("DescribeExecution")
+def describe_execution(service: Service, params: dict, scope: Scope) -> dict:
+    execution = _load(service, params["executionArn"])
+    described: dict[str, Any] = {
+        "executionArn": execution.arn,
+        "stateMachineArn": execution.state_machine_arn,
+        "name": execution.name,
+        "status": execution.status,
+        "startDate": seconds(execution.start_ms),
+        "input": execution.input,
+        "inputDetails": {"included": True},
+        "redriveCount": 0,
+    }
+    if execution.stop_ms is not None:
+        described["stopDate"] = seconds(execution.stop_ms)
+    if execution.output is not None:
+        described["output"] = execution.output
+        described["outputDetails"] = {"included": True}
+    for key in ("error", "cause"):
+        if getattr(execution, key) is not None:
+            described[key] = getattr(execution, key)
+    if execution.status in (RUNNING, SUCCEEDED):
+        described["redriveStatus"] = "NOT_REDRIVABLE"
+        described["redriveStatusReason"] = f"Execution is {execution.status} and cannot be redriven"
+    else:
+        described["redriveStatus"] = "REDRIVABLE"
+    return described
+
+
+@handler("ListExecutions")
+def list_executions(service: Service, params: dict, scope: Scope) -> dict:
+    if "stateMachineArn" not in params:
+        raise AwsError("ValidationException", "Must provide a StateMachine ARN or MapRun ARN")
+    machine_arn = arns.state_machine(params["stateMachineArn"])
+    if service.store.get_state_machine(machine_arn) is None:
+        raise state_machine_does_not_exist(machine_arn)
+    page = service.store.list_executions(machine_arn, params.get("statusFilter"),
+                                         paging.page_size(params.get("maxResults")),
+                                         paging.decode(params.get("nextToken")))
+    items = []
+    for summary in page.items:
+        item = {"executionArn": summary.arn, "stateMachineArn": summary.state_machine_arn, "name": summary.name,
+                "status": summary.status, "startDate": seconds(summary.start_ms), "redriveCount": 0}
+        if summary.stop_ms is not None:
+            item["stopDate"] = seconds(summary.stop_ms)
+        items.append(item)
+    result: dict[str, Any] = {"executions": items}
+    if page.next_cursor:
+        result["nextToken"] = paging.encode(page.next_cursor)
+    return result
+
+
+@handler("GetExecutionHistory")
+def get_execution_history(service: Service, params: dict, scope: Scope) -> dict:
+    execution = _load(service, params["executionArn"])
+    limit = paging.page_size(params.get("maxResults"))
+    reverse = params.get("reverseOrder", False)
+    cursor = paging.decode(params.get("nextToken"))
+    try:
+        after = int(cursor) if cursor else 0
+    except ValueError:
+        raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
+    if reverse and not after:
+        after = execution.next_event_id  # newest first: everything below the next id
+    events = service.store.read_history(execution.arn, after, limit + 1, reverse)
+    events = [event for event in events if event["id"] < execution.next_event_id]
+    more = len(events) > limit
+    events = events[:limit]
+    include_data = params.get("includeExecutionData", True)
+    for event in events:
+        event["timestamp"] = seconds(event["timestamp"])
+        if not include_data:
+            for key, details in event.items():
+                if key.endswith("EventDetails"):
+                    event[key] = {k: v for k, v in details.items() if k not in _DATA_KEYS}
+    result: dict[str, Any] = {"events": events}
+    if more:
+        result["nextToken"] = paging.encode(str(events[-1]["id"]))
+    return result
+
+
+@handler("DescribeStateMachineForExecution")
+def describe_state_machine_for_execution(service: Service, params: dict, scope: Scope) -> dict:
+    execution = _load(service, params["executionArn"])
+    revision = service.store.get_revision(execution.state_machine_arn, execution.revision_id)
+    if revision is None:
+        raise execution_does_not_exist(execution.arn)
+    definition, role_arn = revision
+    machine = service.store.get_state_machine(execution.state_machine_arn)
+    described = {
+        "stateMachineArn": execution.state_machine_arn,
+        "name": execution.state_machine_arn.rsplit(":", 1)[-1],
+        "definition": definition,
+        "roleArn": role_arn,
+        "updateDate": seconds(machine.updated_ms if machine else execution.start_ms),
+        "loggingConfiguration": machine.logging_configuration if machine else {"level": "OFF",
+                                                                                "includeExecutionData": False},
+        "tracingConfiguration": machine.tracing_configuration if machine else {"enabled": False},
+    }
+    if machine is not None and machine.updated_ms != machine.created_ms:
+        described["revisionId"] = execution.revision_id
+    return described

@@ -1,0 +1,26 @@
+"""Opaque nextToken values: a store cursor wrapped so clients cannot mistake it for data."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from .errors import AwsError
+
+
+def encode(cursor: str | None) -> str | None:
+    return None if cursor is None else base64.urlsafe_b64encode(cursor.encode()).decode()
+
+
+def decode(token: str | None) -> str | None:
+    if not token:
+        return None
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise AwsError("InvalidToken", f"Invalid Token: '{token}'") from None
+
+
+def page_size(value: int | None, default: int = 100) -> int:
+    """maxResults: 0 or absent means the default; the model already capped it at 1000."""
+    return value or default

@@ -1,0 +1,72 @@
+"""Run statewright: open the store, start the engine, serve the API with uvicorn until stopped."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from ..engine.core import Engine
+from ..store.base import ShardCountMismatch
+from ..store.sqlite import SqliteStore
+from .app import App
+from .service import Service
+
+log = logging.getLogger("statewright")
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8083
+    data_dir: Path = Path.home() / ".local" / "share" / "statewright"
+    shards: int = 64
+    account_id: str = "123456789012"
+    region: str = "us-east-1"
+
+
+class DataDirInUse(Exception):
+    pass
+
+
+def _lock_data_dir(data_dir: Path) -> int:
+    """Hold an exclusive lock on the data directory for the life of the process."""
+    descriptor = os.open(data_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise DataDirInUse(f"another statewright process is serving {data_dir}; stop it or pass another "
+                           f"--data-dir") from None
+    return descriptor
+
+
+def serve(config: ServerConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    data_dir = config.data_dir.expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = _lock_data_dir(data_dir)
+        store = SqliteStore(data_dir / "statewright.db", config.shards)
+    except (DataDirInUse, ShardCountMismatch) as exc:
+        print(f"statewright: {exc}", file=sys.stderr)
+        return 1
+    engine = Engine(store)
+    engine.start()
+    app = App(Service(store, engine, config.account_id), config.region)
+    print(f"statewright: data in {data_dir} ({store.shard_count()} shards, SQLite)", flush=True)
+    print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                           access_log=False, lifespan="on"))
+    try:
+        server.run()
+    finally:
+        engine.stop()
+        store.close()
+        os.close(lock)
+    return 0

@@ -1,0 +1,43 @@
+"""The service behind the API: the operation registry and what every handler needs (store, engine, clock)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..engine.commands import Command
+from ..engine.core import Engine
+from ..store.base import Store
+from .arns import Scope
+
+Handler = Callable[["Service", dict, Scope], dict | Awaitable[dict]]
+HANDLERS: dict[str, Handler] = {}
+
+
+def handler(operation: str) -> Callable[[Handler], Handler]:
+    """Register the function that serves ``operation`` (its name as in the AWS API)."""
+
+    def register(function: Handler) -> Handler:
+        HANDLERS[operation] = function
+        return function
+
+    return register
+
+
+def seconds(epoch_ms: int) -> float:
+    """AWS's JSON protocol sends timestamps as epoch seconds."""
+    return epoch_ms / 1000
+
+
+class Service:
+    def __init__(self, store: Store, engine: Engine, account_id: str) -> None:
+        self.store = store
+        self.engine = engine
+        self.account_id = account_id
+        self.clock = engine.clock
+
+    async def run(self, command: Command) -> Any:
+        """Hand a command to the engine and wait for the commit that holds it."""
+        self.engine.submit(command)
+        return await asyncio.wrap_future(command.reply)

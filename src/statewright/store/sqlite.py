@@ -1,0 +1,276 @@
+"""The embedded store: one SQLite database in WAL mode with synchronous=FULL, so a commit survives kill -9.
+
+Each thread gets its own connection. The engine's commits arrive as batches (group commit): one
+``BEGIN IMMEDIATE`` ... ``COMMIT`` and one fsync for many executions' transitions.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .base import (
+    CommitOutcomeUnknown,
+    CommitResult,
+    ExecutionSummary,
+    ExecutionWrite,
+    Page,
+    ShardCountMismatch,
+    StateMachineRecord,
+    Store,
+    TimerRow,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shards (
+    shard_id INTEGER PRIMARY KEY, range_id INTEGER NOT NULL, owner TEXT, lease_until_ms INTEGER);
+CREATE TABLE IF NOT EXISTS state_machines (
+    arn TEXT PRIMARY KEY, name TEXT NOT NULL, record BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS revisions (
+    state_machine_arn TEXT NOT NULL, revision_id TEXT NOT NULL, definition TEXT NOT NULL, role_arn TEXT NOT NULL,
+    PRIMARY KEY (state_machine_arn, revision_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS executions (
+    arn TEXT PRIMARY KEY, state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, shard_id INTEGER NOT NULL,
+    status TEXT NOT NULL, start_ms INTEGER NOT NULL, stop_ms INTEGER, version INTEGER NOT NULL,
+    state BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS executions_by_machine ON executions (state_machine_arn, start_ms DESC, arn DESC);
+CREATE TABLE IF NOT EXISTS history (
+    execution_arn TEXT NOT NULL, first_event_id INTEGER NOT NULL, last_event_id INTEGER NOT NULL,
+    events BLOB NOT NULL, PRIMARY KEY (execution_arn, first_event_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS timers (
+    shard_id INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL, execution_arn TEXT NOT NULL, timer_id TEXT NOT NULL,
+    PRIMARY KEY (shard_id, fire_at_ms, execution_arn, timer_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tags (
+    resource_arn TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (resource_arn, key)) WITHOUT ROWID;
+"""
+
+
+class SqliteStore(Store):
+    def __init__(self, path: str | Path, shard_count: int) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._db().executescript(_SCHEMA)
+        with self._transaction() as db:
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('shard_count', ?)", (str(shard_count),))
+            self._shard_count = int(db.execute("SELECT value FROM meta WHERE key='shard_count'").fetchone()[0])
+            if self._shard_count != shard_count:
+                raise ShardCountMismatch(
+                    f"{self.path} was created with {self._shard_count} shards; the shard count cannot change "
+                    f"(start with --shards {self._shard_count}, or use a new data directory)")
+            db.executemany("INSERT OR IGNORE INTO shards (shard_id, range_id) VALUES (?, 0)",
+                           [(shard,) for shard in range(self._shard_count)])
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA foreign_keys=OFF")
+            self._local.db = db
+            with self._lock:
+                self._connections.append(db)
+        return db
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    # -- shards
+
+    def shard_count(self) -> int:
+        return self._shard_count
+
+    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int) -> int:
+        with self._transaction() as db:
+            db.execute("UPDATE shards SET range_id = range_id + 1, owner = ?, lease_until_ms = ? WHERE shard_id = ?",
+                       (owner, lease_until_ms, shard_id))
+            return db.execute("SELECT range_id FROM shards WHERE shard_id = ?", (shard_id,)).fetchone()[0]
+
+    # -- executions
+
+    def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult:
+        db = self._db()
+        result = CommitResult()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise CommitOutcomeUnknown(str(exc)) from exc  # nothing was written, but say so conservatively
+        try:
+            shards = sorted({write.shard_id for write in writes})
+            placeholders = ",".join("?" * len(shards))
+            current = dict(db.execute(f"SELECT shard_id, range_id FROM shards WHERE shard_id IN ({placeholders})",
+                                      shards).fetchall())
+            result.lost_shards = {shard for shard in shards if current.get(shard) != range_ids.get(shard)}
+            history, added, removed = [], [], []
+            for index, write in enumerate(writes):
+                if write.shard_id in result.lost_shards:
+                    continue
+                if not self._write_execution(db, write):
+                    result.conflicts.append(index)
+                    continue
+                if write.events:
+                    history.append((write.arn, write.events[0]["id"], write.events[-1]["id"],
+                                    orjson.dumps(write.events)))
+                added += [(write.shard_id, fire_at, write.arn, timer_id) for timer_id, fire_at in write.timers_added]
+                removed += [(write.shard_id, fire_at, write.arn, timer_id)
+                            for timer_id, fire_at in write.timers_removed]
+            db.executemany("INSERT OR REPLACE INTO history VALUES (?, ?, ?, ?)", history)
+            db.executemany("DELETE FROM timers WHERE shard_id = ? AND fire_at_ms = ? AND execution_arn = ? "
+                           "AND timer_id = ?", removed)
+            db.executemany("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)", added)
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise CommitOutcomeUnknown(str(exc)) from exc
+        return result
+
+    @staticmethod
+    def _write_execution(db: sqlite3.Connection, write: ExecutionWrite) -> bool:
+        if write.expected_version == 0:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (write.arn, write.state_machine_arn, write.name, write.shard_id, write.status, write.start_ms,
+                 write.stop_ms, write.version, write.state))
+        else:
+            cursor = db.execute(
+                "UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ? WHERE arn = ? AND version = ?",
+                (write.status, write.stop_ms, write.version, write.state, write.arn, write.expected_version))
+        return cursor.rowcount == 1
+
+    def load_execution(self, arn: str) -> bytes | None:
+        row = self._db().execute("SELECT state FROM executions WHERE arn = ?", (arn,)).fetchone()
+        return row[0] if row else None
+
+    def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
+                        cursor: str | None) -> Page:
+        sql = ("SELECT arn, state_machine_arn, name, status, start_ms, stop_ms FROM executions "
+               "WHERE state_machine_arn = ?")
+        args: list[Any] = [state_machine_arn]
+        if status:
+            sql += " AND status = ?"
+            args.append(status)
+        if cursor:
+            start_ms, arn = orjson.loads(cursor)
+            sql += " AND (start_ms < ? OR (start_ms = ? AND arn < ?))"
+            args += [start_ms, start_ms, arn]
+        sql += " ORDER BY start_ms DESC, arn DESC LIMIT ?"
+        rows = self._db().execute(sql, [*args, limit + 1]).fetchall()
+        items = [ExecutionSummary(*row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return Page(items, orjson.dumps([items[-1].start_ms, items[-1].arn]).decode() if more else None)
+
+    def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:
+        db = self._db()
+        if reverse:
+            bound = after_event_id or 1 << 62
+            rows = db.execute("SELECT events FROM history WHERE execution_arn = ? AND first_event_id < ? "
+                              "ORDER BY first_event_id DESC", (arn, bound))
+            events: list[dict[str, Any]] = []
+            for (blob,) in rows:
+                events += [event for event in reversed(orjson.loads(blob)) if event["id"] < bound]
+                if len(events) >= limit:
+                    break
+            return events[:limit]
+        rows = db.execute("SELECT events FROM history WHERE execution_arn = ? AND last_event_id > ? "
+                          "ORDER BY first_event_id", (arn, after_event_id))
+        events = []
+        for (blob,) in rows:
+            events += [event for event in orjson.loads(blob) if event["id"] > after_event_id]
+            if len(events) >= limit:
+                break
+        return events[:limit]
+
+    def due_timers(self, shard_id: int, after_ms: int, until_ms: int) -> list[TimerRow]:
+        rows = self._db().execute(
+            "SELECT shard_id, fire_at_ms, execution_arn, timer_id FROM timers "
+            "WHERE shard_id = ? AND fire_at_ms > ? AND fire_at_ms <= ? ORDER BY fire_at_ms",
+            (shard_id, after_ms, until_ms))
+        return [TimerRow(*row) for row in rows]
+
+    # -- state machines
+
+    def create_state_machine(self, record: StateMachineRecord) -> StateMachineRecord:
+        with self._transaction() as db:
+            inserted = db.execute("INSERT OR IGNORE INTO state_machines VALUES (?, ?, ?)",
+                                  (record.arn, record.name, _record_blob(record))).rowcount
+            if inserted:
+                db.execute("INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?)",
+                           (record.arn, record.revision_id, record.definition, record.role_arn))
+                return record
+        return self.get_state_machine(record.arn)
+
+    def get_state_machine(self, arn: str) -> StateMachineRecord | None:
+        row = self._db().execute("SELECT record FROM state_machines WHERE arn = ?", (arn,)).fetchone()
+        return StateMachineRecord(**orjson.loads(row[0])) if row else None
+
+    def update_state_machine(self, record: StateMachineRecord) -> bool:
+        with self._transaction() as db:
+            updated = db.execute("UPDATE state_machines SET record = ? WHERE arn = ?",
+                                 (_record_blob(record), record.arn)).rowcount
+            if updated:
+                db.execute("INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?)",
+                           (record.arn, record.revision_id, record.definition, record.role_arn))
+        return bool(updated)
+
+    def delete_state_machine(self, arn: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM state_machines WHERE arn = ?", (arn,))
+            db.execute("DELETE FROM tags WHERE resource_arn = ?", (arn,))
+
+    def list_state_machines(self, limit: int, cursor: str | None) -> Page:
+        rows = self._db().execute(
+            "SELECT record FROM state_machines WHERE name > ? ORDER BY name LIMIT ?", (cursor or "", limit + 1)
+        ).fetchall()
+        items = [StateMachineRecord(**orjson.loads(row[0])) for row in rows[:limit]]
+        return Page(items, items[-1].name if len(rows) > limit else None)
+
+    def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
+        row = self._db().execute(
+            "SELECT definition, role_arn FROM revisions WHERE state_machine_arn = ? AND revision_id = ?",
+            (state_machine_arn, revision_id)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    # -- tags
+
+    def tag_resource(self, arn: str, tags: Mapping[str, str]) -> None:
+        with self._transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO tags VALUES (?, ?, ?)",
+                           [(arn, key, value) for key, value in tags.items()])
+
+    def untag_resource(self, arn: str, keys: Sequence[str]) -> None:
+        with self._transaction() as db:
+            db.executemany("DELETE FROM tags WHERE resource_arn = ? AND key = ?", [(arn, key) for key in keys])
+
+    def list_tags(self, arn: str) -> dict[str, str]:
+        rows = self._db().execute("SELECT key, value FROM tags WHERE resource_arn = ? ORDER BY key", (arn,))
+        return dict(rows.fetchall())
+
+
+def _record_blob(record: StateMachineRecord) -> bytes:
+    return orjson.dumps({name: getattr(record, name) for name in record.__dataclass_fields__})
