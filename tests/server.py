@@ -69,3 +69,25 @@ class ServerProcess:
             "stepfunctions", endpoint_url=self.endpoint, region_name=region, aws_access_key_id="test",
             aws_secret_access_key="test",
             config=Config(retries={"max_attempts": 0}, inject_host_prefix=False, **config))
+
+
+def wait_closed(client, execution_arn: str, deadline_s: float = 30) -> dict:
+    """DescribeExecution until the execution leaves RUNNING (a bounded wait, not a timing assertion)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        described = client.describe_execution(executionArn=execution_arn)
+        if described["status"] != "RUNNING" or time.monotonic() > deadline:
+            return described
+        time.sleep(0.05)
+
+
+def history(client, execution_arn: str, **options: object) -> list[dict]:
+    """The whole history, following nextToken."""
+    events, token = [], None
+    while True:
+        page = client.get_execution_history(executionArn=execution_arn, **options,
+                                            **({"nextToken": token} if token else {}))
+        events += page["events"]
+        token = page.get("nextToken")
+        if not token:
+            return events

@@ -16,7 +16,7 @@ def decode(token: str | None) -> str | None:
     if not token:
         return None
     try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
+        return base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise AwsError("InvalidToken", f"Invalid Token: '{token}'") from None
 
