@@ -84,7 +84,12 @@ class Path:
         return self._steps
 
     def resolve(self, data: Any, context: Any = None) -> Any:
-        value = context if self.is_context else data
+        """Select from ``data``, or from the context object for ``$$`` paths (``context`` may be a zero-argument
+        callable that builds it, so states that never read it never pay for it)."""
+        if self.is_context:
+            value = context() if callable(context) else context
+        else:
+            value = data
         if self._steps is None:
             return [match.value for match in self._expr.find(value)]
         for step in self._steps:

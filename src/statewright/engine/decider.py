@@ -88,17 +88,32 @@ def context_object(execution: ExecutionState, state_name: str, entered_ms: int) 
         "Execution": {
             "Id": execution.arn,
             "Input": loads(execution.input),
+            "StartTime": format_ms(execution.start_ms),
             "Name": execution.name,
             "RoleArn": execution.role_arn,
-            "StartTime": format_ms(execution.start_ms),
             "RedriveCount": 0,
         },
-        "State": {"EnteredTime": format_ms(entered_ms), "Name": state_name, "RetryCount": 0},
         "StateMachine": {
             "Id": execution.state_machine_arn,
             "Name": execution.state_machine_arn.rsplit(":", 1)[-1],
         },
+        "State": {"Name": state_name, "EnteredTime": format_ms(entered_ms)},
     }
+
+
+class _LazyContext:
+    """Builds the context object on first use: most states never read ``$$``."""
+
+    __slots__ = ("_args", "_value")
+
+    def __init__(self, execution: ExecutionState, state_name: str, entered_ms: int) -> None:
+        self._args = (execution, state_name, entered_ms)
+        self._value: dict[str, Any] | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        if self._value is None:
+            self._value = context_object(*self._args)
+        return self._value
 
 
 class _Step:
@@ -194,7 +209,7 @@ class _Step:
 
     def enter(self, state: State, data: Any, entered_id: int) -> tuple[str | None, Any]:
         """Run one state; return the next state's name and input, or (None, _) when the execution waits or ends."""
-        context = context_object(self.execution, state.name, self.now_ms)
+        context = _LazyContext(self.execution, state.name, self.now_ms)
         if isinstance(state, PassState):
             effective = select(state.input_path, data, context)
             if state.parameters is not None:
@@ -241,7 +256,7 @@ class _Step:
         execution = self.execution
         execution.current_state = execution.current_data = None
         try:
-            context = context_object(execution, state.name, execution.entered_ms)
+            context = _LazyContext(execution, state.name, execution.entered_ms)
             output = select(state.output_path, effective, context)
             target = self.exit(state, output)
         except StatesError as failure:

@@ -1,0 +1,148 @@
+"""The engine core driven directly with a virtual clock: no threads, no sleeping, a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from statewright.engine.commands import ExecutionAlreadyExists, FireTimer, StartExecution, StopExecution
+from statewright.engine.core import Engine
+from statewright.store.base import StateMachineRecord
+from statewright.store.sqlite import SqliteStore
+
+MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:sleepy"
+SLEEPY = {"StartAt": "W", "States": {"W": {"Type": "Wait", "SecondsPath": "$.s", "Next": "P"},
+                                     "P": {"Type": "Pass", "Parameters": {"slept.$": "$.s"}, "End": True}}}
+
+
+class VirtualClock:
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = SqliteStore(tmp_path / "db.sqlite", shard_count=4)
+    store.create_state_machine(StateMachineRecord(MACHINE, "sleepy", "STANDARD", json.dumps(SLEEPY), "role", "r1",
+                                                  0, 0, {}, {}))
+    yield store
+    store.close()
+
+
+def make_engine(store, clock, cache_size=10_000) -> Engine:
+    engine = Engine(store, clock=clock, cache_size=cache_size)
+    engine.acquire_all_shards()
+    return engine
+
+
+def start(engine: Engine, name: str, seconds: int) -> StartExecution:
+    arn = f"arn:aws:states:us-east-1:123456789012:execution:sleepy:{name}"
+    command = StartExecution(arn, MACHINE, name, "r1", "role", json.dumps({"s": seconds}))
+    engine.submit(command)
+    return command
+
+
+def status(store, arn: str) -> dict:
+    return json.loads(store.load_execution(arn))
+
+
+def test_reply_comes_only_after_the_commit(store):
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    command = start(engine, "a", 5)
+    assert not command.reply.done()
+    engine.tick(clock.now_ms)
+    assert command.reply.result() == clock.now_ms
+    assert status(store, command.arn)["status"] == "RUNNING"
+
+
+def test_idle_executions_leave_memory_but_still_wake(store):
+    clock = VirtualClock()
+    engine = make_engine(store, clock, cache_size=10)
+    commands = [start(engine, f"e{i}", 60 + i) for i in range(100)]
+    engine.tick(clock.now_ms)
+    assert engine.cached_executions() <= 10
+    clock.now_ms += 200_000
+    while engine.tick(clock.now_ms):
+        pass
+    assert all(status(store, c.arn)["status"] == "SUCCEEDED" for c in commands)
+    assert engine.cached_executions() == 0  # closed executions are not cached
+
+
+def test_timers_due_beyond_the_window_stay_on_disk_until_their_time(store):
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    far = start(engine, "far", 90 * 24 * 3600)
+    engine.tick(clock.now_ms)
+    assert sum(len(window) for window in engine.windows.values()) == 0
+    clock.now_ms += 90 * 24 * 3600 * 1000
+    while engine.tick(clock.now_ms):
+        pass
+    assert status(store, far.arn)["status"] == "SUCCEEDED"
+
+
+def test_timer_due_while_down_fires_on_the_next_engine(store):
+    clock = VirtualClock()
+    first = make_engine(store, clock)
+    command = start(first, "sleeper", 30)
+    first.tick(clock.now_ms)
+    clock.now_ms += 3_600_000  # the process was gone for an hour
+    second = make_engine(store, clock)  # takes the shards, fencing the first
+    second.tick(clock.now_ms)
+    assert status(store, command.arn)["status"] == "SUCCEEDED"
+
+
+def test_a_fenced_engine_cannot_commit(store):
+    clock = VirtualClock()
+    old = make_engine(store, clock)
+    make_engine(store, clock)  # a new owner bumps every range id
+    command = start(old, "late", 1)
+    old.tick(clock.now_ms)
+    with pytest.raises(Exception, match=r"another node|does not own|retry"):
+        command.reply.result()
+    assert store.load_execution(command.arn) is None
+
+
+def test_duplicate_timer_fire_is_ignored(store):
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    command = start(engine, "dup", 1)
+    engine.tick(clock.now_ms)
+    clock.now_ms += 1_000
+    engine.tick(clock.now_ms)
+    version = status(store, command.arn)["version"]
+    timer_id = "wait-2"
+    engine.submit(FireTimer(command.arn, timer_id))
+    engine.tick(clock.now_ms)
+    assert status(store, command.arn)["version"] == version
+
+
+def test_second_start_with_other_input_is_refused(store):
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    start(engine, "x", 5)
+    engine.tick(clock.now_ms)
+    other = StartExecution("arn:aws:states:us-east-1:123456789012:execution:sleepy:x", MACHINE, "x", "r1", "role",
+                           "{}")
+    engine.submit(other)
+    engine.tick(clock.now_ms)
+    with pytest.raises(ExecutionAlreadyExists):
+        other.reply.result()
+
+
+def test_commands_for_one_execution_apply_in_order_within_a_tick(store):
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    command = start(engine, "ordered", 5)
+    stop = StopExecution(command.arn, "E", "c")
+    engine.submit(stop)
+    while engine.tick(clock.now_ms):
+        pass
+    assert command.reply.result() < stop.reply.result() + 1
+    assert status(store, command.arn)["status"] == "ABORTED"
+    events = store.read_history(command.arn, 0, 100, False)
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
