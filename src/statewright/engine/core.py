@@ -126,12 +126,10 @@ class Engine:
     def tick(self, now_ms: int) -> int:
         """One bounded engine step at time ``now_ms``; returns how many commands it handled."""
         commands: list[Command] = []
-        for shard, window in self.windows.items():
+        for window in self.windows.values():
             window.refill(now_ms, self.store.due_timers)
             for _, arn, timer_id in window.pop_due(now_ms, MAX_COMMANDS_PER_TICK - len(commands)):
                 commands.append(FireTimer(arn, timer_id))
-            if shard not in self.range_ids:
-                window.forget()
         with self._wakeup:
             while self._inbox and len(commands) < MAX_COMMANDS_PER_TICK:
                 commands.append(self._inbox.popleft())
@@ -220,6 +218,7 @@ class Engine:
         for shard in result.lost_shards:
             log.error("shard %d was taken by another node; no longer serving it", shard)
             self.range_ids.pop(shard, None)
+            self.windows.pop(shard).forget()
         failures: dict[int, Exception] = {}
         for index, (write, state) in enumerate(zip(batch.writes, batch.states, strict=True)):
             if not result.committed(index, write):
