@@ -202,3 +202,12 @@ def test_wait_state_fires_its_timer(sfn, make_machine):
     entered = next(e for e in events if e["type"] == "WaitStateEntered")
     exited = next(e for e in events if e["type"] == "WaitStateExited")
     assert (exited["timestamp"] - entered["timestamp"]).total_seconds() >= 1
+
+
+def test_list_executions_with_a_foreign_token_is_invalid_token(sfn, make_machine):
+    import base64
+
+    arn = make_machine(CHAIN)
+    token = base64.urlsafe_b64encode(b"42").decode()
+    with pytest.raises(sfn.exceptions.InvalidToken):
+        sfn.list_executions(stateMachineArn=arn, nextToken=token)

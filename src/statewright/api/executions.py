@@ -99,9 +99,12 @@ def list_executions(service: Service, params: dict, scope: Scope) -> dict:
     machine_arn = arns.state_machine(params["stateMachineArn"])
     if service.store.get_state_machine(machine_arn) is None:
         raise state_machine_does_not_exist(machine_arn)
-    page = service.store.list_executions(machine_arn, params.get("statusFilter"),
-                                         paging.page_size(params.get("maxResults")),
-                                         paging.decode(params.get("nextToken")))
+    try:
+        page = service.store.list_executions(machine_arn, params.get("statusFilter"),
+                                             paging.page_size(params.get("maxResults")),
+                                             paging.decode(params.get("nextToken")))
+    except ValueError:  # a token that decodes but is no cursor of ours
+        raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
     items = []
     for summary in page.items:
         item = {"executionArn": summary.arn, "stateMachineArn": summary.state_machine_arn, "name": summary.name,

@@ -123,7 +123,7 @@ def delete_state_machine(service: Service, params: dict, scope: Scope) -> dict:
 
 @handler("ListStateMachines")
 def list_state_machines(service: Service, params: dict, scope: Scope) -> dict:
-    page = service.store.list_state_machines(paging.page_size(params.get("maxResults")),
+    page = service.store.list_state_machines(scope.state_machine_arn(""), paging.page_size(params.get("maxResults")),
                                              paging.decode(params.get("nextToken")))
     result: dict[str, Any] = {"stateMachines": [
         {"stateMachineArn": r.arn, "name": r.name, "type": r.type, "creationDate": seconds(r.created_ms)}

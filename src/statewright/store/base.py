@@ -4,7 +4,9 @@ Contract (tests/store_contract.py runs it against every implementation):
 - ``commit`` writes each ExecutionWrite's mutable-state row, its history events and its timer changes in ONE
   transaction together with the other writes of the batch (group commit). A write is applied only if its shard's
   range id still matches and the row is still at ``expected_version`` (0: the row must not exist); writes that
-  fail those conditions are left out and reported, the rest commit.
+  fail those conditions are left out and reported, the rest commit. Writes apply in batch order, timer changes
+  included, so a batch may carry consecutive transitions of one execution. A commit that raises anything other
+  than CommitOutcomeUnknown wrote nothing.
 - ``acquire_shard`` increments the shard's range id, which fences out every earlier owner's commits.
 - Errors are classified: a write whose condition failed is *not committed* (CommitResult); a shard whose range id
   moved is *ownership lost* (CommitResult.lost_shards); an I/O failure mid-commit is *outcome unknown*
@@ -115,7 +117,7 @@ class Store(ABC):
     @abstractmethod
     def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
                         cursor: str | None) -> Page:
-        """ExecutionSummary items, newest start first."""
+        """ExecutionSummary items, newest start first; ValueError for a cursor this store did not make."""
 
     @abstractmethod
     def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:
@@ -141,7 +143,8 @@ class Store(ABC):
     def delete_state_machine(self, arn: str) -> None: ...
 
     @abstractmethod
-    def list_state_machines(self, limit: int, cursor: str | None) -> Page: ...
+    def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
+        """StateMachineRecord items whose ARN starts with ``arn_prefix`` (one region and account), by name."""
 
     @abstractmethod
     def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:

@@ -59,6 +59,13 @@ class SqliteStore(Store):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        try:
+            self._initialize(shard_count)
+        except BaseException:
+            self.close()
+            raise
+
+    def _initialize(self, shard_count: int) -> None:
         self._db().executescript(_SCHEMA)
         with self._transaction() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('shard_count', ?)", (str(shard_count),))
@@ -126,7 +133,9 @@ class SqliteStore(Store):
             current = dict(db.execute(f"SELECT shard_id, range_id FROM shards WHERE shard_id IN ({placeholders})",
                                       shards).fetchall())
             result.lost_shards = {shard for shard in shards if current.get(shard) != range_ids.get(shard)}
-            history, added, removed = [], [], []
+            history: list[tuple[str, int, int, bytes]] = []
+            removed: list[tuple[int, int, str, str]] = []
+            added: dict[tuple[int, int, str, str], None] = {}  # ordered set: a later write's removal cancels it
             for index, write in enumerate(writes):
                 if write.shard_id in result.lost_shards:
                     continue
@@ -136,18 +145,27 @@ class SqliteStore(Store):
                 if write.events:
                     history.append((write.arn, write.events[0]["id"], write.events[-1]["id"],
                                     orjson.dumps(write.events)))
-                added += [(write.shard_id, fire_at, write.arn, timer_id) for timer_id, fire_at in write.timers_added]
-                removed += [(write.shard_id, fire_at, write.arn, timer_id)
-                            for timer_id, fire_at in write.timers_removed]
+                # Deletes run before inserts below; a timer added by an earlier write of this batch and removed
+                # by a later one must not come back, so the removal also drops the pending insert.
+                for timer_id, fire_at in write.timers_removed:
+                    row = (write.shard_id, fire_at, write.arn, timer_id)
+                    added.pop(row, None)
+                    removed.append(row)
+                for timer_id, fire_at in write.timers_added:
+                    added[(write.shard_id, fire_at, write.arn, timer_id)] = None
             db.executemany("INSERT OR REPLACE INTO history VALUES (?, ?, ?, ?)", history)
             db.executemany("DELETE FROM timers WHERE shard_id = ? AND fire_at_ms = ? AND execution_arn = ? "
                            "AND timer_id = ?", removed)
-            db.executemany("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)", added)
+            db.executemany("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)", list(added))
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             with suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
             raise CommitOutcomeUnknown(str(exc)) from exc
+        except BaseException:  # e.g. an event that is not JSON: nothing was written; never leave the lock held
+            with suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
         return result
 
     @staticmethod
@@ -176,7 +194,10 @@ class SqliteStore(Store):
             sql += " AND status = ?"
             args.append(status)
         if cursor:
-            start_ms, arn = orjson.loads(cursor)
+            try:
+                start_ms, arn = orjson.loads(cursor)
+            except (ValueError, TypeError):
+                raise ValueError(f"not a cursor of list_executions: {cursor!r}") from None
             sql += " AND (start_ms < ? OR (start_ms = ? AND arn < ?))"
             args += [start_ms, start_ms, arn]
         sql += " ORDER BY start_ms DESC, arn DESC LIMIT ?"
@@ -243,12 +264,14 @@ class SqliteStore(Store):
             db.execute("DELETE FROM state_machines WHERE arn = ?", (arn,))
             db.execute("DELETE FROM tags WHERE resource_arn = ?", (arn,))
 
-    def list_state_machines(self, limit: int, cursor: str | None) -> Page:
+    def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
+        # Within one prefix, ARN order is name order; the upper bound keeps the scan on the primary key.
+        upper = arn_prefix[:-1] + chr(ord(arn_prefix[-1]) + 1)
         rows = self._db().execute(
-            "SELECT record FROM state_machines WHERE name > ? ORDER BY name LIMIT ?", (cursor or "", limit + 1)
-        ).fetchall()
+            "SELECT record FROM state_machines WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
+            (max(cursor or "", arn_prefix), upper, limit + 1)).fetchall()
         items = [StateMachineRecord(**orjson.loads(row[0])) for row in rows[:limit]]
-        return Page(items, items[-1].name if len(rows) > limit else None)
+        return Page(items, items[-1].arn if len(rows) > limit else None)
 
     def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
         row = self._db().execute(

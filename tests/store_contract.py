@@ -1,0 +1,622 @@
+"""The store contract: one suite that every Store implementation runs unchanged.
+
+Each test is one rule of the contract written in ``statewright.store.base``. An implementation's test module
+subclasses ``StoreContract`` under a ``Test*`` name and provides two hooks:
+
+- ``make_store(shard_count)``: a new, EMPTY store (a fresh SQLite file, a fresh PostgreSQL schema);
+- ``reopen_store(shard_count)``: another handle on the data of the last ``make_store`` (what a restarted
+  process, or a second node, would open).
+
+The suite talks to the ``Store`` interface only; it imports no implementation and no engine code.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from statewright.store.base import (
+    CommitOutcomeUnknown,
+    ExecutionSummary,
+    ExecutionWrite,
+    Page,
+    ShardCountMismatch,
+    StateMachineRecord,
+    Store,
+    TimerRow,
+)
+
+SHARDS = 4
+ACCOUNT = "123456789012"
+MACHINE = f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:orders"
+OTHER_MACHINE = f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:billing"
+US_EAST = f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:"
+DEFINITION = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}'
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/statewright"
+
+
+# -- building blocks
+
+
+def execution_arn(name: str, machine: str = MACHINE) -> str:
+    return machine.replace(":stateMachine:", ":execution:") + ":" + name
+
+
+def events(first: int, last: int) -> list[dict[str, Any]]:
+    """Consecutive history events ``first..last`` with a nested detail, as the engine writes them."""
+    return [{"id": event_id, "previousEventId": event_id - 1, "type": "PassStateEntered", "timestamp": 1_000 + event_id,
+             "stateEnteredEventDetails": {"name": f"S{event_id}", "input": '{"n": [1, 2]}'}}
+            for event_id in range(first, last + 1)]
+
+
+def write(arn: str, *, shard: int = 0, expected: int = 0, version: int | None = None, status: str = "RUNNING",
+          start_ms: int = 1_000, stop_ms: int | None = None, history: Sequence[dict[str, Any]] = (),
+          added: Sequence[tuple[str, int]] = (), removed: Sequence[tuple[str, int]] = (),
+          machine: str = MACHINE) -> ExecutionWrite:
+    version = expected + 1 if version is None else version
+    return ExecutionWrite(shard, arn, machine, arn.rsplit(":", 1)[1], status, start_ms, stop_ms, expected, version,
+                          blob(arn, version), list(history), list(added), list(removed))
+
+
+def blob(arn: str, version: int) -> bytes:
+    """The mutable-state bytes a write at ``version`` carries (the store treats them as opaque)."""
+    return f"{arn}@{version}".encode() + bytes(range(256))  # every byte value, so nothing is text-mangled
+
+
+def machine_record(name: str, *, region: str = "us-east-1", revision: str = "rev-1", definition: str = DEFINITION,
+                   created_ms: int = 1_000) -> StateMachineRecord:
+    return StateMachineRecord(
+        arn=f"arn:aws:states:{region}:{ACCOUNT}:stateMachine:{name}", name=name, type="STANDARD",
+        definition=definition, role_arn=ROLE, revision_id=revision, created_ms=created_ms, updated_ms=created_ms,
+        logging_configuration={"level": "OFF", "includeExecutionData": False, "destinations": []},
+        tracing_configuration={"enabled": False}, description=f"the {name} machine")
+
+
+def own(store: Store, *shards: int) -> dict[int, int]:
+    """Acquire ``shards`` and return the range ids to commit with."""
+    return {shard: store.acquire_shard(shard, "node-a", 60_000) for shard in shards}
+
+
+def committed(store: Store, writes: Sequence[ExecutionWrite], range_ids: dict[int, int]) -> None:
+    """Commit a batch that must land whole."""
+    result = store.commit(writes, range_ids)
+    assert result.lost_shards == set() and result.conflicts == []
+
+
+def all_timers(store: Store, shard: int) -> list[tuple[int, str, str]]:
+    return [(row.fire_at_ms, row.execution_arn, row.timer_id) for row in store.due_timers(shard, -1, 1 << 62)]
+
+
+def page_through(fetch: Callable[[int, str | None], Page], limit: int) -> list[Any]:
+    """Follow ``fetch(limit, cursor)`` to the last page and return every item."""
+    items: list[Any] = []
+    cursor = None
+    for _ in range(100):  # bounded: a cursor that never ends is a failure, not a hang
+        page = fetch(limit, cursor)
+        assert len(page.items) <= limit
+        items += page.items
+        if page.next_cursor is None:
+            return items
+        cursor = page.next_cursor
+    raise AssertionError("pagination did not end")
+
+
+class StoreContract:
+    """The contract suite; subclass it as ``Test<Backend>Store`` and implement the two hooks."""
+
+    def make_store(self, shard_count: int) -> Store:
+        raise NotImplementedError
+
+    def reopen_store(self, shard_count: int) -> Store:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self) -> Iterator[Store]:
+        self._opened: list[Store] = []
+        store = self.make_store(SHARDS)
+        self._opened.append(store)
+        yield store
+        for handle in reversed(self._opened):
+            handle.close()
+
+    def reopen(self, shard_count: int = SHARDS) -> Store:
+        handle = self.reopen_store(shard_count)
+        self._opened.append(handle)
+        return handle
+
+    # -- shards
+
+    def test_shard_count_is_fixed_at_creation(self, store: Store) -> None:
+        assert store.shard_count() == SHARDS
+        assert self.reopen(SHARDS).shard_count() == SHARDS
+
+    def test_reopen_with_another_shard_count_raises_shard_count_mismatch(self, store: Store) -> None:
+        with pytest.raises(ShardCountMismatch):
+            self.reopen(SHARDS + 1)
+        with pytest.raises(ShardCountMismatch):
+            self.reopen(1)
+        assert self.reopen(SHARDS).shard_count() == SHARDS
+
+    def test_acquire_shard_bumps_range_id_every_time(self, store: Store) -> None:
+        seen = [store.acquire_shard(2, f"node-{attempt}", 1_000 * attempt) for attempt in range(5)]
+        assert seen == sorted(set(seen)), f"range ids must strictly increase: {seen}"
+
+    def test_range_id_keeps_increasing_after_reopen(self, store: Store) -> None:
+        before = store.acquire_shard(1, "node-a", 1_000)
+        assert self.reopen().acquire_shard(1, "node-b", 2_000) > before
+
+    def test_acquire_shard_leaves_other_shards_range_ids_alone(self, store: Store) -> None:
+        range_ids = own(store, 0, 1)
+        store.acquire_shard(0, "node-b", 1_000)
+        arn = execution_arn("on-shard-1")
+        result = store.commit([write(arn, shard=1)], {1: range_ids[1]})
+        assert result.lost_shards == set()
+        assert store.load_execution(arn) == blob(arn, 1)
+
+    # -- commit: fencing by range id
+
+    def test_stale_range_id_commits_nothing_for_that_shard_but_commits_the_other_shards(self, store: Store) -> None:
+        range_ids = own(store, 0, 1)
+        stale_arn, fresh_arn = execution_arn("stale"), execution_arn("fresh")
+        committed(store, [write(stale_arn, shard=0, history=events(1, 2), added=[("t-old", 500)])], range_ids)
+        store.acquire_shard(0, "node-b", 1_000)  # another node takes shard 0
+        batch = [
+            write(stale_arn, shard=0, expected=1, history=events(3, 4), added=[("t-new", 700)],
+                  removed=[("t-old", 500)]),
+            write(execution_arn("stale-new"), shard=0, history=events(1, 1), added=[("t-x", 800)]),
+            write(fresh_arn, shard=1, history=events(1, 3), added=[("t-fresh", 900)]),
+        ]
+        result = store.commit(batch, range_ids)
+        assert result.lost_shards == {0}
+        assert [result.committed(index, item) for index, item in enumerate(batch)] == [False, False, True]
+        assert store.load_execution(stale_arn) == blob(stale_arn, 1)
+        assert store.read_history(stale_arn, 0, 100, False) == events(1, 2)
+        assert store.load_execution(execution_arn("stale-new")) is None
+        assert all_timers(store, 0) == [(500, stale_arn, "t-old")]
+        assert store.load_execution(fresh_arn) == blob(fresh_arn, 1)
+        assert store.read_history(fresh_arn, 0, 100, False) == events(1, 3)
+        assert all_timers(store, 1) == [(900, fresh_arn, "t-fresh")]
+
+    def test_commit_for_a_shard_missing_from_range_ids_is_ownership_lost(self, store: Store) -> None:
+        range_ids = own(store, 0, 3)
+        arn = execution_arn("unowned")
+        result = store.commit([write(arn, shard=3)], {0: range_ids[0]})
+        assert result.lost_shards == {3}
+        assert store.load_execution(arn) is None
+
+    def test_second_owner_fences_the_first_across_store_handles(self, store: Store) -> None:
+        first = own(store, 2)
+        other = self.reopen()
+        second = own(other, 2)
+        arn = execution_arn("contested")
+        assert store.commit([write(arn, shard=2)], first).lost_shards == {2}
+        assert other.load_execution(arn) is None
+        committed(other, [write(arn, shard=2, history=events(1, 1))], second)
+        assert store.load_execution(arn) == blob(arn, 1)
+
+    def test_empty_batch_commits_nothing(self, store: Store) -> None:
+        result = store.commit([], own(store, 0))
+        assert result.lost_shards == set() and result.conflicts == []
+
+    # -- commit: version checks
+
+    def test_expected_version_zero_inserts_the_execution(self, store: Store) -> None:
+        arn = execution_arn("new")
+        committed(store, [write(arn, shard=1, history=events(1, 2), added=[("wait", 5_000)])], own(store, 1))
+        assert store.load_execution(arn) == blob(arn, 1)
+        assert store.read_history(arn, 0, 100, False) == events(1, 2)
+        assert all_timers(store, 1) == [(5_000, arn, "wait")]
+
+    def test_second_insert_of_the_same_arn_is_a_conflict_and_writes_nothing(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arn = execution_arn("twice")
+        committed(store, [write(arn, history=events(1, 2), added=[("first", 100)])], range_ids)
+        again = write(arn, version=7, status="FAILED", history=events(3, 5), added=[("second", 200)])
+        result = store.commit([again], range_ids)
+        assert result.conflicts == [0] and not result.committed(0, again)
+        assert store.load_execution(arn) == blob(arn, 1)
+        assert store.read_history(arn, 0, 100, False) == events(1, 2)
+        assert all_timers(store, 0) == [(100, arn, "first")]
+        assert [item.status for item in store.list_executions(MACHINE, None, 10, None).items] == ["RUNNING"]
+
+    def test_update_with_the_expected_version_replaces_the_state(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arn = execution_arn("updated")
+        committed(store, [write(arn, history=events(1, 2))], range_ids)
+        committed(store, [write(arn, expected=1, history=events(3, 4))], range_ids)
+        committed(store, [write(arn, expected=2, status="SUCCEEDED", stop_ms=9_000, history=events(5, 6))],
+                  range_ids)
+        assert store.load_execution(arn) == blob(arn, 3)
+        assert store.read_history(arn, 0, 100, False) == events(1, 6)
+
+    def test_update_with_a_wrong_expected_version_is_a_conflict_and_writes_nothing(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arn = execution_arn("raced")
+        committed(store, [write(arn, history=events(1, 2), added=[("keep", 100)])], range_ids)
+        committed(store, [write(arn, expected=1, history=events(3, 3))], range_ids)
+        for expected in (1, 3, 99):  # behind, ahead, far ahead
+            stale = write(arn, expected=expected, status="SUCCEEDED", stop_ms=5_000, history=events(4, 6),
+                          added=[("new", 200)], removed=[("keep", 100)])
+            result = store.commit([stale], range_ids)
+            assert result.conflicts == [0] and result.lost_shards == set()
+        assert store.load_execution(arn) == blob(arn, 2)
+        assert store.read_history(arn, 0, 100, False) == events(1, 3)
+        assert all_timers(store, 0) == [(100, arn, "keep")]
+        summary = store.list_executions(MACHINE, None, 10, None).items[0]
+        assert (summary.status, summary.stop_ms) == ("RUNNING", None)
+
+    def test_update_of_a_missing_execution_is_a_conflict(self, store: Store) -> None:
+        arn = execution_arn("ghost")
+        result = store.commit([write(arn, expected=3, history=events(1, 1), added=[("t", 1)])], own(store, 0))
+        assert result.conflicts == [0]
+        assert store.load_execution(arn) is None
+        assert store.read_history(arn, 0, 100, False) == []
+        assert all_timers(store, 0) == []
+
+    def test_batch_mixing_conflicts_and_good_writes_commits_only_the_good_ones(self, store: Store) -> None:
+        range_ids = own(store, 0, 1)
+        existing, moved = execution_arn("existing"), execution_arn("moved")
+        committed(store, [write(existing, history=events(1, 1)), write(moved, shard=1, history=events(1, 1))],
+                  range_ids)
+        fresh = execution_arn("fresh")
+        batch = [
+            write(fresh, history=events(1, 2), added=[("f", 10)]),  # good insert
+            write(existing, history=events(1, 2), added=[("dup", 20)]),  # insert of an existing ARN
+            write(moved, shard=1, expected=1, history=events(2, 3), added=[("m", 30)]),  # good update
+            write(existing, expected=5, history=events(2, 2), added=[("bad", 40)]),  # wrong version
+        ]
+        result = store.commit(batch, range_ids)
+        assert result.conflicts == [1, 3] and result.lost_shards == set()
+        assert [result.committed(index, item) for index, item in enumerate(batch)] == [True, False, True, False]
+        assert store.load_execution(fresh) == blob(fresh, 1)
+        assert store.load_execution(existing) == blob(existing, 1)
+        assert store.load_execution(moved) == blob(moved, 2)
+        assert store.read_history(existing, 0, 100, False) == events(1, 1)
+        assert store.read_history(moved, 0, 100, False) == events(1, 3)
+        assert all_timers(store, 0) == [(10, fresh, "f")]
+        assert all_timers(store, 1) == [(30, moved, "m")]
+
+    def test_writes_of_one_execution_in_one_batch_apply_in_order(self, store: Store) -> None:
+        arn = execution_arn("chained")
+        batch = [
+            write(arn, history=events(1, 2), added=[("wait", 100)]),
+            write(arn, expected=1, history=events(3, 4), removed=[("wait", 100)], added=[("retry", 200)]),
+            write(arn, expected=2, history=events(5, 5), removed=[("retry", 200)], added=[("wait", 300)]),
+        ]
+        committed(store, batch, own(store, 0))
+        assert store.load_execution(arn) == blob(arn, 3)
+        assert store.read_history(arn, 0, 100, False) == events(1, 5)
+        assert all_timers(store, 0) == [(300, arn, "wait")]
+
+    def test_failed_commit_writes_nothing_and_leaves_the_store_usable(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        good, broken = execution_arn("good"), execution_arn("broken")
+        unserializable = [{"id": 1, "type": "ExecutionStarted", "details": {1, 2}}]  # a set is not JSON
+        with pytest.raises((TypeError, CommitOutcomeUnknown)):
+            store.commit([write(good, history=events(1, 1)), write(broken, history=unserializable)], range_ids)
+        assert store.load_execution(good) is None and store.load_execution(broken) is None
+        committed(store, [write(good, history=events(1, 1))], range_ids)
+        seen: list[bytes | None] = []
+        reader = threading.Thread(target=lambda: seen.append(store.load_execution(good)))
+        reader.start()
+        reader.join(timeout=60)
+        assert seen == [blob(good, 1)]
+
+    def test_commits_are_visible_from_another_thread(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arns = [execution_arn(f"threaded-{index}") for index in range(4)]
+
+        def commit_one(arn: str) -> None:
+            committed(store, [write(arn, history=events(1, 1))], range_ids)
+
+        threads = [threading.Thread(target=commit_one, args=(arn,)) for arn in arns]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert {arn: store.load_execution(arn) for arn in arns} == {arn: blob(arn, 1) for arn in arns}
+
+    # -- history
+
+    @pytest.fixture
+    def nine_events(self, store: Store) -> str:
+        """One execution whose events 1..9 arrived in three commits, 1-3, 4-5 and 6-9, next to a neighbour's."""
+        range_ids = own(store, 0)
+        arn, neighbour = execution_arn("history"), execution_arn("neighbour")
+        committed(store, [write(arn, history=events(1, 3)), write(neighbour, history=events(1, 4))], range_ids)
+        committed(store, [write(arn, expected=1, history=events(4, 5))], range_ids)
+        committed(store, [write(arn, expected=2, history=[])], range_ids)  # a commit with no events
+        committed(store, [write(arn, expected=3, history=events(6, 9)),
+                          write(neighbour, expected=1, history=events(5, 6))], range_ids)
+        return arn
+
+    def test_history_reads_forward_across_commits(self, store: Store, nine_events: str) -> None:
+        def ids(after: int, limit: int) -> list[int]:
+            return [event["id"] for event in store.read_history(nine_events, after, limit, False)]
+
+        assert store.read_history(nine_events, 0, 100, False) == events(1, 9)
+        assert ids(0, 2) == [1, 2]
+        assert ids(2, 3) == [3, 4, 5]
+        assert ids(3, 1) == [4]
+        assert ids(5, 100) == [6, 7, 8, 9]
+        assert ids(4, 4) == [5, 6, 7, 8]
+        assert ids(8, 100) == [9]
+        assert ids(9, 100) == []
+        assert ids(50, 100) == []
+
+    def test_history_reads_in_reverse_with_zero_meaning_the_end(self, store: Store, nine_events: str) -> None:
+        def ids(before: int, limit: int) -> list[int]:
+            return [event["id"] for event in store.read_history(nine_events, before, limit, True)]
+
+        assert store.read_history(nine_events, 0, 100, True) == events(1, 9)[::-1]
+        assert ids(0, 2) == [9, 8]
+        assert ids(7, 3) == [6, 5, 4]
+        assert ids(6, 100) == [5, 4, 3, 2, 1]
+        assert ids(4, 1) == [3]
+        assert ids(2, 100) == [1]
+        assert ids(1, 100) == []
+        assert ids(50, 100) == list(range(9, 0, -1))
+
+    @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+    @pytest.mark.parametrize("limit", [1, 2, 4, 100])
+    def test_history_paging_returns_every_event_once(self, store: Store, nine_events: str, limit: int,
+                                                     reverse: bool) -> None:
+        seen: list[dict[str, Any]] = []
+        for _ in range(20):
+            after = seen[-1]["id"] if seen else 0
+            page = store.read_history(nine_events, after, limit, reverse)
+            assert len(page) <= limit
+            if not page:
+                break
+            seen += page
+        assert seen == (events(1, 9)[::-1] if reverse else events(1, 9))
+
+    def test_history_is_per_execution(self, store: Store, nine_events: str) -> None:
+        assert store.read_history(execution_arn("neighbour"), 0, 100, False) == events(1, 6)
+        assert store.read_history(execution_arn("nobody"), 0, 100, False) == []
+        assert store.read_history(execution_arn("nobody"), 0, 100, True) == []
+
+    # -- timers
+
+    def test_due_timers_come_in_fire_order(self, store: Store) -> None:
+        range_ids = own(store, 1)
+        arns = [execution_arn(f"sleeper-{index}") for index in range(3)]
+        fire_times = [700, 100, 400, 300, 600, 200, 500]
+        committed(store, [write(arns[0], shard=1, added=[("a", 700), ("b", 100)])], range_ids)
+        committed(store, [write(arns[1], shard=1, added=[("c", 400), ("d", 300)]),
+                          write(arns[2], shard=1, added=[("e", 600)])], range_ids)
+        committed(store, [write(arns[0], shard=1, expected=1, added=[("f", 200), ("g", 500)])], range_ids)
+        rows = store.due_timers(1, 0, 10_000)
+        assert [row.fire_at_ms for row in rows] == sorted(fire_times)
+        assert [row.timer_id for row in rows] == ["b", "f", "d", "c", "g", "e", "a"]
+        assert all(row.shard_id == 1 for row in rows)
+        assert rows[0] == TimerRow(1, 100, arns[0], "b")
+        assert rows[2] == TimerRow(1, 300, arns[1], "d")
+
+    def test_due_timers_bounds_exclude_after_and_include_until(self, store: Store) -> None:
+        arn = execution_arn("bounds")
+        committed(store, [write(arn, added=[("t100", 100), ("t200", 200), ("t300", 300)])], own(store, 0))
+
+        def due(after_ms: int, until_ms: int) -> list[str]:
+            return [row.timer_id for row in store.due_timers(0, after_ms, until_ms)]
+
+        assert due(0, 99) == []
+        assert due(99, 100) == ["t100"]
+        assert due(100, 100) == []
+        assert due(100, 200) == ["t200"]
+        assert due(100, 299) == ["t200"]
+        assert due(200, 300) == ["t300"]
+        assert due(300, 10_000) == []
+        assert due(0, 300) == ["t100", "t200", "t300"]
+
+    def test_timers_at_the_same_time_are_all_due(self, store: Store) -> None:
+        first, second = execution_arn("same-1"), execution_arn("same-2")
+        committed(store, [write(first, added=[("x", 100), ("y", 100)]), write(second, added=[("x", 100)])],
+                  own(store, 0))
+        assert sorted((row.execution_arn, row.timer_id) for row in store.due_timers(0, 99, 100)) == [
+            (first, "x"), (first, "y"), (second, "x")]
+
+    def test_removed_timers_disappear(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arn = execution_arn("cancelled")
+        committed(store, [write(arn, added=[("wait", 100), ("heartbeat", 150), ("timeout", 900)])], range_ids)
+        committed(store, [write(arn, expected=1, removed=[("wait", 100), ("timeout", 900)])], range_ids)
+        assert all_timers(store, 0) == [(150, arn, "heartbeat")]
+        committed(store, [write(arn, expected=2, removed=[("heartbeat", 150)])], range_ids)
+        assert store.due_timers(0, 0, 10_000) == []
+
+    def test_timer_removed_and_added_again_in_one_write_moves(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arn = execution_arn("rescheduled")
+        committed(store, [write(arn, added=[("heartbeat", 100)])], range_ids)
+        committed(store, [write(arn, expected=1, removed=[("heartbeat", 100)], added=[("heartbeat", 400)])],
+                  range_ids)
+        assert all_timers(store, 0) == [(400, arn, "heartbeat")]
+
+    def test_removing_another_executions_timer_id_leaves_it(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        first, second = execution_arn("owner-1"), execution_arn("owner-2")
+        committed(store, [write(first, added=[("wait", 100)]), write(second, added=[("wait", 100)])], range_ids)
+        committed(store, [write(first, expected=1, removed=[("wait", 100)])], range_ids)
+        assert all_timers(store, 0) == [(100, second, "wait")]
+
+    def test_due_timers_are_per_shard(self, store: Store) -> None:
+        range_ids = own(store, 0, 1, 3)
+        arns = {shard: execution_arn(f"shard-{shard}") for shard in (0, 1, 3)}
+        committed(store, [write(arn, shard=shard, added=[("wait", 100 + shard)]) for shard, arn in arns.items()],
+                  range_ids)
+        for shard, arn in arns.items():
+            assert store.due_timers(shard, 0, 10_000) == [TimerRow(shard, 100 + shard, arn, "wait")]
+        assert store.due_timers(2, 0, 10_000) == []
+
+    # -- executions
+
+    def test_load_execution_returns_the_committed_blob(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arn = execution_arn("loaded")
+        assert store.load_execution(arn) is None
+        committed(store, [write(arn)], range_ids)
+        assert store.load_execution(arn) == blob(arn, 1)
+        committed(store, [write(arn, expected=1)], range_ids)
+        assert store.load_execution(arn) == blob(arn, 2)
+        assert isinstance(store.load_execution(arn), bytes)
+
+    def test_list_executions_is_newest_first_with_summaries(self, store: Store) -> None:
+        range_ids = own(store, 0, 1)
+        arns = [execution_arn(f"run-{index}") for index in range(4)]
+        committed(store, [write(arn, shard=index % 2, start_ms=1_000 * (index + 1)) for index, arn in enumerate(arns)],
+                  range_ids)
+        committed(store, [write(arns[1], shard=1, expected=1, status="SUCCEEDED", stop_ms=9_000)], range_ids)
+        page = store.list_executions(MACHINE, None, 10, None)
+        assert page.next_cursor is None
+        assert page.items == [
+            ExecutionSummary(arns[3], MACHINE, "run-3", "RUNNING", 4_000, None),
+            ExecutionSummary(arns[2], MACHINE, "run-2", "RUNNING", 3_000, None),
+            ExecutionSummary(arns[1], MACHINE, "run-1", "SUCCEEDED", 2_000, 9_000),
+            ExecutionSummary(arns[0], MACHINE, "run-0", "RUNNING", 1_000, None),
+        ]
+
+    def test_list_executions_filters_by_status(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arns = [execution_arn(f"mixed-{index}") for index in range(5)]
+        committed(store, [write(arn, start_ms=100 * index) for index, arn in enumerate(arns)], range_ids)
+        committed(store, [write(arns[1], expected=1, status="FAILED", stop_ms=1_000),
+                          write(arns[3], expected=1, status="FAILED", stop_ms=1_000),
+                          write(arns[4], expected=1, status="SUCCEEDED", stop_ms=1_000)], range_ids)
+
+        def listed(status: str | None) -> list[str]:
+            return [item.arn for item in store.list_executions(MACHINE, status, 10, None).items]
+
+        assert listed("FAILED") == [arns[3], arns[1]]
+        assert listed("SUCCEEDED") == [arns[4]]
+        assert listed("RUNNING") == [arns[2], arns[0]]
+        assert listed("ABORTED") == []
+        assert listed(None) == arns[::-1]
+
+    @pytest.mark.parametrize("limit", [1, 2, 3, 7, 50])
+    def test_list_executions_pages_over_ties_in_start_ms(self, store: Store, limit: int) -> None:
+        range_ids = own(store, 0, 1, 2, 3)
+        start_times = [5_000, 3_000, 3_000, 3_000, 3_000, 3_000, 1_000, 1_000, 7_000, 3_000]
+        arns = [execution_arn(f"tie-{index:02d}") for index in range(len(start_times))]
+        committed(store, [write(arn, shard=index % SHARDS, start_ms=start_ms)
+                          for index, (arn, start_ms) in enumerate(zip(arns, start_times, strict=True))], range_ids)
+        committed(store, [write(execution_arn("elsewhere", OTHER_MACHINE), machine=OTHER_MACHINE, start_ms=3_000)],
+                  range_ids)
+        items = page_through(lambda size, cursor: store.list_executions(MACHINE, None, size, cursor), limit)
+        assert sorted(item.arn for item in items) == sorted(arns)  # each exactly once, nothing from elsewhere
+        assert [item.start_ms for item in items] == sorted(start_times, reverse=True)
+
+    def test_list_executions_pages_with_a_status_filter(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arns = [execution_arn(f"filtered-{index}") for index in range(6)]
+        committed(store, [write(arn, start_ms=2_000, status="RUNNING" if index % 2 else "SUCCEEDED",
+                                stop_ms=None if index % 2 else 3_000) for index, arn in enumerate(arns)], range_ids)
+        items = page_through(lambda size, cursor: store.list_executions(MACHINE, "RUNNING", size, cursor), 1)
+        assert sorted(item.arn for item in items) == [arns[1], arns[3], arns[5]]
+
+    def test_list_executions_of_an_unknown_machine_is_empty(self, store: Store) -> None:
+        page = store.list_executions(OTHER_MACHINE, None, 10, None)
+        assert page.items == [] and page.next_cursor is None
+
+    # -- state machines
+
+    def test_create_then_get_returns_the_same_record(self, store: Store) -> None:
+        record = machine_record("orders")
+        assert store.create_state_machine(record) == record
+        assert store.get_state_machine(record.arn) == record
+        assert store.get_revision(record.arn, "rev-1") == (DEFINITION, ROLE)
+
+    def test_get_of_an_unknown_machine_is_none(self, store: Store) -> None:
+        assert store.get_state_machine(machine_record("nobody").arn) is None
+        assert store.get_revision(machine_record("nobody").arn, "rev-1") is None
+
+    def test_create_of_an_existing_arn_returns_the_existing_record_unchanged(self, store: Store) -> None:
+        first = machine_record("orders")
+        store.create_state_machine(first)
+        second = machine_record("orders", revision="rev-2", definition='{"StartAt": "B"}', created_ms=5_000)
+        assert store.create_state_machine(second) == first
+        assert store.get_state_machine(first.arn) == first
+        assert store.get_revision(first.arn, "rev-2") is None
+
+    def test_update_writes_a_new_revision_and_keeps_the_old_one(self, store: Store) -> None:
+        old = machine_record("orders")
+        store.create_state_machine(old)
+        new = machine_record("orders", revision="rev-2", definition='{"StartAt": "B"}')
+        new.role_arn = f"arn:aws:iam::{ACCOUNT}:role/other"
+        new.updated_ms = 7_000
+        new.description = "changed"
+        assert store.update_state_machine(new) is True
+        assert store.get_state_machine(old.arn) == new
+        assert store.get_revision(old.arn, "rev-1") == (DEFINITION, ROLE)
+        assert store.get_revision(old.arn, "rev-2") == ('{"StartAt": "B"}', new.role_arn)
+
+    def test_update_of_an_unknown_machine_returns_false_and_creates_nothing(self, store: Store) -> None:
+        record = machine_record("nobody")
+        assert store.update_state_machine(record) is False
+        assert store.get_state_machine(record.arn) is None
+        assert store.list_state_machines(US_EAST, 10, None).items == []
+
+    def test_delete_removes_the_machine_but_its_revisions_stay_readable(self, store: Store) -> None:
+        record = machine_record("orders")
+        store.create_state_machine(record)
+        store.update_state_machine(machine_record("orders", revision="rev-2", definition='{"StartAt": "B"}'))
+        store.delete_state_machine(record.arn)
+        assert store.get_state_machine(record.arn) is None
+        assert store.list_state_machines(US_EAST, 10, None).items == []
+        assert store.get_revision(record.arn, "rev-1") == (DEFINITION, ROLE)
+        assert store.get_revision(record.arn, "rev-2") == ('{"StartAt": "B"}', ROLE)
+        store.delete_state_machine(record.arn)  # deleting again is a no-op
+        assert store.update_state_machine(record) is False
+
+    def test_delete_then_create_again_starts_a_fresh_record(self, store: Store) -> None:
+        store.create_state_machine(machine_record("orders"))
+        store.tag_resource(machine_record("orders").arn, {"team": "payments"})
+        store.delete_state_machine(machine_record("orders").arn)
+        fresh = machine_record("orders", revision="rev-9", created_ms=9_000)
+        assert store.create_state_machine(fresh) == fresh
+        assert store.get_state_machine(fresh.arn) == fresh
+        assert store.list_tags(fresh.arn) == {}
+
+    def test_list_state_machines_sorted_by_name(self, store: Store) -> None:
+        names = ["delta", "alpha", "charlie", "bravo", "echo"]
+        for name in names:
+            store.create_state_machine(machine_record(name))
+        page = store.list_state_machines(US_EAST, 10, None)
+        assert [record.name for record in page.items] == sorted(names)
+        assert page.items[0] == machine_record("alpha")
+        assert page.next_cursor is None
+
+    @pytest.mark.parametrize("limit", [1, 2, 3, 4, 10])
+    def test_list_state_machines_pages_within_one_region_and_account(self, store: Store, limit: int) -> None:
+        records = [machine_record(name) for name in ("delta", "alpha", "charlie", "bravo")]
+        elsewhere = [machine_record("bravo", region=region) for region in ("eu-west-1", "ap-south-1")]
+        for record in records + elsewhere:
+            store.create_state_machine(record)
+        items = page_through(lambda limit, cursor: store.list_state_machines(US_EAST, limit, cursor), limit)
+        assert [record.name for record in items] == ["alpha", "bravo", "charlie", "delta"]
+        assert all(record.arn.startswith(US_EAST) for record in items)
+
+    # -- tags
+
+    def test_tags_are_added_overwritten_and_removed(self, store: Store) -> None:
+        arn = machine_record("orders").arn
+        assert store.list_tags(arn) == {}
+        store.tag_resource(arn, {"team": "payments", "env": "dev"})
+        store.tag_resource(arn, {"env": "prod", "cost": "42"})
+        assert store.list_tags(arn) == {"team": "payments", "env": "prod", "cost": "42"}
+        store.untag_resource(arn, ["env", "not-there"])
+        assert store.list_tags(arn) == {"team": "payments", "cost": "42"}
+        store.untag_resource(arn, [])
+        store.tag_resource(arn, {})
+        assert store.list_tags(arn) == {"team": "payments", "cost": "42"}
+
+    def test_tags_are_per_resource(self, store: Store) -> None:
+        first, second = machine_record("orders").arn, machine_record("billing").arn
+        store.tag_resource(first, {"team": "payments"})
+        store.tag_resource(second, {"team": "finance", "env": "prod"})
+        store.untag_resource(first, ["env"])
+        assert store.list_tags(first) == {"team": "payments"}
+        assert store.list_tags(second) == {"team": "finance", "env": "prod"}

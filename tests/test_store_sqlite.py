@@ -1,0 +1,73 @@
+"""The store contract against SqliteStore, plus what only a file-backed store can show: kill -9 durability."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from statewright.store.base import Store
+from statewright.store.sqlite import SqliteStore
+from store_contract import StoreContract, execution_arn
+
+# Runs in a child process: commit one transition, then die by SIGKILL the moment commit returns, before any
+# close, checkpoint or interpreter shutdown could flush anything.
+_COMMIT_THEN_KILL = """
+import os, signal, sys
+from statewright.store.base import ExecutionWrite
+from statewright.store.sqlite import SqliteStore
+
+path, machine, arn = sys.argv[1:4]
+store = SqliteStore(path, 2)
+range_id = store.acquire_shard(1, "child", 60_000)
+write = ExecutionWrite(1, arn, machine, "durable", "RUNNING", 5, None, 0, 1, b"committed-state",
+                       [{"id": 1, "type": "ExecutionStarted"}, {"id": 2, "type": "WaitStateEntered"}],
+                       [("wait", 9_000)])
+result = store.commit([write], {1: range_id})
+if result.committed(0, write):
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.exit(3)
+"""
+
+
+class TestSqliteStore(StoreContract):
+    @pytest.fixture(autouse=True)
+    def _data_dir(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "statewright.db"
+
+    def make_store(self, shard_count: int) -> Store:
+        return SqliteStore(self.path, shard_count)
+
+    def reopen_store(self, shard_count: int) -> Store:
+        return SqliteStore(self.path, shard_count)
+
+
+def test_commit_survives_sigkill_right_after_it_returns(tmp_path: Path) -> None:
+    path = tmp_path / "statewright.db"
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:orders"
+    arn = execution_arn("durable", machine)
+    child = subprocess.run([sys.executable, "-c", _COMMIT_THEN_KILL, str(path), machine, arn],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    store = SqliteStore(path, 2)
+    try:
+        assert store.load_execution(arn) == b"committed-state"
+        assert [event["id"] for event in store.read_history(arn, 0, 10, False)] == [1, 2]
+        assert [(row.execution_arn, row.timer_id) for row in store.due_timers(1, 0, 9_000)] == [(arn, "wait")]
+        assert store.acquire_shard(1, "parent", 60_000) == 2  # the child's range id 1 survived too
+    finally:
+        store.close()
+
+
+def test_database_is_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "statewright.db"
+    SqliteStore(path, 1).close()
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        db.close()
