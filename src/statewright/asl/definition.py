@@ -6,33 +6,54 @@ nothing is parsed again per transition) or raises ``InvalidDefinition`` with AWS
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from .choice import Rule, RuleSyntaxError, compile_rule
+from .choice import RuleSyntaxError, compile_rule
+from .handling import ALL, Catcher, Retrier
 from .paths import Path, PathSyntaxError, ReferencePath
+from .states import (
+    IDENTITY,
+    KEEP_ALL,
+    ChoiceState,
+    Definition,
+    FailState,
+    FanOutState,
+    Machine,
+    MapState,
+    ParallelState,
+    PassState,
+    State,
+    SucceedState,
+    WaitState,
+)
 from .templates import Template
 from .timestamps import parse_ms
 
+__all__ = ["Definition", "Diagnostic", "InvalidDefinition", "Machine", "State", "parse_definition"]
+
 MAX_STATE_NAME = 80
-IDENTITY = Path("$")
-KEEP_ALL = ReferencePath("$")
 
 _TOP_LEVEL = {"StartAt", "States", "Comment", "Version", "TimeoutSeconds", "QueryLanguage"}
 _COMMON = {"Type", "Comment"}
 _FLOW = {"Next", "End"}
 _IO = {"InputPath", "OutputPath"}
+_FANOUT = _COMMON | _FLOW | _IO | {"ResultPath", "ResultSelector", "Retry", "Catch"}
 _ALLOWED: dict[str, set[str]] = {
     "Pass": _COMMON | _FLOW | _IO | {"ResultPath", "Parameters", "Result"},
     "Choice": _COMMON | _IO | {"Choices", "Default"},
     "Wait": _COMMON | _FLOW | _IO | {"Seconds", "Timestamp", "SecondsPath", "TimestampPath"},
     "Succeed": _COMMON | _IO,
     "Fail": _COMMON | {"Error", "Cause", "ErrorPath", "CausePath"},
+    "Parallel": _FANOUT | {"Branches", "Parameters"},
+    "Map": _FANOUT | {"ItemProcessor", "Iterator", "ItemsPath", "ItemSelector", "Parameters", "MaxConcurrency",
+                      "MaxConcurrencyPath"},
 }
 # Recognised States Language types that this build does not run yet.
-_NOT_YET = {"Task", "Parallel", "Map"}
+_NOT_YET = {"Task"}
+_MACHINE_FIELDS = {"StartAt", "States", "Comment"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,59 +75,6 @@ class InvalidDefinition(ValueError):
         super().__init__("Invalid State Machine Definition: '" + "', '".join(d.render() for d in diagnostics) + "'")
 
 
-@dataclass(slots=True)
-class State:
-    name: str
-    type: str
-    next: str | None = None
-    end: bool = False
-    input_path: Path | None = IDENTITY  # None: the JSON null, which gives the state {} as input
-    output_path: Path | None = IDENTITY
-
-
-@dataclass(slots=True)
-class PassState(State):
-    parameters: Template | None = None
-    result: Any = None
-    has_result: bool = False
-    result_path: ReferencePath | None = KEEP_ALL  # None: discard the result, pass the input on
-
-
-@dataclass(slots=True)
-class ChoiceState(State):
-    choices: list[tuple[Rule, str]] = field(default_factory=list)
-    default: str | None = None
-
-
-@dataclass(slots=True)
-class WaitState(State):
-    seconds: int | None = None
-    timestamp_ms: int | None = None
-    seconds_path: Path | None = None
-    timestamp_path: Path | None = None
-
-
-@dataclass(slots=True)
-class SucceedState(State):
-    pass
-
-
-@dataclass(slots=True)
-class FailState(State):
-    error: str | None = None
-    cause: str | None = None
-    error_path: Path | None = None
-    cause_path: Path | None = None
-
-
-@dataclass(slots=True)
-class Definition:
-    start_at: str
-    states: dict[str, State]
-    timeout_seconds: int | None = None
-    comment: str | None = None
-
-
 def parse_definition(text: str) -> Definition:
     """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong."""
     try:
@@ -123,6 +91,8 @@ def _is_int(value: Any) -> bool:
 class _Parser:
     def __init__(self) -> None:
         self.problems: list[Diagnostic] = []
+        self.machines: list[Machine] = []
+        self.names: set[str] = set()
 
     def problem(self, code: str, message: str, location: str) -> None:
         self.problems.append(Diagnostic(code, message, location))
@@ -133,27 +103,41 @@ class _Parser:
     def parse(self, raw: Any) -> Definition:
         if not isinstance(raw, dict):
             raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED", "Definition must be a valid JSON object")])
-        missing = [key for key in ("States", "StartAt") if key not in raw]
-        if missing:
-            self.schema(f"These fields are required: [{', '.join(missing)}]", "/")
         for key in sorted(set(raw) - _TOP_LEVEL):
             self.schema(f"Field '{key}' is not supported", f"/{key}")
-        start_at = raw.get("StartAt")
-        if "StartAt" in raw and not isinstance(start_at, str):
-            self.schema("The value for the field 'StartAt' must be a STRING", "/StartAt")
         timeout = raw.get("TimeoutSeconds")
         if timeout is not None and (not _is_int(timeout) or timeout <= 0 or timeout > 99999999):
             self.schema("The value for the field 'TimeoutSeconds' must be a positive integer", "/TimeoutSeconds")
         if raw.get("QueryLanguage", "JSONPath") != "JSONPath":
             self.schema("statewright runs JSONPath definitions only so far", "/QueryLanguage")
-        states = self.states(raw.get("States"), "/States")
-        if isinstance(start_at, str) and states is not None and start_at not in states:
-            self.problem("MISSING_TRANSITION_TARGET", f"Missing 'Next' target: {start_at}", "/StartAt")
-        if states is not None and isinstance(start_at, str) and not self.problems:
-            self.reachability(start_at, states)
+        top = self.machine(raw, "")
         if self.problems:
             raise InvalidDefinition(self.problems)
-        return Definition(start_at, states, timeout, raw.get("Comment"))
+        for index, machine in enumerate(self.machines):
+            machine.index = index
+        return Definition(top.start_at, top.states, timeout, raw.get("Comment"), self.machines)
+
+    def machine(self, raw: dict, where: str) -> Machine:
+        """One States collection; nested ones (branches, item processors) register themselves first."""
+        missing = [key for key in ("States", "StartAt") if key not in raw]
+        if missing:
+            self.schema(f"These fields are required: [{', '.join(missing)}]", where or "/")
+        start_at = raw.get("StartAt")
+        if "StartAt" in raw and not isinstance(start_at, str):
+            self.schema("The value for the field 'StartAt' must be a STRING", f"{where}/StartAt")
+        machine = Machine(start_at if isinstance(start_at, str) else "", {})
+        if not where:
+            self.machines.insert(0, machine)  # the top level is machines[0]
+        states = self.states(raw.get("States"), f"{where}/States")
+        if states is not None:
+            machine.states = states
+            if isinstance(start_at, str) and start_at not in states:
+                self.problem("MISSING_TRANSITION_TARGET", f"Missing 'Next' target: {start_at}", f"{where}/StartAt")
+            elif isinstance(start_at, str):
+                self.reachability(start_at, states, where)
+        if where:
+            self.machines.append(machine)
+        return machine
 
     def states(self, raw: Any, where: str) -> dict[str, State] | None:
         if raw is None:
@@ -163,6 +147,9 @@ class _Parser:
             return None
         compiled = {}
         for name, body in raw.items():
+            if name in self.names:
+                self.problem("DUPLICATE_STATE_NAME", f"Duplicate State name: '{name}'", f"{where}/{name}")
+            self.names.add(name)
             state = self.state(name, body, f"{where}/{name}")
             if state is not None:
                 compiled[name] = state
@@ -179,9 +166,11 @@ class _Parser:
             found += [(target, f"{base}/Choices/{i}/Next") for i, (_, target) in enumerate(state.choices)]
             if state.default:
                 found.append((state.default, f"{base}/Default"))
+        if isinstance(state, FanOutState):
+            found += [(catcher.next, f"{base}/Catch/{i}/Next") for i, catcher in enumerate(state.catch)]
         return found
 
-    def reachability(self, start_at: str, states: dict[str, State]) -> None:
+    def reachability(self, start_at: str, states: dict[str, State], where: str) -> None:
         seen, todo = set(), [start_at]
         while todo:
             name = todo.pop()
@@ -191,7 +180,7 @@ class _Parser:
             todo.extend(target for target, _ in self.targets(states[name], ""))
         for name in states:
             if name not in seen:
-                self.problem("UNREACHABLE_STATE", f"State '{name}' is not reachable", f"/States/{name}")
+                self.problem("UNREACHABLE_STATE", f"State '{name}' is not reachable", f"{where}/States/{name}")
 
     def state(self, name: str, raw: Any, where: str) -> State | None:
         if len(name) > MAX_STATE_NAME or not name:
@@ -210,7 +199,7 @@ class _Parser:
         for key in sorted(set(raw) - _ALLOWED[kind]):
             self.schema(f"Field '{key}' is not supported", f"{where}/{key}")
         state = getattr(self, "pass_" if kind == "Pass" else kind.lower())(name, raw, where)
-        if kind in ("Pass", "Wait"):
+        if kind in ("Pass", "Wait", "Parallel", "Map"):
             self.flow(state, raw, where)
         if "InputPath" in raw:
             state.input_path = self.path(raw["InputPath"], f"{where}/InputPath", nullable=True)
@@ -242,22 +231,10 @@ class _Parser:
 
     def pass_(self, name: str, raw: dict, where: str) -> PassState:
         state = PassState(name, "Pass")
-        if "Parameters" in raw:
-            try:
-                state.parameters = Template(raw["Parameters"])
-            except PathSyntaxError as exc:
-                self.schema(str(exc), f"{where}/Parameters")
+        state.parameters = self.template(raw, "Parameters", where)
         if "Result" in raw:
             state.result, state.has_result = raw["Result"], True
-        if "ResultPath" in raw:
-            if raw["ResultPath"] is None:
-                state.result_path = None
-            else:
-                try:
-                    state.result_path = ReferencePath(raw["ResultPath"])
-                except PathSyntaxError:
-                    self.schema("The value for the field 'ResultPath' must be a valid reference path",
-                                f"{where}/ResultPath")
+        state.result_path = self.result_path(raw, where)
         return state
 
     def choice(self, name: str, raw: dict, where: str) -> ChoiceState:
@@ -317,3 +294,146 @@ class _Parser:
         if "CausePath" in raw:
             state.cause_path = self.path(raw["CausePath"], f"{where}/CausePath")
         return state
+
+    # -- Parallel and Map
+
+    def fan_out(self, state: FanOutState, raw: dict, where: str) -> None:
+        state.result_selector = self.template(raw, "ResultSelector", where)
+        state.result_path = self.result_path(raw, where)
+        state.retry = [self.retrier(rule, f"{where}/Retry/{i}") for i, rule in enumerate(self.rules(raw, "Retry",
+                                                                                                   where))]
+        state.catch = [self.catcher(rule, f"{where}/Catch/{i}") for i, rule in enumerate(self.rules(raw, "Catch",
+                                                                                                   where))]
+
+    def parallel(self, name: str, raw: dict, where: str) -> ParallelState:
+        state = ParallelState(name, "Parallel")
+        self.fan_out(state, raw, where)
+        state.parameters = self.template(raw, "Parameters", where)
+        branches = raw.get("Branches")
+        if not isinstance(branches, list) or not branches:
+            self.schema("The field 'Branches' is required and must be a non-empty array", f"{where}/Branches")
+            branches = []
+        for i, branch in enumerate(branches):
+            if not isinstance(branch, dict):
+                self.schema("A branch must be an object", f"{where}/Branches/{i}")
+                continue
+            self.unknown_fields(branch, _MACHINE_FIELDS, f"{where}/Branches/{i}")
+            state.branches.append(self.machine(branch, f"{where}/Branches/{i}"))
+        return state
+
+    def map(self, name: str, raw: dict, where: str) -> MapState:
+        state = MapState(name, "Map")
+        self.fan_out(state, raw, where)
+        if "ItemSelector" in raw and "Parameters" in raw:
+            self.schema("A Map state may have 'ItemSelector' or 'Parameters', not both", where)
+        state.item_selector = self.template(raw, "ItemSelector" if "ItemSelector" in raw else "Parameters", where)
+        if "ItemsPath" in raw:
+            state.items_path = self.path(raw["ItemsPath"], f"{where}/ItemsPath", nullable=True)
+        concurrency = raw.get("MaxConcurrency", 0)
+        if not _is_int(concurrency) or concurrency < 0:
+            self.schema("The value for the field 'MaxConcurrency' must be a non-negative integer",
+                        f"{where}/MaxConcurrency")
+        state.max_concurrency = concurrency if _is_int(concurrency) else 0
+        if "MaxConcurrencyPath" in raw:
+            if "MaxConcurrency" in raw:
+                self.schema("A Map state may have 'MaxConcurrency' or 'MaxConcurrencyPath', not both", where)
+            state.max_concurrency_path = self.path(raw["MaxConcurrencyPath"], f"{where}/MaxConcurrencyPath")
+        key = "ItemProcessor" if "ItemProcessor" in raw else "Iterator"
+        processor = raw.get(key)
+        if not isinstance(processor, dict):
+            self.schema("These fields are required: [ItemProcessor]", where)
+            return state
+        self.unknown_fields(processor, _MACHINE_FIELDS | ({"ProcessorConfig"} if key == "ItemProcessor" else set()),
+                            f"{where}/{key}")
+        mode = (processor.get("ProcessorConfig") or {}).get("Mode", "INLINE")
+        if mode != "INLINE":
+            self.problem("UNSUPPORTED_FEATURE", "statewright runs inline Map states only so far",
+                         f"{where}/{key}/ProcessorConfig/Mode")
+        state.processor = self.machine(processor, f"{where}/{key}")
+        return state
+
+    def unknown_fields(self, raw: dict, allowed: set[str], where: str) -> None:
+        for key in sorted(set(raw) - allowed):
+            self.schema(f"Field '{key}' is not supported", f"{where}/{key}")
+
+    def template(self, raw: dict, key: str, where: str) -> Template | None:
+        if key not in raw:
+            return None
+        try:
+            return Template(raw[key])
+        except PathSyntaxError as exc:
+            self.schema(str(exc), f"{where}/{key}")
+            return None
+
+    def result_path(self, raw: dict, where: str) -> ReferencePath | None:
+        if "ResultPath" not in raw:
+            return KEEP_ALL
+        if raw["ResultPath"] is None:
+            return None
+        try:
+            return ReferencePath(raw["ResultPath"])
+        except PathSyntaxError:
+            self.schema("The value for the field 'ResultPath' must be a valid reference path", f"{where}/ResultPath")
+            return KEEP_ALL
+
+    def rules(self, raw: dict, key: str, where: str) -> list[dict]:
+        rules = raw.get(key, [])
+        if not isinstance(rules, list) or not all(isinstance(rule, dict) for rule in rules):
+            self.schema(f"The field '{key}' must be an array of objects", f"{where}/{key}")
+            return []
+        return rules
+
+    def error_equals(self, rule: dict, where: str) -> list[str]:
+        names = rule.get("ErrorEquals")
+        if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
+            self.schema("The field 'ErrorEquals' is required and must be a non-empty array of strings",
+                        f"{where}/ErrorEquals")
+            return []
+        if ALL in names and len(names) > 1:
+            self.schema(f"'{ALL}' must appear alone in 'ErrorEquals'", f"{where}/ErrorEquals")
+        return names
+
+    def retrier(self, rule: dict, where: str) -> Retrier:
+        self.unknown_fields(rule, {"ErrorEquals", "IntervalSeconds", "MaxAttempts", "BackoffRate", "MaxDelaySeconds",
+                                   "JitterStrategy", "Comment"}, where)
+        retrier = Retrier(self.error_equals(rule, where))
+        interval = rule.get("IntervalSeconds", 1)
+        if _is_int(interval) and 1 <= interval <= 99999999:
+            retrier.interval_seconds = interval
+        else:
+            self.schema("The value for the field 'IntervalSeconds' must be a positive integer",
+                        f"{where}/IntervalSeconds")
+        attempts = rule.get("MaxAttempts", 3)
+        if _is_int(attempts) and 0 <= attempts <= 99999999:
+            retrier.max_attempts = attempts
+        else:
+            self.schema("The value for the field 'MaxAttempts' must be a non-negative integer",
+                        f"{where}/MaxAttempts")
+        backoff = rule.get("BackoffRate", 2.0)
+        if isinstance(backoff, int | float) and not isinstance(backoff, bool) and backoff >= 1.0:
+            retrier.backoff_rate = float(backoff)
+        else:
+            self.schema("The value for the field 'BackoffRate' must be a number greater than or equal to 1.0",
+                        f"{where}/BackoffRate")
+        max_delay = rule.get("MaxDelaySeconds")
+        if max_delay is None or (_is_int(max_delay) and 1 <= max_delay <= 31622400):
+            retrier.max_delay_seconds = max_delay
+        else:
+            self.schema("The value for the field 'MaxDelaySeconds' must be a positive integer",
+                        f"{where}/MaxDelaySeconds")
+        jitter = rule.get("JitterStrategy", "NONE")
+        if jitter in ("FULL", "NONE"):
+            retrier.jitter = jitter == "FULL"
+        else:
+            self.schema("The value for the field 'JitterStrategy' must be one of [FULL, NONE]",
+                        f"{where}/JitterStrategy")
+        return retrier
+
+    def catcher(self, rule: dict, where: str) -> Catcher:
+        self.unknown_fields(rule, {"ErrorEquals", "Next", "ResultPath", "Comment"}, where)
+        nxt = rule.get("Next")
+        if not isinstance(nxt, str):
+            self.schema("These fields are required: [Next]", where)
+        return Catcher(self.error_equals(rule, where), nxt if isinstance(nxt, str) else "",
+                       self.result_path(rule, where))
+

@@ -1,27 +1,50 @@
 """The decider: pure functions from (mutable state, command, definition, now_ms) to a Decision.
 
 A Decision carries the history events to append, the new mutable state and the effects (timers to write or
-delete). Runs of pure states (Pass, Choice, and a Wait that is already due) are evaluated here in one go, so a
-chain of them is committed together. Nothing here reads a clock or touches storage.
+delete). Runs of pure states (Pass, Choice, a Wait already due, and Parallel and Map whose branches are pure) are
+evaluated here in one go, so they are committed together. Nothing here reads a clock or touches storage.
+
+Control lives in *flows*: the top level is flow "" and every Parallel branch or Map iteration is a child flow
+named "<entered event id of the Parallel/Map>.<index>". A flow record (a JSON object in the mutable state) has:
+  m          index of the Machine (States collection) it runs in Definition.machines
+  parent     the parent flow's id (None for the top level); slot: its index among the parent's children
+  state      the state it is in while it waits (a Wait, a retry backoff, or a Parallel/Map gathering results)
+  data       that state's input (a Wait's effective input; the raw input of a state waiting to retry)
+  entered_id, entered_ms   when that state was entered
+  timer      the timer it waits on, if any; retries: attempts used per retrier of the current state
+  fan        while in a Parallel/Map: kind, inputs (per branch or item), results, next, pending, max, raw, started
 """
 
 from __future__ import annotations
 
-import copy
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..asl import errors
 from ..asl.dataflow import place_result, select
-from ..asl.definition import ChoiceState, Definition, FailState, PassState, State, SucceedState, WaitState
 from ..asl.errors import StatesError
+from ..asl.handling import error_output, matches
 from ..asl.jsonio import dumps, loads
+from ..asl.states import (
+    ChoiceState,
+    Definition,
+    FailState,
+    FanOutState,
+    MapState,
+    ParallelState,
+    PassState,
+    State,
+    SucceedState,
+    WaitState,
+)
 from ..asl.timestamps import format_ms, parse_ms
 from .execution import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionState
 
 MAX_PAYLOAD_BYTES = 262_144
 MAX_HISTORY_EVENTS = 25_000
 EXECUTION_TIMEOUT_TIMER = "execution-timeout"
+ROOT = ""
 _NO_DETAILS = {"truncated": False}
 
 
@@ -32,21 +55,18 @@ class Decision:
     timers_added: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
     timers_removed: list[tuple[str, int]] = field(default_factory=list)
 
-    @property
-    def closed(self) -> bool:
-        return not self.state.is_open
-
 
 def start(execution: ExecutionState, definition: Definition, now_ms: int) -> Decision:
     """Open a new execution (version 0, no events yet) and run it until it waits or closes."""
-    decision = Decision(copy.copy(execution))
+    decision = Decision(execution.copy())
     step = _Step(decision, definition, now_ms)
     step.emit("ExecutionStarted", "executionStartedEventDetails",
               {"input": execution.input, "inputDetails": _NO_DETAILS, "roleArn": execution.role_arn})
     if definition.timeout_seconds is not None:
         step.add_timer(EXECUTION_TIMEOUT_TIMER, execution.start_ms + definition.timeout_seconds * 1000)
+    step.execution.flows[ROOT] = _new_flow(0, None, 0)
     step.known_value, step.known_text = loads(execution.input), execution.input
-    step.run(definition.start_at, step.known_value, previous_event_id=0)
+    step.run(ROOT, definition.start_at, step.known_value, previous_event_id=0)
     return decision
 
 
@@ -54,14 +74,14 @@ def fire_timer(execution: ExecutionState, definition: Definition, timer_id: str,
     """Apply a fired timer, or return None when the execution no longer expects it."""
     if not execution.is_open or timer_id not in execution.timers:
         return None
-    decision = Decision(_mutable_copy(execution))
+    decision = Decision(execution.copy())
     step = _Step(decision, definition, now_ms)
     step.remove_timer(timer_id)
     if timer_id == EXECUTION_TIMEOUT_TIMER:
         step.close(TIMED_OUT, "ExecutionTimedOut", "executionTimedOutEventDetails", {})
         return decision
-    state = definition.states[execution.current_state]
-    step.leave(state, execution.current_data)
+    flow_id = next(fid for fid, flow in step.flows.items() if flow["timer"] == timer_id)
+    step.wake(flow_id)
     return decision
 
 
@@ -69,22 +89,17 @@ def stop(execution: ExecutionState, error: str | None, cause: str | None, now_ms
     """StopExecution: abort a running execution; None when it already closed."""
     if not execution.is_open:
         return None
-    decision = Decision(_mutable_copy(execution))
+    decision = Decision(execution.copy())
     details = {key: value for key, value in (("error", error), ("cause", cause)) if value is not None}
     _Step(decision, None, now_ms).close(ABORTED, "ExecutionAborted", "executionAbortedEventDetails", details,
                                         error=error, cause=cause, previous_event_id=0)
     return decision
 
 
-def _mutable_copy(execution: ExecutionState) -> ExecutionState:
-    clone = copy.copy(execution)
-    clone.timers = dict(execution.timers)
-    return clone
-
-
-def context_object(execution: ExecutionState, state_name: str, entered_ms: int) -> dict[str, Any]:
-    """The context object ($$) as a state sees it."""
-    return {
+def context_object(execution: ExecutionState, state_name: str, entered_ms: int,
+                   map_item: tuple[int, Any] | None = None) -> dict[str, Any]:
+    """The context object ($$) as a state sees it; ``map_item`` is (index, value) inside a Map's ItemSelector."""
+    context = {
         "Execution": {
             "Id": execution.arn,
             "Input": loads(execution.input),
@@ -99,6 +114,9 @@ def context_object(execution: ExecutionState, state_name: str, entered_ms: int) 
         },
         "State": {"Name": state_name, "EnteredTime": format_ms(entered_ms)},
     }
+    if map_item is not None:
+        context["Map"] = {"Item": {"Index": map_item[0], "Value": map_item[1]}}
+    return context
 
 
 class _LazyContext:
@@ -106,8 +124,8 @@ class _LazyContext:
 
     __slots__ = ("_args", "_value")
 
-    def __init__(self, execution: ExecutionState, state_name: str, entered_ms: int) -> None:
-        self._args = (execution, state_name, entered_ms)
+    def __init__(self, *args: Any) -> None:
+        self._args = args
         self._value: dict[str, Any] | None = None
 
     def __call__(self) -> dict[str, Any]:
@@ -116,18 +134,42 @@ class _LazyContext:
         return self._value
 
 
+def _new_flow(machine: int, parent: str | None, slot: int) -> dict[str, Any]:
+    return {"m": machine, "parent": parent, "slot": slot, "state": None, "data": None, "entered_id": 0,
+            "entered_ms": 0, "timer": None, "retries": {}, "fan": None}
+
+
+# Outcomes of running one state in a flow.
+_WAIT = ("wait",)
+
+
+def _next(name: str, data: Any) -> tuple:
+    return ("next", name, data)
+
+
+def _end(output: Any) -> tuple:
+    return ("end", output)
+
+
+def _fail(error: str | None, cause: str | None) -> tuple:
+    return ("fail", error, cause)
+
+
 class _Step:
-    """Accumulates one Decision: events with their ids, timer changes, and the state's new shape."""
+    """Accumulates one Decision: events with their ids, timer changes, and the flows' new shape."""
 
     def __init__(self, decision: Decision, definition: Definition | None, now_ms: int) -> None:
         self.decision = decision
         self.execution = decision.state
+        self.flows = decision.state.flows
         self.definition = definition
         self.now_ms = now_ms
         self.known_value: Any = None
         self.known_text: str | None = None
+        self.gathering: set[str] = set()  # flows whose fan-out loop is on the stack
+        self.failures: dict[str, tuple[str | None, str | None]] = {}  # their children's failures, to report
 
-    # -- history and timers
+    # -- history, timers, closing
 
     def emit(self, event_type: str, details_key: str | None, details: dict | None,
              previous_event_id: int | None = None) -> int:
@@ -167,13 +209,7 @@ class _Step:
         execution.status = status
         execution.stop_ms = self.now_ms
         execution.output, execution.error, execution.cause = output, error, cause
-        execution.current_state = execution.current_data = None
-
-    def fail(self, error: str, cause: str) -> None:
-        self.close(FAILED, "ExecutionFailed", "executionFailedEventDetails", {"error": error, "cause": cause},
-                   error=error, cause=cause)
-
-    # -- running states
+        self.flows.clear()
 
     def json_of(self, value: Any) -> str:
         """``value`` as JSON. A payload that passes through untouched keeps its text as written, as on AWS."""
@@ -183,105 +219,126 @@ class _Step:
         self.known_value, self.known_text = value, text
         return text
 
-    def run(self, name: str, data: Any, previous_event_id: int | None = None) -> None:
-        """Enter ``name`` with ``data`` and keep going through pure states until the execution waits or closes."""
-        while name is not None:
-            if self.execution.next_event_id > MAX_HISTORY_EVENTS:
-                self.fail(errors.RUNTIME, f"The execution reached the maximum number of history events "
-                          f"({MAX_HISTORY_EVENTS}).")
-                return
-            state = self.definition.states[name]
-            entered_id = None
-            try:
-                details = {"name": name, "input": self.json_of(data), "inputDetails": _NO_DETAILS}
-                entered_id = self.emit(f"{state.type}StateEntered", "stateEnteredEventDetails", details,
-                                       previous_event_id)
-                previous_event_id = None
-                name, output = self.enter(state, data, entered_id)
-            except StatesError as failure:
-                cause = failure.cause
-                if entered_id is not None:
-                    cause = (f"An error occurred while executing the state '{state.name}' "
-                             f"(entered at the event id #{entered_id}). {cause}")
-                self.fail(failure.error, cause)
-                return
-            data = output
+    def machine_states(self, flow: dict) -> dict[str, State]:
+        return self.definition.machines[flow["m"]].states
 
-    def enter(self, state: State, data: Any, entered_id: int) -> tuple[str | None, Any]:
-        """Run one state; return the next state's name and input, or (None, _) when the execution waits or ends."""
-        context = _LazyContext(self.execution, state.name, self.now_ms)
+    # -- running a flow
+
+    def run(self, flow_id: str, name: str | None, data: Any, previous_event_id: int | None = None) -> None:
+        """Enter ``name`` in a flow and keep going through pure states until the flow waits, ends or fails."""
+        while name is not None and self.execution.is_open and flow_id in self.flows:
+            if self.execution.next_event_id > MAX_HISTORY_EVENTS:
+                self.fail_execution(errors.RUNTIME, f"The execution reached the maximum number of history events "
+                                    f"({MAX_HISTORY_EVENTS}).")
+                return
+            flow = self.flows[flow_id]
+            state = self.machine_states(flow)[name]
+            try:
+                text = self.json_of(data)
+            except StatesError as failure:
+                self.settle(flow_id, _fail(failure.error, failure.cause))
+                return
+            entered_id = self.emit(f"{state.type}StateEntered", "stateEnteredEventDetails",
+                                   {"name": name, "input": text, "inputDetails": _NO_DETAILS}, previous_event_id)
+            previous_event_id = None
+            flow.update(state=name, data=data, entered_id=entered_id, entered_ms=self.now_ms, retries={})
+            name, data = self.settle(flow_id, self.attempt(flow_id, state, data))
+
+    def settle(self, flow_id: str, outcome: tuple) -> tuple[str | None, Any]:
+        """Act on a state's outcome; returns the next state and its input when the flow goes on."""
+        kind = outcome[0]
+        if kind == "next":
+            return outcome[1], outcome[2]
+        if kind == "end":
+            self.flow_succeeded(flow_id, outcome[1])
+        elif kind == "fail":
+            self.flow_failed(flow_id, outcome[1], outcome[2])
+        return None, None
+
+    def resume(self, flow_id: str, outcome: tuple) -> None:
+        name, data = self.settle(flow_id, outcome)
+        if name is not None:
+            self.run(flow_id, name, data)
+
+    def wake(self, flow_id: str) -> None:
+        """The flow's timer fired: a Wait ends or a retry starts."""
+        flow = self.flows[flow_id]
+        flow["timer"] = None
+        state = self.machine_states(flow)[flow["state"]]
+        if isinstance(state, WaitState):
+            try:
+                context = _LazyContext(self.execution, state.name, flow["entered_ms"])
+                outcome = self.exit(state, select(state.output_path, flow["data"], context))
+            except StatesError as failure:
+                outcome = self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
+        else:
+            outcome = self.attempt(flow_id, state, flow["data"])
+        self.resume(flow_id, outcome)
+
+    def attempt(self, flow_id: str, state: State, data: Any) -> tuple:
+        """Run one state (again, on a retry) and return its outcome."""
+        flow = self.flows[flow_id]
+        try:
+            return self.evaluate(flow_id, state, data)
+        except StatesError as failure:
+            return self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
+
+    def runtime_cause(self, flow: dict, failure: StatesError) -> str:
+        return (f"An error occurred while executing the state '{flow['state']}' "
+                f"(entered at the event id #{flow['entered_id']}). {failure.cause}")
+
+    def evaluate(self, flow_id: str, state: State, data: Any) -> tuple:
+        flow = self.flows[flow_id]
+        context = _LazyContext(self.execution, state.name, flow["entered_ms"])
         if isinstance(state, PassState):
             effective = select(state.input_path, data, context)
             if state.parameters is not None:
                 effective = state.parameters.render(effective, context)
-            result = copy.deepcopy(state.result) if state.has_result else effective
-            output = select(state.output_path, place_result(state.result_path, data, result), context)
-            return self.exit(state, output), output
+            result = _copy_json(state.result) if state.has_result else effective
+            return self.exit(state, select(state.output_path, place_result(state.result_path, data, result), context))
         if isinstance(state, ChoiceState):
             effective = select(state.input_path, data, context)
             target = next((nxt for rule, nxt in state.choices if rule.matches(effective, context)), state.default)
             if target is None:
                 raise StatesError(errors.NO_CHOICE_MATCHED, "No Choice Rule matched and no Default is specified.")
             output = select(state.output_path, effective, context)
-            self.exit(state, output)
-            return target, output
+            self.emit_exited(state, output)
+            return _next(target, output)
         if isinstance(state, WaitState):
             effective = select(state.input_path, data, context)
             fire_at_ms = self.wait_until(state, effective, context)
-            if fire_at_ms > self.now_ms:
-                execution = self.execution
-                execution.current_state, execution.current_data = state.name, effective
-                execution.entered_ms = self.now_ms
-                self.add_timer(f"wait-{entered_id}", fire_at_ms)
-                return None, None
-            output = select(state.output_path, effective, context)
-            return self.exit(state, output), output
+            if fire_at_ms <= self.now_ms:
+                return self.exit(state, select(state.output_path, effective, context))
+            flow["data"] = effective
+            self.sleep(flow, f"wait-{flow['entered_id']}", fire_at_ms)
+            return _WAIT
         if isinstance(state, SucceedState):
             effective = select(state.input_path, data, context)
-            self.succeed(state, select(state.output_path, effective, context))
-            return None, None
+            output = select(state.output_path, effective, context)
+            self.emit_exited(state, output)
+            return _end(output)
         if isinstance(state, FailState):
             error = state.error_path.resolve(data, context) if state.error_path else state.error
             cause = state.cause_path.resolve(data, context) if state.cause_path else state.cause
             for value, what in ((error, "ErrorPath"), (cause, "CausePath")):
                 if value is not None and not isinstance(value, str):
                     raise StatesError(errors.RUNTIME, f"The {what} of state '{state.name}' must select a string")
-            details = {key: value for key, value in (("error", error), ("cause", cause)) if value is not None}
-            self.close(FAILED, "ExecutionFailed", "executionFailedEventDetails", details, error=error, cause=cause)
-            return None, None
+            return _fail(error, cause)
+        if isinstance(state, ParallelState | MapState):
+            return self.fan_out(flow_id, state, data, context)
         raise AssertionError(f"unhandled state type {state.type}")
 
-    def leave(self, state: WaitState, effective: Any) -> None:
-        """Finish a Wait on its timer and run on from it."""
-        execution = self.execution
-        execution.current_state = execution.current_data = None
-        try:
-            context = _LazyContext(execution, state.name, execution.entered_ms)
-            output = select(state.output_path, effective, context)
-            target = self.exit(state, output)
-        except StatesError as failure:
-            self.fail(failure.error, failure.cause)
-            return
-        if target is not None:
-            self.run(target, output)
+    def sleep(self, flow: dict, timer_id: str, fire_at_ms: int) -> None:
+        flow["timer"] = timer_id
+        self.add_timer(timer_id, fire_at_ms)
 
-    def exit(self, state: State, output: Any) -> str | None:
+    def emit_exited(self, state: State, output: Any) -> None:
         self.emit(f"{state.type}StateExited", "stateExitedEventDetails",
                   {"name": state.name, "output": self.json_of(output), "outputDetails": _NO_DETAILS})
-        if state.type == "Choice":
-            return None
-        if state.end:
-            self.succeed(None, output)
-            return None
-        return state.next
 
-    def succeed(self, state: SucceedState | None, output: Any) -> None:
-        text = self.json_of(output)
-        if state is not None:
-            self.emit("SucceedStateExited", "stateExitedEventDetails",
-                      {"name": state.name, "output": text, "outputDetails": _NO_DETAILS})
-        self.close(SUCCEEDED, "ExecutionSucceeded", "executionSucceededEventDetails",
-                   {"output": text, "outputDetails": _NO_DETAILS}, output=text)
+    def exit(self, state: State, output: Any) -> tuple:
+        self.emit_exited(state, output)
+        return _end(output) if state.end else _next(state.next, output)
 
     def wait_until(self, state: WaitState, data: Any, context: Any) -> int:
         if state.seconds is not None:
@@ -301,6 +358,204 @@ class _Step:
                               f"extended offset date-time format string: {state.timestamp_path.text}")
         return fire_at_ms
 
+    # -- errors: Retry, Catch, or fail the flow
+
+    def on_error(self, flow_id: str, state: State, error: str | None, cause: str | None) -> tuple:
+        flow = self.flows[flow_id]
+        if not isinstance(state, FanOutState) or error is None:
+            return _fail(error, cause)
+        for index, retrier in enumerate(state.retry):
+            if not matches(retrier.error_equals, error):
+                continue
+            used = flow["retries"].get(str(index), 0)
+            if used < retrier.max_attempts:
+                flow["retries"][str(index)] = used + 1
+                seed = jitter_seed(self.execution.arn, flow["entered_id"], used + 1)
+                self.sleep(flow, f"retry-{flow['entered_id']}-{used + 1}",
+                           self.now_ms + retrier.delay_ms(used + 1, seed))
+                return _WAIT
+            break  # the first matching retrier decides; once spent, Catch decides
+        for catcher in state.catch:
+            if matches(catcher.error_equals, error):
+                try:
+                    output = place_result(catcher.result_path, flow["data"], error_output(error, cause))
+                except StatesError as failure:
+                    return _fail(failure.error, self.runtime_cause(flow, failure))
+                self.emit_exited(state, output)
+                return _next(catcher.next, output)
+        return _fail(error, cause)
+
+    # -- flows ending
+
+    def flow_succeeded(self, flow_id: str, output: Any) -> None:
+        if flow_id == ROOT:
+            try:
+                text = self.json_of(output)
+            except StatesError as failure:
+                self.fail_execution(failure.error, failure.cause)
+                return
+            self.close(SUCCEEDED, "ExecutionSucceeded", "executionSucceededEventDetails",
+                       {"output": text, "outputDetails": _NO_DETAILS}, output=text)
+            return
+        flow = self.flows.pop(flow_id)
+        parent_id = flow["parent"]
+        fan = self.flows[parent_id]["fan"]
+        fan["results"][flow["slot"]] = output
+        fan["pending"] -= 1
+        if fan["kind"] == "map":
+            self.emit("MapIterationSucceeded", "mapIterationSucceededEventDetails",
+                      {"name": self.flows[parent_id]["state"], "index": flow["slot"]})
+        if parent_id not in self.gathering:
+            self.gather(parent_id)
+
+    def flow_failed(self, flow_id: str, error: str | None, cause: str | None) -> None:
+        if flow_id == ROOT:
+            self.fail_execution(error, cause)
+            return
+        flow = self.flows[flow_id]
+        parent_id = flow["parent"]
+        parent = self.flows[parent_id]
+        fan = parent["fan"]
+        if fan["kind"] == "map":
+            self.emit("MapIterationFailed", "mapIterationFailedEventDetails",
+                      {"name": parent["state"], "index": flow["slot"]})
+        self.drop_children(parent_id, aborted_event=fan["kind"] == "map", skip=flow_id)
+        self.drop_flow(flow_id)
+        parent["fan"] = None
+        state = self.machine_states(parent)[parent["state"]]
+        self.emit(f"{state.type}StateFailed", None, None)
+        if parent_id in self.gathering:
+            self.failures[parent_id] = (error, cause)
+        else:
+            self.resume(parent_id, self.on_error(parent_id, state, error, cause))
+
+    def fail_execution(self, error: str | None, cause: str | None) -> None:
+        details = {key: value for key, value in (("error", error), ("cause", cause)) if value is not None}
+        self.close(FAILED, "ExecutionFailed", "executionFailedEventDetails", details, error=error, cause=cause)
+
+    def drop_flow(self, flow_id: str) -> None:
+        flow = self.flows.pop(flow_id)
+        if flow["timer"] is not None:
+            self.remove_timer(flow["timer"])
+        if flow["fan"] is not None:
+            self.drop_children(flow_id, aborted_event=False)
+
+    def drop_children(self, parent_id: str, aborted_event: bool, skip: str | None = None) -> None:
+        parent = self.flows[parent_id]
+        for child_id in [fid for fid, f in self.flows.items() if f["parent"] == parent_id and fid != skip]:
+            if aborted_event:
+                self.emit("MapIterationAborted", "mapIterationAbortedEventDetails",
+                          {"name": parent["state"], "index": self.flows[child_id]["slot"]})
+            self.drop_flow(child_id)
+
+    # -- Parallel and Map
+
+    def fan_out(self, flow_id: str, state: ParallelState | MapState, data: Any, context: Any) -> tuple:
+        flow = self.flows[flow_id]
+        effective = select(state.input_path, data, context)
+        if isinstance(state, ParallelState):
+            if state.parameters is not None:
+                effective = state.parameters.render(effective, context)
+            inputs, limit, kind = [effective] * len(state.branches), 0, "parallel"
+        else:
+            inputs = self.map_inputs(state, effective, flow["entered_ms"], context)
+            limit, kind = self.map_concurrency(state, effective, context), "map"
+        started_type = "ParallelStateStarted" if kind == "parallel" else "MapStateStarted"
+        details = {"length": len(inputs)} if kind == "map" else None
+        started = self.emit(started_type, "mapStateStartedEventDetails" if details else None, details)
+        fan = {"kind": kind, "inputs": inputs, "results": [None] * len(inputs), "next": 0, "pending": 0,
+               "max": limit, "raw": data, "started": started}
+        flow["fan"] = fan
+        return self.gather(flow_id, inline=True)
+
+    def map_inputs(self, state: MapState, effective: Any, entered_ms: int, context: Any) -> list[Any]:
+        """Each iteration's input: the item, or the ItemSelector rendered with $$.Map.Item."""
+        items = select(state.items_path, effective, context)
+        if not isinstance(items, list):
+            where = state.items_path.text if state.items_path is not None else "null"
+            raise StatesError(errors.RUNTIME, f"Item list under path '{where}' must be an array, but got: "
+                              f"{dumps(items)}")
+        if state.item_selector is None:
+            return items
+        return [state.item_selector.render(effective, _LazyContext(self.execution, state.name, entered_ms, (i, item)))
+                for i, item in enumerate(items)]
+
+    def map_concurrency(self, state: MapState, effective: Any, context: Any) -> int:
+        if state.max_concurrency_path is None:
+            return state.max_concurrency
+        value = state.max_concurrency_path.resolve(effective, context)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise StatesError(errors.RUNTIME, f"The MaxConcurrencyPath field refers to value '{dumps(value)}' "
+                              "which is not a valid non-negative integer")
+        return value
+
+    def gather(self, flow_id: str, inline: bool = False) -> tuple | None:
+        """Start the branches or items the concurrency limit allows; join when all are done.
+
+        Called inline when the state is entered (returns its outcome), and again whenever a child finishes later
+        (then it resumes the flow itself).
+        """
+        flow = self.flows[flow_id]
+        fan = flow["fan"]
+        state = self.machine_states(flow)[flow["state"]]
+        self.gathering.add(flow_id)
+        try:
+            while (flow["fan"] is fan and fan["next"] < len(fan["inputs"])
+                   and (fan["max"] == 0 or fan["pending"] < fan["max"]) and self.execution.is_open):
+                self.start_child(flow_id, state, fan, fan["next"])
+                fan["next"] += 1
+        finally:
+            self.gathering.discard(flow_id)
+        if not self.execution.is_open:
+            return _WAIT if inline else None
+        if flow_id in self.failures:
+            error, cause = self.failures.pop(flow_id)
+            outcome = self.on_error(flow_id, state, error, cause)
+        elif flow["fan"] is fan and fan["pending"] == 0 and fan["next"] == len(fan["inputs"]):
+            outcome = self.join(flow_id, state, fan)
+        else:
+            return _WAIT if inline else None
+        if inline:
+            return outcome
+        self.resume(flow_id, outcome)
+        return None
+
+    def start_child(self, flow_id: str, state: ParallelState | MapState, fan: dict, index: int) -> None:
+        child_id = f"{self.flows[flow_id]['entered_id']}.{index}"
+        if isinstance(state, ParallelState):
+            machine = state.branches[index]
+            previous = fan["started"]
+        else:
+            machine = state.processor
+            previous = self.emit("MapIterationStarted", "mapIterationStartedEventDetails",
+                                 {"name": state.name, "index": index})
+        self.flows[child_id] = _new_flow(machine.index, flow_id, index)
+        fan["pending"] += 1
+        self.run(child_id, machine.start_at, fan["inputs"][index], previous_event_id=previous)
+
+    def join(self, flow_id: str, state: ParallelState | MapState, fan: dict) -> tuple:
+        flow = self.flows[flow_id]
+        flow["fan"] = None
+        self.emit(f"{state.type}StateSucceeded", None, None)
+        try:
+            context = _LazyContext(self.execution, state.name, flow["entered_ms"])
+            result = fan["results"]
+            if state.result_selector is not None:
+                result = state.result_selector.render(result, context)
+            output = select(state.output_path, place_result(state.result_path, fan["raw"], result), context)
+            return self.exit(state, output)
+        except StatesError as failure:
+            return self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
+
+
+def _copy_json(value: Any) -> Any:
+    """A fresh copy of a literal from the definition, so no decision shares it with another."""
+    if isinstance(value, dict):
+        return {key: _copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(item) for item in value]
+    return value
+
 
 def _checked_json(value: Any) -> str:
     text = dumps(value)
@@ -309,3 +564,7 @@ def _checked_json(value: Any) -> str:
                           f"The state/task returned a result with a size exceeding the maximum number of bytes "
                           f"service limit ({MAX_PAYLOAD_BYTES}).")
     return text
+
+
+def jitter_seed(execution_arn: str, entered_id: int, attempt: int) -> bytes:
+    return hashlib.blake2b(f"{execution_arn}|{entered_id}|{attempt}".encode(), digest_size=16).digest()

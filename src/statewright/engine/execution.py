@@ -36,10 +36,9 @@ class ExecutionState:
     cause: str | None = None
     next_event_id: int = 1
     version: int = 0  # committed version of this row; 0 before the first commit
-    # Where a running execution waits (a Wait state) and with which data.
-    current_state: str | None = None
-    current_data: Any = None
-    entered_ms: int = 0
+    # Running flows: the top level (id "") and the branches and iterations of Parallel and Map states, each
+    # with where it waits. See decider.py for the record's fields.
+    flows: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Pending timers: timer id -> fire time. Their rows are written and deleted in the same commits.
     timers: dict[str, int] = field(default_factory=dict)
 
@@ -53,6 +52,10 @@ class ExecutionState:
     @classmethod
     def from_blob(cls, blob: bytes) -> ExecutionState:
         return cls(**orjson.loads(blob))
+
+    def copy(self) -> ExecutionState:
+        """A deep copy, so a decision never changes the committed state it started from."""
+        return ExecutionState.from_blob(self.to_blob())
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(ExecutionState))

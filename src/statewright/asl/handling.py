@@ -1,0 +1,57 @@
+"""Retry and Catch: which rule an error matches, and how long a retry waits.
+
+Jitter is drawn from a seed the caller derives from the execution, state and attempt, so a replay decides the
+same delay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from .errors import DATA_LIMIT_EXCEEDED, RUNTIME
+from .paths import ReferencePath
+
+ALL = "States.ALL"
+TASK_FAILED = "States.TaskFailed"
+# States.ALL matches any error except these terminal ones (they match only when named).
+_TERMINAL = frozenset({RUNTIME, DATA_LIMIT_EXCEEDED})
+
+
+def matches(error_equals: list[str], error: str) -> bool:
+    if error in error_equals:
+        return True
+    return ALL in error_equals and error not in _TERMINAL
+
+
+@dataclass(slots=True)
+class Retrier:
+    error_equals: list[str]
+    interval_seconds: int = 1
+    max_attempts: int = 3
+    backoff_rate: float = 2.0
+    max_delay_seconds: int | None = None
+    jitter: bool = False  # JitterStrategy FULL
+
+    def delay_ms(self, attempt: int, seed: bytes) -> int:
+        """The wait before retry number ``attempt`` (1 for the first retry)."""
+        delay_s = self.interval_seconds * self.backoff_rate ** (attempt - 1)
+        if self.max_delay_seconds is not None:
+            delay_s = min(delay_s, self.max_delay_seconds)
+        delay_ms = int(delay_s * 1000)
+        if self.jitter:
+            fraction = int.from_bytes(hashlib.blake2b(seed, digest_size=8).digest(), "big") / 2**64
+            delay_ms = int(delay_ms * fraction)
+        return delay_ms
+
+
+@dataclass(slots=True)
+class Catcher:
+    error_equals: list[str]
+    next: str
+    result_path: ReferencePath | None
+
+
+def error_output(error: str, cause: str | None) -> dict[str, str]:
+    """The object a Catch places at its ResultPath."""
+    return {"Error": error, "Cause": cause} if cause is not None else {"Error": error}

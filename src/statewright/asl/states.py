@@ -1,0 +1,105 @@
+"""Compiled states: what ``definition.parse_definition`` produces and the decider runs.
+
+A ``Machine`` is one States collection (the top level, a Parallel branch or a Map item processor). Every machine
+of a definition has an index into ``Definition.machines`` so an execution's durable state can name the machine a
+branch or iteration runs in with a number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .choice import Rule
+from .handling import Catcher, Retrier
+from .paths import Path, ReferencePath
+from .templates import Template
+
+IDENTITY = Path("$")
+KEEP_ALL = ReferencePath("$")
+
+
+@dataclass(slots=True)
+class State:
+    name: str
+    type: str
+    next: str | None = None
+    end: bool = False
+    input_path: Path | None = IDENTITY  # None: the JSON null, which gives the state {} as input
+    output_path: Path | None = IDENTITY
+
+
+@dataclass(slots=True)
+class PassState(State):
+    parameters: Template | None = None
+    result: Any = None
+    has_result: bool = False
+    result_path: ReferencePath | None = KEEP_ALL  # None: discard the result, pass the input on
+
+
+@dataclass(slots=True)
+class ChoiceState(State):
+    choices: list[tuple[Rule, str]] = field(default_factory=list)
+    default: str | None = None
+
+
+@dataclass(slots=True)
+class WaitState(State):
+    seconds: int | None = None
+    timestamp_ms: int | None = None
+    seconds_path: Path | None = None
+    timestamp_path: Path | None = None
+
+
+@dataclass(slots=True)
+class SucceedState(State):
+    pass
+
+
+@dataclass(slots=True)
+class FailState(State):
+    error: str | None = None
+    cause: str | None = None
+    error_path: Path | None = None
+    cause_path: Path | None = None
+
+
+@dataclass(slots=True)
+class FanOutState(State):
+    """What Parallel and Map share: results are gathered from sub-flows, then shaped and placed."""
+
+    result_selector: Template | None = None
+    result_path: ReferencePath | None = KEEP_ALL
+    retry: list[Retrier] = field(default_factory=list)
+    catch: list[Catcher] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ParallelState(FanOutState):
+    parameters: Template | None = None
+    branches: list[Machine] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class MapState(FanOutState):
+    items_path: Path | None = IDENTITY
+    item_selector: Template | None = None
+    max_concurrency: int = 0  # 0: no limit
+    max_concurrency_path: Path | None = None
+    processor: Machine | None = None
+
+
+@dataclass(slots=True)
+class Machine:
+    start_at: str
+    states: dict[str, State]
+    index: int = 0
+
+
+@dataclass(slots=True)
+class Definition:
+    start_at: str
+    states: dict[str, State]
+    timeout_seconds: int | None = None
+    comment: str | None = None
+    machines: list[Machine] = field(default_factory=list)  # [0] is the top level
