@@ -8,7 +8,7 @@ from typing import Any
 
 from .errors import RUNTIME, StatesError
 from .paths import Path, PathSyntaxError
-from .timestamps import parse_ms
+from .timestamps import parse_exact
 
 
 class RuleSyntaxError(ValueError):
@@ -52,15 +52,15 @@ for _suffix, _compare in (
     ("LessThanEquals", lambda a, b: a <= b),
     ("GreaterThanEquals", lambda a, b: a >= b),
 ):
-    _TYPED[f"Timestamp{_suffix}"] = (lambda v: parse_ms(v) is not None,
-                                     lambda a, b, c=_compare: c(parse_ms(a), parse_ms(b)))
+    _TYPED[f"Timestamp{_suffix}"] = (lambda v: parse_exact(v) is not None,
+                                     lambda a, b, c=_compare: c(parse_exact(a), parse_exact(b)))
 
 _TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
     "IsNull": lambda v: v is None,
     "IsNumeric": _is_number,
     "IsString": lambda v: isinstance(v, str),
     "IsBoolean": lambda v: isinstance(v, bool),
-    "IsTimestamp": lambda v: parse_ms(v) is not None,
+    "IsTimestamp": lambda v: parse_exact(v) is not None,
 }
 
 COMPARISON_OPERATORS = frozenset(

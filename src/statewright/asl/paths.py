@@ -18,7 +18,8 @@ from .errors import RUNTIME, StatesError
 _NAME = re.compile(r"\.([^.\[\]]+)")
 _QUOTED = re.compile(r"\[\s*(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\")\s*\]")
 _INDEX = re.compile(r"\[\s*(-?\d+)\s*\]")
-_INDEFINITE = re.compile(r"\*|\.\.|\?\(|:|,")
+_INDEFINITE = re.compile(r"\*|\?\(|:|,")
+_ESCAPE = re.compile(r"\\(.)")
 
 Step = str | int
 
@@ -43,7 +44,10 @@ def _parse_definite(text: str) -> list[Step] | None:
         if pattern is _INDEX:
             steps.append(int(match.group(1)))
         elif pattern is _QUOTED:
-            steps.append(match.group(1) if match.group(1) is not None else match.group(2))
+            quoted = match.group(1) if match.group(1) is not None else match.group(2)
+            steps.append(_ESCAPE.sub(r"\1", quoted))
+        elif _INDEFINITE.search(match.group(1)):
+            return None  # a bare name with a wildcard or filter in it: the general evaluator's job
         else:
             steps.append(match.group(1))
         pos = match.end()
@@ -65,7 +69,7 @@ class Path:
         self.text = text
         self.is_context = text.startswith("$$")
         body = text[1:] if self.is_context else text
-        self._steps = None if _INDEFINITE.search(body) else _parse_definite(body)
+        self._steps = _parse_definite(body)
         self._expr = None
         if self._steps is None:
             try:

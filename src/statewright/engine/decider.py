@@ -46,6 +46,15 @@ MAX_HISTORY_EVENTS = 25_000
 EXECUTION_TIMEOUT_TIMER = "execution-timeout"
 ROOT = ""
 _NO_DETAILS = {"truncated": False}
+_MARKERS = frozenset({"MapIterationSucceeded", "MapIterationFailed", "MapIterationAborted"})
+_POINT_PAST_MARKERS = frozenset({"MapIterationStarted", "MapStateStarted", "ParallelStateStarted", "MapStateFailed",
+                                 "ParallelStateFailed"})
+_CLOSING = frozenset({"ExecutionSucceeded", "ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut"})
+HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({MAX_HISTORY_EVENTS})."
+
+
+class _HistoryFull(Exception):
+    """The next event would be the last one the history may hold: it must be ExecutionFailed."""
 
 
 @dataclass(slots=True)
@@ -66,7 +75,7 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int) -> Dec
         step.add_timer(EXECUTION_TIMEOUT_TIMER, execution.start_ms + definition.timeout_seconds * 1000)
     step.execution.flows[ROOT] = _new_flow(0, None, 0)
     step.known_value, step.known_text = loads(execution.input), execution.input
-    step.run(ROOT, definition.start_at, step.known_value, previous_event_id=0)
+    step.guarded(step.run, ROOT, definition.start_at, step.known_value, 0)
     return decision
 
 
@@ -81,7 +90,7 @@ def fire_timer(execution: ExecutionState, definition: Definition, timer_id: str,
         step.close(TIMED_OUT, "ExecutionTimedOut", "executionTimedOutEventDetails", {})
         return decision
     flow_id = next(fid for fid, flow in step.flows.items() if flow["timer"] == timer_id)
-    step.wake(flow_id)
+    step.guarded(step.wake, flow_id)
     return decision
 
 
@@ -175,17 +184,29 @@ class _Step:
              previous_event_id: int | None = None) -> int:
         execution = self.execution
         event_id = execution.next_event_id
-        event = {
-            "timestamp": self.now_ms,
-            "type": event_type,
-            "id": event_id,
-            "previousEventId": event_id - 1 if previous_event_id is None else previous_event_id,
-        }
+        if event_id >= MAX_HISTORY_EVENTS and event_type not in _CLOSING:
+            raise _HistoryFull
+        if previous_event_id is None:
+            marker_prev = execution.marker_prev
+            use_marker = marker_prev is not None and event_type in _POINT_PAST_MARKERS
+            previous_event_id = marker_prev if use_marker else event_id - 1
+        event = {"timestamp": self.now_ms, "type": event_type, "id": event_id, "previousEventId": previous_event_id}
         if details_key is not None:
             event[details_key] = details
         self.decision.events.append(event)
         execution.next_event_id = event_id + 1
+        if event_type not in _MARKERS:
+            execution.marker_prev = None
+        elif execution.marker_prev is None:
+            execution.marker_prev = previous_event_id
         return event_id
+
+    def guarded(self, action: Any, *args: Any) -> None:
+        """Run ``action``; if the history fills up, the execution fails with the last event it may hold."""
+        try:
+            action(*args)
+        except _HistoryFull:
+            self.fail_execution(errors.RUNTIME, HISTORY_LIMIT_CAUSE)
 
     def add_timer(self, timer_id: str, fire_at_ms: int) -> None:
         self.execution.timers[timer_id] = fire_at_ms
@@ -213,8 +234,8 @@ class _Step:
 
     def json_of(self, value: Any) -> str:
         """``value`` as JSON. A payload that passes through untouched keeps its text as written, as on AWS."""
-        if value is self.known_value and self.known_text is not None:
-            return self.known_text
+        if value is self.known_value and self.known_text is not None and isinstance(value, dict | list):
+            return self.known_text  # identity of a container means untouched (scalars are shared by Python)
         text = _checked_json(value)
         self.known_value, self.known_text = value, text
         return text
@@ -227,10 +248,6 @@ class _Step:
     def run(self, flow_id: str, name: str | None, data: Any, previous_event_id: int | None = None) -> None:
         """Enter ``name`` in a flow and keep going through pure states until the flow waits, ends or fails."""
         while name is not None and self.execution.is_open and flow_id in self.flows:
-            if self.execution.next_event_id > MAX_HISTORY_EVENTS:
-                self.fail_execution(errors.RUNTIME, f"The execution reached the maximum number of history events "
-                                    f"({MAX_HISTORY_EVENTS}).")
-                return
             flow = self.flows[flow_id]
             state = self.machine_states(flow)[name]
             try:
@@ -355,34 +372,42 @@ class _Step:
         fire_at_ms = parse_ms(stamp)
         if fire_at_ms is None:
             raise StatesError(errors.RUNTIME, f"The TimestampPath parameter does not reference a valid ISO-8601 "
-                              f"extended offset date-time format string: {state.timestamp_path.text}")
+                              f"extended offset date-time format string: {state.timestamp_path.text} == {stamp}")
         return fire_at_ms
 
     # -- errors: Retry, Catch, or fail the flow
 
     def on_error(self, flow_id: str, state: State, error: str | None, cause: str | None) -> tuple:
-        flow = self.flows[flow_id]
+        return self.retry(flow_id, state, error) or self.catch(flow_id, state, error, cause)
+
+    def retry(self, flow_id: str, state: State, error: str | None) -> tuple | None:
+        """Schedule the next attempt if a retrier allows one; None when none does."""
         if not isinstance(state, FanOutState) or error is None:
-            return _fail(error, cause)
+            return None
+        flow = self.flows[flow_id]
         for index, retrier in enumerate(state.retry):
             if not matches(retrier.error_equals, error):
                 continue
             used = flow["retries"].get(str(index), 0)
-            if used < retrier.max_attempts:
-                flow["retries"][str(index)] = used + 1
-                seed = jitter_seed(self.execution.arn, flow["entered_id"], used + 1)
-                self.sleep(flow, f"retry-{flow['entered_id']}-{used + 1}",
-                           self.now_ms + retrier.delay_ms(used + 1, seed))
-                return _WAIT
-            break  # the first matching retrier decides; once spent, Catch decides
-        for catcher in state.catch:
-            if matches(catcher.error_equals, error):
-                try:
-                    output = place_result(catcher.result_path, flow["data"], error_output(error, cause))
-                except StatesError as failure:
-                    return _fail(failure.error, self.runtime_cause(flow, failure))
-                self.emit_exited(state, output)
-                return _next(catcher.next, output)
+            if used >= retrier.max_attempts:
+                return None  # the first matching retrier decides; once spent, Catch decides
+            flow["retries"][str(index)] = used + 1
+            seed = jitter_seed(self.execution.arn, flow["entered_id"], used + 1)
+            self.sleep(flow, f"retry-{flow['entered_id']}-{used + 1}", self.now_ms + retrier.delay_ms(used + 1, seed))
+            return _WAIT
+        return None
+
+    def catch(self, flow_id: str, state: State, error: str | None, cause: str | None) -> tuple:
+        flow = self.flows[flow_id]
+        if isinstance(state, FanOutState) and error is not None:
+            for catcher in state.catch:
+                if matches(catcher.error_equals, error):
+                    try:
+                        output = place_result(catcher.result_path, flow["data"], error_output(error, cause))
+                    except StatesError as failure:
+                        return _fail(failure.error, self.runtime_cause(flow, failure))
+                    self.emit_exited(state, output)
+                    return _next(catcher.next, output)
         return _fail(error, cause)
 
     # -- flows ending
@@ -422,12 +447,20 @@ class _Step:
         self.drop_children(parent_id, aborted_event=fan["kind"] == "map", skip=flow_id)
         self.drop_flow(flow_id)
         parent["fan"] = None
-        state = self.machine_states(parent)[parent["state"]]
-        self.emit(f"{state.type}StateFailed", None, None)
         if parent_id in self.gathering:
             self.failures[parent_id] = (error, cause)
         else:
-            self.resume(parent_id, self.on_error(parent_id, state, error, cause))
+            self.resume(parent_id, self.fan_failed(parent_id, error, cause))
+
+    def fan_failed(self, flow_id: str, error: str | None, cause: str | None) -> tuple:
+        """A branch or iteration failed: retry the whole state (silently, as AWS), or record the failure."""
+        flow = self.flows[flow_id]
+        state = self.machine_states(flow)[flow["state"]]
+        outcome = self.retry(flow_id, state, error)
+        if outcome is not None:
+            return outcome
+        self.emit(f"{state.type}StateFailed", None, None)
+        return self.catch(flow_id, state, error, cause)
 
     def fail_execution(self, error: str | None, cause: str | None) -> None:
         details = {key: value for key, value in (("error", error), ("cause", cause)) if value is not None}
@@ -509,8 +542,7 @@ class _Step:
         if not self.execution.is_open:
             return _WAIT if inline else None
         if flow_id in self.failures:
-            error, cause = self.failures.pop(flow_id)
-            outcome = self.on_error(flow_id, state, error, cause)
+            outcome = self.fan_failed(flow_id, *self.failures.pop(flow_id))
         elif flow["fan"] is fan and fan["pending"] == 0 and fan["next"] == len(fan["inputs"]):
             outcome = self.join(flow_id, state, fan)
         else:
@@ -537,15 +569,20 @@ class _Step:
         flow = self.flows[flow_id]
         flow["fan"] = None
         self.emit(f"{state.type}StateSucceeded", None, None)
+        # AWS points the Exited event where Succeeded points: at the last event of the branches.
+        exited_previous = self.decision.events[-1]["previousEventId"]
         try:
             context = _LazyContext(self.execution, state.name, flow["entered_ms"])
             result = fan["results"]
             if state.result_selector is not None:
                 result = state.result_selector.render(result, context)
             output = select(state.output_path, place_result(state.result_path, fan["raw"], result), context)
-            return self.exit(state, output)
+            text = self.json_of(output)
         except StatesError as failure:
             return self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
+        self.emit(f"{state.type}StateExited", "stateExitedEventDetails",
+                  {"name": state.name, "output": text, "outputDetails": _NO_DETAILS}, exited_previous)
+        return _end(output) if state.end else _next(state.next, output)
 
 
 def _copy_json(value: Any) -> Any:

@@ -35,6 +35,9 @@ class ExecutionState:
     error: str | None = None
     cause: str | None = None
     next_event_id: int = 1
+    # When the last event is a Map iteration's Succeeded/Failed/Aborted marker, the event that marker points
+    # at: AWS points the next iteration's start and the Map's Failed/Started events past such markers.
+    marker_prev: int | None = None
     version: int = 0  # committed version of this row; 0 before the first commit
     # Running flows: the top level (id "") and the branches and iterations of Parallel and Map states, each
     # with where it waits. See decider.py for the record's fields.

@@ -1,0 +1,576 @@
+"""The decider, pure: history event sequences, previousEventId rules, Wait timers, timeouts, stop and failures.
+
+Expected event lists follow what AWS records (see the AWS reference notes: first StateEntered and
+ExecutionAborted point at event 0, a Fail state has no Exited event, runtime failures go straight from
+StateEntered to ExecutionFailed).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from statewright.asl.definition import parse_definition
+from statewright.asl.timestamps import format_ms
+from statewright.engine import decider
+from statewright.engine.execution import ABORTED, FAILED, RUNNING, SUCCEEDED, TIMED_OUT, ExecutionState
+
+START_MS = 1_700_000_000_000
+MACHINE_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:machine"
+EXECUTION_ARN = "arn:aws:states:us-east-1:123456789012:execution:machine:run-1"
+ROLE_ARN = "arn:aws:iam::123456789012:role/test"
+PREFIX = "An error occurred while executing the state '{}' (entered at the event id #{}). "
+
+
+def execution(input_text: str = "{}") -> ExecutionState:
+    return ExecutionState(EXECUTION_ARN, MACHINE_ARN, "run-1", "rev-1", ROLE_ARN, input_text, START_MS, 0)
+
+
+def definition(states: dict, start_at: str | None = None, **top):
+    return parse_definition(json.dumps({"StartAt": start_at or next(iter(states)), "States": states, **top}))
+
+
+def start(states: dict, input_text: str = "{}", now_ms: int = START_MS, **top) -> decider.Decision:
+    return decider.start(execution(input_text), definition(states, **top), now_ms)
+
+
+def types(events: list[dict]) -> list[str]:
+    return [event["type"] for event in events]
+
+
+def previous_ids(events: list[dict]) -> list[int]:
+    return [event["previousEventId"] for event in events]
+
+
+def failure(decision: decider.Decision) -> dict:
+    assert decision.events[-1]["type"] == "ExecutionFailed"
+    return decision.events[-1]["executionFailedEventDetails"]
+
+
+PASS_END = {"Type": "Pass", "End": True}
+
+
+# -- event sequences and ids
+
+
+def test_single_pass_state_history():
+    decision = start({"P": {"Type": "Pass", "Result": {"Arg1": "argument1"}, "End": True}})
+    assert decision.events == [
+        {"timestamp": START_MS, "type": "ExecutionStarted", "id": 1, "previousEventId": 0,
+         "executionStartedEventDetails": {"input": "{}", "inputDetails": {"truncated": False}, "roleArn": ROLE_ARN}},
+        {"timestamp": START_MS, "type": "PassStateEntered", "id": 2, "previousEventId": 0,
+         "stateEnteredEventDetails": {"name": "P", "input": "{}", "inputDetails": {"truncated": False}}},
+        {"timestamp": START_MS, "type": "PassStateExited", "id": 3, "previousEventId": 2,
+         "stateExitedEventDetails": {"name": "P", "output": '{"Arg1":"argument1"}',
+                                     "outputDetails": {"truncated": False}}},
+        {"timestamp": START_MS, "type": "ExecutionSucceeded", "id": 4, "previousEventId": 3,
+         "executionSucceededEventDetails": {"output": '{"Arg1":"argument1"}', "outputDetails": {"truncated": False}}},
+    ]
+    state = decision.state
+    assert not decision.state.is_open
+    assert state.status == SUCCEEDED
+    assert state.output == '{"Arg1":"argument1"}'
+    assert state.stop_ms == START_MS
+    assert state.next_event_id == 5
+    assert decision.timers_added == decision.timers_removed == []
+
+
+def test_pass_choice_succeed_chain():
+    decision = start({
+        "P": {"Type": "Pass", "Next": "C"},
+        "C": {"Type": "Choice", "Choices": [{"Variable": "$.go", "BooleanEquals": True, "Next": "S"}]},
+        "S": {"Type": "Succeed"},
+    }, '{"go":true}')
+    assert types(decision.events) == [
+        "ExecutionStarted", "PassStateEntered", "PassStateExited", "ChoiceStateEntered", "ChoiceStateExited",
+        "SucceedStateEntered", "SucceedStateExited", "ExecutionSucceeded"]
+    assert [event["id"] for event in decision.events] == list(range(1, 9))
+    assert previous_ids(decision.events) == [0, 0, 2, 3, 4, 5, 6, 7]
+    assert decision.state.output == '{"go":true}'
+
+
+def test_choice_default_is_taken_when_no_rule_matches():
+    decision = start({
+        "C": {"Type": "Choice", "Choices": [{"Variable": "$.n", "NumericEquals": 1, "Next": "One"}],
+              "Default": "Other"},
+        "One": {"Type": "Pass", "Result": "one", "End": True},
+        "Other": {"Type": "Pass", "Result": "other", "End": True},
+    }, '{"n":2}')
+    assert decision.state.output == '"other"'
+    assert decision.events[3]["stateEnteredEventDetails"]["name"] == "Other"
+
+
+def test_first_matching_choice_rule_wins():
+    decision = start({
+        "C": {"Type": "Choice", "Choices": [
+            {"Variable": "$.n", "NumericGreaterThan": 0, "Next": "A"},
+            {"Variable": "$.n", "NumericGreaterThan": 1, "Next": "B"}]},
+        "A": {"Type": "Pass", "Result": "A", "End": True},
+        "B": {"Type": "Pass", "Result": "B", "End": True},
+    }, '{"n":5}')
+    assert decision.state.output == '"A"'
+
+
+def test_succeed_state_applies_input_and_output_paths():
+    decision = start({"S": {"Type": "Succeed", "InputPath": "$.a", "OutputPath": "$.b"}}, '{"a":{"b":[1,2]}}')
+    assert types(decision.events) == ["ExecutionStarted", "SucceedStateEntered", "SucceedStateExited",
+                                      "ExecutionSucceeded"]
+    assert decision.state.output == "[1,2]"
+
+
+def test_pass_data_flow():
+    decision = start({"P": {"Type": "Pass", "InputPath": "$.in", "Parameters": {"v.$": "$.x", "lit": [1]},
+                            "ResultPath": "$.out.r", "OutputPath": "$.out", "End": True}}, '{"in":{"x":7},"keep":1}')
+    assert json.loads(decision.state.output) == {"r": {"v": 7, "lit": [1]}}
+
+
+# -- raw input text vs compact JSON
+
+
+RAW = '{ "b" : 1,\n  "a": [ 1, 2 ] }'
+
+
+def test_untouched_input_keeps_its_text_through_the_whole_history():
+    decision = start({"P": {"Type": "Pass", "Next": "C"},
+                      "C": {"Type": "Choice", "Choices": [{"Variable": "$.b", "NumericEquals": 1, "Next": "S"}]},
+                      "S": {"Type": "Succeed"}}, RAW)
+    texts = []
+    for event in decision.events:
+        details = next(value for key, value in event.items() if key.endswith("EventDetails"))
+        texts.append(details.get("input", details.get("output")))
+    assert texts == [RAW] * len(decision.events)
+    assert decision.state.output == RAW
+
+
+@pytest.mark.parametrize("state", [
+    {"Type": "Pass", "Result": {"b": 1, "a": [1, 2]}, "End": True},
+    {"Type": "Pass", "Parameters": {"b.$": "$.b", "a.$": "$.a"}, "End": True},
+    {"Type": "Pass", "ResultPath": "$.c", "End": True},
+    {"Type": "Pass", "InputPath": "$.a", "End": True},
+    {"Type": "Pass", "OutputPath": "$.a", "End": True},
+])
+def test_transformed_output_is_compact_json(state):
+    decision = start({"P": state}, RAW)
+    assert decision.events[1]["stateEnteredEventDetails"]["input"] == RAW
+    output = decision.events[2]["stateExitedEventDetails"]["output"]
+    assert output == json.dumps(json.loads(output), separators=(",", ":"))
+    assert decision.state.output == output
+
+
+@pytest.mark.parametrize(("input_text", "state", "output"), [
+    (" 1 ", {"Type": "Pass", "Parameters": {"x": 1}, "OutputPath": "$.x", "End": True}, "1"),
+    (" true ", {"Type": "Pass", "Result": True, "End": True}, "true"),
+    (" null ", {"Type": "Pass", "Parameters": {"n": None}, "OutputPath": "$.n", "End": True}, "null"),
+])
+def test_computed_scalar_equal_to_the_input_is_still_compact(input_text, state, output):
+    # The value is computed, not the input passed through: it must not borrow the input's text.
+    decision = start({"P": state}, input_text)
+    assert decision.state.output == output
+
+
+def test_non_ascii_output_is_not_escaped():
+    decision = start({"P": {"Type": "Pass", "Result": {"name": "Zoë ✓"}, "End": True}})
+    assert decision.state.output == '{"name":"Zoë ✓"}'
+
+
+# -- context object
+
+
+def test_context_object_fields():
+    decision = start({"P": {"Type": "Pass", "Parameters": {
+        "id.$": "$$.Execution.Id", "name.$": "$$.Execution.Name", "input.$": "$$.Execution.Input",
+        "role.$": "$$.Execution.RoleArn", "start.$": "$$.Execution.StartTime", "machine.$": "$$.StateMachine.Id",
+        "machineName.$": "$$.StateMachine.Name", "state.$": "$$.State.Name", "entered.$": "$$.State.EnteredTime",
+        "redrives.$": "$$.Execution.RedriveCount"}, "End": True}}, '{"k":"v"}', now_ms=START_MS + 5)
+    assert json.loads(decision.state.output) == {
+        "id": EXECUTION_ARN, "name": "run-1", "input": {"k": "v"}, "role": ROLE_ARN,
+        "start": "2023-11-14T22:13:20.000Z", "machine": MACHINE_ARN, "machineName": "machine", "state": "P",
+        "entered": "2023-11-14T22:13:20.005Z", "redrives": 0}
+
+
+def test_pass_state_context_has_no_retry_count():
+    decision = start({"P": {"Type": "Pass", "Parameters": {"s.$": "$$.State"}, "End": True}})
+    assert set(json.loads(decision.state.output)["s"]) == {"Name", "EnteredTime"}
+
+
+def test_state_after_a_wait_sees_its_own_entered_time():
+    states = {"W": {"Type": "Wait", "Seconds": 2, "Next": "P"},
+              "P": {"Type": "Pass", "Parameters": {"t.$": "$$.State.EnteredTime"}, "End": True}}
+    first = start(states)
+    fired = decider.fire_timer(first.state, definition(states), "wait-2", START_MS + 2_345)
+    assert json.loads(fired.state.output) == {"t": format_ms(START_MS + 2_345)}
+
+
+# -- Wait
+
+
+def test_wait_seconds_sets_a_timer_and_resumes_on_it():
+    states = {"W": {"Type": "Wait", "Seconds": 5, "Next": "P"}, "P": {"Type": "Pass", "End": True}}
+    first = start(states, '{"x":1}')
+    assert types(first.events) == ["ExecutionStarted", "WaitStateEntered"]
+    assert previous_ids(first.events) == [0, 0]
+    assert first.timers_added == [("wait-2", START_MS + 5_000)]
+    assert first.timers_removed == []
+    assert first.state.status == RUNNING and first.state.is_open
+    assert first.state.timers == {"wait-2": START_MS + 5_000}
+    assert first.state.next_event_id == 3
+
+    fired = decider.fire_timer(first.state, definition(states), "wait-2", START_MS + 5_000)
+    assert types(fired.events) == ["WaitStateExited", "PassStateEntered", "PassStateExited", "ExecutionSucceeded"]
+    assert [event["id"] for event in fired.events] == [3, 4, 5, 6]
+    assert previous_ids(fired.events) == [2, 3, 4, 5]
+    assert fired.timers_removed == [("wait-2", START_MS + 5_000)]
+    assert fired.timers_added == []
+    assert fired.state.timers == {}
+    assert fired.state.status == SUCCEEDED
+    assert json.loads(fired.state.output) == {"x": 1}
+
+
+def test_firing_does_not_change_the_given_state():
+    states = {"W": {"Type": "Wait", "Seconds": 5, "End": True}}
+    first = start(states)
+    before = first.state.to_blob()
+    decider.fire_timer(first.state, definition(states), "wait-2", START_MS + 5_000)
+    assert first.state.to_blob() == before
+
+
+def test_start_does_not_change_the_given_state():
+    given = execution()
+    before = given.to_blob()
+    decider.start(given, definition({"W": {"Type": "Wait", "Seconds": 5, "End": True}}, TimeoutSeconds=60),
+                  START_MS)
+    assert given.to_blob() == before
+
+
+def test_two_waits_in_a_row_get_distinct_timers():
+    states = {"A": {"Type": "Wait", "Seconds": 1, "Next": "B"}, "B": {"Type": "Wait", "Seconds": 1, "End": True}}
+    compiled = definition(states)
+    first = start(states)
+    second = decider.fire_timer(first.state, compiled, "wait-2", START_MS + 1_000)
+    assert types(second.events) == ["WaitStateExited", "WaitStateEntered"]
+    assert second.timers_removed == [("wait-2", START_MS + 1_000)]
+    assert second.timers_added == [("wait-4", START_MS + 2_000)]
+    third = decider.fire_timer(second.state, compiled, "wait-4", START_MS + 2_000)
+    assert types(third.events) == ["WaitStateExited", "ExecutionSucceeded"]
+    assert [event["id"] for event in third.events] == [5, 6]
+
+
+@pytest.mark.parametrize("state", [
+    {"Type": "Wait", "Seconds": 0, "End": True},
+    {"Type": "Wait", "Timestamp": "2020-01-01T00:00:00Z", "End": True},
+    {"Type": "Wait", "TimestampPath": "$.t", "End": True},
+    {"Type": "Wait", "SecondsPath": "$.zero", "End": True},
+])
+def test_already_due_wait_continues_inline(state):
+    decision = start({"W": state}, '{"t":"2001-02-03T04:05:06.789Z","zero":0}')
+    assert types(decision.events) == ["ExecutionStarted", "WaitStateEntered", "WaitStateExited",
+                                      "ExecutionSucceeded"]
+    assert decision.timers_added == decision.timers_removed == []
+    assert decision.state.status == SUCCEEDED
+
+
+def test_wait_until_exactly_now_continues_inline():
+    decision = start({"W": {"Type": "Wait", "Timestamp": "2023-11-14T22:13:20Z", "End": True}})
+    assert decision.state.status == SUCCEEDED
+
+
+@pytest.mark.parametrize(("state", "fire_at_ms"), [
+    ({"Type": "Wait", "Timestamp": "2023-11-14T22:13:30Z", "End": True}, START_MS + 10_000),
+    ({"Type": "Wait", "Timestamp": "2023-11-14T23:13:30.250+01:00", "End": True}, START_MS + 10_250),
+    ({"Type": "Wait", "TimestampPath": "$.t", "End": True}, START_MS + 60_000),
+    ({"Type": "Wait", "SecondsPath": "$.s", "End": True}, START_MS + 3_000),
+    ({"Type": "Wait", "InputPath": "$.nested", "SecondsPath": "$.s", "End": True}, START_MS + 7_000),
+])
+def test_wait_variants_set_their_timer(state, fire_at_ms):
+    decision = start({"W": state}, '{"t":"2023-11-14T22:14:20Z","s":3,"nested":{"s":7}}')
+    assert decision.timers_added == [("wait-2", fire_at_ms)]
+
+
+@pytest.mark.parametrize("value", ['-1', '"3"', "1.5", "null", "true"])
+def test_seconds_path_to_an_invalid_value_fails(value):
+    decision = start({"W": {"Type": "Wait", "SecondsPath": "$.s", "End": True}}, f'{{"s":{value}}}')
+    assert types(decision.events) == ["ExecutionStarted", "WaitStateEntered", "ExecutionFailed"]
+    assert failure(decision)["error"] == "States.Runtime"
+    assert failure(decision)["cause"].startswith(PREFIX.format("W", 2))
+
+
+def test_seconds_path_missing_fails_with_the_path_message():
+    decision = start({"W": {"Type": "Wait", "SecondsPath": "$.s", "End": True}})
+    assert failure(decision) == {"error": "States.Runtime", "cause": PREFIX.format("W", 2) +
+                                 "Invalid path '$.s' : No results for path: $['s']"}
+
+
+@pytest.mark.parametrize("stamp", ["2016-03-14T01:59:00", "2016-03-14T01:59:00.000", "", "yesterday"])
+def test_timestamp_path_to_an_invalid_value_fails_as_aws_records(stamp):
+    decision = start({"State_1": {"Type": "Wait", "TimestampPath": "$.start_at", "End": True}},
+                     json.dumps({"start_at": stamp}))
+    assert types(decision.events) == ["ExecutionStarted", "WaitStateEntered", "ExecutionFailed"]
+    assert previous_ids(decision.events) == [0, 0, 2]
+    assert failure(decision) == {
+        "error": "States.Runtime",
+        "cause": PREFIX.format("State_1", 2) + "The TimestampPath parameter does not reference a valid ISO-8601 "
+        f"extended offset date-time format string: $.start_at == {stamp}"}
+
+
+@pytest.mark.parametrize("suffix", ["Z", ".000Z", ".000000Z", ".0000000Z", ".00Z", "+00:00"])
+def test_timestamp_path_accepts_the_formats_aws_accepts(suffix):
+    decision = start({"W": {"Type": "Wait", "TimestampPath": "$.t", "End": True}},
+                     json.dumps({"t": "2016-03-14T01:59:00" + suffix}))
+    assert decision.state.status == SUCCEEDED
+
+
+def test_failure_after_a_wait_names_the_state_and_its_entered_event():
+    states = {"W": {"Type": "Wait", "Seconds": 1, "OutputPath": "$.missing", "End": True}}
+    first = start(states)
+    fired = decider.fire_timer(first.state, definition(states), "wait-2", START_MS + 1_000)
+    assert types(fired.events) == ["ExecutionFailed"]
+    assert fired.events[0]["previousEventId"] == 2
+    assert failure(fired) == {"error": "States.Runtime", "cause": PREFIX.format("W", 2) +
+                              "Invalid path '$.missing' : No results for path: $['missing']"}
+
+
+def test_unknown_timer_is_ignored():
+    states = {"W": {"Type": "Wait", "Seconds": 5, "End": True}}
+    first = start(states)
+    assert decider.fire_timer(first.state, definition(states), "wait-99", START_MS + 5_000) is None
+    assert decider.fire_timer(first.state, definition(states), decider.EXECUTION_TIMEOUT_TIMER,
+                              START_MS + 5_000) is None
+
+
+def test_timer_on_a_closed_execution_is_ignored():
+    states = {"W": {"Type": "Wait", "Seconds": 5, "End": True}}
+    first = start(states)
+    done = decider.fire_timer(first.state, definition(states), "wait-2", START_MS + 5_000)
+    assert not done.state.is_open
+    assert decider.fire_timer(done.state, definition(states), "wait-2", START_MS + 5_000) is None
+
+
+# -- execution timeout
+
+
+def test_definition_timeout_sets_a_timer_and_times_out():
+    states = {"W": {"Type": "Wait", "Seconds": 5, "End": True}}
+    compiled = definition(states, TimeoutSeconds=1)
+    first = decider.start(execution(), compiled, START_MS)
+    assert sorted(first.timers_added) == sorted([("execution-timeout", START_MS + 1_000),
+                                                 ("wait-2", START_MS + 5_000)])
+    timed_out = decider.fire_timer(first.state, compiled, decider.EXECUTION_TIMEOUT_TIMER, START_MS + 1_000)
+    assert timed_out.events == [{"timestamp": START_MS + 1_000, "type": "ExecutionTimedOut", "id": 3,
+                                 "previousEventId": 2, "executionTimedOutEventDetails": {}}]
+    assert sorted(timed_out.timers_removed) == sorted([("execution-timeout", START_MS + 1_000),
+                                                       ("wait-2", START_MS + 5_000)])
+    assert timed_out.timers_added == []
+    state = timed_out.state
+    assert state.status == TIMED_OUT and state.timers == {}
+    assert state.error is None and state.cause is None and state.output is None
+    assert state.stop_ms == START_MS + 1_000
+    assert decider.fire_timer(state, compiled, "wait-2", START_MS + 5_000) is None
+
+
+def test_timeout_timer_is_cancelled_when_the_execution_ends_first():
+    states = {"W": {"Type": "Wait", "Seconds": 1, "End": True}}
+    compiled = definition(states, TimeoutSeconds=60)
+    first = decider.start(execution(), compiled, START_MS)
+    done = decider.fire_timer(first.state, compiled, "wait-2", START_MS + 1_000)
+    assert done.state.status == SUCCEEDED
+    assert sorted(done.timers_removed) == sorted([("wait-2", START_MS + 1_000),
+                                                  ("execution-timeout", START_MS + 60_000)])
+    assert done.state.timers == {}
+
+
+def test_execution_that_ends_inline_writes_no_timeout_timer():
+    decision = start({"P": PASS_END}, TimeoutSeconds=10)
+    assert decision.timers_added == decision.timers_removed == []
+    assert decision.state.timers == {}
+
+
+def test_timeout_is_measured_from_the_execution_start():
+    given = execution()
+    decision = decider.start(given, definition({"W": {"Type": "Wait", "Seconds": 100, "End": True}},
+                                               TimeoutSeconds=30), START_MS + 7)
+    assert ("execution-timeout", START_MS + 30_000) in decision.timers_added
+
+
+# -- stop
+
+
+def test_stop_aborts_with_previous_event_zero_and_removes_timers():
+    states = {"W": {"Type": "Wait", "Seconds": 5, "End": True}}
+    first = decider.start(execution(), definition(states, TimeoutSeconds=100), START_MS)
+    stopped = decider.stop(first.state, None, None, START_MS + 10)
+    assert stopped.events == [{"timestamp": START_MS + 10, "type": "ExecutionAborted", "id": 3,
+                               "previousEventId": 0, "executionAbortedEventDetails": {}}]
+    assert sorted(stopped.timers_removed) == sorted([("wait-2", START_MS + 5_000),
+                                                     ("execution-timeout", START_MS + 100_000)])
+    assert stopped.state.status == ABORTED and stopped.state.timers == {}
+    assert stopped.state.error is None and stopped.state.cause is None
+    assert stopped.state.stop_ms == START_MS + 10
+
+
+def test_stop_with_error_and_cause():
+    first = start({"W": {"Type": "Wait", "Seconds": 5, "End": True}})
+    stopped = decider.stop(first.state, "Halt", "operator asked", START_MS + 10)
+    assert stopped.events[0]["executionAbortedEventDetails"] == {"error": "Halt", "cause": "operator asked"}
+    assert (stopped.state.error, stopped.state.cause) == ("Halt", "operator asked")
+
+
+def test_stop_with_only_a_cause():
+    first = start({"W": {"Type": "Wait", "Seconds": 5, "End": True}})
+    stopped = decider.stop(first.state, None, "why", START_MS + 10)
+    assert stopped.events[0]["executionAbortedEventDetails"] == {"cause": "why"}
+
+
+def test_stop_of_a_closed_execution_does_nothing():
+    done = start({"P": PASS_END})
+    assert decider.stop(done.state, None, None, START_MS + 10) is None
+
+
+def test_stopped_execution_ignores_its_old_timer():
+    states = {"W": {"Type": "Wait", "Seconds": 5, "End": True}}
+    first = start(states)
+    stopped = decider.stop(first.state, None, None, START_MS + 10)
+    assert decider.fire_timer(stopped.state, definition(states), "wait-2", START_MS + 5_000) is None
+
+
+# -- Fail
+
+
+def test_fail_with_error_and_cause():
+    decision = start({"F": {"Type": "Fail", "Error": "SomeFailure", "Cause": "It broke."}})
+    assert types(decision.events) == ["ExecutionStarted", "FailStateEntered", "ExecutionFailed"]
+    assert previous_ids(decision.events) == [0, 0, 2]
+    assert failure(decision) == {"error": "SomeFailure", "cause": "It broke."}
+    assert (decision.state.status, decision.state.error, decision.state.cause) == (FAILED, "SomeFailure",
+                                                                                   "It broke.")
+    assert decision.state.output is None
+
+
+def test_fail_with_neither_error_nor_cause_has_empty_details():
+    decision = start({"F": {"Type": "Fail"}})
+    assert failure(decision) == {}
+    assert decision.state.error is None and decision.state.cause is None
+
+
+def test_fail_with_only_an_error():
+    decision = start({"F": {"Type": "Fail", "Error": "E"}})
+    assert failure(decision) == {"error": "E"}
+
+
+def test_fail_with_error_path_and_cause_path():
+    decision = start({"F": {"Type": "Fail", "ErrorPath": "$.e", "CausePath": "$$.Execution.Input.c"}},
+                     '{"e":"Custom","c":"from the context"}')
+    assert failure(decision) == {"error": "Custom", "cause": "from the context"}
+
+
+def test_fail_error_path_that_is_missing_is_a_runtime_error():
+    decision = start({"F": {"Type": "Fail", "ErrorPath": "$.e", "Cause": "c"}})
+    assert types(decision.events) == ["ExecutionStarted", "FailStateEntered", "ExecutionFailed"]
+    assert failure(decision) == {"error": "States.Runtime", "cause": PREFIX.format("F", 2) +
+                                 "Invalid path '$.e' : No results for path: $['e']"}
+
+
+def test_fail_cause_path_to_a_non_string_is_a_runtime_error():
+    decision = start({"F": {"Type": "Fail", "Error": "E", "CausePath": "$.c"}}, '{"c":{"not":"a string"}}')
+    assert failure(decision)["error"] == "States.Runtime"
+
+
+def test_fail_after_other_states():
+    decision = start({"P": {"Type": "Pass", "Next": "F"}, "F": {"Type": "Fail", "Error": "E", "Cause": "C"}})
+    assert types(decision.events) == ["ExecutionStarted", "PassStateEntered", "PassStateExited",
+                                      "FailStateEntered", "ExecutionFailed"]
+    assert previous_ids(decision.events) == [0, 0, 2, 3, 4]
+
+
+# -- runtime errors
+
+
+def test_no_choice_matched():
+    decision = start({"C": {"Type": "Choice", "Choices": [{"Variable": "$.n", "NumericEquals": 1, "Next": "S"}]},
+                      "S": {"Type": "Succeed"}}, '{"n":2}')
+    assert types(decision.events) == ["ExecutionStarted", "ChoiceStateEntered", "ExecutionFailed"]
+    assert previous_ids(decision.events) == [0, 0, 2]
+    assert failure(decision)["error"] == "States.NoChoiceMatched"
+    assert decision.state.status == FAILED
+
+
+def test_choice_on_a_missing_variable_fails_without_falling_to_default():
+    decision = start({"IsDataset": {"Type": "Choice", "Default": "S", "Choices": [
+        {"Variable": "$.processing_type", "StringEquals": "x", "Next": "S"}]}, "S": {"Type": "Succeed"}})
+    assert types(decision.events) == ["ExecutionStarted", "ChoiceStateEntered", "ExecutionFailed"]
+    assert failure(decision) == {"error": "States.Runtime", "cause": PREFIX.format("IsDataset", 2) +
+                                 "Invalid path '$.processing_type': The choice state's condition path references "
+                                 "an invalid value."}
+
+
+@pytest.mark.parametrize("field", ["InputPath", "OutputPath"])
+def test_missing_input_or_output_path(field):
+    decision = start({"P": {"Type": "Pass", "Next": "AggregateIdentityResults"},
+                      "AggregateIdentityResults": {"Type": "Pass", field: "$.Payload", "End": True}})
+    assert types(decision.events) == ["ExecutionStarted", "PassStateEntered", "PassStateExited",
+                                      "PassStateEntered", "ExecutionFailed"]
+    assert failure(decision) == {"error": "States.Runtime", "cause": PREFIX.format("AggregateIdentityResults", 4) +
+                                 "Invalid path '$.Payload' : No results for path: $['Payload']"}
+
+
+def test_missing_parameters_field():
+    decision = start({"Check Address": {"Type": "Pass", "Parameters": {"address.$": "$.application.address"},
+                                        "End": True}}, '{ "flagged": false }')
+    assert failure(decision) == {
+        "error": "States.Runtime",
+        "cause": PREFIX.format("Check Address", 2) + "The JSONPath '$.application.address' specified for the field "
+        "'address.$' could not be found in the input '{\"flagged\":false}'"}
+
+
+def test_result_path_through_a_non_object_fails():
+    decision = start({"P": {"Type": "Pass", "Result": 1, "ResultPath": "$.a.b", "End": True}}, '{"a":"text"}')
+    assert types(decision.events) == ["ExecutionStarted", "PassStateEntered", "ExecutionFailed"]
+    assert decision.state.status == FAILED
+
+
+def test_data_limit_exceeded():
+    big = "x" * (decider.MAX_PAYLOAD_BYTES + 1)
+    decision = start({"P": {"Type": "Pass", "Result": {"big": big}, "End": True}})
+    assert types(decision.events) == ["ExecutionStarted", "PassStateEntered", "ExecutionFailed"]
+    assert failure(decision)["error"] == "States.DataLimitExceeded"
+    assert decision.state.status == FAILED
+
+
+def test_payload_just_under_the_limit_is_fine():
+    big = "x" * (decider.MAX_PAYLOAD_BYTES - 20)
+    decision = start({"P": {"Type": "Pass", "Result": {"big": big}, "End": True}})
+    assert decision.state.status == SUCCEEDED
+
+
+def test_endless_loop_of_pure_states_ends_at_the_history_limit():
+    decision = start({"A": {"Type": "Pass", "Next": "B"}, "B": {"Type": "Pass", "Next": "A"}})
+    # AWS (measured, see floci-io/floci#2734): event 25,000 itself is the ExecutionFailed, 24,999 the last real one.
+    assert decision.state.status == FAILED
+    assert [event["id"] for event in decision.events] == list(range(1, decider.MAX_HISTORY_EVENTS + 1))
+    assert decision.events[-1] == {
+        "timestamp": START_MS, "type": "ExecutionFailed", "id": 25_000, "previousEventId": 24_999,
+        "executionFailedEventDetails": {
+            "error": "States.Runtime", "cause": "The execution reached the maximum number of history events (25000)."}}
+
+
+# -- purity
+
+
+def test_same_inputs_give_the_same_decision():
+    states = {"P": {"Type": "Pass", "Parameters": {"c.$": "$$.Execution.StartTime"}, "Next": "W"},
+              "W": {"Type": "Wait", "Seconds": 3, "End": True}}
+    one = decider.start(execution('{"a":1}'), definition(states, TimeoutSeconds=9), START_MS)
+    two = decider.start(execution('{"a":1}'), definition(states, TimeoutSeconds=9), START_MS)
+    assert one.events == two.events
+    assert one.timers_added == two.timers_added
+    assert one.state.to_blob() == two.state.to_blob()
+
+
+def test_runs_sharing_a_compiled_definition_do_not_leak_into_each_other():
+    states = {"P": {"Type": "Pass", "Result": {"l": [1]}, "Next": "Q"},
+              "Q": {"Type": "Pass", "Result": 9, "ResultPath": "$.l[0]", "End": True}}
+    compiled = definition(states)
+    first = decider.start(execution(), compiled, START_MS)
+    again = decider.start(execution(), compiled, START_MS)
+    assert first.state.output == again.state.output == '{"l":[9]}'
+    assert first.events == again.events
