@@ -4,6 +4,8 @@ A case is ``{"name", "definition", "input" | "input_text", "expect", "stop"?}``.
 ``events`` (history event types in order) and optionally ``output`` (compared as parsed JSON), ``output_text``
 (compared as text), ``error`` / ``cause`` (null means DescribeExecution has no such key) and ``cause_contains``.
 ``stop`` (``{"after_events", "error"?, "cause"?}``) calls StopExecution once the history has that many events.
+``previous_ids`` in ``expect`` lists every event's previousEventId where the plain chain below does not hold
+(Parallel and Map point events at the events that spawned them).
 To add a case, append it to the topic's file; the pytest id is the case's name.
 
 Every case also checks the history's id laws: ids run 1, 2, 3, ...; ExecutionStarted, the first StateEntered
@@ -102,7 +104,11 @@ def test_conformance(case, sfn, make_machine):
 
     assert described["status"] == expect["status"], (described, types)
     assert types == expect["events"], json.dumps(events, indent=1, default=str)
-    check_id_laws(events)
+    if "previous_ids" in expect:
+        assert [event["id"] for event in events] == list(range(1, len(events) + 1))
+        assert [event["previousEventId"] for event in events] == expect["previous_ids"]
+    else:
+        check_id_laws(events)
     assert json.loads(details_of(events[0])["input"]) == json.loads(input_text(case))
     assert described["input"] == input_text(case)
 

@@ -1,11 +1,14 @@
 """Payload templates (Parameters, and later ResultSelector and ItemSelector): JSON whose ``key.$`` fields are
-replaced by what a path selects. Compiled once per definition into a tree of literals and paths."""
+replaced by what a path selects or by the value of an intrinsic function (``States.Format(...)``). Compiled once
+per definition into a tree of literals, paths and intrinsics."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from .errors import RUNTIME, StatesError
+from .intrinsics import Intrinsic, IntrinsicSyntaxError, compile_intrinsic
 from .jsonio import dumps
 from .paths import Path, PathSyntaxError
 
@@ -18,8 +21,10 @@ class Template:
     def __init__(self, raw: Any) -> None:
         self._node = _compile(raw, "")
 
-    def render(self, data: Any, context: Any) -> Any:
-        return _render(self._node, data, context)
+    def render(self, data: Any, context: Any, seed: bytes = b"") -> Any:
+        """``seed`` feeds the randomness of States.UUID and States.MathRandom; each intrinsic field mixes in its
+        own location, so two UUID fields of one template differ while a replay gives the same values."""
+        return _render(self._node, data, context, seed)
 
 
 class _Object:
@@ -36,14 +41,24 @@ class _Array:
         self.items = items
 
 
+class _IntrinsicField:
+    __slots__ = ("intrinsic", "location")
+
+    def __init__(self, intrinsic: Intrinsic, location: str) -> None:
+        self.intrinsic = intrinsic
+        self.location = location.encode()
+
+    def seed(self, seed: bytes) -> bytes:
+        # Length-prefixed, so (seed, location) pairs never collide.
+        return hashlib.blake2b(len(seed).to_bytes(8, "big") + seed + self.location, digest_size=32).digest()
+
+
 def _compile(raw: Any, where: str) -> Any:
     if isinstance(raw, dict):
         fields = []
         for key, value in raw.items():
             if key.endswith(".$"):
-                if not isinstance(value, str):
-                    raise PathSyntaxError(f"the value of field '{where}/{key}' must be a path string")
-                fields.append((key[:-2], Path(value)))
+                fields.append((key[:-2], _compile_dynamic(value, f"{where}/{key}")))
             else:
                 fields.append((key, _compile(value, f"{where}/{key}")))
         return _Object(fields)
@@ -52,7 +67,18 @@ def _compile(raw: Any, where: str) -> Any:
     return raw
 
 
-def _render(node: Any, data: Any, context: Any) -> Any:
+def _compile_dynamic(value: Any, where: str) -> Path | _IntrinsicField:
+    if not isinstance(value, str):
+        raise PathSyntaxError(f"the value of field '{where}' must be a path string")
+    if value.startswith("States."):
+        try:
+            return _IntrinsicField(compile_intrinsic(value), where)
+        except IntrinsicSyntaxError as exc:
+            raise PathSyntaxError(f"the value of field '{where}' is not a valid intrinsic function: {exc}") from None
+    return Path(value)
+
+
+def _render(node: Any, data: Any, context: Any, seed: bytes) -> Any:
     if isinstance(node, _Object):
         rendered = {}
         for key, value in node.fields:
@@ -62,9 +88,11 @@ def _render(node: Any, data: Any, context: Any) -> Any:
                 except StatesError:
                     raise StatesError(RUNTIME, f"The JSONPath '{value.text}' specified for the field '{key}.$' "
                                       f"could not be found in the input '{dumps(data)}'") from None
+            elif isinstance(value, _IntrinsicField):
+                rendered[key] = value.intrinsic.evaluate(data, context, value.seed(seed))
             else:
-                rendered[key] = _render(value, data, context)
+                rendered[key] = _render(value, data, context, seed)
         return rendered
     if isinstance(node, _Array):
-        return [_render(item, data, context) for item in node.items]
+        return [_render(item, data, context, seed) for item in node.items]
     return node

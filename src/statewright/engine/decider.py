@@ -240,6 +240,10 @@ class _Step:
         self.known_value, self.known_text = value, text
         return text
 
+    def seed(self, flow: dict) -> bytes:
+        """Entropy for States.UUID and States.MathRandom: fixed by the execution and the state's entry."""
+        return hashlib.blake2b(f"{self.execution.arn}|{flow['entered_id']}".encode(), digest_size=16).digest()
+
     def machine_states(self, flow: dict) -> dict[str, State]:
         return self.definition.machines[flow["m"]].states
 
@@ -310,7 +314,7 @@ class _Step:
         if isinstance(state, PassState):
             effective = select(state.input_path, data, context)
             if state.parameters is not None:
-                effective = state.parameters.render(effective, context)
+                effective = state.parameters.render(effective, context, self.seed(flow))
             result = _copy_json(state.result) if state.has_result else effective
             return self.exit(state, select(state.output_path, place_result(state.result_path, data, result), context))
         if isinstance(state, ChoiceState):
@@ -488,10 +492,10 @@ class _Step:
         effective = select(state.input_path, data, context)
         if isinstance(state, ParallelState):
             if state.parameters is not None:
-                effective = state.parameters.render(effective, context)
+                effective = state.parameters.render(effective, context, self.seed(flow))
             inputs, limit, kind = [effective] * len(state.branches), 0, "parallel"
         else:
-            inputs = self.map_inputs(state, effective, flow["entered_ms"], context)
+            inputs = self.map_inputs(flow_id, state, effective, flow["entered_ms"], context)
             limit, kind = self.map_concurrency(state, effective, context), "map"
         started_type = "ParallelStateStarted" if kind == "parallel" else "MapStateStarted"
         details = {"length": len(inputs)} if kind == "map" else None
@@ -501,7 +505,7 @@ class _Step:
         flow["fan"] = fan
         return self.gather(flow_id, inline=True)
 
-    def map_inputs(self, state: MapState, effective: Any, entered_ms: int, context: Any) -> list[Any]:
+    def map_inputs(self, flow_id: str, state: MapState, effective: Any, entered_ms: int, context: Any) -> list[Any]:
         """Each iteration's input: the item, or the ItemSelector rendered with $$.Map.Item."""
         items = select(state.items_path, effective, context)
         if not isinstance(items, list):
@@ -510,7 +514,9 @@ class _Step:
                               f"{dumps(items)}")
         if state.item_selector is None:
             return items
-        return [state.item_selector.render(effective, _LazyContext(self.execution, state.name, entered_ms, (i, item)))
+        flow_seed = self.seed(self.flows[flow_id])
+        return [state.item_selector.render(effective, _LazyContext(self.execution, state.name, entered_ms, (i, item)),
+                                           flow_seed + i.to_bytes(4, "big"))
                 for i, item in enumerate(items)]
 
     def map_concurrency(self, state: MapState, effective: Any, context: Any) -> int:
@@ -575,7 +581,7 @@ class _Step:
             context = _LazyContext(self.execution, state.name, flow["entered_ms"])
             result = fan["results"]
             if state.result_selector is not None:
-                result = state.result_selector.render(result, context)
+                result = state.result_selector.render(result, context, self.seed(flow))
             output = select(state.output_path, place_result(state.result_path, fan["raw"], result), context)
             text = self.json_of(output)
         except StatesError as failure:
