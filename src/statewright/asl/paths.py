@@ -20,6 +20,7 @@ _QUOTED = re.compile(r"\[\s*(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\")\s*\]"
 _INDEX = re.compile(r"\[\s*(-?\d+)\s*\]")
 _INDEFINITE = re.compile(r"\*|\?\(|:|,")
 _ESCAPE = re.compile(r"\\(.)")
+_VARIABLE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)")
 
 Step = str | int
 
@@ -59,16 +60,26 @@ def _normalized(steps: list[Step]) -> str:
 
 
 class Path:
-    """A compiled JSONPath. ``resolve`` returns the value it selects or raises States.Runtime."""
+    """A compiled JSONPath. ``resolve`` returns the value it selects or raises States.Runtime.
 
-    __slots__ = ("_expr", "_steps", "is_context", "text")
+    ``$$...`` reads the context object and ``$name...`` the variable ``name``; plain ``$...`` reads the data.
+    """
+
+    __slots__ = ("_expr", "_steps", "is_context", "text", "variable")
 
     def __init__(self, text: str) -> None:
         if not isinstance(text, str):
             raise PathSyntaxError(f"a path must be a string, not {type(text).__name__}")
         self.text = text
         self.is_context = text.startswith("$$")
-        body = text[1:] if self.is_context else text
+        variable = _VARIABLE.match(text)
+        self.variable = variable.group(1) if variable else None
+        if self.is_context:
+            body = text[1:]
+        elif self.variable is not None:
+            body = "$" + text[variable.end():]
+        else:
+            body = text
         self._steps = _parse_definite(body)
         self._expr = None
         if self._steps is None:
@@ -88,10 +99,19 @@ class Path:
         return self._steps
 
     def resolve(self, data: Any, context: Any = None) -> Any:
-        """Select from ``data``, or from the context object for ``$$`` paths (``context`` may be a zero-argument
-        callable that builds it, so states that never read it never pay for it)."""
+        """Select from ``data``, the context object or a variable.
+
+        ``context`` is the context object, or a zero-argument callable that builds it (so states that never read
+        it never pay for it) and may carry the visible variables as a ``variables`` mapping (asl.scope.Scope).
+        """
         if self.is_context:
             value = context() if callable(context) else context
+        elif self.variable is not None:
+            variables = getattr(context, "variables", None) or {}
+            if self.variable not in variables:
+                raise StatesError(RUNTIME, f"Invalid path '{self.text}': The variable '${self.variable}' is not "
+                                  "defined")
+            value = variables[self.variable]
         else:
             value = data
         if self._steps is None:
@@ -118,7 +138,7 @@ class ReferencePath:
 
     def __init__(self, text: str) -> None:
         path = Path(text)
-        if path.is_context or not path.is_definite:
+        if path.is_context or path.variable is not None or not path.is_definite:
             raise PathSyntaxError(f"{text!r} is not a valid reference path")
         self.text = text
         self.steps = path.steps

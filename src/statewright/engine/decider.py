@@ -18,6 +18,7 @@ named "<entered event id of the Parallel/Map>.<index>". A flow record (a JSON ob
 from __future__ import annotations
 
 import hashlib
+from collections import ChainMap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from ..asl.dataflow import place_result, select
 from ..asl.errors import StatesError
 from ..asl.handling import error_output, matches
 from ..asl.jsonio import dumps, loads
+from ..asl.scope import Scope
 from ..asl.states import (
     ChoiceState,
     Definition,
@@ -128,24 +130,9 @@ def context_object(execution: ExecutionState, state_name: str, entered_ms: int,
     return context
 
 
-class _LazyContext:
-    """Builds the context object on first use: most states never read ``$$``."""
-
-    __slots__ = ("_args", "_value")
-
-    def __init__(self, *args: Any) -> None:
-        self._args = args
-        self._value: dict[str, Any] | None = None
-
-    def __call__(self) -> dict[str, Any]:
-        if self._value is None:
-            self._value = context_object(*self._args)
-        return self._value
-
-
 def _new_flow(machine: int, parent: str | None, slot: int) -> dict[str, Any]:
     return {"m": machine, "parent": parent, "slot": slot, "state": None, "data": None, "entered_id": 0,
-            "entered_ms": 0, "timer": None, "retries": {}, "fan": None}
+            "entered_ms": 0, "timer": None, "retries": {}, "fan": None, "vars": {}}
 
 
 # Outcomes of running one state in a flow.
@@ -240,6 +227,16 @@ class _Step:
         self.known_value, self.known_text = value, text
         return text
 
+    def scope(self, flow_id: str, state_name: str, map_item: tuple[int, Any] | None = None) -> Scope:
+        """The context object and the variables a state in this flow sees (its own, then each outer flow's)."""
+        flow = self.flows[flow_id]
+        layers = [flow["vars"]]
+        while flow["parent"] is not None:
+            flow = self.flows[flow["parent"]]
+            layers.append(flow["vars"])
+        entered_ms = self.flows[flow_id]["entered_ms"]
+        return Scope(lambda: context_object(self.execution, state_name, entered_ms, map_item), ChainMap(*layers))
+
     def seed(self, flow: dict) -> bytes:
         """Entropy for States.UUID and States.MathRandom: fixed by the execution and the state's entry."""
         return hashlib.blake2b(f"{self.execution.arn}|{flow['entered_id']}".encode(), digest_size=16).digest()
@@ -288,7 +285,7 @@ class _Step:
         state = self.machine_states(flow)[flow["state"]]
         if isinstance(state, WaitState):
             try:
-                context = _LazyContext(self.execution, state.name, flow["entered_ms"])
+                context = self.scope(flow_id, state.name)
                 outcome = self.exit(state, select(state.output_path, flow["data"], context))
             except StatesError as failure:
                 outcome = self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
@@ -310,7 +307,7 @@ class _Step:
 
     def evaluate(self, flow_id: str, state: State, data: Any) -> tuple:
         flow = self.flows[flow_id]
-        context = _LazyContext(self.execution, state.name, flow["entered_ms"])
+        context = self.scope(flow_id, state.name)
         if isinstance(state, PassState):
             effective = select(state.input_path, data, context)
             if state.parameters is not None:
@@ -495,7 +492,7 @@ class _Step:
                 effective = state.parameters.render(effective, context, self.seed(flow))
             inputs, limit, kind = [effective] * len(state.branches), 0, "parallel"
         else:
-            inputs = self.map_inputs(flow_id, state, effective, flow["entered_ms"], context)
+            inputs = self.map_inputs(flow_id, state, effective, context)
             limit, kind = self.map_concurrency(state, effective, context), "map"
         started_type = "ParallelStateStarted" if kind == "parallel" else "MapStateStarted"
         details = {"length": len(inputs)} if kind == "map" else None
@@ -505,7 +502,7 @@ class _Step:
         flow["fan"] = fan
         return self.gather(flow_id, inline=True)
 
-    def map_inputs(self, flow_id: str, state: MapState, effective: Any, entered_ms: int, context: Any) -> list[Any]:
+    def map_inputs(self, flow_id: str, state: MapState, effective: Any, context: Any) -> list[Any]:
         """Each iteration's input: the item, or the ItemSelector rendered with $$.Map.Item."""
         items = select(state.items_path, effective, context)
         if not isinstance(items, list):
@@ -515,7 +512,7 @@ class _Step:
         if state.item_selector is None:
             return items
         flow_seed = self.seed(self.flows[flow_id])
-        return [state.item_selector.render(effective, _LazyContext(self.execution, state.name, entered_ms, (i, item)),
+        return [state.item_selector.render(effective, self.scope(flow_id, state.name, (i, item)),
                                            flow_seed + i.to_bytes(4, "big"))
                 for i, item in enumerate(items)]
 
@@ -578,7 +575,7 @@ class _Step:
         # AWS points the Exited event where Succeeded points: at the last event of the branches.
         exited_previous = self.decision.events[-1]["previousEventId"]
         try:
-            context = _LazyContext(self.execution, state.name, flow["entered_ms"])
+            context = self.scope(flow_id, state.name)
             result = fan["results"]
             if state.result_selector is not None:
                 result = state.result_selector.render(result, context, self.seed(flow))
