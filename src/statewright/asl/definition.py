@@ -13,6 +13,7 @@ import orjson
 
 from .choice import RuleSyntaxError, compile_rule
 from .handling import ALL, Catcher, Retrier
+from .intrinsics import Intrinsic
 from .paths import Path, PathSyntaxError, ReferencePath
 from .states import (
     IDENTITY,
@@ -29,7 +30,7 @@ from .states import (
     SucceedState,
     WaitState,
 )
-from .templates import Template
+from .templates import Template, compile_dynamic
 from .timestamps import parse_ms
 
 __all__ = ["Definition", "Diagnostic", "InvalidDefinition", "Machine", "State", "parse_definition"]
@@ -290,10 +291,17 @@ class _Parser:
         state.error = raw.get("Error") if isinstance(raw.get("Error"), str) else None
         state.cause = raw.get("Cause") if isinstance(raw.get("Cause"), str) else None
         if "ErrorPath" in raw:
-            state.error_path = self.path(raw["ErrorPath"], f"{where}/ErrorPath")
+            state.error_path = self.dynamic(raw["ErrorPath"], f"{where}/ErrorPath")
         if "CausePath" in raw:
-            state.cause_path = self.path(raw["CausePath"], f"{where}/CausePath")
+            state.cause_path = self.dynamic(raw["CausePath"], f"{where}/CausePath")
         return state
+
+    def dynamic(self, raw: Any, where: str) -> Path | Intrinsic | None:
+        try:
+            return compile_dynamic(raw, where)
+        except PathSyntaxError as exc:
+            self.schema(str(exc), where)
+            return None
 
     # -- Parallel and Map
 

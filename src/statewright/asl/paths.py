@@ -127,6 +127,10 @@ class Path:
             raise StatesError(RUNTIME, f"Invalid path '{self.text}' : No results for path: {_normalized(self._steps)}")
         return value
 
+    def evaluate(self, data: Any, context: Any = None, seed: bytes = b"") -> Any:
+        """The same as ``resolve``; the signature intrinsic functions share, so either can stand in a field."""
+        return self.resolve(data, context)
+
     def __repr__(self) -> str:
         return f"Path({self.text!r})"
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .choice import Rule
 from .handling import Catcher, Retrier
+from .intrinsics import Intrinsic
 from .paths import Path, ReferencePath
 from .templates import Template
 
@@ -60,8 +61,8 @@ class SucceedState(State):
 class FailState(State):
     error: str | None = None
     cause: str | None = None
-    error_path: Path | None = None
-    cause_path: Path | None = None
+    error_path: Path | Intrinsic | None = None
+    cause_path: Path | Intrinsic | None = None
 
 
 @dataclass(slots=True)

@@ -67,15 +67,21 @@ def _compile(raw: Any, where: str) -> Any:
     return raw
 
 
-def _compile_dynamic(value: Any, where: str) -> Path | _IntrinsicField:
+def compile_dynamic(value: Any, where: str) -> Path | Intrinsic:
+    """A ``.$`` value (or ErrorPath, CausePath): a path or an intrinsic function; both have ``evaluate``."""
     if not isinstance(value, str):
         raise PathSyntaxError(f"the value of field '{where}' must be a path string")
     if value.startswith("States."):
         try:
-            return _IntrinsicField(compile_intrinsic(value), where)
+            return compile_intrinsic(value)
         except IntrinsicSyntaxError as exc:
             raise PathSyntaxError(f"the value of field '{where}' is not a valid intrinsic function: {exc}") from None
     return Path(value)
+
+
+def _compile_dynamic(value: Any, where: str) -> Path | _IntrinsicField:
+    compiled = compile_dynamic(value, where)
+    return _IntrinsicField(compiled, where) if isinstance(compiled, Intrinsic) else compiled
 
 
 def _render(node: Any, data: Any, context: Any, seed: bytes) -> Any:

@@ -336,8 +336,9 @@ class _Step:
             self.emit_exited(state, output)
             return _end(output)
         if isinstance(state, FailState):
-            error = state.error_path.resolve(data, context) if state.error_path else state.error
-            cause = state.cause_path.resolve(data, context) if state.cause_path else state.cause
+            seed = self.seed(flow)
+            error = state.error_path.evaluate(data, context, seed) if state.error_path else state.error
+            cause = state.cause_path.evaluate(data, context, seed) if state.cause_path else state.cause
             for value, what in ((error, "ErrorPath"), (cause, "CausePath")):
                 if value is not None and not isinstance(value, str):
                     raise StatesError(errors.RUNTIME, f"The {what} of state '{state.name}' must select a string")
