@@ -5,7 +5,8 @@ A case is ``{"name", "definition", "input" | "input_text", "expect", "stop"?}``.
 (compared as text), ``error`` / ``cause`` (null means DescribeExecution has no such key) and ``cause_contains``.
 ``stop`` (``{"after_events", "error"?, "cause"?}``) calls StopExecution once the history has that many events.
 ``previous_ids`` in ``expect`` lists every event's previousEventId where the plain chain below does not hold
-(Parallel and Map point events at the events that spawned them).
+(Parallel and Map point events at the events that spawned them). ``assigned`` lists, in order, every
+``[state name, assignedVariables]`` that the history's StateExited events carry.
 To add a case, append it to the topic's file; the pytest id is the case's name.
 
 Every case also checks the history's id laws: ids run 1, 2, 3, ...; ExecutionStarted, the first StateEntered
@@ -112,6 +113,12 @@ def test_conformance(case, sfn, make_machine):
     assert json.loads(details_of(events[0])["input"]) == json.loads(input_text(case))
     assert described["input"] == input_text(case)
 
+    if "assigned" in expect:
+        assigned = [[details_of(e)["name"], details_of(e)["assignedVariables"]] for e in events
+                    if e["type"].endswith("StateExited") and "assignedVariables" in details_of(e)]
+        assert assigned == expect["assigned"]
+        assert all(details_of(e)["assignedVariablesDetails"] == {"truncated": False} for e in events
+                   if "assignedVariables" in (details_of(e) if e["type"].endswith("StateExited") else {}))
     if "output" in expect:
         assert json.loads(described["output"]) == expect["output"]
     if "output_text" in expect:

@@ -139,7 +139,7 @@ def compile_rule(raw: Any, where: str, top_level: bool) -> Rule:
     """Compile one Choice rule; ``where`` is its location (e.g. /States/Pick/Choices/0) for diagnostics."""
     if not isinstance(raw, dict):
         raise RuleSyntaxError("a Choice rule must be an object", where)
-    allowed = {"Next", "Comment"} if top_level else {"Comment"}
+    allowed = {"Next", "Comment", "Assign"} if top_level else {"Comment"}
     if top_level and not isinstance(raw.get("Next"), str):
         raise RuleSyntaxError("a top-level Choice rule must have a 'Next' field", where)
     if not top_level and "Next" in raw:

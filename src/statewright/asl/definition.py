@@ -6,6 +6,7 @@ nothing is parsed again per transition) or raises ``InvalidDefinition`` with AWS
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,16 +37,17 @@ from .timestamps import parse_ms
 __all__ = ["Definition", "Diagnostic", "InvalidDefinition", "Machine", "State", "parse_definition"]
 
 MAX_STATE_NAME = 80
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _TOP_LEVEL = {"StartAt", "States", "Comment", "Version", "TimeoutSeconds", "QueryLanguage"}
 _COMMON = {"Type", "Comment"}
 _FLOW = {"Next", "End"}
 _IO = {"InputPath", "OutputPath"}
-_FANOUT = _COMMON | _FLOW | _IO | {"ResultPath", "ResultSelector", "Retry", "Catch"}
+_FANOUT = _COMMON | _FLOW | _IO | {"ResultPath", "ResultSelector", "Retry", "Catch", "Assign"}
 _ALLOWED: dict[str, set[str]] = {
-    "Pass": _COMMON | _FLOW | _IO | {"ResultPath", "Parameters", "Result"},
-    "Choice": _COMMON | _IO | {"Choices", "Default"},
-    "Wait": _COMMON | _FLOW | _IO | {"Seconds", "Timestamp", "SecondsPath", "TimestampPath"},
+    "Pass": _COMMON | _FLOW | _IO | {"ResultPath", "Parameters", "Result", "Assign"},
+    "Choice": _COMMON | _IO | {"Choices", "Default", "Assign"},
+    "Wait": _COMMON | _FLOW | _IO | {"Seconds", "Timestamp", "SecondsPath", "TimestampPath", "Assign"},
     "Succeed": _COMMON | _IO,
     "Fail": _COMMON | {"Error", "Cause", "ErrorPath", "CausePath"},
     "Parallel": _FANOUT | {"Branches", "Parameters"},
@@ -164,7 +166,7 @@ class _Parser:
         base = f"{where}/{state.name}"
         found = [(state.next, f"{base}/Next")] if state.next else []
         if isinstance(state, ChoiceState):
-            found += [(target, f"{base}/Choices/{i}/Next") for i, (_, target) in enumerate(state.choices)]
+            found += [(target, f"{base}/Choices/{i}/Next") for i, (_, target, _) in enumerate(state.choices)]
             if state.default:
                 found.append((state.default, f"{base}/Default"))
         if isinstance(state, FanOutState):
@@ -206,7 +208,22 @@ class _Parser:
             state.input_path = self.path(raw["InputPath"], f"{where}/InputPath", nullable=True)
         if "OutputPath" in raw:
             state.output_path = self.path(raw["OutputPath"], f"{where}/OutputPath", nullable=True)
+        state.assign = self.assign(raw, where)
         return state
+
+    def assign(self, raw: dict, where: str) -> Template | None:
+        """Assign: an object whose keys are variable names (``name.$`` for a path or intrinsic value)."""
+        if "Assign" not in raw:
+            return None
+        value = raw["Assign"]
+        if not isinstance(value, dict):
+            self.schema("The value for the field 'Assign' must be an OBJECT", f"{where}/Assign")
+            return None
+        for key in value:
+            name = key[:-2] if key.endswith(".$") else key
+            if not _VARIABLE_NAME.match(name) or name == "states":
+                self.schema(f"'{name}' is not a valid variable name", f"{where}/Assign/{key}")
+        return self.template(raw, "Assign", where) if value else None
 
     def flow(self, state: State, raw: dict, where: str) -> None:
         nxt, end = raw.get("Next"), raw.get("End")
@@ -246,7 +263,8 @@ class _Parser:
             choices = []
         for i, rule in enumerate(choices):
             try:
-                state.choices.append((compile_rule(rule, f"{where}/Choices/{i}", True), rule["Next"]))
+                state.choices.append((compile_rule(rule, f"{where}/Choices/{i}", True), rule["Next"],
+                                      self.assign(rule, f"{where}/Choices/{i}")))
             except RuleSyntaxError as exc:
                 self.schema(str(exc), exc.field)
         default = raw.get("Default")
@@ -438,10 +456,10 @@ class _Parser:
         return retrier
 
     def catcher(self, rule: dict, where: str) -> Catcher:
-        self.unknown_fields(rule, {"ErrorEquals", "Next", "ResultPath", "Comment"}, where)
+        self.unknown_fields(rule, {"ErrorEquals", "Next", "ResultPath", "Comment", "Assign"}, where)
         nxt = rule.get("Next")
         if not isinstance(nxt, str):
             self.schema("These fields are required: [Next]", where)
         return Catcher(self.error_equals(rule, where), nxt if isinstance(nxt, str) else "",
-                       self.result_path(rule, where))
+                       self.result_path(rule, where), self.assign(rule, where))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import DATA_LIMIT_EXCEEDED, RUNTIME
 from .paths import ReferencePath
@@ -50,6 +51,7 @@ class Catcher:
     error_equals: list[str]
     next: str
     result_path: ReferencePath | None
+    assign: Any = None  # a Template: variables set when this catcher routes; `$` is the error output
 
 
 def error_output(error: str, cause: str | None) -> dict[str, str]:

@@ -28,6 +28,7 @@ class State:
     end: bool = False
     input_path: Path | None = IDENTITY  # None: the JSON null, which gives the state {} as input
     output_path: Path | None = IDENTITY
+    assign: Template | None = None  # variables set when the state exits; `$` is the state's result
 
 
 @dataclass(slots=True)
@@ -40,8 +41,8 @@ class PassState(State):
 
 @dataclass(slots=True)
 class ChoiceState(State):
-    choices: list[tuple[Rule, str]] = field(default_factory=list)
-    default: str | None = None
+    choices: list[tuple[Rule, str, Template | None]] = field(default_factory=list)  # (rule, Next, rule's Assign)
+    default: str | None = None  # the state's own Assign applies only when the Default is taken
 
 
 @dataclass(slots=True)

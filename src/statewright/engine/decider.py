@@ -40,6 +40,7 @@ from ..asl.states import (
     SucceedState,
     WaitState,
 )
+from ..asl.templates import Template
 from ..asl.timestamps import format_ms, parse_ms
 from .execution import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionState
 
@@ -285,8 +286,7 @@ class _Step:
         state = self.machine_states(flow)[flow["state"]]
         if isinstance(state, WaitState):
             try:
-                context = self.scope(flow_id, state.name)
-                outcome = self.exit(state, select(state.output_path, flow["data"], context))
+                outcome = self.leave_wait(flow_id, state, flow["data"], self.scope(flow_id, state.name))
             except StatesError as failure:
                 outcome = self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
         else:
@@ -313,20 +313,24 @@ class _Step:
             if state.parameters is not None:
                 effective = state.parameters.render(effective, context, self.seed(flow))
             result = _copy_json(state.result) if state.has_result else effective
-            return self.exit(state, select(state.output_path, place_result(state.result_path, data, result), context))
+            assigned = self.assigned(flow_id, state.assign, result, context)
+            output = select(state.output_path, place_result(state.result_path, data, result), context)
+            return self.exit(state, output, flow_id, assigned)
         if isinstance(state, ChoiceState):
             effective = select(state.input_path, data, context)
-            target = next((nxt for rule, nxt in state.choices if rule.matches(effective, context)), state.default)
+            target, assign = next(((nxt, rule_assign) for rule, nxt, rule_assign in state.choices
+                                   if rule.matches(effective, context)), (state.default, state.assign))
             if target is None:
                 raise StatesError(errors.NO_CHOICE_MATCHED, "No Choice Rule matched and no Default is specified.")
+            assigned = self.assigned(flow_id, assign, effective, context)
             output = select(state.output_path, effective, context)
-            self.emit_exited(state, output)
+            self.emit_exited(state, output, flow_id, assigned)
             return _next(target, output)
         if isinstance(state, WaitState):
             effective = select(state.input_path, data, context)
             fire_at_ms = self.wait_until(state, effective, context)
             if fire_at_ms <= self.now_ms:
-                return self.exit(state, select(state.output_path, effective, context))
+                return self.leave_wait(flow_id, state, effective, context)
             flow["data"] = effective
             self.sleep(flow, f"wait-{flow['entered_id']}", fire_at_ms)
             return _WAIT
@@ -351,13 +355,34 @@ class _Step:
         flow["timer"] = timer_id
         self.add_timer(timer_id, fire_at_ms)
 
-    def emit_exited(self, state: State, output: Any) -> None:
-        self.emit(f"{state.type}StateExited", "stateExitedEventDetails",
-                  {"name": state.name, "output": self.json_of(output), "outputDetails": _NO_DETAILS})
+    def assigned(self, flow_id: str, assign: Template | None, result: Any, context: Any) -> dict[str, Any] | None:
+        """Evaluate an Assign (``$`` is the state's result); the variables change only when the state exits."""
+        if assign is None:
+            return None
+        values = assign.render(result, context, self.seed(self.flows[flow_id]))
+        if len(dumps(values).encode()) > MAX_PAYLOAD_BYTES:
+            raise StatesError(errors.DATA_LIMIT_EXCEEDED, f"The variables assigned by the state exceed the maximum "
+                              f"size of {MAX_PAYLOAD_BYTES} bytes.")
+        return values
 
-    def exit(self, state: State, output: Any) -> tuple:
-        self.emit_exited(state, output)
+    def emit_exited(self, state: State, output: Any, flow_id: str | None = None,
+                    assigned: dict[str, Any] | None = None, previous_event_id: int | None = None) -> None:
+        details = {"name": state.name, "output": self.json_of(output), "outputDetails": _NO_DETAILS}
+        if assigned:
+            details["assignedVariables"] = {name: dumps(value) for name, value in assigned.items()}
+            details["assignedVariablesDetails"] = _NO_DETAILS
+        self.emit(f"{state.type}StateExited", "stateExitedEventDetails", details, previous_event_id)
+        if assigned:
+            self.flows[flow_id]["vars"].update(assigned)
+
+    def exit(self, state: State, output: Any, flow_id: str | None = None,
+             assigned: dict[str, Any] | None = None) -> tuple:
+        self.emit_exited(state, output, flow_id, assigned)
         return _end(output) if state.end else _next(state.next, output)
+
+    def leave_wait(self, flow_id: str, state: WaitState, effective: Any, context: Any) -> tuple:
+        assigned = self.assigned(flow_id, state.assign, effective, context)
+        return self.exit(state, select(state.output_path, effective, context), flow_id, assigned)
 
     def wait_until(self, state: WaitState, data: Any, context: Any) -> int:
         if state.seconds is not None:
@@ -404,11 +429,14 @@ class _Step:
         if isinstance(state, FanOutState) and error is not None:
             for catcher in state.catch:
                 if matches(catcher.error_equals, error):
+                    error_object = error_output(error, cause)
                     try:
-                        output = place_result(catcher.result_path, flow["data"], error_output(error, cause))
+                        assigned = self.assigned(flow_id, catcher.assign, error_object,
+                                                 self.scope(flow_id, state.name))
+                        output = place_result(catcher.result_path, flow["data"], error_object)
                     except StatesError as failure:
                         return _fail(failure.error, self.runtime_cause(flow, failure))
-                    self.emit_exited(state, output)
+                    self.emit_exited(state, output, flow_id, assigned)
                     return _next(catcher.next, output)
         return _fail(error, cause)
 
@@ -580,12 +608,12 @@ class _Step:
             result = fan["results"]
             if state.result_selector is not None:
                 result = state.result_selector.render(result, context, self.seed(flow))
+            assigned = self.assigned(flow_id, state.assign, result, context)
             output = select(state.output_path, place_result(state.result_path, fan["raw"], result), context)
-            text = self.json_of(output)
+            self.json_of(output)  # a result over the size limit fails here, where Retry and Catch apply
         except StatesError as failure:
             return self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
-        self.emit(f"{state.type}StateExited", "stateExitedEventDetails",
-                  {"name": state.name, "output": text, "outputDetails": _NO_DETAILS}, exited_previous)
+        self.emit_exited(state, output, flow_id, assigned, exited_previous)
         return _end(output) if state.end else _next(state.next, output)
 
 
