@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..asl.definition import InvalidDefinition
 from ..asl.jsonio import loads
 from ..engine import commands
 from ..engine.execution import RUNNING, SUCCEEDED, ExecutionState
+from ..engine.test_state import test_state as run_test_state
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, execution_does_not_exist, state_machine_does_not_exist
@@ -168,3 +170,30 @@ def describe_state_machine_for_execution(service: Service, params: dict, scope: 
     if machine is not None and machine.updated_ms != machine.created_ms:
         described["revisionId"] = execution.revision_id
     return described
+
+
+@handler("TestState")
+def test_state(service: Service, params: dict, scope: Scope) -> dict:
+    text = params.get("input", "{}")
+    _check_input(text)
+    try:
+        variables = loads(params["variables"]) if params.get("variables") else {}
+    except ValueError as exc:
+        raise AwsError("InvalidExecutionInput", f"Invalid variables: '{exc}'") from None
+    if not isinstance(variables, dict):
+        raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
+    machine_arn = scope.state_machine_arn("TestStateMachine")
+    try:
+        outcome = run_test_state(params["definition"], params.get("stateName"), text, variables,
+                                 machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()),
+                                 machine_arn, params.get("roleArn", ""), service.clock())
+    except InvalidDefinition as exc:
+        raise AwsError("InvalidDefinition", str(exc)) from None
+    result: dict[str, Any] = {"status": outcome.status}
+    for key, value in (("output", outcome.output), ("error", outcome.error), ("cause", outcome.cause),
+                       ("nextState", outcome.next_state)):
+        if value is not None:
+            result[key] = value
+    if params.get("inspectionLevel", "INFO") != "INFO":
+        result["inspectionData"] = outcome.inspection
+    return result

@@ -108,6 +108,27 @@ def stop(execution: ExecutionState, error: str | None, cause: str | None, now_ms
     return decision
 
 
+def run_one_state(execution: ExecutionState, definition: Definition, state_name: str, data: Any,
+                  variables: dict[str, Any], now_ms: int) -> tuple[tuple, dict[str, Any], dict[str, Any]]:
+    """TestState: run one state of the top-level machine once, without waiting and without going on.
+
+    Returns the outcome (("next", name, output) | ("end", output) | ("fail", error, cause) | ("wait",) for a retry),
+    the traced data-flow steps, and the variables afterwards.
+    """
+    step = _Step(Decision(execution.copy()), definition, now_ms)
+    step.trace = {}
+    flow = _new_flow(0, None, 0)
+    flow.update(state=state_name, data=data, entered_ms=now_ms, vars=dict(variables))
+    step.flows[ROOT] = flow
+    step.emit(f"{definition.states[state_name].type}StateEntered", None, None)
+    flow["entered_id"] = step.execution.next_event_id - 1
+    try:
+        outcome = step.attempt(ROOT, definition.states[state_name], data)
+    except _HistoryFull:  # a Map over more items than one history holds
+        outcome = _fail(errors.RUNTIME, HISTORY_LIMIT_CAUSE)
+    return outcome, step.trace, flow["vars"]
+
+
 def context_object(execution: ExecutionState, state_name: str, entered_ms: int,
                    map_item: tuple[int, Any] | None = None) -> dict[str, Any]:
     """The context object ($$) as a state sees it; ``map_item`` is (index, value) inside a Map's ItemSelector."""
@@ -164,6 +185,8 @@ class _Step:
         self.known_value: Any = None
         self.known_text: str | None = None
         self.gathering: set[str] = set()  # flows whose fan-out loop is on the stack
+        # TestState only: the data-flow steps of the state under test, and how it ended.
+        self.trace: dict[str, Any] | None = None
         self.failures: dict[str, tuple[str | None, str | None]] = {}  # their children's failures, to report
 
     # -- history, timers, closing
@@ -309,15 +332,15 @@ class _Step:
         flow = self.flows[flow_id]
         context = self.scope(flow_id, state.name)
         if isinstance(state, PassState):
-            effective = select(state.input_path, data, context)
+            effective = self.note("afterInputPath", select(state.input_path, data, context))
             if state.parameters is not None:
-                effective = state.parameters.render(effective, context, self.seed(flow))
-            result = _copy_json(state.result) if state.has_result else effective
+                effective = self.note("afterParameters", state.parameters.render(effective, context, self.seed(flow)))
+            result = self.note("result", _copy_json(state.result) if state.has_result else effective)
             assigned = self.assigned(flow_id, state.assign, result, context)
-            output = select(state.output_path, place_result(state.result_path, data, result), context)
-            return self.exit(state, output, flow_id, assigned)
+            placed = self.note("afterResultPath", place_result(state.result_path, data, result))
+            return self.exit(state, select(state.output_path, placed, context), flow_id, assigned)
         if isinstance(state, ChoiceState):
-            effective = select(state.input_path, data, context)
+            effective = self.note("afterInputPath", select(state.input_path, data, context))
             target, assign = next(((nxt, rule_assign) for rule, nxt, rule_assign in state.choices
                                    if rule.matches(effective, context)), (state.default, state.assign))
             if target is None:
@@ -327,15 +350,15 @@ class _Step:
             self.emit_exited(state, output, flow_id, assigned)
             return _next(target, output)
         if isinstance(state, WaitState):
-            effective = select(state.input_path, data, context)
+            effective = self.note("afterInputPath", select(state.input_path, data, context))
             fire_at_ms = self.wait_until(state, effective, context)
-            if fire_at_ms <= self.now_ms:
+            if fire_at_ms <= self.now_ms or self.trace is not None:  # TestState does not wait
                 return self.leave_wait(flow_id, state, effective, context)
             flow["data"] = effective
             self.sleep(flow, f"wait-{flow['entered_id']}", fire_at_ms)
             return _WAIT
         if isinstance(state, SucceedState):
-            effective = select(state.input_path, data, context)
+            effective = self.note("afterInputPath", select(state.input_path, data, context))
             output = select(state.output_path, effective, context)
             self.emit_exited(state, output)
             return _end(output)
@@ -350,6 +373,12 @@ class _Step:
         if isinstance(state, ParallelState | MapState):
             return self.fan_out(flow_id, state, data, context)
         raise AssertionError(f"unhandled state type {state.type}")
+
+    def note(self, step: str, value: Any) -> Any:
+        """Record a data-flow step for TestState's inspection data; returns the value unchanged."""
+        if self.trace is not None:
+            self.trace[step] = value
+        return value
 
     def sleep(self, flow: dict, timer_id: str, fire_at_ms: int) -> None:
         flow["timer"] = timer_id
@@ -405,10 +434,11 @@ class _Step:
     # -- errors: Retry, Catch, or fail the flow
 
     def on_error(self, flow_id: str, state: State, error: str | None, cause: str | None) -> tuple:
-        return self.retry(flow_id, state, error) or self.catch(flow_id, state, error, cause)
+        return self.retry(flow_id, state, error, cause) or self.catch(flow_id, state, error, cause)
 
-    def retry(self, flow_id: str, state: State, error: str | None) -> tuple | None:
+    def retry(self, flow_id: str, state: State, error: str | None, cause: str | None) -> tuple | None:
         """Schedule the next attempt if a retrier allows one; None when none does."""
+        self.note("error", (error, cause))
         if not isinstance(state, FanOutState) or error is None:
             return None
         flow = self.flows[flow_id]
@@ -486,7 +516,7 @@ class _Step:
         """A branch or iteration failed: retry the whole state (silently, as AWS), or record the failure."""
         flow = self.flows[flow_id]
         state = self.machine_states(flow)[flow["state"]]
-        outcome = self.retry(flow_id, state, error)
+        outcome = self.retry(flow_id, state, error, cause)
         if outcome is not None:
             return outcome
         self.emit(f"{state.type}StateFailed", None, None)
@@ -515,14 +545,14 @@ class _Step:
 
     def fan_out(self, flow_id: str, state: ParallelState | MapState, data: Any, context: Any) -> tuple:
         flow = self.flows[flow_id]
-        effective = select(state.input_path, data, context)
+        effective = self.note("afterInputPath", select(state.input_path, data, context))
         if isinstance(state, ParallelState):
             if state.parameters is not None:
-                effective = state.parameters.render(effective, context, self.seed(flow))
+                effective = self.note("afterParameters", state.parameters.render(effective, context, self.seed(flow)))
             inputs, limit, kind = [effective] * len(state.branches), 0, "parallel"
         else:
             inputs = self.map_inputs(flow_id, state, effective, context)
-            limit, kind = self.map_concurrency(state, effective, context), "map"
+            limit, kind = self.note("maxConcurrency", self.map_concurrency(state, effective, context)), "map"
         started_type = "ParallelStateStarted" if kind == "parallel" else "MapStateStarted"
         details = {"length": len(inputs)} if kind == "map" else None
         started = self.emit(started_type, "mapStateStartedEventDetails" if details else None, details)
@@ -533,7 +563,7 @@ class _Step:
 
     def map_inputs(self, flow_id: str, state: MapState, effective: Any, context: Any) -> list[Any]:
         """Each iteration's input: the item, or the ItemSelector rendered with $$.Map.Item."""
-        items = select(state.items_path, effective, context)
+        items = self.note("afterItemsPath", select(state.items_path, effective, context))
         if not isinstance(items, list):
             where = state.items_path.text if state.items_path is not None else "null"
             raise StatesError(errors.RUNTIME, f"Item list under path '{where}' must be an array, but got: "
@@ -541,9 +571,10 @@ class _Step:
         if state.item_selector is None:
             return items
         flow_seed = self.seed(self.flows[flow_id])
-        return [state.item_selector.render(effective, self.scope(flow_id, state.name, (i, item)),
-                                           flow_seed + i.to_bytes(4, "big"))
-                for i, item in enumerate(items)]
+        return self.note("afterItemSelector", [
+            state.item_selector.render(effective, self.scope(flow_id, state.name, (i, item)),
+                                       flow_seed + i.to_bytes(4, "big"))
+            for i, item in enumerate(items)])
 
     def map_concurrency(self, state: MapState, effective: Any, context: Any) -> int:
         if state.max_concurrency_path is None:
@@ -605,11 +636,13 @@ class _Step:
         exited_previous = self.decision.events[-1]["previousEventId"]
         try:
             context = self.scope(flow_id, state.name)
-            result = fan["results"]
+            result = self.note("result", fan["results"])
             if state.result_selector is not None:
-                result = state.result_selector.render(result, context, self.seed(flow))
+                result = self.note("afterResultSelector", state.result_selector.render(result, context,
+                                                                                       self.seed(flow)))
             assigned = self.assigned(flow_id, state.assign, result, context)
-            output = select(state.output_path, place_result(state.result_path, fan["raw"], result), context)
+            placed = self.note("afterResultPath", place_result(state.result_path, fan["raw"], result))
+            output = select(state.output_path, placed, context)
             self.json_of(output)  # a result over the size limit fails here, where Retry and Catch apply
         except StatesError as failure:
             return self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))

@@ -1,0 +1,78 @@
+"""TestState: one state run once against an input, through the same pure decider as real executions.
+
+A state given alone is wrapped in a one-state machine (its transition targets become placeholders), so the parser
+validates it exactly as it would inside a state machine. Nothing is stored; Wait states do not wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..asl.definition import Diagnostic, InvalidDefinition, parse_definition
+from ..asl.jsonio import dumps
+from . import decider
+from .execution import ExecutionState
+
+_INSPECTION_STEPS = ("afterInputPath", "afterParameters", "afterItemsPath", "afterItemSelector", "result",
+                     "afterResultSelector", "afterResultPath")
+
+
+@dataclass(slots=True)
+class TestOutcome:
+    status: str  # SUCCEEDED, FAILED, RETRIABLE or CAUGHT_ERROR
+    output: str | None = None
+    error: str | None = None
+    cause: str | None = None
+    next_state: str | None = None
+    inspection: dict[str, Any] = field(default_factory=dict)
+
+
+def test_state(definition_text: str, state_name: str | None, input_text: str, variables: dict[str, Any],
+               execution_arn: str, state_machine_arn: str, role_arn: str, now_ms: int) -> TestOutcome:
+    """Raises InvalidDefinition when the state (or the machine holding ``state_name``) is not valid."""
+    if state_name is None:
+        definition_text, state_name = _as_machine(definition_text)
+    definition = parse_definition(definition_text)
+    if state_name not in definition.states:
+        raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED",
+                                            f"The state '{state_name}' is not in the definition")])
+    execution = ExecutionState(execution_arn, state_machine_arn, execution_arn.rsplit(":", 1)[-1], "test",
+                               role_arn, input_text, now_ms, 0)
+    data = orjson.loads(input_text)
+    outcome, trace, after = decider.run_one_state(execution, definition, state_name, data, variables, now_ms)
+    inspection = {"input": input_text}
+    inspection.update({step: dumps(trace[step]) for step in _INSPECTION_STEPS if step in trace})
+    if "maxConcurrency" in trace:
+        inspection["maxConcurrency"] = trace["maxConcurrency"]
+    if after:
+        inspection["variables"] = dumps(after)
+    caught = trace.get("error")
+    kind = outcome[0]
+    if kind == "wait":  # only a retry waits under TestState
+        return TestOutcome("RETRIABLE", error=caught[0], cause=caught[1], inspection=inspection)
+    if kind == "fail":
+        return TestOutcome("FAILED", error=outcome[1], cause=outcome[2], inspection=inspection)
+    output = dumps(outcome[-1])
+    if kind == "next" and caught is not None:
+        return TestOutcome("CAUGHT_ERROR", output, caught[0], caught[1], outcome[1], inspection)
+    return TestOutcome("SUCCEEDED", output, next_state=outcome[1] if kind == "next" else None,
+                       inspection=inspection)
+
+
+def _as_machine(state_text: str) -> tuple[str, str]:
+    """Wrap one state in a machine whose other states are placeholders for its transition targets."""
+    name = "TestState"
+    try:
+        state = orjson.loads(state_text)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidDefinition([Diagnostic("INVALID_JSON_DESCRIPTION", str(exc))]) from None
+    if not isinstance(state, dict):
+        raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED", "The state must be a JSON object")])
+    targets = [state.get("Next"), state.get("Default")]
+    targets += [rule.get("Next") for rule in state.get("Choices", []) if isinstance(rule, dict)]
+    targets += [rule.get("Next") for rule in state.get("Catch", []) if isinstance(rule, dict)]
+    states = {target: {"Type": "Succeed"} for target in targets if isinstance(target, str) and target != name}
+    return dumps({"StartAt": name, "States": {name: state, **states}}), name

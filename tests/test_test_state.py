@@ -1,0 +1,96 @@
+"""TestState through boto3: one state, run once, with the data-flow steps AWS shows."""
+
+import json
+
+import pytest
+
+
+def run(sfn, state: dict, payload: object, **options) -> dict:
+    return sfn.test_state(definition=json.dumps(state), roleArn="arn:aws:iam::123456789012:role/r",
+                          input=json.dumps(payload), **options)
+
+
+def test_pass_state_shows_each_data_flow_step_at_debug(sfn):
+    state = {"Type": "Pass", "InputPath": "$.in", "Parameters": {"doubled.$": "States.MathAdd($.n, $.n)"},
+             "ResultPath": "$.out", "OutputPath": "$.out", "Next": "After"}
+    result = run(sfn, state, {"in": {"n": 4}}, inspectionLevel="DEBUG")
+    assert result["status"] == "SUCCEEDED"
+    assert result["nextState"] == "After"
+    assert json.loads(result["output"]) == {"doubled": 8}
+    data = result["inspectionData"]
+    assert json.loads(data["input"]) == {"in": {"n": 4}}
+    assert json.loads(data["afterInputPath"]) == {"n": 4}
+    assert json.loads(data["afterParameters"]) == {"doubled": 8}
+    assert json.loads(data["result"]) == {"doubled": 8}
+    assert json.loads(data["afterResultPath"]) == {"in": {"n": 4}, "out": {"doubled": 8}}
+
+
+def test_info_level_has_no_inspection_data(sfn):
+    result = run(sfn, {"Type": "Pass", "End": True}, {"a": 1})
+    assert result["status"] == "SUCCEEDED"
+    assert "inspectionData" not in result
+    assert "nextState" not in result
+
+
+def test_choice_reports_the_next_state(sfn):
+    state = {"Type": "Choice", "Choices": [{"Variable": "$.n", "NumericLessThan": 0, "Next": "Negative"}],
+             "Default": "Positive"}
+    assert run(sfn, state, {"n": -1})["nextState"] == "Negative"
+    assert run(sfn, state, {"n": 1})["nextState"] == "Positive"
+
+
+def test_wait_state_does_not_wait(sfn):
+    result = run(sfn, {"Type": "Wait", "Seconds": 3600, "Next": "Later"}, {"k": 1})
+    assert (result["status"], result["nextState"], json.loads(result["output"])) == ("SUCCEEDED", "Later", {"k": 1})
+
+
+def test_fail_state_fails_with_its_error(sfn):
+    result = run(sfn, {"Type": "Fail", "Error": "Nope", "CausePath": "$.why"}, {"why": "because"})
+    assert (result["status"], result["error"], result["cause"]) == ("FAILED", "Nope", "because")
+
+
+def test_runtime_error_fails_with_states_runtime(sfn):
+    result = run(sfn, {"Type": "Pass", "InputPath": "$.missing", "End": True}, {})
+    assert (result["status"], result["error"]) == ("FAILED", "States.Runtime")
+
+
+def test_caught_error_reports_caught_error_and_the_catcher(sfn):
+    state = {"Type": "Parallel", "Branches": [{"StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "Boom"}}}],
+             "Catch": [{"ErrorEquals": ["Boom"], "ResultPath": "$.err", "Next": "Recover"}], "End": True}
+    result = run(sfn, state, {"x": 1})
+    assert (result["status"], result["error"], result["nextState"]) == ("CAUGHT_ERROR", "Boom", "Recover")
+    assert json.loads(result["output"]) == {"x": 1, "err": {"Error": "Boom"}}
+
+
+def test_retriable_error_reports_retriable(sfn):
+    state = {"Type": "Parallel", "Branches": [{"StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "Boom"}}}],
+             "Retry": [{"ErrorEquals": ["Boom"]}], "End": True}
+    result = run(sfn, state, {})
+    assert (result["status"], result["error"]) == ("RETRIABLE", "Boom")
+
+
+def test_map_state_runs_its_iterations(sfn):
+    state = {"Type": "Map", "ItemsPath": "$.items", "ItemSelector": {"v.$": "$$.Map.Item.Value"},
+             "ItemProcessor": {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}, "End": True}
+    result = run(sfn, state, {"items": [1, 2]}, inspectionLevel="DEBUG")
+    assert json.loads(result["output"]) == [{"v": 1}, {"v": 2}]
+    assert json.loads(result["inspectionData"]["afterItemSelector"]) == [{"v": 1}, {"v": 2}]
+
+
+def test_variables_are_readable_and_assignments_shown(sfn):
+    state = {"Type": "Pass", "Parameters": {"seen.$": "$limit"}, "Assign": {"limit": 5}, "End": True}
+    result = run(sfn, state, {}, variables=json.dumps({"limit": 3}), inspectionLevel="DEBUG")
+    assert json.loads(result["output"]) == {"seen": 3}
+    assert json.loads(result["inspectionData"]["variables"]) == {"limit": 5}
+
+
+def test_state_of_a_whole_machine_by_name(sfn):
+    machine = {"StartAt": "A", "States": {"A": {"Type": "Pass", "Next": "B"},
+                                          "B": {"Type": "Pass", "Result": "b", "End": True}}}
+    result = sfn.test_state(definition=json.dumps(machine), stateName="B", input="{}")
+    assert json.loads(result["output"]) == "b"
+
+
+def test_invalid_state_is_invalid_definition(sfn):
+    with pytest.raises(sfn.exceptions.InvalidDefinition):
+        run(sfn, {"Type": "Pass", "Bogus": 1, "End": True}, {})
