@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from statewright.store.base import (
+    ActivityRecord,
     CommitOutcomeUnknown,
     ExecutionSummary,
     ExecutionWrite,
@@ -104,7 +105,65 @@ def page_through(fetch: Callable[[int, str | None], Page], limit: int) -> list[A
     raise AssertionError("pagination did not end")
 
 
-class StoreContract:
+class DispatchAndActivityContract:
+    """The outbox, activities and shared settings; mixed into StoreContract."""
+
+    def test_dispatches_are_pending_until_removed_in_order(self, store: Store) -> None:
+        ranges = own(store, 0, 1)
+        a, b = execution_arn("a"), execution_arn("b")
+        first = write(a)
+        first.dispatches_added = [("3", {"kind": "activity", "n": 1}), ("9", {"kind": "http"})]
+        other = write(b, shard=1)
+        other.dispatches_added = [("3", {"kind": "activity", "n": 2})]
+        committed(store, [first, other], ranges)
+        assert [(d.dispatch_id, d.payload) for d in store.pending_dispatches(0)] == [
+            ("3", {"kind": "activity", "n": 1}), ("9", {"kind": "http"})]
+        assert [d.execution_arn for d in store.pending_dispatches(1)] == [b]
+        started = write(a, expected=1)
+        started.dispatches_removed = ["3"]
+        committed(store, [started], ranges)
+        assert [d.dispatch_id for d in store.pending_dispatches(0)] == ["9"]
+
+    def test_a_dispatch_added_and_removed_in_one_batch_never_shows(self, store: Store) -> None:
+        ranges = own(store, 0)
+        arn = execution_arn("quick")
+        first = write(arn)
+        first.dispatches_added = [("3", {"k": 1})]
+        second = write(arn, expected=1)
+        second.dispatches_removed = ["3"]
+        committed(store, [first, second], ranges)
+        assert store.pending_dispatches(0) == []
+
+    def test_a_conflicting_write_leaves_no_dispatch(self, store: Store) -> None:
+        ranges = own(store, 0)
+        bad = write(execution_arn("x"), expected=5)
+        bad.dispatches_added = [("3", {"k": 1})]
+        assert store.commit([bad], ranges).conflicts == [0]
+        assert store.pending_dispatches(0) == []
+
+    def test_activities_create_get_list_delete(self, store: Store) -> None:
+        prefix = f"arn:aws:states:us-east-1:{ACCOUNT}:activity:"
+        for name in ("beta", "alpha", "gamma"):
+            record = ActivityRecord(prefix + name, name, 5)
+            assert store.create_activity(record) == record
+        assert store.create_activity(ActivityRecord(prefix + "alpha", "alpha", 99)).created_ms == 5
+        elsewhere = f"arn:aws:states:eu-west-1:{ACCOUNT}:activity:"
+        store.create_activity(ActivityRecord(elsewhere + "alpha", "alpha", 7))
+        items = page_through(lambda limit, cursor: store.list_activities(prefix, limit, cursor), 2)
+        assert [item.name for item in items] == ["alpha", "beta", "gamma"]
+        store.delete_activity(prefix + "beta")
+        assert store.get_activity(prefix + "beta") is None
+        assert store.get_activity(prefix + "gamma") == ActivityRecord(prefix + "gamma", "gamma", 5)
+
+    def test_settings_keep_the_first_value_written_if_absent(self, store: Store) -> None:
+        assert store.get_setting("k") is None
+        assert store.put_setting_if_absent("k", "one") == "one"
+        assert store.put_setting_if_absent("k", "two") == "one"
+        store.put_setting("k", "three")
+        assert store.get_setting("k") == "three"
+
+
+class StoreContract(DispatchAndActivityContract):
     """The contract suite; subclass it as ``Test<Backend>Store`` and implement the two hooks."""
 
     def make_store(self, shard_count: int) -> Store:

@@ -90,5 +90,5 @@ def test_region_of_the_signature_goes_into_arns(server, make_machine):
 
 def test_not_yet_implemented_operation_says_so(sfn):
     with pytest.raises(ClientError) as raised:
-        sfn.list_activities()
-    assert "does not implement ListActivities" in str(raised.value)
+        sfn.list_map_runs(executionArn="arn:aws:states:us-east-1:123456789012:execution:a:b")
+    assert "does not implement ListMapRuns" in str(raised.value)

@@ -9,13 +9,15 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+import time
 import uuid
 from typing import Any
 
 import orjson
 
 from ..engine.commands import EngineUnavailable
-from . import executions, state_machines  # noqa: F401  (modules register their handlers)
+from ..metrics import CONTENT_TYPE
+from . import activities, executions, state_machines  # noqa: F401  (modules register their handlers)
 from .arns import Scope
 from .errors import AwsError
 from .model import operation_names, validate_request
@@ -34,6 +36,7 @@ class App:
         self.service = service
         self.default_region = default_region
         self.known_operations = operation_names()
+        self.metrics = service.engine.metrics.api(self.known_operations)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -41,6 +44,10 @@ class App:
             return
         if scope["type"] != "http":
             return
+        if scope["method"] == "GET" and scope["path"] == "/metrics":
+            await _send_metrics(self.metrics.exposition(), send)
+            return
+        started = time.perf_counter()
         request_id = str(uuid.uuid4())
         try:
             status, body = 200, await self._handle(scope, receive)
@@ -54,6 +61,7 @@ class App:
         await send({"type": "http.response.start", "status": status,
                     "headers": [*_JSON_HEADERS, (b"x-amzn-requestid", request_id.encode())]})
         await send({"type": "http.response.body", "body": orjson.dumps(body)})
+        self.metrics.request_done(scope, status, body, time.perf_counter() - started)
 
     async def _handle(self, scope: dict, receive: Any) -> dict:
         if scope["method"] != "POST":
@@ -93,6 +101,12 @@ async def _read_body(receive: Any) -> bytes:
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+async def _send_metrics(text: bytes, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", CONTENT_TYPE.encode())]})
+    await send({"type": "http.response.body", "body": text})
 
 
 async def _lifespan(receive: Any, send: Any) -> None:

@@ -57,8 +57,11 @@ def serve(config: ServerConfig) -> int:
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
     engine = Engine(store)
+    service = Service(store, engine, config.account_id)
+    engine.on_dispatch = service.dispatch
     engine.start()
-    app = App(Service(store, engine, config.account_id), config.region)
+    engine.metrics.count_open_executions(store.path)
+    app = App(service, config.region)
     print(f"statewright: data in {data_dir} ({store.shard_count()} shards, SQLite)", flush=True)
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",

@@ -22,13 +22,14 @@ from .states import (
     ChoiceState,
     Definition,
     FailState,
-    FanOutState,
     Machine,
     MapState,
     ParallelState,
     PassState,
+    ResultState,
     State,
     SucceedState,
+    TaskState,
     WaitState,
 )
 from .templates import Template, compile_dynamic
@@ -54,8 +55,16 @@ _ALLOWED: dict[str, set[str]] = {
     "Map": _FANOUT | {"ItemProcessor", "Iterator", "ItemsPath", "ItemSelector", "Parameters", "MaxConcurrency",
                       "MaxConcurrencyPath"},
 }
+_ALLOWED["Task"] = _FANOUT | {"Resource", "Parameters", "TimeoutSeconds", "TimeoutSecondsPath", "HeartbeatSeconds",
+                               "HeartbeatSecondsPath", "Credentials"}
 # Recognised States Language types that this build does not run yet.
-_NOT_YET = {"Task"}
+_NOT_YET: set[str] = set()
+_ACTIVITY_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:activity:[^:]+$")
+_SERVICE_ARN = re.compile(r"^arn:aws[a-z-]*:states:::(?P<service>[a-zA-Z0-9-]+):(?P<action>[a-zA-Z0-9]+)"
+                          r"(?:\.(?P<pattern>sync(?::2)?|waitForTaskToken))?$")
+# The service integrations this build runs, with the patterns each allows.
+_INTEGRATIONS = {("http", "invoke"): {""}, ("states", "startExecution"): {"", "sync", "sync:2", "waitForTaskToken"}}
+_MAX_TIMEOUT_SECONDS = 99999999
 _MACHINE_FIELDS = {"StartAt", "States", "Comment"}
 
 
@@ -169,7 +178,7 @@ class _Parser:
             found += [(target, f"{base}/Choices/{i}/Next") for i, (_, target, _) in enumerate(state.choices)]
             if state.default:
                 found.append((state.default, f"{base}/Default"))
-        if isinstance(state, FanOutState):
+        if isinstance(state, ResultState):
             found += [(catcher.next, f"{base}/Catch/{i}/Next") for i, catcher in enumerate(state.catch)]
         return found
 
@@ -202,7 +211,7 @@ class _Parser:
         for key in sorted(set(raw) - _ALLOWED[kind]):
             self.schema(f"Field '{key}' is not supported", f"{where}/{key}")
         state = getattr(self, "pass_" if kind == "Pass" else kind.lower())(name, raw, where)
-        if kind in ("Pass", "Wait", "Parallel", "Map"):
+        if kind in ("Pass", "Wait", "Parallel", "Map", "Task"):
             self.flow(state, raw, where)
         if "InputPath" in raw:
             state.input_path = self.path(raw["InputPath"], f"{where}/InputPath", nullable=True)
@@ -321,9 +330,54 @@ class _Parser:
             self.schema(str(exc), where)
             return None
 
+    # -- Task
+
+    def task(self, name: str, raw: dict, where: str) -> TaskState:
+        state = TaskState(name, "Task")
+        self.result_fields(state, raw, where)
+        state.parameters = self.template(raw, "Parameters", where)
+        resource = raw.get("Resource")
+        if not isinstance(resource, str):
+            self.schema("These fields are required: [Resource]", where)
+            return state
+        state.resource = resource
+        service = _SERVICE_ARN.match(resource)
+        if _ACTIVITY_ARN.match(resource):
+            state.integration = "activity"
+        elif service and (service["service"], service["action"]) in _INTEGRATIONS:
+            state.integration, state.action = service["service"], service["action"]
+            state.pattern = service["pattern"] or ""
+            if state.pattern not in _INTEGRATIONS[(state.integration, state.action)]:
+                self.problem("INVALID_RESOURCE", f"The resource '{resource}' does not support the "
+                             f"'.{state.pattern}' pattern", f"{where}/Resource")
+        else:
+            self.problem("INVALID_RESOURCE", f"statewright does not run the resource '{resource}' yet; it runs "
+                         "activities, arn:aws:states:::http:invoke and arn:aws:states:::states:startExecution",
+                         f"{where}/Resource")
+        state.timeout_seconds, state.timeout_seconds_path = self.seconds(raw, "TimeoutSeconds", where)
+        state.heartbeat_seconds, state.heartbeat_seconds_path = self.seconds(raw, "HeartbeatSeconds", where)
+        if (state.heartbeat_seconds is not None and state.timeout_seconds is not None
+                and state.heartbeat_seconds >= state.timeout_seconds):
+            self.schema("The value of the field 'HeartbeatSeconds' must be smaller than the value of the field "
+                        "'TimeoutSeconds'", f"{where}/HeartbeatSeconds")
+        return state
+
+    def seconds(self, raw: dict, key: str, where: str) -> tuple[int | None, Path | None]:
+        """TimeoutSeconds / HeartbeatSeconds, or their Path variants (one of the two at most)."""
+        path_key = f"{key}Path"
+        if key in raw and path_key in raw:
+            self.schema(f"A state may have '{key}' or '{path_key}', not both", where)
+        if path_key in raw:
+            return None, self.path(raw[path_key], f"{where}/{path_key}")
+        value = raw.get(key)
+        if value is not None and (not _is_int(value) or not 1 <= value <= _MAX_TIMEOUT_SECONDS):
+            self.schema(f"The value for the field '{key}' must be a positive integer", f"{where}/{key}")
+            return None, None
+        return value, None
+
     # -- Parallel and Map
 
-    def fan_out(self, state: FanOutState, raw: dict, where: str) -> None:
+    def result_fields(self, state: ResultState, raw: dict, where: str) -> None:
         state.result_selector = self.template(raw, "ResultSelector", where)
         state.result_path = self.result_path(raw, where)
         state.retry = [self.retrier(rule, f"{where}/Retry/{i}") for i, rule in enumerate(self.rules(raw, "Retry",
@@ -333,7 +387,7 @@ class _Parser:
 
     def parallel(self, name: str, raw: dict, where: str) -> ParallelState:
         state = ParallelState(name, "Parallel")
-        self.fan_out(state, raw, where)
+        self.result_fields(state, raw, where)
         state.parameters = self.template(raw, "Parameters", where)
         branches = raw.get("Branches")
         if not isinstance(branches, list) or not branches:
@@ -349,7 +403,7 @@ class _Parser:
 
     def map(self, name: str, raw: dict, where: str) -> MapState:
         state = MapState(name, "Map")
-        self.fan_out(state, raw, where)
+        self.result_fields(state, raw, where)
         if "ItemSelector" in raw and "Parameters" in raw:
             self.schema("A Map state may have 'ItemSelector' or 'Parameters', not both", where)
         state.item_selector = self.template(raw, "ItemSelector" if "ItemSelector" in raw else "Parameters", where)

@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import DATA_LIMIT_EXCEEDED, RUNTIME
+from .errors import DATA_LIMIT_EXCEEDED, RUNTIME, TIMEOUT
 from .paths import ReferencePath
 
 ALL = "States.ALL"
@@ -19,10 +19,14 @@ TASK_FAILED = "States.TaskFailed"
 _TERMINAL = frozenset({RUNTIME, DATA_LIMIT_EXCEEDED})
 
 
-def matches(error_equals: list[str], error: str) -> bool:
-    if error in error_equals:
+def matches(error_equals: list[str], error: str, alias: str | None = None) -> bool:
+    """Whether an ErrorEquals list names the error: exactly (or by its ``alias``), by States.ALL, or by
+    States.TaskFailed (every error but the terminal ones and States.Timeout)."""
+    if error in error_equals or (alias is not None and alias in error_equals):
         return True
-    return ALL in error_equals and error not in _TERMINAL
+    if error in _TERMINAL:
+        return False
+    return ALL in error_equals or (TASK_FAILED in error_equals and error != TIMEOUT)
 
 
 @dataclass(slots=True)

@@ -67,8 +67,8 @@ class FailState(State):
 
 
 @dataclass(slots=True)
-class FanOutState(State):
-    """What Parallel and Map share: results are gathered from sub-flows, then shaped and placed."""
+class ResultState(State):
+    """What Task, Parallel and Map share: a result that is shaped and placed, and Retry and Catch."""
 
     result_selector: Template | None = None
     result_path: ReferencePath | None = KEEP_ALL
@@ -77,13 +77,26 @@ class FanOutState(State):
 
 
 @dataclass(slots=True)
-class ParallelState(FanOutState):
+class TaskState(ResultState):
+    resource: str = ""
+    integration: str = ""  # "activity", "http" or "states"
+    action: str = ""  # for service integrations: "invoke", "startExecution", ...
+    pattern: str = ""  # "" (request and response), "sync", "sync:2" or "waitForTaskToken"
+    parameters: Template | None = None
+    timeout_seconds: int | None = None
+    timeout_seconds_path: Path | None = None
+    heartbeat_seconds: int | None = None
+    heartbeat_seconds_path: Path | None = None
+
+
+@dataclass(slots=True)
+class ParallelState(ResultState):
     parameters: Template | None = None
     branches: list[Machine] = field(default_factory=list)
 
 
 @dataclass(slots=True)
-class MapState(FanOutState):
+class MapState(ResultState):
     items_path: Path | None = IDENTITY
     item_selector: Template | None = None
     max_concurrency: int = 0  # 0: no limit

@@ -26,6 +26,10 @@ class ExecutionDoesNotExist(EngineError):
     pass
 
 
+class TaskNotPending(EngineError):
+    """The attempt a token or dispatch names is not pending any more (finished, timed out, or never was)."""
+
+
 class EngineUnavailable(Exception):
     """The commit failed or this node no longer owns the shard: the caller may retry."""
 
@@ -56,4 +60,31 @@ class FireTimer:
     reply: None = None
 
 
-Command = StartExecution | StopExecution | FireTimer
+@dataclass(slots=True)
+class StartAttempt:
+    """Record a task attempt as started before it is handed out (to a worker, an HTTP call, ...)."""
+
+    arn: str
+    scheduled_id: int
+    worker_name: str | None = None
+    reply: Future = field(default_factory=Future)  # -> True, or TaskNotPending
+
+
+@dataclass(slots=True)
+class CompleteAttempt:
+    """An attempt's result: ("success", output JSON text), ("failure", error, cause) or ("submitted", output)."""
+
+    arn: str
+    scheduled_id: int
+    result: tuple
+    reply: Future = field(default_factory=Future)  # -> True, or TaskNotPending
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    arn: str
+    scheduled_id: int
+    reply: Future = field(default_factory=Future)  # -> True, or TaskNotPending
+
+
+Command = StartExecution | StopExecution | FireTimer | StartAttempt | CompleteAttempt | Heartbeat

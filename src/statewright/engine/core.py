@@ -17,19 +17,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..asl.definition import Definition, parse_definition
-from ..store.base import CommitOutcomeUnknown, ExecutionWrite, Store
+from ..metrics import Metrics
+from ..store.base import CommitOutcomeUnknown, Dispatch, ExecutionWrite, Store
 from . import decider
 from .commands import (
     Command,
+    CompleteAttempt,
     EngineUnavailable,
     ExecutionAlreadyExists,
     ExecutionDoesNotExist,
     FireTimer,
+    Heartbeat,
+    StartAttempt,
     StartExecution,
     StopExecution,
+    TaskNotPending,
 )
 from .execution import ExecutionState
 from .timers import TimerWindow
+from .tokens import TaskTokens
 
 log = logging.getLogger("statewright.engine")
 
@@ -57,8 +63,12 @@ class _Batch:
 
 class Engine:
     def __init__(self, store: Store, *, node_id: str = "local", clock: Callable[[], int] = wall_clock_ms,
-                 cache_size: int = 10_000) -> None:
+                 cache_size: int = 10_000, tokens: TaskTokens | None = None) -> None:
         self.store = store
+        self.tokens = tokens or TaskTokens.load(store)
+        # Called, on the engine thread, with every dispatch once its commit has landed (and with the outbox's
+        # pending dispatches when the engine starts); it must hand them on without blocking.
+        self.on_dispatch: Callable[[Dispatch], None] = lambda dispatch: None
         self.node_id = node_id
         self.clock = clock
         self.shard_count = store.shard_count()
@@ -72,6 +82,7 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.transitions_committed = 0
+        self.metrics = Metrics(lambda: self.windows, clock)
 
     # -- ownership
 
@@ -86,6 +97,9 @@ class Engine:
 
     def start(self) -> None:
         self.acquire_all_shards()
+        for shard in self.range_ids:
+            for dispatch in self.store.pending_dispatches(shard):
+                self.on_dispatch(dispatch)
         self._thread = threading.Thread(target=self._run, name="statewright-engine", daemon=True)
         self._thread.start()
 
@@ -125,6 +139,7 @@ class Engine:
 
     def tick(self, now_ms: int) -> int:
         """One bounded engine step at time ``now_ms``; returns how many commands it handled."""
+        self.metrics.at_tick()
         commands: list[Command] = []
         for window in self.windows.values():
             window.refill(now_ms, self.store.due_timers)
@@ -141,11 +156,13 @@ class Engine:
             if command.arn in batch.touched:
                 deferred.append(command)  # one transition per execution per commit keeps them in order
                 continue
+            started = time.perf_counter()
             try:
                 self._apply(command, batch, now_ms)
             except Exception as exc:
                 log.exception("applying %s failed", type(command).__name__)
                 _answer(command, exc)
+            self.metrics.apply_seconds.observe(time.perf_counter() - started)
         if batch.writes:
             self._commit(batch)
         for command, result in batch.replies:
@@ -171,8 +188,24 @@ class Engine:
                 return
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
                                    command.role_arn, command.input, now_ms, shard)
-            decision = decider.start(fresh, self._definition(fresh), now_ms)
+            decision = decider.start(fresh, self._definition(fresh), now_ms, self.tokens.mint)
             self._stage(batch, command, decision, 0, now_ms)
+        elif isinstance(command, StartAttempt | CompleteAttempt | Heartbeat):
+            decision = None
+            if current is not None:
+                definition = self._definition(current)
+                if isinstance(command, StartAttempt):
+                    decision = decider.start_attempt(current, definition, command.scheduled_id, command.worker_name,
+                                                     now_ms)
+                elif isinstance(command, CompleteAttempt):
+                    decision = decider.complete_attempt(current, definition, command.scheduled_id, command.result,
+                                                        now_ms, self.tokens.mint)
+                else:
+                    decision = decider.heartbeat(current, definition, command.scheduled_id, now_ms)
+            if decision is None:
+                batch.replies.append((command, TaskNotPending(command.arn)))
+                return
+            self._stage(batch, command, decision, current.version, now_ms)
         elif isinstance(command, StopExecution):
             if current is None:
                 batch.replies.append((command, ExecutionDoesNotExist(command.arn)))
@@ -185,8 +218,10 @@ class Engine:
         else:
             if current is None:
                 return
-            decision = decider.fire_timer(current, self._definition(current), command.timer_id, now_ms)
+            decision = decider.fire_timer(current, self._definition(current), command.timer_id, now_ms,
+                                          self.tokens.mint)
             if decision is not None:
+                self.metrics.timer_fired(current.timers.get(command.timer_id, now_ms), now_ms)
                 self._stage(batch, command, decision, current.version, now_ms)
 
     def _stage(self, batch: _Batch, command: Command, decision: decider.Decision, expected_version: int,
@@ -199,11 +234,17 @@ class Engine:
         batch.writes.append(ExecutionWrite(
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
             state.stop_ms, expected_version, state.version, state.to_blob(), decision.events,
-            decision.timers_added, decision.timers_removed))
-        reply = state.start_ms if isinstance(command, StartExecution) else now_ms
+            decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed))
+        if isinstance(command, StartExecution):
+            reply: object = state.start_ms
+        elif isinstance(command, StopExecution):
+            reply = now_ms
+        else:
+            reply = True
         batch.replies.append((command, reply))
 
     def _commit(self, batch: _Batch) -> None:
+        started = time.perf_counter()
         try:
             result = self.store.commit(batch.writes, self.range_ids)
         except CommitOutcomeUnknown as exc:
@@ -215,6 +256,7 @@ class Engine:
             batch.replies = [(command, failed if id(command) in staged else reply)
                              for command, reply in batch.replies]
             return
+        self.metrics.committed(batch.writes, result, time.perf_counter() - started)
         for shard in result.lost_shards:
             log.error("shard %d was taken by another node; no longer serving it", shard)
             self.range_ids.pop(shard, None)
@@ -230,6 +272,8 @@ class Engine:
             window = self.windows[state.shard_id]
             for timer_id, fire_at_ms in write.timers_added:
                 window.offer(fire_at_ms, state.arn, timer_id)
+            for dispatch_id, payload in write.dispatches_added:
+                self.on_dispatch(Dispatch(state.shard_id, state.arn, dispatch_id, payload))
         if failures:
             batch.replies = [(command, failures.get(id(command), reply)) for command, reply in batch.replies]
 

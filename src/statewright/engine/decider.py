@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import ChainMap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,17 +33,19 @@ from ..asl.states import (
     ChoiceState,
     Definition,
     FailState,
-    FanOutState,
     MapState,
     ParallelState,
     PassState,
+    ResultState,
     State,
     SucceedState,
+    TaskState,
     WaitState,
 )
 from ..asl.templates import Template
 from ..asl.timestamps import format_ms, parse_ms
 from .execution import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionState
+from .tasks import TaskSteps
 
 MAX_PAYLOAD_BYTES = 262_144
 MAX_HISTORY_EVENTS = 25_000
@@ -66,12 +69,18 @@ class Decision:
     events: list[dict[str, Any]] = field(default_factory=list)
     timers_added: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
     timers_removed: list[tuple[str, int]] = field(default_factory=list)
+    dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
+    dispatches_removed: list[str] = field(default_factory=list)
 
 
-def start(execution: ExecutionState, definition: Definition, now_ms: int) -> Decision:
+TokenMinter = Callable[[str, int, int], str]  # (execution ARN, scheduled event id, attempt) -> task token
+
+
+def start(execution: ExecutionState, definition: Definition, now_ms: int,
+          mint_token: TokenMinter | None = None) -> Decision:
     """Open a new execution (version 0, no events yet) and run it until it waits or closes."""
     decision = Decision(execution.copy())
-    step = _Step(decision, definition, now_ms)
+    step = _Step(decision, definition, now_ms, mint_token)
     step.emit("ExecutionStarted", "executionStartedEventDetails",
               {"input": execution.input, "inputDetails": _NO_DETAILS, "roleArn": execution.role_arn})
     if definition.timeout_seconds is not None:
@@ -82,19 +91,66 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int) -> Dec
     return decision
 
 
-def fire_timer(execution: ExecutionState, definition: Definition, timer_id: str, now_ms: int) -> Decision | None:
+def fire_timer(execution: ExecutionState, definition: Definition, timer_id: str, now_ms: int,
+               mint_token: TokenMinter | None = None) -> Decision | None:
     """Apply a fired timer, or return None when the execution no longer expects it."""
     if not execution.is_open or timer_id not in execution.timers:
         return None
     decision = Decision(execution.copy())
-    step = _Step(decision, definition, now_ms)
+    step = _Step(decision, definition, now_ms, mint_token)
     step.remove_timer(timer_id)
     if timer_id == EXECUTION_TIMEOUT_TIMER:
         step.close(TIMED_OUT, "ExecutionTimedOut", "executionTimedOutEventDetails", {})
         return decision
-    flow_id = next(fid for fid, flow in step.flows.items() if flow["timer"] == timer_id)
-    step.guarded(step.wake, flow_id)
+    flow_id = next(fid for fid, flow in step.flows.items()
+                   if flow["timer"] == timer_id or (flow["task"] and timer_id in flow["task"]["timers"]))
+    if step.flows[flow_id]["timer"] == timer_id:
+        step.guarded(step.wake, flow_id)
+    else:
+        step.guarded(lambda: step.resume(flow_id, step.task_timer_fired(flow_id, timer_id) or ("wait",)))
     return decision
+
+
+def start_attempt(execution: ExecutionState, definition: Definition, scheduled_id: int, worker_name: str | None,
+                  now_ms: int) -> Decision | None:
+    """Record a task attempt as started, before it leaves the engine; None if it is not pending or started."""
+    step = _Step(Decision(execution.copy()), definition, now_ms)
+    flow_id = step.task_flow(scheduled_id) if execution.is_open else None
+    if flow_id is None or step.flows[flow_id]["task"]["started"]:
+        return None
+    step.guarded(step.start_task, flow_id, worker_name)
+    return step.decision
+
+
+def complete_attempt(execution: ExecutionState, definition: Definition, scheduled_id: int, result: tuple,
+                     now_ms: int, mint_token: TokenMinter | None = None) -> Decision | None:
+    """Apply an attempt's result: ("success", output text), ("failure", error, cause) or ("submitted", output).
+
+    None when that attempt is no longer pending (finished, timed out, or the execution closed): the caller's
+    reply is late or a duplicate and changes nothing.
+    """
+    step = _Step(Decision(execution.copy()), definition, now_ms, mint_token)
+    flow_id = step.task_flow(scheduled_id) if execution.is_open else None
+    if flow_id is None:
+        return None
+    kind = result[0]
+    if kind == "submitted":
+        step.guarded(step.submit_task, flow_id, result[1])
+    elif kind == "success":
+        step.guarded(lambda: step.resume(flow_id, step.task_succeeded(flow_id, result[1])))
+    else:
+        step.guarded(lambda: step.resume(flow_id, step.task_failed(flow_id, result[1], result[2])))
+    return step.decision
+
+
+def heartbeat(execution: ExecutionState, definition: Definition, scheduled_id: int, now_ms: int) -> Decision | None:
+    """SendTaskHeartbeat: note the time in the state (the heartbeat timer re-arms itself when it fires)."""
+    step = _Step(Decision(execution.copy()), definition, now_ms)
+    flow_id = step.task_flow(scheduled_id) if execution.is_open else None
+    if flow_id is None:
+        return None
+    step.beat(flow_id)
+    return step.decision
 
 
 def stop(execution: ExecutionState, error: str | None, cause: str | None, now_ms: int) -> Decision | None:
@@ -154,7 +210,7 @@ def context_object(execution: ExecutionState, state_name: str, entered_ms: int,
 
 def _new_flow(machine: int, parent: str | None, slot: int) -> dict[str, Any]:
     return {"m": machine, "parent": parent, "slot": slot, "state": None, "data": None, "entered_id": 0,
-            "entered_ms": 0, "timer": None, "retries": {}, "fan": None, "vars": {}}
+            "entered_ms": 0, "timer": None, "retries": {}, "fan": None, "vars": {}, "attempts": 0, "task": None}
 
 
 # Outcomes of running one state in a flow.
@@ -173,10 +229,12 @@ def _fail(error: str | None, cause: str | None) -> tuple:
     return ("fail", error, cause)
 
 
-class _Step:
+class _Step(TaskSteps):
     """Accumulates one Decision: events with their ids, timer changes, and the flows' new shape."""
 
-    def __init__(self, decision: Decision, definition: Definition | None, now_ms: int) -> None:
+    def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
+                 mint_token: TokenMinter | None = None) -> None:
+        self.mint_token = mint_token
         self.decision = decision
         self.execution = decision.state
         self.flows = decision.state.flows
@@ -231,6 +289,17 @@ class _Step:
         else:
             self.decision.timers_removed.append((timer_id, fire_at_ms))
 
+    def add_dispatch(self, dispatch_id: str, payload: dict[str, Any]) -> None:
+        self.decision.dispatches_added.append((dispatch_id, payload))
+
+    def remove_dispatch(self, dispatch_id: str) -> None:
+        added = self.decision.dispatches_added
+        staged = [entry for entry in added if entry[0] == dispatch_id]
+        if staged:  # scheduled and gone in the same step: no row was ever written
+            added.remove(staged[0])
+        else:
+            self.decision.dispatches_removed.append(dispatch_id)
+
     def close(self, status: str, event_type: str, details_key: str, details: dict, *,
               output: str | None = None, error: str | None = None, cause: str | None = None,
               previous_event_id: int | None = None) -> None:
@@ -238,6 +307,9 @@ class _Step:
         self.emit(event_type, details_key, details, previous_event_id)
         for timer_id in list(execution.timers):
             self.remove_timer(timer_id)
+        for flow in self.flows.values():
+            if flow["task"] and not flow["task"]["started"]:
+                self.remove_dispatch(str(flow["task"]["scheduled_id"]))
         execution.status = status
         execution.stop_ms = self.now_ms
         execution.output, execution.error, execution.cause = output, error, cause
@@ -258,8 +330,17 @@ class _Step:
         while flow["parent"] is not None:
             flow = self.flows[flow["parent"]]
             layers.append(flow["vars"])
-        entered_ms = self.flows[flow_id]["entered_ms"]
-        return Scope(lambda: context_object(self.execution, state_name, entered_ms, map_item), ChainMap(*layers))
+        own = self.flows[flow_id]
+        return Scope(lambda: self.context_for(own, state_name, map_item), ChainMap(*layers))
+
+    def context_for(self, flow: dict, state_name: str, map_item: tuple[int, Any] | None) -> dict[str, Any]:
+        context = context_object(self.execution, state_name, flow["entered_ms"], map_item)
+        state = self.definition.machines[flow["m"]].states.get(state_name) if self.definition else None
+        if isinstance(state, TaskState):
+            context["State"]["RetryCount"] = max(flow["attempts"] - 1, 0)
+            if state.pattern == "waitForTaskToken" and flow["task"]:
+                context["Task"] = {"Token": self.token(flow["task"]["scheduled_id"], flow["attempts"])}
+        return context
 
     def seed(self, flow: dict) -> bytes:
         """Entropy for States.UUID and States.MathRandom: fixed by the execution and the state's entry."""
@@ -283,7 +364,7 @@ class _Step:
             entered_id = self.emit(f"{state.type}StateEntered", "stateEnteredEventDetails",
                                    {"name": name, "input": text, "inputDetails": _NO_DETAILS}, previous_event_id)
             previous_event_id = None
-            flow.update(state=name, data=data, entered_id=entered_id, entered_ms=self.now_ms, retries={})
+            flow.update(state=name, data=data, entered_id=entered_id, entered_ms=self.now_ms, retries={}, attempts=0)
             name, data = self.settle(flow_id, self.attempt(flow_id, state, data))
 
     def settle(self, flow_id: str, outcome: tuple) -> tuple[str | None, Any]:
@@ -372,6 +453,8 @@ class _Step:
             return _fail(error, cause)
         if isinstance(state, ParallelState | MapState):
             return self.fan_out(flow_id, state, data, context)
+        if isinstance(state, TaskState):
+            return self.schedule(flow_id, state, data, context)
         raise AssertionError(f"unhandled state type {state.type}")
 
     def note(self, step: str, value: Any) -> Any:
@@ -433,17 +516,20 @@ class _Step:
 
     # -- errors: Retry, Catch, or fail the flow
 
-    def on_error(self, flow_id: str, state: State, error: str | None, cause: str | None) -> tuple:
-        return self.retry(flow_id, state, error, cause) or self.catch(flow_id, state, error, cause)
+    def on_error(self, flow_id: str, state: State, error: str | None, cause: str | None,
+                 alias: str | None = None) -> tuple:
+        """Retry, else Catch, else fail the flow. ``alias`` is a second name the error also matches by."""
+        return self.retry(flow_id, state, error, cause, alias) or self.catch(flow_id, state, error, cause, alias)
 
-    def retry(self, flow_id: str, state: State, error: str | None, cause: str | None) -> tuple | None:
+    def retry(self, flow_id: str, state: State, error: str | None, cause: str | None,
+              alias: str | None = None) -> tuple | None:
         """Schedule the next attempt if a retrier allows one; None when none does."""
         self.note("error", (error, cause))
-        if not isinstance(state, FanOutState) or error is None:
+        if not isinstance(state, ResultState) or error is None:
             return None
         flow = self.flows[flow_id]
         for index, retrier in enumerate(state.retry):
-            if not matches(retrier.error_equals, error):
+            if not matches(retrier.error_equals, error, alias):
                 continue
             used = flow["retries"].get(str(index), 0)
             if used >= retrier.max_attempts:
@@ -454,11 +540,12 @@ class _Step:
             return _WAIT
         return None
 
-    def catch(self, flow_id: str, state: State, error: str | None, cause: str | None) -> tuple:
+    def catch(self, flow_id: str, state: State, error: str | None, cause: str | None,
+              alias: str | None = None) -> tuple:
         flow = self.flows[flow_id]
-        if isinstance(state, FanOutState) and error is not None:
+        if isinstance(state, ResultState) and error is not None:
             for catcher in state.catch:
-                if matches(catcher.error_equals, error):
+                if matches(catcher.error_equals, error, alias):
                     error_object = error_output(error, cause)
                     try:
                         assigned = self.assigned(flow_id, catcher.assign, error_object,
@@ -527,6 +614,8 @@ class _Step:
         self.close(FAILED, "ExecutionFailed", "executionFailedEventDetails", details, error=error, cause=cause)
 
     def drop_flow(self, flow_id: str) -> None:
+        if self.flows[flow_id]["task"]:
+            self.end_task(flow_id)
         flow = self.flows.pop(flow_id)
         if flow["timer"] is not None:
             self.remove_timer(flow["timer"])

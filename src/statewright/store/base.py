@@ -12,6 +12,8 @@ Contract (tests/store_contract.py runs it against every implementation):
   moved is *ownership lost* (CommitResult.lost_shards); an I/O failure mid-commit is *outcome unknown*
   (CommitOutcomeUnknown): the caller must re-read before going on.
 - History rows are immutable; readers see only events below the row's committed next_event_id.
+- Dispatches (the outbox) are written and removed in the same commits as the transitions that create and
+  consume them; ``pending_dispatches`` lists what a new owner must hand out again.
 """
 
 from __future__ import annotations
@@ -45,6 +47,25 @@ class ExecutionWrite:
     events: list[dict[str, Any]]  # consecutive history events, ids ascending
     timers_added: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
     timers_removed: list[tuple[str, int]] = field(default_factory=list)
+    dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
+    dispatches_removed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """An outbox row: work the engine committed to hand out (an activity task, an HTTP call, ...)."""
+
+    shard_id: int
+    execution_arn: str
+    dispatch_id: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityRecord:
+    arn: str
+    name: str
+    created_ms: int
 
 
 @dataclass(slots=True)
@@ -126,6 +147,36 @@ class Store(ABC):
     @abstractmethod
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int) -> list[TimerRow]:
         """Timers with after_ms < fire_at_ms <= until_ms, in fire order."""
+
+    @abstractmethod
+    def pending_dispatches(self, shard_id: int) -> list[Dispatch]:
+        """The shard's outbox: dispatches committed and not yet removed, in the order they were written."""
+
+    # -- activities
+    @abstractmethod
+    def create_activity(self, record: ActivityRecord) -> ActivityRecord:
+        """Insert, or return the existing record of that ARN unchanged."""
+
+    @abstractmethod
+    def get_activity(self, arn: str) -> ActivityRecord | None: ...
+
+    @abstractmethod
+    def delete_activity(self, arn: str) -> None: ...
+
+    @abstractmethod
+    def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
+        """ActivityRecord items whose ARN starts with ``arn_prefix``, by name."""
+
+    # -- settings shared by every node (task token keys)
+    @abstractmethod
+    def get_setting(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def put_setting_if_absent(self, key: str, value: str) -> str:
+        """Store ``value`` unless the key exists; return the stored value (so concurrent nodes agree)."""
+
+    @abstractmethod
+    def put_setting(self, key: str, value: str) -> None: ...
 
     # -- state machines
     @abstractmethod

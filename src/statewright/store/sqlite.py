@@ -16,8 +16,10 @@ from typing import Any
 import orjson
 
 from .base import (
+    ActivityRecord,
     CommitOutcomeUnknown,
     CommitResult,
+    Dispatch,
     ExecutionSummary,
     ExecutionWrite,
     Page,
@@ -47,6 +49,11 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE TABLE IF NOT EXISTS timers (
     shard_id INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL, execution_arn TEXT NOT NULL, timer_id TEXT NOT NULL,
     PRIMARY KEY (shard_id, fire_at_ms, execution_arn, timer_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS outbox (
+    shard_id INTEGER NOT NULL, execution_arn TEXT NOT NULL, dispatch_id TEXT NOT NULL, payload BLOB NOT NULL,
+    seq INTEGER NOT NULL, PRIMARY KEY (shard_id, execution_arn, dispatch_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS activities (
+    arn TEXT PRIMARY KEY, name TEXT NOT NULL, created_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tags (
     resource_arn TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     PRIMARY KEY (resource_arn, key)) WITHOUT ROWID;
@@ -134,6 +141,8 @@ class SqliteStore(Store):
                                       shards).fetchall())
             result.lost_shards = {shard for shard in shards if current.get(shard) != range_ids.get(shard)}
             history: list[tuple[str, int, int, bytes]] = []
+            dispatches: dict[tuple[int, str, str], bytes] = {}  # ordered: rows to insert
+            undispatched: list[tuple[int, str, str]] = []
             removed: list[tuple[int, int, str, str]] = []
             added: dict[tuple[int, int, str, str], None] = {}  # ordered set: a later write's removal cancels it
             for index, write in enumerate(writes):
@@ -153,10 +162,22 @@ class SqliteStore(Store):
                     removed.append(row)
                 for timer_id, fire_at in write.timers_added:
                     added[(write.shard_id, fire_at, write.arn, timer_id)] = None
+                for dispatch_id in write.dispatches_removed:
+                    key = (write.shard_id, write.arn, dispatch_id)
+                    dispatches.pop(key, None)
+                    undispatched.append(key)
+                for dispatch_id, payload in write.dispatches_added:
+                    dispatches[(write.shard_id, write.arn, dispatch_id)] = orjson.dumps(payload)
             db.executemany("INSERT OR REPLACE INTO history VALUES (?, ?, ?, ?)", history)
             db.executemany("DELETE FROM timers WHERE shard_id = ? AND fire_at_ms = ? AND execution_arn = ? "
                            "AND timer_id = ?", removed)
             db.executemany("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)", list(added))
+            db.executemany("DELETE FROM outbox WHERE shard_id = ? AND execution_arn = ? AND dispatch_id = ?",
+                           undispatched)
+            if dispatches:
+                seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM outbox").fetchone()[0]
+                db.executemany("INSERT OR REPLACE INTO outbox VALUES (?, ?, ?, ?, ?)",
+                               [(*key, payload, seq + n) for n, (key, payload) in enumerate(dispatches.items(), 1)])
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             with suppress(sqlite3.Error):
@@ -234,6 +255,51 @@ class SqliteStore(Store):
             (shard_id, after_ms, until_ms))
         return [TimerRow(*row) for row in rows]
 
+    def pending_dispatches(self, shard_id: int) -> list[Dispatch]:
+        rows = self._db().execute(
+            "SELECT shard_id, execution_arn, dispatch_id, payload FROM outbox WHERE shard_id = ? ORDER BY seq",
+            (shard_id,))
+        return [Dispatch(shard, arn, dispatch_id, orjson.loads(payload)) for shard, arn, dispatch_id, payload in rows]
+
+    # -- activities
+
+    def create_activity(self, record: ActivityRecord) -> ActivityRecord:
+        with self._transaction() as db:
+            db.execute("INSERT OR IGNORE INTO activities VALUES (?, ?, ?)",
+                       (record.arn, record.name, record.created_ms))
+        return self.get_activity(record.arn)
+
+    def get_activity(self, arn: str) -> ActivityRecord | None:
+        row = self._db().execute("SELECT arn, name, created_ms FROM activities WHERE arn = ?", (arn,)).fetchone()
+        return ActivityRecord(*row) if row else None
+
+    def delete_activity(self, arn: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM activities WHERE arn = ?", (arn,))
+            db.execute("DELETE FROM tags WHERE resource_arn = ?", (arn,))
+
+    def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
+        rows = self._db().execute(
+            "SELECT arn, name, created_ms FROM activities WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
+            (*_prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
+        items = [ActivityRecord(*row) for row in rows[:limit]]
+        return Page(items, items[-1].arn if len(rows) > limit else None)
+
+    # -- settings
+
+    def get_setting(self, key: str) -> str | None:
+        row = self._db().execute("SELECT value FROM meta WHERE key = ?", (f"setting:{key}",)).fetchone()
+        return row[0] if row else None
+
+    def put_setting_if_absent(self, key: str, value: str) -> str:
+        with self._transaction() as db:
+            db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (f"setting:{key}", value))
+        return self.get_setting(key)
+
+    def put_setting(self, key: str, value: str) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"setting:{key}", value))
+
     # -- state machines
 
     def create_state_machine(self, record: StateMachineRecord) -> StateMachineRecord:
@@ -265,11 +331,9 @@ class SqliteStore(Store):
             db.execute("DELETE FROM tags WHERE resource_arn = ?", (arn,))
 
     def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
-        # Within one prefix, ARN order is name order; the upper bound keeps the scan on the primary key.
-        upper = arn_prefix[:-1] + chr(ord(arn_prefix[-1]) + 1)
         rows = self._db().execute(
             "SELECT record FROM state_machines WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
-            (max(cursor or "", arn_prefix), upper, limit + 1)).fetchall()
+            (*_prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
         items = [StateMachineRecord(**orjson.loads(row[0])) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
@@ -297,3 +361,9 @@ class SqliteStore(Store):
 
 def _record_blob(record: StateMachineRecord) -> bytes:
     return orjson.dumps({name: getattr(record, name) for name in record.__dataclass_fields__})
+
+
+def _prefix_range(arn_prefix: str, cursor: str | None) -> tuple[str, str]:
+    """Bounds (exclusive) of the ARNs after ``cursor`` that start with ``arn_prefix``. Within one prefix ARN order
+    is name order, and the bounds keep the scan on the primary key."""
+    return max(cursor or "", arn_prefix), arn_prefix[:-1] + chr(ord(arn_prefix[-1]) + 1)

@@ -1,0 +1,107 @@
+"""Activities and the task-token replies: CreateActivity ... GetActivityTask, SendTaskSuccess/Failure/Heartbeat."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..asl.jsonio import dumps, loads
+from ..engine import commands
+from ..engine.tokens import InvalidToken
+from ..store.base import ActivityRecord
+from . import arns, paging
+from .arns import Scope
+from .errors import AwsError, invalid_arn
+from .service import Service, handler, seconds
+
+POLL_SECONDS = 60
+
+
+def _activity(service: Service, arn: str) -> ActivityRecord:
+    rest = arns.parse(arn, "activity")
+    if len(rest) != 1:
+        raise invalid_arn(f"Invalid ARN: {arn}")
+    record = service.store.get_activity(arn)
+    if record is None:
+        raise AwsError("ActivityDoesNotExist", f"Activity Does Not Exist: '{arn}'")
+    return record
+
+
+@handler("CreateActivity")
+def create_activity(service: Service, params: dict, scope: Scope) -> dict:
+    name = params["name"]
+    arns.check_name(name)
+    record = service.store.create_activity(ActivityRecord(scope.arn(f"activity:{name}"), name, service.clock()))
+    if params.get("tags"):
+        service.store.tag_resource(record.arn, {tag["key"]: tag.get("value", "") for tag in params["tags"]})
+    return {"activityArn": record.arn, "creationDate": seconds(record.created_ms)}
+
+
+@handler("DescribeActivity")
+def describe_activity(service: Service, params: dict, scope: Scope) -> dict:
+    record = _activity(service, params["activityArn"])
+    return {"activityArn": record.arn, "name": record.name, "creationDate": seconds(record.created_ms)}
+
+
+@handler("DeleteActivity")
+def delete_activity(service: Service, params: dict, scope: Scope) -> dict:
+    arn = params["activityArn"]
+    arns.parse(arn, "activity")
+    service.store.delete_activity(arn)
+    return {}
+
+
+@handler("ListActivities")
+def list_activities(service: Service, params: dict, scope: Scope) -> dict:
+    page = service.store.list_activities(scope.arn("activity:"), paging.page_size(params.get("maxResults")),
+                                         paging.decode(params.get("nextToken")))
+    result: dict[str, Any] = {"activities": [
+        {"activityArn": r.arn, "name": r.name, "creationDate": seconds(r.created_ms)} for r in page.items]}
+    if page.next_cursor:
+        result["nextToken"] = paging.encode(page.next_cursor)
+    return result
+
+
+@handler("GetActivityTask")
+async def get_activity_task(service: Service, params: dict, scope: Scope) -> dict:
+    record = _activity(service, params["activityArn"])
+    dispatch = await service.matcher.poll(record.arn, params.get("workerName"), POLL_SECONDS)
+    if dispatch is None:
+        return {}  # no task within the long poll: boto3 shows no taskToken
+    payload = dispatch.payload
+    token = service.engine.tokens.mint(dispatch.execution_arn, payload["scheduled_id"], payload["attempt"])
+    return {"taskToken": token, "input": dumps(payload["input"])}
+
+
+async def _reply(service: Service, token: str, make: Any) -> dict:
+    try:
+        claims = service.engine.tokens.verify(token)
+    except InvalidToken:
+        raise AwsError("InvalidToken", f"Invalid Token: '{token}'") from None
+    try:
+        await service.run(make(claims))
+    except commands.TaskNotPending:
+        raise AwsError("TaskTimedOut", "Task Timed Out: 'Provided task does not exist anymore'") from None
+    return {}
+
+
+@handler("SendTaskSuccess")
+async def send_task_success(service: Service, params: dict, scope: Scope) -> dict:
+    output = params["output"]
+    try:
+        loads(output)
+    except ValueError as exc:
+        raise AwsError("InvalidOutput", f"Invalid Output: '{exc}'") from None
+    return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(
+        claims.execution_arn, claims.scheduled_id, ("success", output)))
+
+
+@handler("SendTaskFailure")
+async def send_task_failure(service: Service, params: dict, scope: Scope) -> dict:
+    return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(
+        claims.execution_arn, claims.scheduled_id, ("failure", params.get("error"), params.get("cause"))))
+
+
+@handler("SendTaskHeartbeat")
+async def send_task_heartbeat(service: Service, params: dict, scope: Scope) -> dict:
+    return await _reply(service, params["taskToken"], lambda claims: commands.Heartbeat(
+        claims.execution_arn, claims.scheduled_id))

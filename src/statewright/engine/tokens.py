@@ -1,0 +1,104 @@
+"""Task tokens: self-describing and signed, so a reply routes itself and proves it was issued by us.
+
+A token carries the execution ARN (which gives the shard), the attempt's scheduled event id and attempt number,
+and the id of the key that signed it, with an HMAC-SHA256 over all of it. No index from token to execution
+exists or is needed. New tokens use the current key; every key in the set still verifies, so a key retired
+only after the longest task has passed breaks nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+import orjson
+
+from ..store.base import Store
+
+_SETTING = "task_token_keys"
+_MAC_BYTES = 20
+
+
+class InvalidToken(Exception):
+    """Not a token we issued, or one tampered with."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenClaims:
+    execution_arn: str
+    scheduled_id: int
+    attempt: int
+
+
+class TaskTokens:
+    def __init__(self, keys: dict[str, bytes], current: str) -> None:
+        if current not in keys:
+            raise ValueError(f"the current key {current!r} is not in the key set")
+        self.keys = keys
+        self.current = current
+
+    def mint(self, execution_arn: str, scheduled_id: int, attempt: int) -> str:
+        body = orjson.dumps([execution_arn, scheduled_id, attempt, self.current])
+        return f"{_b64(body)}.{_b64(self._mac(self.current, body))}"
+
+    def verify(self, token: str) -> TokenClaims:
+        try:
+            body_text, mac_text = token.split(".")
+            body = _unb64(body_text)
+            execution_arn, scheduled_id, attempt, key_id = orjson.loads(body)
+            mac = _unb64(mac_text)
+        except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
+            raise InvalidToken("the token is malformed") from None
+        if key_id not in self.keys or not hmac.compare_digest(mac, self._mac(key_id, body)):
+            raise InvalidToken("the token's signature does not verify")
+        if not (isinstance(execution_arn, str) and isinstance(scheduled_id, int) and isinstance(attempt, int)):
+            raise InvalidToken("the token is malformed")
+        return TokenClaims(execution_arn, scheduled_id, attempt)
+
+    def _mac(self, key_id: str, body: bytes) -> bytes:
+        return hmac.new(self.keys[key_id], body, hashlib.sha256).digest()[:_MAC_BYTES]
+
+    # -- the key set, kept in the store so every node signs and verifies alike
+
+    @classmethod
+    def load(cls, store: Store) -> TaskTokens:
+        """The stored key set; the first node to start creates it."""
+        created = _encode({"current": "k1", "keys": {"k1": _b64(secrets.token_bytes(32))}})
+        stored = orjson.loads(store.put_setting_if_absent(_SETTING, created))
+        return cls({kid: _unb64(key) for kid, key in stored["keys"].items()}, stored["current"])
+
+    @classmethod
+    def rotate(cls, store: Store) -> str:
+        """Add a new key and sign with it from now on (running servers pick it up when they restart)."""
+        tokens = cls.load(store)
+        key_id = f"k{max(int(kid[1:]) for kid in tokens.keys) + 1}"
+        keys = {**{kid: _b64(key) for kid, key in tokens.keys.items()}, key_id: _b64(secrets.token_bytes(32))}
+        store.put_setting(_SETTING, _encode({"current": key_id, "keys": keys}))
+        return key_id
+
+    @classmethod
+    def retire(cls, store: Store, key_id: str) -> None:
+        """Stop accepting tokens signed with ``key_id``; the current key cannot be retired."""
+        tokens = cls.load(store)
+        if key_id == tokens.current:
+            raise ValueError(f"{key_id} is the current key; rotate first")
+        if key_id not in tokens.keys:
+            raise ValueError(f"no key {key_id}; keys are {', '.join(sorted(tokens.keys))}")
+        keys = {kid: _b64(key) for kid, key in tokens.keys.items() if kid != key_id}
+        store.put_setting(_SETTING, _encode({"current": tokens.current, "keys": keys}))
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _encode(value: object) -> str:
+    return orjson.dumps(value).decode()

@@ -1,0 +1,259 @@
+"""Prometheus metrics: what the engine and the API record, and the text served on ``GET /metrics``.
+
+One ``Metrics`` per engine (its own registry, so engines in one test process do not share counts). The engine
+calls its hooks from its one thread: ``at_tick`` between commits, ``applied`` per command, ``timer_fired`` per
+applied FireTimer, ``committed`` once per batch; the API calls ``ApiMetrics.request_done`` once per request.
+Hooks only add to prometheus-client's counters and histograms; anything that needs a scan (per-shard timer lag,
+open executions) is computed at scrape time from values the engine already keeps.
+
+Open executions are counted once from the database (a snapshot taken on the engine thread between two commits,
+so the count and the engine's later +1/-1 per commit line up exactly) and then maintained per commit.
+
+Imports nothing from statewright: the engine and the API import this module, not the other way round.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+log = logging.getLogger("statewright.metrics")
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+_RUNNING = "RUNNING"
+_ENTERED = "StateEntered"
+_SNAPSHOT_WAIT_S = 60.0  # the engine ticks at least once a second; give up counting if it never does
+
+_SECONDS_FAST = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1)
+_SECONDS_IO = (2.5e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5)
+_SECONDS_API = (2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_SECONDS_LATE = (1e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+_BATCH_WRITES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+
+
+class _Window(Protocol):
+    def next_due_ms(self) -> int | None: ...
+
+
+class _Write(Protocol):  # the fields of store.base.ExecutionWrite read here
+    expected_version: int
+    status: str
+    events: list[dict[str, Any]]
+
+
+class _Result(Protocol):  # store.base.CommitResult
+    def committed(self, index: int, write: Any) -> bool: ...
+
+
+class Metrics:
+    """Every statewright metric, in one registry."""
+
+    def __init__(self, windows: Callable[[], dict[int, _Window]] = dict,
+                 clock: Callable[[], int] = lambda: 0) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+        self.transition_steps = Counter(
+            "statewright_transition_steps_committed", "Transition steps committed: one write of an execution's "
+            "state (a start, a run of pure states, a fired timer, a stop) each", registry=registry)
+        self.state_transitions = Counter(
+            "statewright_state_transitions_committed", "State transitions committed: states entered, as AWS counts "
+            "them", registry=registry)
+        self.commit_writes = Histogram(
+            "statewright_commit_batch_writes", "Transition steps (execution writes) per group commit",
+            buckets=_BATCH_WRITES, registry=registry)
+        self.commit_seconds = Histogram(
+            "statewright_commit_seconds", "Time of one group commit in the store, fsync included",
+            buckets=_SECONDS_IO, registry=registry)
+        self.apply_seconds = Histogram(
+            "statewright_engine_apply_seconds", "Engine time to apply one command before its commit: load the "
+            "state (cache or store), decide, stage the write", buckets=_SECONDS_FAST, registry=registry)
+        self.timer_lateness = Histogram(
+            "statewright_timer_lateness_seconds", "When a fired timer is applied: its engine time minus its due time",
+            buckets=_SECONDS_LATE, registry=registry)
+        self.api_seconds = Histogram(
+            "statewright_api_request_seconds", "API request time, body read to response sent, by operation",
+            ["operation"], buckets=_SECONDS_API, registry=registry)
+        self.api_requests = Counter(
+            "statewright_api_requests", "API requests by operation and error code (empty when it succeeded)",
+            ["operation", "error"], registry=registry)
+        self.throttled = Counter(
+            "statewright_api_throttled_requests", "Requests answered ThrottlingException (no throttling yet)",
+            registry=registry)
+        self.open_executions = _OpenExecutions()
+        registry.register(_ScrapeTime(windows, clock, self.open_executions))
+
+    # -- engine hooks (engine thread only)
+
+    def at_tick(self) -> None:
+        """Called at the top of every engine tick: no commit is in flight."""
+        if self.open_executions.pending is not None:
+            self.open_executions.take_snapshot()
+
+    def timer_fired(self, due_ms: int, now_ms: int) -> None:
+        self.timer_lateness.observe((now_ms - due_ms) / 1000)
+
+    def committed(self, writes: Sequence[_Write], result: _Result, seconds: float) -> None:
+        """One group commit landed: count what it made durable."""
+        self.commit_seconds.observe(seconds)
+        self.commit_writes.observe(len(writes))
+        steps = entered = opened = closed = 0
+        for index, write in enumerate(writes):
+            if not result.committed(index, write):
+                continue
+            steps += 1
+            if write.expected_version == 0:
+                opened += write.status == _RUNNING
+            elif write.status != _RUNNING:
+                closed += 1  # a step is only applied to an open execution
+            for event in write.events:
+                if event["type"].endswith(_ENTERED):
+                    entered += 1
+        self.transition_steps.inc(steps)
+        self.state_transitions.inc(entered)
+        self.open_executions.delta += opened - closed
+
+    # -- serving
+
+    def count_open_executions(self, sqlite_path: str) -> threading.Thread:
+        """Start the one count of RUNNING executions in the background (the engine must be ticking)."""
+        thread = threading.Thread(target=self.open_executions.count, args=(sqlite_path,),
+                                  name="statewright-metrics-count", daemon=True)
+        thread.start()
+        return thread
+
+    def api(self, operations: Iterable[str]) -> ApiMetrics:
+        return ApiMetrics(self, operations)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class ApiMetrics:
+    """The API's hook: one call per request, with label children cached so the hot path takes no extra lock."""
+
+    def __init__(self, metrics: Metrics, operations: Iterable[str]) -> None:
+        self.metrics = metrics
+        self._operations = frozenset(operations)
+        self._latency: dict[str, Any] = {}
+        self._requests: dict[tuple[str, str], Any] = {}
+
+    def request_done(self, scope: dict, status: int, body: dict, seconds: float) -> None:
+        operation = "unknown"  # label values stay bounded: only the service model's operation names
+        for name, value in scope["headers"]:
+            if name == b"x-amz-target":
+                named = value.decode("latin-1").removeprefix("AWSStepFunctions.")
+                if named in self._operations:
+                    operation = named
+                break
+        error = "" if status == 200 else str(body.get("__type", status)).rpartition("#")[2]
+        latency = self._latency.get(operation)
+        if latency is None:
+            latency = self._latency[operation] = self.metrics.api_seconds.labels(operation)
+        latency.observe(seconds)
+        requests = self._requests.get((operation, error))
+        if requests is None:
+            requests = self._requests[(operation, error)] = self.metrics.api_requests.labels(operation, error)
+        requests.inc()
+
+    def exposition(self) -> bytes:
+        return self.metrics.exposition()
+
+
+class _OpenExecutions:
+    """RUNNING executions: one database count at a snapshot, plus the engine's +1/-1 per commit since then.
+
+    The snapshot is opened on the engine thread between commits (``take_snapshot``), where ``delta`` is exact;
+    the slow count then runs on another thread inside that snapshot while the engine goes on.
+    """
+
+    def __init__(self) -> None:
+        self.delta = 0  # written by the engine thread only
+        self.pending: sqlite3.Connection | None = None  # a connection waiting for its snapshot
+        self._delta_at_snapshot = 0
+        self._snapshot_taken = threading.Event()
+        self._base: int | None = None  # RUNNING rows at the snapshot minus delta at the snapshot
+
+    def value(self) -> int | None:
+        return None if self._base is None else self._base + self.delta
+
+    def request(self, sqlite_path: str) -> None:
+        self._snapshot_taken.clear()
+        self.pending = sqlite3.connect(sqlite_path, isolation_level=None, check_same_thread=False, timeout=30)
+
+    def take_snapshot(self) -> None:
+        db, self.pending = self.pending, None
+        try:
+            db.execute("BEGIN")
+            db.execute("SELECT count(*) FROM shards").fetchone()  # the first read fixes the WAL snapshot
+            self._delta_at_snapshot = self.delta
+        except sqlite3.Error:
+            log.exception("could not open a snapshot to count open executions")
+            db.close()
+        else:
+            self._snapshot_taken.set()
+
+    def finish(self, db: sqlite3.Connection) -> None:
+        try:
+            running = db.execute("SELECT count(*) FROM executions WHERE status = ?", (_RUNNING,)).fetchone()[0]
+            db.execute("COMMIT")
+        finally:
+            db.close()
+        self._base = running - self._delta_at_snapshot
+
+    def count(self, sqlite_path: str) -> None:
+        try:
+            self.request(sqlite_path)
+            db = self.pending
+            if not self._snapshot_taken.wait(_SNAPSHOT_WAIT_S):
+                log.warning("the engine did not tick within %.0f s; open executions stay uncounted",
+                            _SNAPSHOT_WAIT_S)
+                return
+            self.finish(db)
+        except sqlite3.Error:
+            log.exception("counting open executions failed")
+
+
+class _ScrapeTime(Collector):
+    """Gauges computed when scraped: per-shard timer lag and open executions."""
+
+    def __init__(self, windows: Callable[[], dict[int, _Window]], clock: Callable[[], int],
+                 open_executions: _OpenExecutions) -> None:
+        self._windows = windows
+        self._clock = clock
+        self._open = open_executions
+
+    def describe(self) -> list[Metric]:
+        return [GaugeMetricFamily("statewright_timer_lag_seconds", ""),
+                GaugeMetricFamily("statewright_open_executions", "")]
+
+    def collect(self) -> Iterator[Metric]:
+        lag = GaugeMetricFamily("statewright_timer_lag_seconds", "Per shard: age of the oldest timer that is due "
+                                "and not yet fired in its timer window (0 when none is due)", labels=["shard"])
+        now_ms = self._clock()
+        for shard, due_ms in _oldest_due(self._windows()):
+            lag.add_metric([str(shard)], max(now_ms - due_ms, 0) / 1000 if due_ms is not None else 0.0)
+        yield lag
+        running = GaugeMetricFamily("statewright_open_executions", "Executions with status RUNNING (absent until "
+                                    "the count taken at start-up finishes)")
+        value = self._open.value()
+        if value is not None:
+            running.add_metric([], value)
+        yield running
+
+
+def _oldest_due(windows: dict[int, _Window]) -> list[tuple[int, int | None]]:
+    """Each window's earliest timer, read from another thread without a lock: a racing change costs one sample."""
+    found = []
+    for shard, window in sorted(windows.copy().items()):
+        try:
+            found.append((shard, window.next_due_ms()))
+        except IndexError:  # the heap emptied between the check and the read
+            found.append((shard, None))
+    return found
