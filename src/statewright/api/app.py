@@ -6,11 +6,13 @@ goes wrong is answered in AWS's error shape: 4xx for the caller's mistakes, neve
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -40,7 +42,7 @@ class App:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await _lifespan(receive, send, lambda: self.service.dispatcher.attach(asyncio.get_running_loop()))
             return
         if scope["type"] != "http":
             return
@@ -109,10 +111,11 @@ async def _send_metrics(text: bytes, send: Any) -> None:
     await send({"type": "http.response.body", "body": text})
 
 
-async def _lifespan(receive: Any, send: Any) -> None:
+async def _lifespan(receive: Any, send: Any, on_startup: Callable[[], None]) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            on_startup()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})

@@ -58,7 +58,6 @@ def serve(config: ServerConfig) -> int:
         return 1
     engine = Engine(store)
     service = Service(store, engine, config.account_id)
-    engine.on_dispatch = service.dispatch
     engine.start()
     engine.metrics.count_open_executions(store.path)
     app = App(service, config.region)

@@ -6,10 +6,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..engine.commands import Command, StartAttempt, TaskNotPending
+from ..engine.commands import Command
 from ..engine.core import Engine
 from ..integrations.activities import ActivityMatcher
-from ..store.base import Dispatch, Store
+from ..integrations.dispatcher import Dispatcher
+from ..store.base import Store
 from .arns import Scope
 
 Handler = Callable[["Service", dict, Scope], dict | Awaitable[dict]]
@@ -37,20 +38,10 @@ class Service:
         self.engine = engine
         self.account_id = account_id
         self.clock = engine.clock
-        self.matcher = ActivityMatcher(self._start_attempt)
-
-    def dispatch(self, dispatch: Dispatch) -> None:
-        """Route a committed dispatch to its integration (called on the engine thread; must not block)."""
-        if dispatch.payload["kind"] == "activity":
-            self.matcher.offer(dispatch)
-
-    async def _start_attempt(self, dispatch: Dispatch, worker_name: str | None) -> bool:
-        command = StartAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"], worker_name)
-        try:
-            await self.run(command)
-        except TaskNotPending:
-            return False
-        return True
+        self.dispatcher = Dispatcher(self.run)
+        self.matcher = ActivityMatcher(self.dispatcher.start_attempt)
+        self.dispatcher.register("activity", self.matcher.offer)
+        engine.on_dispatch = self.dispatcher.submit
 
     async def run(self, command: Command) -> Any:
         """Hand a command to the engine and wait for the commit that holds it."""

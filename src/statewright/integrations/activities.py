@@ -9,7 +9,6 @@ whose execution moved on, is refused there and the poll goes on, so one attempt 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
 
@@ -20,32 +19,30 @@ StartAttempt = Callable[[Dispatch, str | None], Awaitable[bool]]
 
 
 class ActivityMatcher:
+    """Lives on the event loop: ``offer`` and ``poll`` are both called there."""
+
     def __init__(self, start_attempt: StartAttempt) -> None:
         self._start_attempt = start_attempt
-        self._incoming: deque[Dispatch] = deque()  # filled by the engine thread
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._backlog: dict[str, deque[Dispatch]] = defaultdict(deque)
         self._pollers: dict[str, deque[asyncio.Future]] = defaultdict(deque)
 
     def offer(self, dispatch: Dispatch) -> None:
-        """Called on the engine thread for each committed activity dispatch."""
-        with self._lock:
-            self._incoming.append(dispatch)
-            loop = self._loop
-        if loop is not None:
-            loop.call_soon_threadsafe(self._drain)
+        """A committed activity dispatch: hand it to a waiting poller, or keep it in the backlog."""
+        activity_arn = dispatch.payload["resource"]
+        pollers = self._pollers[activity_arn]
+        while pollers:
+            waiter = pollers.popleft()
+            if not waiter.done():
+                waiter.set_result(dispatch)
+                return
+        self._backlog[activity_arn].append(dispatch)
 
     def backlog_size(self) -> int:
-        return sum(len(queue) for queue in self._backlog.values()) + len(self._incoming)
+        return sum(len(queue) for queue in self._backlog.values())
 
     async def poll(self, activity_arn: str, worker_name: str | None, timeout_s: float) -> Dispatch | None:
         """Wait up to ``timeout_s`` for a task of this activity; the returned attempt is started for this worker."""
         loop = asyncio.get_running_loop()
-        if self._loop is None:
-            with self._lock:
-                self._loop = loop
-        self._drain()
         deadline = loop.time() + timeout_s
         while True:
             backlog = self._backlog[activity_arn]
@@ -66,21 +63,3 @@ class ActivityMatcher:
                         self._pollers[activity_arn].remove(waiter)
             if await self._start_attempt(dispatch, worker_name):
                 return dispatch
-
-    def _drain(self) -> None:
-        with self._lock:
-            arrived = list(self._incoming)
-            self._incoming.clear()
-        for dispatch in arrived:
-            self._hand_over(dispatch)
-
-    def _hand_over(self, dispatch: Dispatch) -> None:
-        activity_arn = dispatch.payload["resource"]
-        pollers = self._pollers[activity_arn]
-        while pollers:
-            waiter = pollers.popleft()
-            if not waiter.done():
-                waiter.set_result(dispatch)
-                return
-        self._backlog[activity_arn].append(dispatch)
-
