@@ -10,6 +10,7 @@ from ..engine.commands import Command
 from ..engine.core import Engine
 from ..integrations.activities import ActivityMatcher
 from ..integrations.dispatcher import Dispatcher
+from ..integrations.executions import NestedExecutions
 from ..store.base import Store
 from .arns import Scope
 
@@ -41,6 +42,7 @@ class Service:
         self.dispatcher = Dispatcher(self.run)
         self.matcher = ActivityMatcher(self.dispatcher.start_attempt)
         self.dispatcher.register("activity", self.matcher.offer)
+        NestedExecutions(self.dispatcher, store, engine.tokens)
         engine.on_dispatch = self.dispatcher.submit
 
     async def run(self, command: Command) -> Any:

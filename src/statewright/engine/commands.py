@@ -42,6 +42,7 @@ class StartExecution:
     revision_id: str
     role_arn: str
     input: str
+    parent: dict | None = None  # {"token", "pattern"} when a .sync Task of another execution waits on this one
     reply: Future = field(default_factory=Future)  # -> start_ms
 
 
@@ -87,4 +88,13 @@ class Heartbeat:
     reply: Future = field(default_factory=Future)  # -> True, or TaskNotPending
 
 
-Command = StartExecution | StopExecution | FireTimer | StartAttempt | CompleteAttempt | Heartbeat
+@dataclass(slots=True)
+class AckDispatch:
+    """An integration is done with a dispatch (a parent notified, a child stopped): delete its outbox row."""
+
+    arn: str
+    dispatch_id: str
+    reply: Future = field(default_factory=Future)  # -> True
+
+
+Command = StartExecution | StopExecution | FireTimer | StartAttempt | CompleteAttempt | Heartbeat | AckDispatch

@@ -21,6 +21,7 @@ from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, Dispatch, ExecutionWrite, Store
 from . import decider
 from .commands import (
+    AckDispatch,
     Command,
     CompleteAttempt,
     EngineUnavailable,
@@ -187,7 +188,7 @@ class Engine:
                     batch.replies.append((command, ExecutionAlreadyExists(command.arn)))
                 return
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
-                                   command.role_arn, command.input, now_ms, shard)
+                                   command.role_arn, command.input, now_ms, shard, parent=command.parent)
             decision = decider.start(fresh, self._definition(fresh), now_ms, self.tokens.mint)
             self._stage(batch, command, decision, 0, now_ms)
         elif isinstance(command, StartAttempt | CompleteAttempt | Heartbeat):
@@ -206,6 +207,12 @@ class Engine:
                 batch.replies.append((command, TaskNotPending(command.arn)))
                 return
             self._stage(batch, command, decision, current.version, now_ms)
+        elif isinstance(command, AckDispatch):
+            if current is not None:
+                self._stage(batch, command, decider.ack_dispatch(current, command.dispatch_id), current.version,
+                            now_ms)
+            else:
+                batch.replies.append((command, True))
         elif isinstance(command, StopExecution):
             if current is None:
                 batch.replies.append((command, ExecutionDoesNotExist(command.arn)))

@@ -143,6 +143,29 @@ def complete_attempt(execution: ExecutionState, definition: Definition, schedule
     return step.decision
 
 
+def ack_dispatch(execution: ExecutionState, dispatch_id: str) -> Decision:
+    """An integration finished with one of this execution's dispatches: delete the outbox row."""
+    decision = Decision(execution.copy())
+    decision.dispatches_removed.append(dispatch_id)
+    return decision
+
+
+def describe_for_parent(execution: ExecutionState) -> dict[str, Any]:
+    """A closed execution as a .sync parent task receives it: DescribeExecution with AWS's capitalised keys."""
+    described: dict[str, Any] = {
+        "ExecutionArn": execution.arn, "Input": execution.input, "InputDetails": {"Included": True},
+        "Name": execution.name, "RedriveCount": 0, "StartDate": execution.start_ms,
+        "StateMachineArn": execution.state_machine_arn, "Status": execution.status, "StopDate": execution.stop_ms,
+    }
+    if execution.output is not None:
+        described["Output"] = execution.output
+        described["OutputDetails"] = {"Included": True}
+    for key in ("error", "cause"):
+        if getattr(execution, key) is not None:
+            described[key.capitalize()] = getattr(execution, key)
+    return dict(sorted(described.items()))
+
+
 def heartbeat(execution: ExecutionState, definition: Definition, scheduled_id: int, now_ms: int) -> Decision | None:
     """SendTaskHeartbeat: note the time in the state (the heartbeat timer re-arms itself when it fires)."""
     step = _Step(Decision(execution.copy()), definition, now_ms)
@@ -308,12 +331,18 @@ class _Step(TaskSteps):
         for timer_id in list(execution.timers):
             self.remove_timer(timer_id)
         for flow in self.flows.values():
-            if flow["task"] and not flow["task"]["started"]:
-                self.remove_dispatch(str(flow["task"]["scheduled_id"]))
+            task = flow["task"]
+            if task and not task["started"]:
+                self.remove_dispatch(str(task["scheduled_id"]))
+            elif task and task.get("child"):  # a nested execution this one waits on stops with it
+                self.add_dispatch(f"stop-{task['scheduled_id']}", {"kind": "stop", "target": task["child"]})
         execution.status = status
         execution.stop_ms = self.now_ms
         execution.output, execution.error, execution.cause = output, error, cause
         self.flows.clear()
+        if execution.parent is not None:  # a .sync parent waits for this one: tell it, from the same commit
+            self.add_dispatch("parent", {"kind": "parent", **execution.parent, "execution": execution.arn,
+                                         "describe": describe_for_parent(execution)})
 
     def json_of(self, value: Any) -> str:
         """``value`` as JSON. A payload that passes through untouched keeps its text as written, as on AWS."""

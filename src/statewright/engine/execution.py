@@ -42,6 +42,8 @@ class ExecutionState:
     # Running flows: the top level (id "") and the branches and iterations of Parallel and Map states, each
     # with where it waits. See decider.py for the record's fields.
     flows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # For a child started by a .sync Task: {"token", "pattern"} of the parent attempt waiting on it.
+    parent: dict[str, Any] | None = None
     # Pending timers: timer id -> fire time. Their rows are written and deleted in the same commits.
     timers: dict[str, int] = field(default_factory=dict)
 

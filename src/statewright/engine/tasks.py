@@ -113,6 +113,12 @@ class TaskSteps:
     def submit_task(self, flow_id: str, output: Any) -> None:
         """The integration's call returned for a .sync or .waitForTaskToken task: it now waits for the result."""
         flow = self.flows[flow_id]
+        task = flow["task"]
+        if task.get("submitted"):
+            return  # a replayed dispatch submitted it again
+        task["submitted"] = True
+        if isinstance(output, dict) and "ExecutionArn" in output:
+            task["child"] = output["ExecutionArn"]
         state = self.machine_states(flow)[flow["state"]]
         self.emit("TaskSubmitted", "taskSubmittedEventDetails",
                   {"resourceType": state.integration, "resource": _resource_name(state), "output": dumps(output),
