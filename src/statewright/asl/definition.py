@@ -15,6 +15,7 @@ import orjson
 from .choice import RuleSyntaxError, compile_rule
 from .handling import ALL, Catcher, Retrier
 from .intrinsics import Intrinsic
+from .jsonata import CompiledValue, JsonataSyntaxError, compile_value, is_expression
 from .paths import Path, PathSyntaxError, ReferencePath
 from .states import (
     IDENTITY,
@@ -57,6 +58,21 @@ _ALLOWED: dict[str, set[str]] = {
 }
 _ALLOWED["Task"] = _FANOUT | {"Resource", "Parameters", "TimeoutSeconds", "TimeoutSecondsPath", "HeartbeatSeconds",
                                "HeartbeatSecondsPath", "Credentials"}
+# In JSONata states the JSONPath fields give way to Arguments, Output, Items, Condition, ... (expressions).
+_JSONPATH_ONLY = {"InputPath", "OutputPath", "Parameters", "ResultSelector", "ResultPath", "Result", "ItemsPath",
+                  "SecondsPath", "TimestampPath", "ErrorPath", "CausePath", "TimeoutSecondsPath",
+                  "HeartbeatSecondsPath", "MaxConcurrencyPath"}
+_ALLOWED_JSONATA: dict[str, set[str]] = {kind: (fields - _JSONPATH_ONLY) | {"QueryLanguage"}
+                                         for kind, fields in _ALLOWED.items()}
+for _kind in ("Pass", "Choice", "Wait", "Succeed", "Task", "Parallel", "Map"):
+    _ALLOWED_JSONATA[_kind].add("Output")
+for _kind in ("Task", "Parallel"):
+    _ALLOWED_JSONATA[_kind].add("Arguments")
+_ALLOWED_JSONATA["Map"].add("Items")
+_JSONATA_FIELDS = ("Arguments", "Output", "Assign", "Items", "ItemSelector", "Seconds", "Timestamp", "Error", "Cause",
+                   "TimeoutSeconds", "HeartbeatSeconds", "MaxConcurrency")
+for _kind in _ALLOWED:
+    _ALLOWED[_kind].add("QueryLanguage")
 # Recognised States Language types that this build does not run yet.
 _NOT_YET: set[str] = set()
 _ACTIVITY_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:activity:[^:]+$")
@@ -105,6 +121,7 @@ class _Parser:
         self.problems: list[Diagnostic] = []
         self.machines: list[Machine] = []
         self.names: set[str] = set()
+        self.language = self.top_language = "JSONPath"  # of the state being parsed, and of the whole machine
 
     def problem(self, code: str, message: str, location: str) -> None:
         self.problems.append(Diagnostic(code, message, location))
@@ -120,8 +137,12 @@ class _Parser:
         timeout = raw.get("TimeoutSeconds")
         if timeout is not None and (not _is_int(timeout) or timeout <= 0 or timeout > 99999999):
             self.schema("The value for the field 'TimeoutSeconds' must be a positive integer", "/TimeoutSeconds")
-        if raw.get("QueryLanguage", "JSONPath") != "JSONPath":
-            self.schema("statewright runs JSONPath definitions only so far", "/QueryLanguage")
+        self.language = raw.get("QueryLanguage", "JSONPath")
+        if self.language not in ("JSONPath", "JSONata"):
+            self.schema("The value for the field 'QueryLanguage' must be one of [JSONPath, JSONata]",
+                        "/QueryLanguage")
+            self.language = "JSONPath"
+        self.top_language = self.language
         top = self.machine(raw, "")
         if self.problems:
             raise InvalidDefinition(self.problems)
@@ -208,31 +229,70 @@ class _Parser:
             self.schema("The field 'Type' should have one of these values: "
                         "[Task, Wait, Pass, Succeed, Fail, Choice, Parallel, Map]", f"{where}/Type")
             return None
-        for key in sorted(set(raw) - _ALLOWED[kind]):
-            self.schema(f"Field '{key}' is not supported", f"{where}/{key}")
-        state = getattr(self, "pass_" if kind == "Pass" else kind.lower())(name, raw, where)
-        if kind in ("Pass", "Wait", "Parallel", "Map", "Task"):
-            self.flow(state, raw, where)
-        if "InputPath" in raw:
-            state.input_path = self.path(raw["InputPath"], f"{where}/InputPath", nullable=True)
-        if "OutputPath" in raw:
-            state.output_path = self.path(raw["OutputPath"], f"{where}/OutputPath", nullable=True)
-        state.assign = self.assign(raw, where)
-        return state
+        language = raw.get("QueryLanguage", self.top_language)
+        if language not in ("JSONPath", "JSONata"):
+            self.schema("The value for the field 'QueryLanguage' must be one of [JSONPath, JSONata]",
+                        f"{where}/QueryLanguage")
+            language = self.top_language
+        elif language == "JSONPath" and self.top_language == "JSONata":
+            self.schema("'QueryLanguage' can not be 'JSONPath' if set to 'JSONata' for whole state machine",
+                        f"{where}/QueryLanguage")
+        outer, self.language = self.language, language
+        try:
+            allowed = _ALLOWED_JSONATA[kind] if language == "JSONata" else _ALLOWED[kind]
+            for key in sorted(set(raw) - allowed):
+                self.schema(f"Field '{key}' is not supported" + (
+                    " when the query language is JSONata" if key in _JSONPATH_ONLY and language == "JSONata"
+                    else ""), f"{where}/{key}")
+            state = getattr(self, "pass_" if kind == "Pass" else kind.lower())(name, raw, where)
+            state.query_language = language
+            if kind in ("Pass", "Wait", "Parallel", "Map", "Task"):
+                self.flow(state, raw, where)
+            if language == "JSONata":
+                state.jsonata = self.expressions(raw, _JSONATA_FIELDS, where)
+                return state
+            if "InputPath" in raw:
+                state.input_path = self.path(raw["InputPath"], f"{where}/InputPath", nullable=True)
+            if "OutputPath" in raw:
+                state.output_path = self.path(raw["OutputPath"], f"{where}/OutputPath", nullable=True)
+            state.assign = self.assign(raw, where)
+            return state
+        finally:
+            self.language = outer
 
-    def assign(self, raw: dict, where: str) -> Template | None:
-        """Assign: an object whose keys are variable names (``name.$`` for a path or intrinsic value)."""
+    def expressions(self, raw: dict, fields: tuple[str, ...], where: str) -> dict[str, CompiledValue]:
+        """The JSONata-capable fields present in ``raw``, each compiled once."""
+        compiled = {}
+        for key in fields:
+            if key in raw:
+                if key == "Assign":
+                    self.check_variable_names(raw["Assign"], f"{where}/Assign")
+                try:
+                    compiled[key] = compile_value(raw[key], key)
+                except JsonataSyntaxError as exc:
+                    self.problem(exc.code, str(exc), f"{where}/{key}")
+        return compiled
+
+    def assign(self, raw: dict, where: str) -> Template | CompiledValue | None:
+        """Assign: an object whose keys are variable names (``name.$`` for a path or intrinsic value in JSONPath
+        states; values with ``{% %}`` expressions in JSONata states)."""
         if "Assign" not in raw:
             return None
-        value = raw["Assign"]
-        if not isinstance(value, dict):
-            self.schema("The value for the field 'Assign' must be an OBJECT", f"{where}/Assign")
+        if not self.check_variable_names(raw["Assign"], f"{where}/Assign") or not raw["Assign"]:
             return None
+        if self.language == "JSONata":
+            return self.expressions(raw, ("Assign",), where).get("Assign")
+        return self.template(raw, "Assign", where)
+
+    def check_variable_names(self, value: Any, where: str) -> bool:
+        if not isinstance(value, dict):
+            self.schema("The value for the field 'Assign' must be an OBJECT", where)
+            return False
         for key in value:
-            name = key[:-2] if key.endswith(".$") else key
+            name = key[:-2] if key.endswith(".$") and self.language == "JSONPath" else key
             if not _VARIABLE_NAME.match(name) or name == "states":
-                self.schema(f"'{name}' is not a valid variable name", f"{where}/Assign/{key}")
-        return self.template(raw, "Assign", where) if value else None
+                self.schema(f"'{name}' is not a valid variable name", f"{where}/{key}")
+        return True
 
     def flow(self, state: State, raw: dict, where: str) -> None:
         nxt, end = raw.get("Next"), raw.get("End")
@@ -271,9 +331,14 @@ class _Parser:
             self.schema("The field 'Choices' is required and must be a non-empty array", f"{where}/Choices")
             choices = []
         for i, rule in enumerate(choices):
+            at = f"{where}/Choices/{i}"
+            if self.language == "JSONata":
+                condition = self.jsonata_rule(rule, at)
+                if condition is not None:
+                    state.choices.append((condition, rule["Next"], self.assign(rule, at)))
+                continue
             try:
-                state.choices.append((compile_rule(rule, f"{where}/Choices/{i}", True), rule["Next"],
-                                      self.assign(rule, f"{where}/Choices/{i}")))
+                state.choices.append((compile_rule(rule, at, True), rule["Next"], self.assign(rule, at)))
             except RuleSyntaxError as exc:
                 self.schema(str(exc), exc.field)
         default = raw.get("Default")
@@ -282,6 +347,14 @@ class _Parser:
         state.default = default if isinstance(default, str) else None
         return state
 
+    def jsonata_rule(self, rule: Any, where: str) -> CompiledValue | None:
+        """A JSONata Choice rule: {"Condition": "{% ... %}", "Next": ..., "Assign"?: ...}."""
+        if not isinstance(rule, dict) or not isinstance(rule.get("Next"), str) or "Condition" not in rule:
+            self.schema("These fields are required: [Condition, Next]", where)
+            return None
+        self.unknown_fields(rule, {"Condition", "Next", "Assign", "Comment"}, where)
+        return self.expressions(rule, ("Condition",), where).get("Condition")
+
     def wait(self, name: str, raw: dict, where: str) -> WaitState:
         state = WaitState(name, "Wait")
         given = [key for key in ("Seconds", "Timestamp", "SecondsPath", "TimestampPath") if key in raw]
@@ -289,6 +362,8 @@ class _Parser:
             self.schema("A Wait state must have exactly one of Seconds, Timestamp, SecondsPath, TimestampPath",
                         where)
             return state
+        if self.language == "JSONata" and is_expression(raw[given[0]]):
+            return state  # evaluated when the state runs
         key, value = given[0], raw[given[0]]
         if key == "Seconds":
             if not _is_int(value) or value < 0 or value > 99999999:
@@ -310,6 +385,8 @@ class _Parser:
 
     def fail(self, name: str, raw: dict, where: str) -> FailState:
         state = FailState(name, "Fail")
+        if self.language == "JSONata":
+            return state  # Error and Cause are literals or expressions, compiled with the other JSONata fields
         for field_name, path_name in (("Error", "ErrorPath"), ("Cause", "CausePath")):
             if field_name in raw and path_name in raw:
                 self.schema(f"A Fail state may have '{field_name}' or '{path_name}', not both", where)
@@ -364,6 +441,8 @@ class _Parser:
 
     def seconds(self, raw: dict, key: str, where: str) -> tuple[int | None, Path | None]:
         """TimeoutSeconds / HeartbeatSeconds, or their Path variants (one of the two at most)."""
+        if self.language == "JSONata" and is_expression(raw.get(key)):
+            return None, None  # evaluated when the state runs
         path_key = f"{key}Path"
         if key in raw and path_key in raw:
             self.schema(f"A state may have '{key}' or '{path_key}', not both", where)
@@ -410,7 +489,9 @@ class _Parser:
         if "ItemsPath" in raw:
             state.items_path = self.path(raw["ItemsPath"], f"{where}/ItemsPath", nullable=True)
         concurrency = raw.get("MaxConcurrency", 0)
-        if not _is_int(concurrency) or concurrency < 0:
+        if self.language == "JSONata" and is_expression(concurrency):
+            concurrency = 0  # evaluated when the state runs
+        elif not _is_int(concurrency) or concurrency < 0:
             self.schema("The value for the field 'MaxConcurrency' must be a non-negative integer",
                         f"{where}/MaxConcurrency")
         state.max_concurrency = concurrency if _is_int(concurrency) else 0
@@ -510,10 +591,14 @@ class _Parser:
         return retrier
 
     def catcher(self, rule: dict, where: str) -> Catcher:
-        self.unknown_fields(rule, {"ErrorEquals", "Next", "ResultPath", "Comment", "Assign"}, where)
+        fields = {"ErrorEquals", "Next", "Comment", "Assign"}
+        self.unknown_fields(rule, fields | ({"Output"} if self.language == "JSONata" else {"ResultPath"}), where)
         nxt = rule.get("Next")
         if not isinstance(nxt, str):
             self.schema("These fields are required: [Next]", where)
-        return Catcher(self.error_equals(rule, where), nxt if isinstance(nxt, str) else "",
-                       self.result_path(rule, where), self.assign(rule, where))
+        catcher = Catcher(self.error_equals(rule, where), nxt if isinstance(nxt, str) else "",
+                          self.result_path(rule, where), self.assign(rule, where))
+        if self.language == "JSONata":
+            catcher.output = self.expressions(rule, ("Output",), where).get("Output")
+        return catcher
 

@@ -55,7 +55,8 @@ class Catcher:
     error_equals: list[str]
     next: str
     result_path: ReferencePath | None
-    assign: Any = None  # a Template: variables set when this catcher routes; `$` is the error output
+    assign: Any = None  # variables set when this catcher routes (a Template, or JSONata's compiled value)
+    output: Any = None  # JSONata only: the state's output when this catcher routes (default: the error output)
 
 
 def error_output(error: str, cause: str | None) -> dict[str, str]:

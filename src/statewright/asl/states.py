@@ -29,6 +29,8 @@ class State:
     input_path: Path | None = IDENTITY  # None: the JSON null, which gives the state {} as input
     output_path: Path | None = IDENTITY
     assign: Template | None = None  # variables set when the state exits; `$` is the state's result
+    query_language: str = "JSONPath"
+    jsonata: dict[str, Any] = field(default_factory=dict)  # JSONata states: field name -> compiled value
 
 
 @dataclass(slots=True)

@@ -27,6 +27,7 @@ from ..asl import errors
 from ..asl.dataflow import place_result, select
 from ..asl.errors import StatesError
 from ..asl.handling import error_output, matches
+from ..asl.jsonata import QUERY_EVALUATION_ERROR
 from ..asl.jsonio import dumps, loads
 from ..asl.scope import Scope
 from ..asl.states import (
@@ -45,6 +46,7 @@ from ..asl.states import (
 from ..asl.templates import Template
 from ..asl.timestamps import format_ms, parse_ms
 from .execution import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionState
+from .jsonata_steps import JsonataSteps
 from .tasks import TaskSteps
 
 MAX_PAYLOAD_BYTES = 262_144
@@ -252,7 +254,7 @@ def _fail(error: str | None, cause: str | None) -> tuple:
     return ("fail", error, cause)
 
 
-class _Step(TaskSteps):
+class _Step(TaskSteps, JsonataSteps):
     """Accumulates one Decision: events with their ids, timer changes, and the flows' new shape."""
 
     def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
@@ -393,7 +395,8 @@ class _Step(TaskSteps):
             entered_id = self.emit(f"{state.type}StateEntered", "stateEnteredEventDetails",
                                    {"name": name, "input": text, "inputDetails": _NO_DETAILS}, previous_event_id)
             previous_event_id = None
-            flow.update(state=name, data=data, entered_id=entered_id, entered_ms=self.now_ms, retries={}, attempts=0)
+            flow.update(state=name, data=data, entered_id=entered_id, entered_ms=self.now_ms, retries={}, attempts=0,
+                        entered_prev=self.decision.events[-1]["previousEventId"])
             name, data = self.settle(flow_id, self.attempt(flow_id, state, data))
 
     def settle(self, flow_id: str, outcome: tuple) -> tuple[str | None, Any]:
@@ -419,20 +422,30 @@ class _Step(TaskSteps):
         state = self.machine_states(flow)[flow["state"]]
         if isinstance(state, WaitState):
             try:
-                outcome = self.leave_wait(flow_id, state, flow["data"], self.scope(flow_id, state.name))
+                if state.query_language == "JSONata":
+                    outcome = self.leave_jsonata_wait(flow_id, state, flow["data"])
+                else:
+                    outcome = self.leave_wait(flow_id, state, flow["data"], self.scope(flow_id, state.name))
             except StatesError as failure:
-                outcome = self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
+                outcome = self.failed_in_state(flow_id, state, failure)
         else:
             outcome = self.attempt(flow_id, state, flow["data"])
         self.resume(flow_id, outcome)
 
     def attempt(self, flow_id: str, state: State, data: Any) -> tuple:
         """Run one state (again, on a retry) and return its outcome."""
-        flow = self.flows[flow_id]
         try:
             return self.evaluate(flow_id, state, data)
         except StatesError as failure:
-            return self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
+            return self.failed_in_state(flow_id, state, failure)
+
+    def failed_in_state(self, flow_id: str, state: State, failure: StatesError) -> tuple:
+        """An error raised while the state evaluated its fields: record it, then Retry, Catch or fail."""
+        flow = self.flows[flow_id]
+        cause = self.runtime_cause(flow, failure)
+        if failure.error == QUERY_EVALUATION_ERROR:
+            self.evaluation_failed(flow, state, failure, cause)
+        return self.on_error(flow_id, state, failure.error, cause)
 
     def runtime_cause(self, flow: dict, failure: StatesError) -> str:
         return (f"An error occurred while executing the state '{flow['state']}' "
@@ -440,6 +453,10 @@ class _Step(TaskSteps):
 
     def evaluate(self, flow_id: str, state: State, data: Any) -> tuple:
         flow = self.flows[flow_id]
+        if state.query_language == "JSONata":
+            outcome = self.evaluate_jsonata(flow_id, state, data)
+            if outcome is not None:
+                return outcome
         context = self.scope(flow_id, state.name)
         if isinstance(state, PassState):
             effective = self.note("afterInputPath", select(state.input_path, data, context))
@@ -577,9 +594,15 @@ class _Step(TaskSteps):
                 if matches(catcher.error_equals, error, alias):
                     error_object = error_output(error, cause)
                     try:
-                        assigned = self.assigned(flow_id, catcher.assign, error_object,
-                                                 self.scope(flow_id, state.name))
-                        output = place_result(catcher.result_path, flow["data"], error_object)
+                        if state.query_language == "JSONata":
+                            assigned = None if catcher.assign is None else self.evaluate_value(
+                                flow_id, state, catcher.assign, flow["data"], "Catch/Assign", errorOutput=error_object)
+                            output = error_object if catcher.output is None else self.evaluate_value(
+                                flow_id, state, catcher.output, flow["data"], "Catch/Output", errorOutput=error_object)
+                        else:
+                            assigned = self.assigned(flow_id, catcher.assign, error_object,
+                                                     self.scope(flow_id, state.name))
+                            output = place_result(catcher.result_path, flow["data"], error_object)
                     except StatesError as failure:
                         return _fail(failure.error, self.runtime_cause(flow, failure))
                     self.emit_exited(state, output, flow_id, assigned)
@@ -663,14 +686,18 @@ class _Step(TaskSteps):
 
     def fan_out(self, flow_id: str, state: ParallelState | MapState, data: Any, context: Any) -> tuple:
         flow = self.flows[flow_id]
-        effective = self.note("afterInputPath", select(state.input_path, data, context))
-        if isinstance(state, ParallelState):
+        if state.query_language == "JSONata":
+            inputs, limit = self.jsonata_fan_inputs(flow_id, state, data)
+        elif isinstance(state, ParallelState):
+            effective = self.note("afterInputPath", select(state.input_path, data, context))
             if state.parameters is not None:
                 effective = self.note("afterParameters", state.parameters.render(effective, context, self.seed(flow)))
-            inputs, limit, kind = [effective] * len(state.branches), 0, "parallel"
+            inputs, limit = [effective] * len(state.branches), 0
         else:
+            effective = self.note("afterInputPath", select(state.input_path, data, context))
             inputs = self.map_inputs(flow_id, state, effective, context)
-            limit, kind = self.note("maxConcurrency", self.map_concurrency(state, effective, context)), "map"
+            limit = self.note("maxConcurrency", self.map_concurrency(state, effective, context))
+        kind = "parallel" if isinstance(state, ParallelState) else "map"
         started_type = "ParallelStateStarted" if kind == "parallel" else "MapStateStarted"
         details = {"length": len(inputs)} if kind == "map" else None
         started = self.emit(started_type, "mapStateStartedEventDetails" if details else None, details)
@@ -753,19 +780,28 @@ class _Step(TaskSteps):
         # AWS points the Exited event where Succeeded points: at the last event of the branches.
         exited_previous = self.decision.events[-1]["previousEventId"]
         try:
-            context = self.scope(flow_id, state.name)
-            result = self.note("result", fan["results"])
-            if state.result_selector is not None:
-                result = self.note("afterResultSelector", state.result_selector.render(result, context,
-                                                                                       self.seed(flow)))
-            assigned = self.assigned(flow_id, state.assign, result, context)
-            placed = self.note("afterResultPath", place_result(state.result_path, fan["raw"], result))
-            output = select(state.output_path, placed, context)
-            self.json_of(output)  # a result over the size limit fails here, where Retry and Catch apply
+            output, assigned = self.shape_result(flow_id, state, fan["raw"], fan["results"])
         except StatesError as failure:
-            return self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
+            return self.failed_in_state(flow_id, state, failure)
         self.emit_exited(state, output, flow_id, assigned, exited_previous)
         return _end(output) if state.end else _next(state.next, output)
+
+    def shape_result(self, flow_id: str, state: ResultState, data: Any, result: Any) -> tuple[Any, dict | None]:
+        """A Task's, Parallel's or Map's result made into the state's output and its variable assignments."""
+        self.note("result", result)
+        if state.query_language == "JSONata":
+            assigned = self.jsonata(flow_id, state, "Assign", data, None, result=result)
+            output = self.jsonata(flow_id, state, "Output", data, result, result=result)
+        else:
+            context = self.scope(flow_id, state.name)
+            if state.result_selector is not None:
+                result = self.note("afterResultSelector", state.result_selector.render(
+                    result, context, self.seed(self.flows[flow_id])))
+            assigned = self.assigned(flow_id, state.assign, result, context)
+            placed = self.note("afterResultPath", place_result(state.result_path, data, result))
+            output = select(state.output_path, placed, context)
+        self.json_of(output)  # a result over the size limit fails here, where Retry and Catch apply
+        return output, assigned
 
 
 def _copy_json(value: Any) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..asl import errors
-from ..asl.dataflow import place_result, select
+from ..asl.dataflow import select
 from ..asl.errors import StatesError
 from ..asl.jsonio import dumps, loads
 from ..asl.states import TaskState
@@ -31,13 +31,20 @@ class TaskSteps:
         scheduled_id = self.execution.next_event_id  # the id the Scheduled event is about to get
         flow["attempts"] = attempt
         flow["task"] = {"scheduled_id": scheduled_id}  # visible to $$.Task.Token while Parameters render
-        effective = self.note("afterInputPath", select(state.input_path, data, context))
-        if state.parameters is not None:
-            effective = self.note("afterParameters", state.parameters.render(effective, context, self.seed(flow)))
-        timeout_s = self.task_seconds(state.timeout_seconds, state.timeout_seconds_path, effective, context,
-                                      "TimeoutSecondsPath")
-        heartbeat_s = self.task_seconds(state.heartbeat_seconds, state.heartbeat_seconds_path, effective, context,
-                                        "HeartbeatSecondsPath")
+        if state.query_language == "JSONata":
+            effective = self.note("afterArguments", self.jsonata(flow_id, state, "Arguments", data, data))
+            timeout_s = self.jsonata_seconds(flow_id, state, "TimeoutSeconds", data, state.timeout_seconds) or None
+            heartbeat_s = self.jsonata_seconds(flow_id, state, "HeartbeatSeconds", data,
+                                               state.heartbeat_seconds) or None
+        else:
+            effective = self.note("afterInputPath", select(state.input_path, data, context))
+            if state.parameters is not None:
+                effective = self.note("afterParameters", state.parameters.render(effective, context,
+                                                                                 self.seed(flow)))
+            timeout_s = self.task_seconds(state.timeout_seconds, state.timeout_seconds_path, effective, context,
+                                          "TimeoutSecondsPath")
+            heartbeat_s = self.task_seconds(state.heartbeat_seconds, state.heartbeat_seconds_path, effective,
+                                            context, "HeartbeatSecondsPath")
         if heartbeat_s is not None and timeout_s is not None and heartbeat_s >= timeout_s:
             raise StatesError(errors.RUNTIME, "The HeartbeatSeconds value must be less than the TimeoutSeconds "
                               "value")
@@ -150,17 +157,9 @@ class TaskSteps:
                       {"resourceType": state.integration, "resource": _resource_name(state), "output": output_text,
                        "outputDetails": {"truncated": False}})
         try:
-            context = self.scope(flow_id, state.name)
-            result = self.note("result", loads(output_text))
-            if state.result_selector is not None:
-                result = self.note("afterResultSelector",
-                                   state.result_selector.render(result, context, self.seed(flow)))
-            assigned = self.assigned(flow_id, state.assign, result, context)
-            placed = self.note("afterResultPath", place_result(state.result_path, flow["data"], result))
-            output = select(state.output_path, placed, context)
-            self.json_of(output)
+            output, assigned = self.shape_result(flow_id, state, flow["data"], loads(output_text))
         except StatesError as failure:
-            return self.on_error(flow_id, state, failure.error, self.runtime_cause(flow, failure))
+            return self.failed_in_state(flow_id, state, failure)
         return self.exit(state, output, flow_id, assigned)
 
     def task_failed(self, flow_id: str, error: str | None, cause: str | None, timed_out: bool = False,
