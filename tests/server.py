@@ -23,9 +23,10 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path, shards: int = 8) -> None:
+    def __init__(self, data_dir: Path, shards: int = 8, extra_args: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
         self.shards = shards
+        self.extra_args = extra_args
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -36,7 +37,7 @@ class ServerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child process owns it
         self.process = subprocess.Popen(
             [sys.executable, "-m", "statewright", "serve", "--port", str(self.port), "--data-dir",
-             str(self.data_dir), "--shards", str(self.shards)],
+             str(self.data_dir), "--shards", str(self.shards), *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         log.close()
         deadline = time.monotonic() + 30

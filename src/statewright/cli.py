@@ -25,10 +25,14 @@ def main(argv: list[str] | None = None) -> int:
                      help=f"account id put in ARNs (default {defaults.account_id})")
     run.add_argument("--region", default=defaults.region,
                      help=f"region for requests that are not signed for one (default {defaults.region})")
+    run.add_argument("--connections", type=Path, default=None,
+                     help="JSON file of HTTP Task connections: ConnectionArn -> {AuthorizationType, AuthParameters} "
+                          "as EventBridge's CreateConnection takes them")
     args = parser.parse_args(argv)
     if args.shards < 1:
         parser.error("--shards must be at least 1")
-    return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region))
+    return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
+                              args.connections))
 
 
 if __name__ == "__main__":

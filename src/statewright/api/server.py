@@ -12,6 +12,7 @@ from pathlib import Path
 import uvicorn
 
 from ..engine.core import Engine
+from ..integrations.http import Connections
 from ..store.base import ShardCountMismatch
 from ..store.sqlite import SqliteStore
 from .app import App
@@ -28,6 +29,7 @@ class ServerConfig:
     shards: int = 64
     account_id: str = "123456789012"
     region: str = "us-east-1"
+    connections: Path | None = None  # HTTP Task credentials by ConnectionArn (see README)
 
 
 class DataDirInUse(Exception):
@@ -52,12 +54,13 @@ def serve(config: ServerConfig) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
         lock = _lock_data_dir(data_dir)
+        connections = Connections(config.connections)
         store = SqliteStore(data_dir / "statewright.db", config.shards)
-    except (DataDirInUse, ShardCountMismatch) as exc:
+    except (DataDirInUse, ShardCountMismatch, ValueError, OSError) as exc:
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
     engine = Engine(store)
-    service = Service(store, engine, config.account_id)
+    service = Service(store, engine, config.account_id, connections)
     engine.start()
     engine.metrics.count_open_executions(store.path)
     app = App(service, config.region)

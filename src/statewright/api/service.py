@@ -11,6 +11,7 @@ from ..engine.core import Engine
 from ..integrations.activities import ActivityMatcher
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.executions import NestedExecutions
+from ..integrations.http import Connections, HttpTasks
 from ..store.base import Store
 from .arns import Scope
 
@@ -34,7 +35,7 @@ def seconds(epoch_ms: int) -> float:
 
 
 class Service:
-    def __init__(self, store: Store, engine: Engine, account_id: str) -> None:
+    def __init__(self, store: Store, engine: Engine, account_id: str, connections: Connections | None = None) -> None:
         self.store = store
         self.engine = engine
         self.account_id = account_id
@@ -43,6 +44,7 @@ class Service:
         self.matcher = ActivityMatcher(self.dispatcher.start_attempt)
         self.dispatcher.register("activity", self.matcher.offer)
         NestedExecutions(self.dispatcher, store, engine.tokens)
+        HttpTasks(self.dispatcher, connections or Connections())
         engine.on_dispatch = self.dispatcher.submit
 
     async def run(self, command: Command) -> Any:
