@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from ..asl.jsonio import dumps, loads
 from ..engine import commands
-from ..engine.tokens import InvalidToken
+from ..engine.tokens import InvalidToken, TokenClaims
 from ..store.base import ActivityRecord
 from . import arns, paging
 from .arns import Scope
@@ -54,11 +54,9 @@ def delete_activity(service: Service, params: dict, scope: Scope) -> dict:
 def list_activities(service: Service, params: dict, scope: Scope) -> dict:
     page = service.store.list_activities(scope.arn("activity:"), paging.page_size(params.get("maxResults")),
                                          paging.decode(params.get("nextToken")))
-    result: dict[str, Any] = {"activities": [
-        {"activityArn": r.arn, "name": r.name, "creationDate": seconds(r.created_ms)} for r in page.items]}
-    if page.next_cursor:
-        result["nextToken"] = paging.encode(page.next_cursor)
-    return result
+    return paging.listing("activities", [
+        {"activityArn": r.arn, "name": r.name, "creationDate": seconds(r.created_ms)} for r in page.items],
+        page.next_cursor)
 
 
 @handler("GetActivityTask")
@@ -72,7 +70,7 @@ async def get_activity_task(service: Service, params: dict, scope: Scope) -> dic
     return {"taskToken": token, "input": dumps(payload["input"])}
 
 
-async def _reply(service: Service, token: str, make: Any) -> dict:
+async def _reply(service: Service, token: str, make: Callable[[TokenClaims], commands.Command]) -> dict:
     try:
         claims = service.engine.tokens.verify(token)
     except InvalidToken:

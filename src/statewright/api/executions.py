@@ -114,10 +114,7 @@ def list_executions(service: Service, params: dict, scope: Scope) -> dict:
         if summary.stop_ms is not None:
             item["stopDate"] = seconds(summary.stop_ms)
         items.append(item)
-    result: dict[str, Any] = {"executions": items}
-    if page.next_cursor:
-        result["nextToken"] = paging.encode(page.next_cursor)
-    return result
+    return paging.listing("executions", items, page.next_cursor)
 
 
 @handler("GetExecutionHistory")

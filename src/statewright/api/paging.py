@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import Any
 
 from .errors import AwsError
 
@@ -24,3 +25,11 @@ def decode(token: str | None) -> str | None:
 def page_size(value: int | None, default: int = 100) -> int:
     """maxResults: 0 or absent means the default; the model already capped it at 1000."""
     return value or default
+
+
+def listing(key: str, items: list[dict[str, Any]], next_cursor: str | None) -> dict[str, Any]:
+    """A List* response: the items under ``key``, and a nextToken when there are more."""
+    result: dict[str, Any] = {key: items}
+    if next_cursor:
+        result["nextToken"] = encode(next_cursor)
+    return result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from ..asl.definition import InvalidDefinition, parse_definition
 from ..store.base import StateMachineRecord
@@ -125,13 +124,9 @@ def delete_state_machine(service: Service, params: dict, scope: Scope) -> dict:
 def list_state_machines(service: Service, params: dict, scope: Scope) -> dict:
     page = service.store.list_state_machines(scope.state_machine_arn(""), paging.page_size(params.get("maxResults")),
                                              paging.decode(params.get("nextToken")))
-    result: dict[str, Any] = {"stateMachines": [
+    return paging.listing("stateMachines", [
         {"stateMachineArn": r.arn, "name": r.name, "type": r.type, "creationDate": seconds(r.created_ms)}
-        for r in page.items
-    ]}
-    if page.next_cursor:
-        result["nextToken"] = paging.encode(page.next_cursor)
-    return result
+        for r in page.items], page.next_cursor)
 
 
 @handler("ValidateStateMachineDefinition")
