@@ -12,6 +12,9 @@ FORBIDDEN = {
     "asl": {"engine", "store", "api", "cli"},
     "engine": {"api", "cli"},
     "store": {"engine", "api", "asl", "cli"},
+    "integrations": {"api", "cli"},
+    # the worker library runs beside AWS or statewright alike: it needs nothing of the server
+    "worker": {"engine", "api", "asl", "store", "integrations", "cli", "metrics"},
 }
 # modules that must stay pure: no clock, randomness, threads, files or network
 PURE = ["asl", "engine/decider.py", "engine/execution.py"]

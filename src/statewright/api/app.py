@@ -7,6 +7,7 @@ goes wrong is answered in AWS's error shape: 4xx for the caller's mistakes, neve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import re
@@ -29,6 +30,7 @@ log = logging.getLogger("statewright.api")
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # the largest legal request (a 1 MiB definition) fits with room to spare
 _TARGET_PREFIX = "AWSStepFunctions."
+_LONG_POLLS = frozenset({"GetActivityTask"})
 _REGION = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/")
 _JSON_HEADERS = [(b"content-type", b"application/x-amz-json-1.0")]
 
@@ -53,6 +55,8 @@ class App:
         request_id = str(uuid.uuid4())
         try:
             status, body = 200, await self._handle(scope, receive)
+        except _ClientGone:
+            return
         except AwsError as error:
             status, body = error.status, error.body()
         except EngineUnavailable as exc:
@@ -84,12 +88,37 @@ class App:
         validate_request(operation, params)
         result = function(self.service, params, self._scope(headers))
         if inspect.isawaitable(result):
-            result = await result
+            result = await (_unless_disconnected(result, receive) if operation in _LONG_POLLS else result)
         return result
 
     def _scope(self, headers: dict[bytes, bytes]) -> Scope:
         match = _REGION.search(headers.get(b"authorization", b"").decode("latin-1"))
         return Scope(match.group(1) if match else self.default_region, self.service.account_id)
+
+
+async def _unless_disconnected(work: Any, receive: Any) -> Any:
+    """Await a handler, cancelling it if the client goes away first (a long poll must not outlive its worker)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait([task, watcher], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise _ClientGone
+    return task.result()
+
+
+async def _disconnected(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class _ClientGone(Exception):
+    """The client closed the connection before its answer was ready; nothing is sent."""
 
 
 async def _read_body(receive: Any) -> bytes:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
@@ -48,6 +51,24 @@ def _lock_data_dir(data_dir: Path) -> int:
     return descriptor
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, answering waiting long polls at once when asked to stop (they would hold it 60 s)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._on_exit)
+        super().handle_exit(sig, frame)
+
+
 def serve(config: ServerConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     data_dir = config.data_dir.expanduser().resolve()
@@ -66,8 +87,8 @@ def serve(config: ServerConfig) -> int:
     app = App(service, config.region)
     print(f"statewright: data in {data_dir} ({store.shard_count()} shards, SQLite)", flush=True)
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                           access_log=False, lifespan="on"))
+    server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                    access_log=False, lifespan="on"), on_exit=service.matcher.release)
     try:
         server.run()
     finally:

@@ -152,7 +152,8 @@ def _tag(service: Service, arn: str, tags: list[dict]) -> None:
 
 
 def _tagged_resource(service: Service, arn: str) -> str:
-    if service.store.get_state_machine(arn) is None:
+    """A state machine or an activity: the resources AWS lets you tag."""
+    if service.store.get_state_machine(arn) is None and service.store.get_activity(arn) is None:
         if not arn.startswith("arn:"):
             raise invalid_arn(f"Invalid ARN prefix: {arn}")
         raise AwsError("ResourceNotFound", f"Resource not found: '{arn}'")

@@ -53,6 +53,8 @@ class TaskTokens:
             mac = _unb64(mac_text)
         except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
             raise InvalidToken("the token is malformed") from None
+        if _b64(body) != body_text or _b64(mac) != mac_text:
+            raise InvalidToken("the token is not in its one canonical spelling")
         if key_id not in self.keys or not hmac.compare_digest(mac, self._mac(key_id, body)):
             raise InvalidToken("the token's signature does not verify")
         if not (isinstance(execution_arn, str) and isinstance(scheduled_id, int) and isinstance(attempt, int)):

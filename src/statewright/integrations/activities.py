@@ -25,6 +25,7 @@ class ActivityMatcher:
         self._start_attempt = start_attempt
         self._backlog: dict[str, deque[Dispatch]] = defaultdict(deque)
         self._pollers: dict[str, deque[asyncio.Future]] = defaultdict(deque)
+        self._closed = False
 
     def offer(self, dispatch: Dispatch) -> None:
         """A committed activity dispatch: hand it to a waiting poller, or keep it in the backlog."""
@@ -41,25 +42,51 @@ class ActivityMatcher:
         return sum(len(queue) for queue in self._backlog.values())
 
     async def poll(self, activity_arn: str, worker_name: str | None, timeout_s: float) -> Dispatch | None:
-        """Wait up to ``timeout_s`` for a task of this activity; the returned attempt is started for this worker."""
+        """Wait up to ``timeout_s`` for a task of this activity; the returned attempt is started for this worker.
+
+        A poll cancelled (its client went away) while it holds a task not yet started puts the task back, so
+        no task is lost with a departed worker.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
-            backlog = self._backlog[activity_arn]
-            if backlog:
-                dispatch = backlog.popleft()
-            else:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return None
-                waiter = loop.create_future()
-                self._pollers[activity_arn].append(waiter)
-                try:
-                    dispatch = await asyncio.wait_for(waiter, remaining)
-                except TimeoutError:
-                    return None
-                finally:
-                    if waiter in self._pollers[activity_arn]:
-                        self._pollers[activity_arn].remove(waiter)
-            if await self._start_attempt(dispatch, worker_name):
+            dispatch = await self._next(activity_arn, deadline - loop.time())
+            if dispatch is None:
+                return None
+            try:
+                started = await self._start_attempt(dispatch, worker_name)
+            except asyncio.CancelledError:
+                self._backlog[activity_arn].appendleft(dispatch)  # the attempt may have started: then it is dropped
+                raise
+            if started:
                 return dispatch
+
+    async def _next(self, activity_arn: str, remaining_s: float) -> Dispatch | None:
+        backlog = self._backlog[activity_arn]
+        if backlog:
+            return backlog.popleft()
+        if remaining_s <= 0 or self._closed:
+            return None
+        waiter = asyncio.get_running_loop().create_future()
+        self._pollers[activity_arn].append(waiter)
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter), remaining_s)
+        except TimeoutError:
+            return waiter.result() if waiter.done() and not waiter.cancelled() else None
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+                self._backlog[activity_arn].appendleft(waiter.result())
+            raise
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+            if waiter in self._pollers[activity_arn]:
+                self._pollers[activity_arn].remove(waiter)
+
+    def release(self) -> None:
+        """The server is stopping: answer every waiting poll with no task, and take no new waits."""
+        self._closed = True
+        for waiters in self._pollers.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)

@@ -116,17 +116,12 @@ class Worker:
         while not self._stopping.is_set():
             try:
                 task = self.client.get_activity_task(activityArn=self.activity_arn, workerName=self.worker_name)
-            except ClientError as exc:
-                if _code(exc) in FATAL_POLL:
+            except (ClientError, BotoCoreError) as exc:  # BotoCoreError: refused, reset, timed out (a restart?)
+                if isinstance(exc, ClientError) and _code(exc) in FATAL_POLL:
                     log.error("worker %s cannot poll %s: %s", self.worker_name, self.activity_arn, exc)
                     self._fatal = exc
                     self.stop()
                     return
-                log.warning("worker %s: poll failed, retrying in %.1f s: %s", self.worker_name, pause_s, exc)
-                self._stopping.wait(pause_s)
-                pause_s = min(pause_s * 2, PAUSE_MAX_S)
-                continue
-            except BotoCoreError as exc:  # connection refused or reset, read timeout: the service may be restarting
                 log.warning("worker %s: poll failed, retrying in %.1f s: %s", self.worker_name, pause_s, exc)
                 self._stopping.wait(pause_s)
                 pause_s = min(pause_s * 2, PAUSE_MAX_S)
