@@ -16,13 +16,29 @@ Pure: this module reads no clock and does no I/O; it must not import from the en
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from .choice import COMPARISON_OPERATORS, RuleSyntaxError, compile_rule
+from .diagnostics import (
+    DUPLICATE_NAME,
+    INVALID_NAME,
+    INVALID_RESOURCE,
+    MISSING_END,
+    MISSING_TARGET,
+    SCHEMA,
+    TOO_DEEPLY_NESTED,
+    UNSUPPORTED_FEATURE,
+    Diagnostic,
+    InvalidDefinition,
+    expected,
+    language_only,
+    load_json,
+    one_of,
+    only_one,
+)
 from .handling import ALL, Catcher, Retrier
 from .intrinsics import Intrinsic, IntrinsicSyntaxError, compile_intrinsic
 from .jsonata import CompiledValue, JsonataSyntaxError, compile_value, is_expression
@@ -48,23 +64,10 @@ from .timestamps import parse_exact, parse_ms
 
 __all__ = ["Definition", "Diagnostic", "InvalidDefinition", "Machine", "State", "parse_definition"]
 
-# Diagnostic codes (AWS's, from the ValidateStateMachineDefinitionDiagnostic list; UNSUPPORTED_FEATURE is ours).
-SCHEMA = "SCHEMA_VALIDATION_FAILED"
-INVALID_JSON = "INVALID_JSON_DESCRIPTION"
-MISSING_TARGET = "MISSING_TRANSITION_TARGET"
-MISSING_END = "MISSING_END_STATE"
-DUPLICATE_NAME = "DUPLICATE_STATE_NAME"
-INVALID_NAME = "INVALID_STATE_NAME"
-INVALID_RESOURCE = "INVALID_RESOURCE"
-TOO_DEEPLY_NESTED = "TOO_DEEPLY_NESTED"
-UNSUPPORTED_FEATURE = "UNSUPPORTED_FEATURE"
-
 MAX_STATE_NAME = 80
 _MAX_SECONDS = 99999999
 _MAX_DELAY_SECONDS = 31622400  # a Retrier's MaxDelaySeconds: one year
-_SOURCE_SHOWN_CHARS = 500  # INVALID_JSON_DESCRIPTION quotes the definition up to this length, as Jackson does
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_BARE_TOKEN = re.compile(r"[A-Za-z0-9_$+.-]+")
 _LANGUAGES = ("JSONPath", "JSONata")
 _TYPES = "[Task, Wait, Pass, Succeed, Fail, Choice, Parallel, Map]"
 
@@ -113,104 +116,13 @@ _SERVICE_ARN = re.compile(r"^arn:aws[a-z-]*:states:::(?P<service>[a-zA-Z0-9-]+):
 _INTEGRATIONS = {("http", "invoke"): {""}, ("states", "startExecution"): {"", "sync", "sync:2", "waitForTaskToken"}}
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
-    code: str
-    message: str
-    location: str = ""
-    severity: str = "ERROR"
-
-    def render(self) -> str:
-        """``CODE: message at location``, as CreateStateMachine writes it (``at null`` when there is none)."""
-        return f"{self.code}: {self.message} at {self.location or 'null'}"
-
-
-class InvalidDefinition(ValueError):
-    """The definition breaks a States Language rule; ``diagnostics`` lists every problem found."""
-
-    def __init__(self, diagnostics: list[Diagnostic]) -> None:
-        self.diagnostics = diagnostics
-        super().__init__("Invalid State Machine Definition: '" + ", ".join(d.render() for d in diagnostics) + "'")
-
-
 def parse_definition(text: str) -> Definition:
     """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong."""
-    raw, duplicates = _load(text)
+    raw, duplicates = load_json(text)
     try:
         return _Parser(duplicates).parse(raw)
     except RecursionError:
         raise InvalidDefinition([Diagnostic(TOO_DEEPLY_NESTED, "The states are too deeply nested")]) from None
-
-
-# -- JSON text
-
-
-class _NonNumeric(ValueError):
-    """NaN or Infinity: JSON has no such numbers."""
-
-
-def _no_constant(name: str) -> Any:
-    raise _NonNumeric(name)
-
-
-def _load(text: str) -> tuple[Any, dict[int, list[str]]]:
-    """The JSON value of ``text``, and the keys each object repeats (by the object's id)."""
-    if isinstance(text, bytes | bytearray):
-        text = bytes(text).decode("utf-8", "replace")
-    if not text.strip():
-        raise InvalidDefinition([Diagnostic(SCHEMA, "Definition must be a valid JSON object")])
-    duplicates: dict[int, list[str]] = {}
-
-    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        built = dict(pairs)
-        if len(built) != len(pairs):
-            seen: set[str] = set()
-            duplicates[id(built)] = [key for key, _ in pairs if key in seen or seen.add(key)]
-        return built
-
-    try:
-        return json.loads(text, object_pairs_hook=build, parse_constant=_no_constant), duplicates
-    except json.JSONDecodeError as exc:
-        raise InvalidDefinition([_json_problem(text, exc.msg, exc.pos)]) from None
-    except _NonNumeric as exc:
-        token = str(exc)
-        detail = f"Non-standard token '{token}': enable `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow"
-        raise InvalidDefinition([_json_problem(text, detail, max(text.find(token), 0), len(token))]) from None
-    except RecursionError:
-        raise InvalidDefinition([Diagnostic(TOO_DEEPLY_NESTED, "The states are too deeply nested")]) from None
-
-
-def _json_problem(text: str, detail: str, pos: int, length: int = 0) -> Diagnostic:
-    """INVALID_JSON_DESCRIPTION in the words of AWS's parser (Jackson) where they are known: the problem, then
-    ``at [Source: (String)"..."; line: L, column: C]``, whose column is the one just after the offending text."""
-    if length == 0 and pos < len(text):
-        ch = text[pos]
-        token = _BARE_TOKEN.match(text, pos) if detail == "Expecting value" else None
-        if token is not None:
-            detail = (f"Unrecognized token '{token.group()}': was expecting (JSON String, Number, Array, Object or "
-                      "token 'null', 'true' or 'false')")
-            length = len(token.group())
-        else:
-            expected = {
-                "Expecting value": "expected a valid value (JSON String, Number, Array, Object or token 'null', "
-                                   "'true' or 'false')",
-                "Expecting property name enclosed in double quotes": "was expecting double-quote to start field name",
-                "Expecting ':' delimiter": "was expecting a colon to separate field name and value",
-                "Expecting ',' delimiter": "was expecting comma to separate entries",
-                "Extra data": "expected end-of-input",
-            }.get(detail)
-            if expected is not None:
-                detail = f"Unexpected character ('{ch}' (code {ord(ch)})): {expected}"
-            length = 1
-    elif pos >= len(text):
-        detail = f"Unexpected end-of-input: {detail[0].lower()}{detail[1:]}"
-    end = min(pos + length, len(text))
-    line = text.count("\n", 0, end) + 1
-    column = end - (text.rfind("\n", 0, end) + 1) + 1
-    shown = text if len(text) <= _SOURCE_SHOWN_CHARS else (
-        f'{text[:_SOURCE_SHOWN_CHARS]}"[truncated {len(text) - _SOURCE_SHOWN_CHARS} chars]')
-    location = f'[Source: (String)"{shown}"; line: {line}, column: {column}]'
-    return Diagnostic(INVALID_JSON, f"{detail}\n at {location}", location)
 
 
 # -- the parser
@@ -226,24 +138,6 @@ def _is_number(value: Any) -> bool:
 
 def _terminal(state: State) -> bool:
     return state.end or isinstance(state, SucceedState | FailState)
-
-
-def _expected(kind: str) -> str:
-    return f"Expected value of type [{kind}]"
-
-
-def _one_of(values: tuple[str, ...] | list[str]) -> str:
-    return f"Value should be one of the following: [{', '.join(values)}]"
-
-
-def _only_one(fields: list[str]) -> str:
-    return f"There should only be one of the following fields: [{', '.join(fields)}]"
-
-
-def _language_only(language: str, key: str) -> str:
-    other = "JSONata" if language == "JSONPath" else "JSONPath"
-    return (f"The QueryLanguage is set to '{language}', but field '{key}' is only supported for the '{other}' "
-            "QueryLanguage")
 
 
 def _dynamic_problem(value: Any) -> str | None:
@@ -312,7 +206,7 @@ class _Parser:
     def top_fields(self, raw: dict) -> None:
         for key in ("Comment", "Version"):
             if key in raw and not isinstance(raw[key], str):
-                self.schema(_expected("STRING"), f"/{key}")
+                self.schema(expected("STRING"), f"/{key}")
         if "TimeoutSeconds" in raw:
             self.integer(raw, "TimeoutSeconds", "", 1, _MAX_SECONDS)
 
@@ -324,7 +218,7 @@ class _Parser:
         value = raw["QueryLanguage"]
         if value in _LANGUAGES:
             return value, []
-        message = _expected("STRING") if not isinstance(value, str) else _one_of(_LANGUAGES)
+        message = expected("STRING") if not isinstance(value, str) else one_of(_LANGUAGES)
         return "JSONata", [Diagnostic(SCHEMA, message, f"{where}/QueryLanguage")]
 
     def machine(self, raw: dict, where: str, allowed: set[str], deferred: list[Diagnostic] | None = None) -> Machine:
@@ -339,10 +233,10 @@ class _Parser:
         if not where:
             self.top_fields(raw)
         elif "Comment" in raw and not isinstance(raw["Comment"], str):
-            self.schema(_expected("STRING"), f"{where}/Comment")
+            self.schema(expected("STRING"), f"{where}/Comment")
         start_at = raw.get("StartAt")
         if "StartAt" in raw and not isinstance(start_at, str):
-            self.schema(_expected("STRING"), f"{where}/StartAt")
+            self.schema(expected("STRING"), f"{where}/StartAt")
             start_at = None
         machine = Machine(start_at or "", {})
         if not where:
@@ -357,7 +251,7 @@ class _Parser:
 
     def states(self, raw: Any, where: str) -> dict[str, State]:
         if not isinstance(raw, dict):
-            self.schema(_expected("OBJECT"), where)
+            self.schema(expected("OBJECT"), where)
             return {}
         for name in self.duplicates.get(id(raw), ()):
             self.graph(DUPLICATE_NAME, f"Duplicate State name: '{name}'", f"{where}/{name}")
@@ -417,7 +311,7 @@ class _Parser:
             self.problem(INVALID_NAME, f"Invalid State name: State exceeds the {MAX_STATE_NAME}-character limit "
                          "allowed by the service", where)
         if not isinstance(raw, dict):
-            self.schema(_expected("OBJECT"), where)
+            self.schema(expected("OBJECT"), where)
             return None
         if "Type" not in raw:
             self.schema("These fields are required: [Type]", where)
@@ -438,7 +332,7 @@ class _Parser:
             self.state_fields(kind, raw, where, downgraded)
             self.problems.extend(deferred)
             if "Comment" in raw and not isinstance(raw["Comment"], str):
-                self.schema(_expected("STRING"), f"{where}/Comment")
+                self.schema(expected("STRING"), f"{where}/Comment")
             state = getattr(self, "pass_" if kind == "Pass" else kind.lower())(name, raw, where)
             state.query_language = language
             if kind in ("Pass", "Wait", "Parallel", "Map", "Task"):
@@ -468,7 +362,7 @@ class _Parser:
                 continue
             if key in other:
                 if not downgraded:
-                    self.schema(_language_only(self.language, key), where)
+                    self.schema(language_only(self.language, key), where)
             else:
                 self.schema(f"Field '{key}' is not supported", where)
 
@@ -476,7 +370,7 @@ class _Parser:
         clean = True
         for key in raw:
             if key in other_language:
-                self.schema(_language_only(self.language, key), where)
+                self.schema(language_only(self.language, key), where)
             elif key not in allowed:
                 self.schema(f"Field '{key}' is not supported", where)
             else:
@@ -487,11 +381,11 @@ class _Parser:
     def flow(self, state: State, raw: dict, where: str) -> None:
         nxt, end = raw.get("Next"), raw.get("End")
         if "End" in raw and not isinstance(end, bool):
-            self.schema(_expected("BOOLEAN"), f"{where}/End")
+            self.schema(expected("BOOLEAN"), f"{where}/End")
         if "Next" in raw and not isinstance(nxt, str):
-            self.schema(_expected("STRING"), f"{where}/Next")
+            self.schema(expected("STRING"), f"{where}/Next")
         elif isinstance(nxt, str) and end is True:
-            self.schema(_only_one(["Next", "End"]), where)
+            self.schema(only_one(["Next", "End"]), where)
         elif "Next" not in raw and end is not True and ("End" not in raw or isinstance(end, bool)):
             self.schema("One of the following fields is required: [Next, End]", where)
         state.next = nxt if isinstance(nxt, str) else None
@@ -503,7 +397,7 @@ class _Parser:
         value = raw[key]
         location = f"{where}/{key}"
         if not _is_int(value):
-            self.schema(_expected("INTEGER"), location)
+            self.schema(expected("INTEGER"), location)
         elif value < minimum:
             self.schema(f"Minimum value is {minimum}", location)
         elif maximum is not None and value > maximum:
@@ -518,7 +412,7 @@ class _Parser:
             return None
         location = f"{where}/{key}"
         if not isinstance(value, str):
-            self.schema(_expected("STRING"), location)
+            self.schema(expected("STRING"), location)
             return IDENTITY
         try:
             return Path(value)
@@ -571,7 +465,7 @@ class _Parser:
         if value is None:
             return None
         if not isinstance(value, str):
-            self.schema(_expected("STRING"), f"{where}/ResultPath")
+            self.schema(expected("STRING"), f"{where}/ResultPath")
             return KEEP_ALL
         try:
             return ReferencePath(value)
@@ -605,7 +499,7 @@ class _Parser:
 
     def check_variable_names(self, value: Any, where: str) -> bool:
         if not isinstance(value, dict):
-            self.schema(_expected("OBJECT"), where)
+            self.schema(expected("OBJECT"), where)
             return False
         for key in value:
             name = key[:-2] if key.endswith(".$") and self.language == "JSONPath" else key
@@ -630,7 +524,7 @@ class _Parser:
             self.schema("These fields are required: [Choices]", where)
             choices = []
         elif not isinstance(choices, list):
-            self.schema(_expected("ARRAY"), f"{where}/Choices")
+            self.schema(expected("ARRAY"), f"{where}/Choices")
             choices = []
         elif not choices:
             self.schema("Value cannot be empty", f"{where}/Choices")
@@ -649,14 +543,14 @@ class _Parser:
             if isinstance(raw["Default"], str):
                 state.default = raw["Default"]
             else:
-                self.schema(_expected("STRING"), f"{where}/Default")
+                self.schema(expected("STRING"), f"{where}/Default")
         return state
 
     def check_rule(self, rule: Any, where: str, top: bool) -> bool:
         """A JSONPath Choice rule: one comparison (Variable and one operator) or one of And, Or, Not; Next (and
         Assign) only at the top. Reports every problem; True when there is none."""
         if not isinstance(rule, dict):
-            self.schema(_expected("OBJECT"), where)
+            self.schema(expected("OBJECT"), where)
             return False
         combinators = [key for key in _RULE_COMBINATORS if key in rule]
         operators = [key for key in rule if key in COMPARISON_OPERATORS]
@@ -668,14 +562,14 @@ class _Parser:
             self.schema("These fields are required: [Next]", where)
             clean = False
         elif top and not isinstance(rule["Next"], str):
-            self.schema(_expected("STRING"), f"{where}/Next")
+            self.schema(expected("STRING"), f"{where}/Next")
             clean = False
         found = combinators + operators
         if not found:
             self.schema("A Choice rule must have a comparison operator, or one of And, Or, Not", where)
             return False
         if len(found) > 1:
-            self.schema(_only_one(found), where)
+            self.schema(only_one(found), where)
             return False
         key = found[0]
         if key == "Not":
@@ -683,7 +577,7 @@ class _Parser:
         if key in ("And", "Or"):
             rules = rule[key]
             if not isinstance(rules, list):
-                self.schema(_expected("ARRAY"), f"{where}/{key}")
+                self.schema(expected("ARRAY"), f"{where}/{key}")
                 return False
             if not rules:
                 self.schema("Value cannot be empty", f"{where}/{key}")
@@ -700,7 +594,7 @@ class _Parser:
     def rule_path(self, rule: dict, key: str, where: str) -> bool:
         value = rule[key]
         if not isinstance(value, str):
-            self.schema(_expected("STRING"), f"{where}/{key}")
+            self.schema(expected("STRING"), f"{where}/{key}")
             return False
         try:
             Path(value)
@@ -719,7 +613,7 @@ class _Parser:
         else:
             kind, valid = "STRING", isinstance(value, str)
         if not valid:
-            self.schema(_expected(kind), where)
+            self.schema(expected(kind), where)
             return False
         if operator.startswith("Timestamp") and parse_exact(value) is None:
             self.schema(f"The value for the field '{operator}' must be a valid timestamp", where)
@@ -729,7 +623,7 @@ class _Parser:
     def jsonata_rule(self, rule: Any, where: str) -> CompiledValue | None:
         """A JSONata Choice rule: {"Condition": "{% ... %}", "Next": ..., "Assign"?: ...}."""
         if not isinstance(rule, dict):
-            self.schema(_expected("OBJECT"), where)
+            self.schema(expected("OBJECT"), where)
             return None
         jsonpath_only = {"Variable", *_RULE_COMBINATORS, *(key for key in rule if key in COMPARISON_OPERATORS)}
         clean = self.unknown_fields(rule, {"Condition", "Next", "Assign", "Comment"}, where, jsonpath_only)
@@ -738,7 +632,7 @@ class _Parser:
             self.schema(f"These fields are required: [{', '.join(missing)}]", where)
             return None
         if not isinstance(rule["Next"], str):
-            self.schema(_expected("STRING"), f"{where}/Next")
+            self.schema(expected("STRING"), f"{where}/Next")
             return None
         condition = self.expressions(rule, ("Condition",), where).get("Condition")
         return condition if clean else None
@@ -752,7 +646,7 @@ class _Parser:
                 self.schema(f"One of the following fields is required: [{', '.join(fields)}]", where)
             return state
         if len(given) > 1:
-            self.schema(_only_one(given), where)
+            self.schema(only_one(given), where)
             return state
         key, value = given[0], raw[given[0]]
         if self.language == "JSONata" and is_expression(value):
@@ -761,7 +655,7 @@ class _Parser:
             state.seconds = self.integer(raw, "Seconds", where, 0, _MAX_SECONDS)
         elif key == "Timestamp":
             if not isinstance(value, str):
-                self.schema(_expected("STRING"), f"{where}/Timestamp")
+                self.schema(expected("STRING"), f"{where}/Timestamp")
                 return state
             state.timestamp_ms = parse_ms(value)
             if state.timestamp_ms is None:
@@ -779,12 +673,12 @@ class _Parser:
         state = FailState(name, "Fail")
         for key in ("Error", "Cause"):
             if key in raw and not isinstance(raw[key], str):
-                self.schema(_expected("STRING"), f"{where}/{key}")
+                self.schema(expected("STRING"), f"{where}/{key}")
         if self.language == "JSONata":
             return state  # Error and Cause are literals or expressions, compiled with the other JSONata fields
         for key in ("Error", "Cause"):
             if key in raw and f"{key}Path" in raw:
-                self.schema(_only_one([key, f"{key}Path"]), where)
+                self.schema(only_one([key, f"{key}Path"]), where)
         state.error = raw.get("Error") if isinstance(raw.get("Error"), str) else None
         state.cause = raw.get("Cause") if isinstance(raw.get("Cause"), str) else None
         if "ErrorPath" in raw:
@@ -800,7 +694,7 @@ class _Parser:
         self.result_fields(state, raw, where)
         state.parameters = self.template(raw, "Parameters", where)
         if "Credentials" in raw and not isinstance(raw["Credentials"], dict):
-            self.schema(_expected("OBJECT"), f"{where}/Credentials")
+            self.schema(expected("OBJECT"), f"{where}/Credentials")
         state.timeout_seconds, state.timeout_seconds_path = self.seconds(raw, "TimeoutSeconds", where)
         state.heartbeat_seconds, state.heartbeat_seconds_path = self.seconds(raw, "HeartbeatSeconds", where)
         if (state.heartbeat_seconds is not None and state.timeout_seconds is not None
@@ -812,7 +706,7 @@ class _Parser:
             return state
         resource = raw["Resource"]
         if not isinstance(resource, str):
-            self.schema(_expected("STRING"), f"{where}/Resource")
+            self.schema(expected("STRING"), f"{where}/Resource")
             return state
         state.resource = resource
         service = _SERVICE_ARN.match(resource)
@@ -836,7 +730,7 @@ class _Parser:
             return None, None  # evaluated when the state runs
         path_key = f"{key}Path"
         if key in raw and path_key in raw:
-            self.schema(_only_one([key, path_key]), where)
+            self.schema(only_one([key, path_key]), where)
         if path_key in raw and self.language == "JSONPath":
             return None, self.path(raw, path_key, where)
         if key not in raw:
@@ -857,13 +751,13 @@ class _Parser:
             return []
         rules = raw[key]
         if not isinstance(rules, list):
-            self.schema(_expected("ARRAY"), f"{where}/{key}")
+            self.schema(expected("ARRAY"), f"{where}/{key}")
             return []
         found = []
         for i, rule in enumerate(rules):
             at = f"{where}/{key}[{i}]"
             if not isinstance(rule, dict):
-                self.schema(_expected("OBJECT"), at)
+                self.schema(expected("OBJECT"), at)
                 continue
             names = rule.get("ErrorEquals")
             if i < len(rules) - 1 and isinstance(names, list) and ALL in names:
@@ -878,14 +772,14 @@ class _Parser:
             return []
         names = rule["ErrorEquals"]
         if not isinstance(names, list):
-            self.schema(_expected("ARRAY"), f"{where}/ErrorEquals")
+            self.schema(expected("ARRAY"), f"{where}/ErrorEquals")
             return []
         if not names:
             self.schema("Value cannot be empty", f"{where}/ErrorEquals")
             return []
         for i, name in enumerate(names):
             if not isinstance(name, str):
-                self.schema(_expected("STRING"), f"{where}/ErrorEquals[{i}]")
+                self.schema(expected("STRING"), f"{where}/ErrorEquals[{i}]")
         if ALL in names and len(names) > 1:
             self.schema(f"'{ALL}' must appear alone in 'ErrorEquals'", f"{where}/ErrorEquals")
         return [name for name in names if isinstance(name, str)]
@@ -901,7 +795,7 @@ class _Parser:
         if "BackoffRate" in rule:
             backoff = rule["BackoffRate"]
             if not _is_number(backoff):
-                self.schema(_expected("NUMBER"), f"{where}/BackoffRate")
+                self.schema(expected("NUMBER"), f"{where}/BackoffRate")
             elif backoff < 1.0:
                 self.schema("Minimum value is 1.0", f"{where}/BackoffRate")
             else:
@@ -912,7 +806,7 @@ class _Parser:
         if jitter in ("FULL", "NONE"):
             retrier.jitter = jitter == "FULL"
         else:
-            self.schema(_one_of(("FULL", "NONE")), f"{where}/JitterStrategy")
+            self.schema(one_of(("FULL", "NONE")), f"{where}/JitterStrategy")
         return retrier
 
     def catcher(self, rule: dict, where: str) -> Catcher:
@@ -922,7 +816,7 @@ class _Parser:
         if "Next" not in rule:
             self.schema("These fields are required: [Next]", where)
         elif not isinstance(nxt, str):
-            self.schema(_expected("STRING"), f"{where}/Next")
+            self.schema(expected("STRING"), f"{where}/Next")
         catcher = Catcher(self.error_equals(rule, where), nxt if isinstance(nxt, str) else "",
                           self.result_path(rule, where), self.assign(rule, where))
         if self.language == "JSONata":
@@ -940,14 +834,14 @@ class _Parser:
             self.schema("These fields are required: [Branches]", where)
             branches = []
         elif not isinstance(branches, list):
-            self.schema(_expected("ARRAY"), f"{where}/Branches")
+            self.schema(expected("ARRAY"), f"{where}/Branches")
             branches = []
         elif not branches:
             self.schema("Value cannot be empty", f"{where}/Branches")
         for i, branch in enumerate(branches):
             at = f"{where}/Branches[{i}]"
             if not isinstance(branch, dict):
-                self.schema(_expected("OBJECT"), at)
+                self.schema(expected("OBJECT"), at)
                 continue
             state.branches.append(self.machine(branch, at, _MACHINE_FIELDS))
         return state
@@ -956,12 +850,12 @@ class _Parser:
         state = MapState(name, "Map")
         self.result_fields(state, raw, where)
         if "ItemSelector" in raw and "Parameters" in raw:
-            self.schema(_only_one(["ItemSelector", "Parameters"]), where)
+            self.schema(only_one(["ItemSelector", "Parameters"]), where)
         state.item_selector = self.template(raw, "ItemSelector" if "ItemSelector" in raw else "Parameters", where)
         if "ItemsPath" in raw:
             state.items_path = self.path(raw, "ItemsPath", where, nullable=True)
         if "MaxConcurrency" in raw and "MaxConcurrencyPath" in raw:
-            self.schema(_only_one(["MaxConcurrency", "MaxConcurrencyPath"]), where)
+            self.schema(only_one(["MaxConcurrency", "MaxConcurrencyPath"]), where)
         concurrency = raw.get("MaxConcurrency", 0)
         if "MaxConcurrency" in raw and not (self.language == "JSONata" and is_expression(concurrency)):
             concurrency = self.integer(raw, "MaxConcurrency", where, 0, None)
@@ -969,14 +863,14 @@ class _Parser:
         if "MaxConcurrencyPath" in raw and self.language == "JSONPath":
             state.max_concurrency_path = self.path(raw, "MaxConcurrencyPath", where)
         if "ItemProcessor" in raw and "Iterator" in raw:
-            self.schema(_only_one(["ItemProcessor", "Iterator"]), where)
+            self.schema(only_one(["ItemProcessor", "Iterator"]), where)
         if "ItemProcessor" not in raw and "Iterator" not in raw:
             self.schema("These fields are required: [ItemProcessor]", where)
             return state
         key = "ItemProcessor" if "ItemProcessor" in raw else "Iterator"
         processor = raw[key]
         if not isinstance(processor, dict):
-            self.schema(_expected("OBJECT"), f"{where}/{key}")
+            self.schema(expected("OBJECT"), f"{where}/{key}")
             return state
         allowed = _MACHINE_FIELDS
         if key == "ItemProcessor":
@@ -991,11 +885,11 @@ class _Parser:
         config = processor["ProcessorConfig"]
         where = f"{where}/ProcessorConfig"
         if not isinstance(config, dict):
-            self.schema(_expected("OBJECT"), where)
+            self.schema(expected("OBJECT"), where)
             return
         self.unknown_fields(config, {"Mode", "ExecutionType"}, where)
         mode = config.get("Mode", "INLINE")
         if mode not in ("INLINE", "DISTRIBUTED"):
-            self.schema(_one_of(("INLINE", "DISTRIBUTED")), f"{where}/Mode")
+            self.schema(one_of(("INLINE", "DISTRIBUTED")), f"{where}/Mode")
         elif mode == "DISTRIBUTED":
             self.problem(UNSUPPORTED_FEATURE, "statewright runs inline Map states only so far", f"{where}/Mode")
