@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 
 from .api.server import ServerConfig, serve
+from .engine.tokens import TaskTokens
+from .store.sqlite import SqliteStore
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,11 +30,46 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--connections", type=Path, default=None,
                      help="JSON file of HTTP Task connections: ConnectionArn -> {AuthorizationType, AuthParameters} "
                           "as EventBridge's CreateConnection takes them")
+    keys = commands.add_parser(
+        "keys", help="list or rotate the keys that sign task tokens",
+        description="Task tokens are signed with the newest key; every listed key still verifies. Rotate, restart "
+                    "the server(s) so they sign with the new key, and retire an old key only once no task it signed "
+                    "can still be pending.")
+    keys.add_argument("action", choices=["list", "rotate", "retire"], help="what to do")
+    keys.add_argument("key_id", nargs="?", help="the key to retire (with retire)")
+    keys.add_argument("--data-dir", type=Path, default=defaults.data_dir,
+                      help=f"the server's data directory (default {defaults.data_dir})")
     args = parser.parse_args(argv)
+    if args.command == "keys":
+        return _keys(parser, args)
     if args.shards < 1:
         parser.error("--shards must be at least 1")
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
                               args.connections))
+
+
+def _keys(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    database = args.data_dir.expanduser() / "statewright.db"
+    if not database.exists():
+        parser.error(f"no statewright data in {args.data_dir}; pass the server's --data-dir")
+    store = SqliteStore(database, None)
+    try:
+        if args.action == "rotate":
+            print(f"signing with {TaskTokens.rotate(store)} from the next server start")
+        elif args.action == "retire":
+            if not args.key_id:
+                parser.error("retire needs the key id (see `statewright keys list`)")
+            try:
+                TaskTokens.retire(store, args.key_id)
+            except ValueError as exc:
+                parser.error(str(exc))
+            print(f"{args.key_id} retired: tokens it signed are refused from the next server start")
+        tokens = TaskTokens.load(store)
+        for key_id in sorted(tokens.keys, key=lambda kid: int(kid[1:])):
+            print(key_id + ("  (signs new tokens)" if key_id == tokens.current else ""))
+    finally:
+        store.close()
+    return 0
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS tags (
 
 
 class SqliteStore(Store):
-    def __init__(self, path: str | Path, shard_count: int) -> None:
+    def __init__(self, path: str | Path, shard_count: int | None) -> None:
+        """Open (or create) the database; ``shard_count`` None opens an existing one with whatever count it has."""
         self.path = str(path)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -72,12 +73,16 @@ class SqliteStore(Store):
             self.close()
             raise
 
-    def _initialize(self, shard_count: int) -> None:
+    def _initialize(self, shard_count: int | None) -> None:
         self._db().executescript(_SCHEMA)
         with self._transaction() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('shard_count', ?)", (str(shard_count),))
-            self._shard_count = int(db.execute("SELECT value FROM meta WHERE key='shard_count'").fetchone()[0])
-            if self._shard_count != shard_count:
+            if shard_count is not None:
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('shard_count', ?)", (str(shard_count),))
+            row = db.execute("SELECT value FROM meta WHERE key='shard_count'").fetchone()
+            if row is None:
+                raise FileNotFoundError(f"{self.path} holds no statewright data yet; start `statewright serve` on it")
+            self._shard_count = int(row[0])
+            if shard_count is not None and self._shard_count != shard_count:
                 raise ShardCountMismatch(
                     f"{self.path} was created with {self._shard_count} shards; the shard count cannot change "
                     f"(start with --shards {self._shard_count}, or use a new data directory)")
