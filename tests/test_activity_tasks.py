@@ -360,3 +360,14 @@ def test_sigterm_does_not_wait_for_pending_polls(tmp_path):
     finally:
         own.kill()
     polling.join(10)
+
+
+def test_a_task_on_a_missing_activity_fails_the_execution_as_aws_does(sfn, make_machine):
+    missing = "arn:aws:states:us-east-1:123456789012:activity:never-created"
+    arn = make_machine({"StartAt": "ActivityTask", "States": {"ActivityTask": {
+        "Type": "Task", "Resource": missing, "End": True,
+        "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}]}, "Caught": {"Type": "Succeed"}}})
+    described = wait_closed(sfn, sfn.start_execution(stateMachineArn=arn)["executionArn"])
+    assert (described["status"], described["error"]) == ("FAILED", "States.Runtime")
+    assert described["cause"] == ("An error occurred while executing the state 'ActivityTask' (entered at the event "
+                                  f"id #2). The activity {missing} does not exist.")

@@ -67,6 +67,7 @@ class Engine:
                  cache_size: int = 10_000, tokens: TaskTokens | None = None) -> None:
         self.store = store
         self.tokens = tokens or TaskTokens.load(store)
+        self.services = decider.Services(self.tokens.mint, lambda arn: store.get_activity(arn) is not None)
         # Called, on the engine thread, with every dispatch once its commit has landed (and with the outbox's
         # pending dispatches when the engine starts); it must hand them on without blocking.
         self.on_dispatch: Callable[[Dispatch], None] = lambda dispatch: None
@@ -189,7 +190,7 @@ class Engine:
                 return
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
                                    command.role_arn, command.input, now_ms, shard, parent=command.parent)
-            decision = decider.start(fresh, self._definition(fresh), now_ms, self.tokens.mint)
+            decision = decider.start(fresh, self._definition(fresh), now_ms, self.services)
             self._stage(batch, command, decision, 0, now_ms)
         elif isinstance(command, StartAttempt | CompleteAttempt | Heartbeat):
             decision = None
@@ -200,7 +201,7 @@ class Engine:
                                                      now_ms)
                 elif isinstance(command, CompleteAttempt):
                     decision = decider.complete_attempt(current, definition, command.scheduled_id, command.result,
-                                                        now_ms, self.tokens.mint)
+                                                        now_ms, self.services)
                 else:
                     decision = decider.heartbeat(current, definition, command.scheduled_id, now_ms)
             if decision is None:
@@ -226,7 +227,7 @@ class Engine:
             if current is None:
                 return
             decision = decider.fire_timer(current, self._definition(current), command.timer_id, now_ms,
-                                          self.tokens.mint)
+                                          self.services)
             if decision is not None:
                 self.metrics.timer_fired(current.timers.get(command.timer_id, now_ms), now_ms)
                 self._stage(batch, command, decision, current.version, now_ms)

@@ -75,14 +75,19 @@ class Decision:
     dispatches_removed: list[str] = field(default_factory=list)
 
 
-TokenMinter = Callable[[str, int, int], str]  # (execution ARN, scheduled event id, attempt) -> task token
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What Task states ask of the world, passed in so the decider stays pure."""
+
+    mint_token: Callable[[str, int, int], str]  # (execution ARN, scheduled event id, attempt) -> task token
+    activity_exists: Callable[[str], bool] = lambda arn: True
 
 
 def start(execution: ExecutionState, definition: Definition, now_ms: int,
-          mint_token: TokenMinter | None = None) -> Decision:
+          services: Services | None = None) -> Decision:
     """Open a new execution (version 0, no events yet) and run it until it waits or closes."""
     decision = Decision(execution.copy())
-    step = _Step(decision, definition, now_ms, mint_token)
+    step = _Step(decision, definition, now_ms, services)
     step.emit("ExecutionStarted", "executionStartedEventDetails",
               {"input": execution.input, "inputDetails": _NO_DETAILS, "roleArn": execution.role_arn})
     if definition.timeout_seconds is not None:
@@ -94,12 +99,12 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int,
 
 
 def fire_timer(execution: ExecutionState, definition: Definition, timer_id: str, now_ms: int,
-               mint_token: TokenMinter | None = None) -> Decision | None:
+               services: Services | None = None) -> Decision | None:
     """Apply a fired timer, or return None when the execution no longer expects it."""
     if not execution.is_open or timer_id not in execution.timers:
         return None
     decision = Decision(execution.copy())
-    step = _Step(decision, definition, now_ms, mint_token)
+    step = _Step(decision, definition, now_ms, services)
     step.remove_timer(timer_id)
     if timer_id == EXECUTION_TIMEOUT_TIMER:
         step.close(TIMED_OUT, "ExecutionTimedOut", "executionTimedOutEventDetails", {})
@@ -125,13 +130,13 @@ def start_attempt(execution: ExecutionState, definition: Definition, scheduled_i
 
 
 def complete_attempt(execution: ExecutionState, definition: Definition, scheduled_id: int, result: tuple,
-                     now_ms: int, mint_token: TokenMinter | None = None) -> Decision | None:
+                     now_ms: int, services: Services | None = None) -> Decision | None:
     """Apply an attempt's result: ("success", output text), ("failure", error, cause) or ("submitted", output).
 
     None when that attempt is no longer pending (finished, timed out, or the execution closed): the caller's
     reply is late or a duplicate and changes nothing.
     """
-    step = _Step(Decision(execution.copy()), definition, now_ms, mint_token)
+    step = _Step(Decision(execution.copy()), definition, now_ms, services)
     flow_id = step.task_flow(scheduled_id) if execution.is_open else None
     if flow_id is None:
         return None
@@ -258,8 +263,8 @@ class _Step(TaskSteps, JsonataSteps):
     """Accumulates one Decision: events with their ids, timer changes, and the flows' new shape."""
 
     def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
-                 mint_token: TokenMinter | None = None) -> None:
-        self.mint_token = mint_token
+                 services: Services | None = None) -> None:
+        self.services = services
         self.decision = decision
         self.execution = decision.state
         self.flows = decision.state.flows

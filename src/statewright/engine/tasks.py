@@ -31,23 +31,11 @@ class TaskSteps:
         scheduled_id = self.execution.next_event_id  # the id the Scheduled event is about to get
         flow["attempts"] = attempt
         flow["task"] = {"scheduled_id": scheduled_id}  # visible to $$.Task.Token while Parameters render
-        if state.query_language == "JSONata":
-            effective = self.note("afterArguments", self.jsonata(flow_id, state, "Arguments", data, data))
-            timeout_s = self.jsonata_seconds(flow_id, state, "TimeoutSeconds", data, state.timeout_seconds) or None
-            heartbeat_s = self.jsonata_seconds(flow_id, state, "HeartbeatSeconds", data,
-                                               state.heartbeat_seconds) or None
-        else:
-            effective = self.note("afterInputPath", select(state.input_path, data, context))
-            if state.parameters is not None:
-                effective = self.note("afterParameters", state.parameters.render(effective, context,
-                                                                                 self.seed(flow)))
-            timeout_s = self.task_seconds(state.timeout_seconds, state.timeout_seconds_path, effective, context,
-                                          "TimeoutSecondsPath")
-            heartbeat_s = self.task_seconds(state.heartbeat_seconds, state.heartbeat_seconds_path, effective,
-                                            context, "HeartbeatSecondsPath")
-        if heartbeat_s is not None and timeout_s is not None and heartbeat_s >= timeout_s:
-            raise StatesError(errors.RUNTIME, "The HeartbeatSeconds value must be less than the TimeoutSeconds "
-                              "value")
+        try:
+            effective, timeout_s, heartbeat_s = self.task_input(flow_id, state, data, context)
+        except StatesError:
+            flow["task"] = None  # no attempt was scheduled
+            raise
         text = self.json_of(effective)
         details: dict[str, Any]
         if state.integration == "activity":
@@ -78,6 +66,32 @@ class TaskSteps:
         self.add_dispatch(str(scheduled_id), payload)
         return ("wait",)
 
+    def task_input(self, flow_id: str, state: TaskState, data: Any, context: Any) -> tuple[Any, int | None,
+                                                                                         int | None]:
+        """The attempt's input (Parameters or Arguments) and its TimeoutSeconds and HeartbeatSeconds."""
+        flow = self.flows[flow_id]
+        if state.query_language == "JSONata":
+            effective = self.note("afterArguments", self.jsonata(flow_id, state, "Arguments", data, data))
+            timeout_s = self.jsonata_seconds(flow_id, state, "TimeoutSeconds", data, state.timeout_seconds) or None
+            heartbeat_s = self.jsonata_seconds(flow_id, state, "HeartbeatSeconds", data,
+                                               state.heartbeat_seconds) or None
+        else:
+            effective = self.note("afterInputPath", select(state.input_path, data, context))
+            if state.parameters is not None:
+                effective = self.note("afterParameters", state.parameters.render(effective, context,
+                                                                                 self.seed(flow)))
+            timeout_s = self.task_seconds(state.timeout_seconds, state.timeout_seconds_path, effective, context,
+                                          "TimeoutSecondsPath")
+            heartbeat_s = self.task_seconds(state.heartbeat_seconds, state.heartbeat_seconds_path, effective,
+                                            context, "HeartbeatSecondsPath")
+        if heartbeat_s is not None and timeout_s is not None and heartbeat_s >= timeout_s:
+            raise StatesError(errors.RUNTIME, "The HeartbeatSeconds value must be less than the TimeoutSeconds "
+                              "value")
+        if (state.integration == "activity" and self.services is not None
+                and not self.services.activity_exists(state.resource)):
+            raise StatesError(errors.RUNTIME, f"The activity {state.resource} does not exist.")
+        return effective, timeout_s, heartbeat_s
+
     def task_seconds(self, fixed: int | None, path: Any, effective: Any, context: Any, field: str) -> int | None:
         if path is None:
             return fixed
@@ -92,9 +106,9 @@ class TaskSteps:
         self.add_timer(timer_id, fire_at_ms)
 
     def token(self, scheduled_id: int, attempt: int) -> str:
-        if self.mint_token is None:
+        if self.services is None:
             raise AssertionError("a task token is needed but no token signer was given")
-        return self.mint_token(self.execution.arn, scheduled_id, attempt)
+        return self.services.mint_token(self.execution.arn, scheduled_id, attempt)
 
     def task_flow(self, scheduled_id: int) -> str | None:
         """The flow whose pending attempt has this scheduled event id, if any."""
