@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from server import wait_closed
+from server import ROLE_ARN, ServerProcess, wait_closed
 from statewright.engine.commands import StartExecution, StopExecution
 from statewright.engine.core import Engine
 from statewright.store.base import StateMachineRecord
@@ -33,6 +33,7 @@ FAMILIES = {
     "statewright_api_request_seconds": "histogram",
     "statewright_api_requests": "counter",
     "statewright_api_throttled_requests": "counter",
+    "statewright_activity_backlog_tasks": "gauge",
 }
 
 
@@ -92,15 +93,29 @@ def test_metrics_families_exist_and_move(server, sfn, make_machine):
     assert {dict(labels)["shard"] for _, labels in lags} == {str(shard) for shard in range(server.shards)}
 
 
-def test_open_executions_follow_starts_and_stops(server, sfn, make_machine):
-    sleeper = make_machine(SLEEPER)
-    first = open_executions(server.endpoint)
-    runs = [sfn.start_execution(stateMachineArn=sleeper)["executionArn"] for _ in range(3)]
-    assert open_executions(server.endpoint) == first + 3
-    sfn.stop_execution(executionArn=runs[0])
-    assert open_executions(server.endpoint) == first + 2
-    for arn in runs[1:]:
-        sfn.stop_execution(executionArn=arn)
+def test_open_executions_follow_starts_stops_and_restarts(tmp_path):
+    own = ServerProcess(tmp_path / "data", shards=2).start()  # its own server: no other test's executions
+    try:
+        sfn = own.client()
+        sleeper = sfn.create_state_machine(name="sleeper", definition=json.dumps(SLEEPER),
+                                           roleArn=ROLE_ARN)["stateMachineArn"]
+        assert open_executions(own.endpoint) == 0
+        runs = [sfn.start_execution(stateMachineArn=sleeper)["executionArn"] for _ in range(3)]
+        assert open_executions(own.endpoint) == 3
+        sfn.stop_execution(executionArn=runs[0])
+        assert open_executions(own.endpoint) == 2
+        activity = sfn.create_activity(name="idle")["activityArn"]
+        task = sfn.create_state_machine(name="task", roleArn=ROLE_ARN, definition=json.dumps(
+            {"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": activity, "End": True}}}))
+        sfn.start_execution(stateMachineArn=task["stateMachineArn"])  # no worker polls: its task waits
+        backlog = scrape(own.endpoint)["statewright_activity_backlog_tasks"]
+        assert backlog[("statewright_activity_backlog_tasks", ())] == 1
+        assert open_executions(own.endpoint) == 3
+        own.kill()
+        own.start()  # counted again from the database
+        assert open_executions(own.endpoint) == 3
+    finally:
+        own.stop()
 
 
 # -- the engine's hooks, driven by a virtual clock

@@ -4,7 +4,7 @@ One ``Metrics`` per engine (its own registry, so engines in one test process do 
 calls its hooks from its one thread: ``at_tick`` between commits, ``applied`` per command, ``timer_fired`` per
 applied FireTimer, ``committed`` once per batch; the API calls ``ApiMetrics.request_done`` once per request.
 Hooks only add to prometheus-client's counters and histograms; anything that needs a scan (per-shard timer lag,
-open executions) is computed at scrape time from values the engine already keeps.
+open executions, the activity backlog) is computed at scrape time from values the engine and the API keep.
 
 Open executions are counted once from the database (a snapshot taken on the engine thread between two commits,
 so the count and the engine's later +1/-1 per commit line up exactly) and then maintained per commit.
@@ -87,7 +87,8 @@ class Metrics:
             "statewright_api_throttled_requests", "Requests answered ThrottlingException (no throttling yet)",
             registry=registry)
         self.open_executions = _OpenExecutions()
-        registry.register(_ScrapeTime(windows, clock, self.open_executions))
+        self._scrape_time = _ScrapeTime(windows, clock, self.open_executions)
+        registry.register(self._scrape_time)
 
     # -- engine hooks (engine thread only)
 
@@ -130,6 +131,10 @@ class Metrics:
 
     def api(self, operations: Iterable[str]) -> ApiMetrics:
         return ApiMetrics(self, operations)
+
+    def watch_activity_backlog(self, backlog_size: Callable[[], int]) -> None:
+        """Report the activity tasks waiting for a worker; ``backlog_size`` is read where /metrics is served."""
+        self._scrape_time.activity_backlog = backlog_size
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -228,10 +233,12 @@ class _ScrapeTime(Collector):
         self._windows = windows
         self._clock = clock
         self._open = open_executions
+        self.activity_backlog: Callable[[], int] | None = None
 
     def describe(self) -> list[Metric]:
         return [GaugeMetricFamily("statewright_timer_lag_seconds", ""),
-                GaugeMetricFamily("statewright_open_executions", "")]
+                GaugeMetricFamily("statewright_open_executions", ""),
+                GaugeMetricFamily("statewright_activity_backlog_tasks", "")]
 
     def collect(self) -> Iterator[Metric]:
         lag = GaugeMetricFamily("statewright_timer_lag_seconds", "Per shard: age of the oldest timer that is due "
@@ -246,6 +253,11 @@ class _ScrapeTime(Collector):
         if value is not None:
             running.add_metric([], value)
         yield running
+        backlog = GaugeMetricFamily("statewright_activity_backlog_tasks", "Activity tasks dispatched and waiting "
+                                    "for a worker's GetActivityTask (the in-memory backlog)")
+        if self.activity_backlog is not None:
+            backlog.add_metric([], self.activity_backlog())
+        yield backlog
 
 
 def _oldest_due(windows: dict[int, _Window]) -> list[tuple[int, int | None]]:

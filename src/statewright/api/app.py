@@ -41,6 +41,7 @@ class App:
         self.default_region = default_region
         self.known_operations = operation_names()
         self.metrics = service.engine.metrics.api(self.known_operations)
+        service.engine.metrics.watch_activity_backlog(service.matcher.backlog_size)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":

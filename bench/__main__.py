@@ -1,0 +1,439 @@
+"""``./dev bench``: statewright against its peers in one run; prints a table of figures, ratios and targets.
+
+Starts what it needs: statewright (a fresh temporary data directory per workload), moto's server with its
+Step Functions interpreter switched on, and DBOS (a library: a child process runs the W1 workflow on SQLite and,
+when reachable, on PostgreSQL). The load generator is this process (asyncio + uvloop, keep-alive connections);
+its CPU is reported apart from the servers'. ``--quick`` runs small sizes; ``--help`` lists every size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import pstats
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import workloads
+from .client import Pool
+from .servers import Moto, Statewright
+
+QUICK = {"w1_n": 3000, "w2_n": 2000, "moto_n": 200, "dbos_n": 300, "w3_n": 5000, "w4_n": 20000, "w5_n": 200,
+         "moto_w5_n": 10, "half_load_s": 5.0}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="./dev bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"small sizes for a quick look: {QUICK}")
+    parser.add_argument("--only", default="W1,W2,W3,W4,W5", help="workloads to run (default all)")
+    parser.add_argument("--w1-n", type=int, default=20_000, help="W1 executions on statewright (default 20000)")
+    parser.add_argument("--concurrency", type=int, default=256, help="client connections to statewright (256)")
+    parser.add_argument("--moto-n", type=int, default=1000, help="W1 executions on moto (default 1000)")
+    parser.add_argument("--moto-concurrency", type=int, default=32, help="client connections to moto (32)")
+    parser.add_argument("--dbos-n", type=int, default=1000, help="W1 workflows on DBOS (default 1000)")
+    parser.add_argument("--dbos-threads", type=int, default=32, help="concurrent DBOS workflows (default 32)")
+    parser.add_argument("--dbos-postgres", default="postgresql://postgres@127.0.0.1:5432/test",
+                        help="DBOS system database on PostgreSQL; skipped when unreachable ('' to skip)")
+    parser.add_argument("--half-load-s", type=float, default=10.0, help="seconds of W1 at half its peak rate")
+    parser.add_argument("--w2-n", type=int, default=20_000, help="W2 activity tasks (default 20000)")
+    parser.add_argument("--w2-workers", type=int, default=64, help="W2 long-polling workers (default 64)")
+    parser.add_argument("--w3-n", type=int, default=100_000, help="W3 timers (default 100000)")
+    parser.add_argument("--w3-spread-s", type=float, default=60.0, help="W3 due times spread over (default 60)")
+    parser.add_argument("--w3-start-rate", type=float, default=2000.0,
+                        help="starts/s assumed when placing W3's due minute after the start phase (default 2000)")
+    parser.add_argument("--w4-n", type=int, default=1_000_000, help="W4 sleeping executions (default 1000000)")
+    parser.add_argument("--w5-n", type=int, default=1000, help="W5 Map executions on statewright (default 1000)")
+    parser.add_argument("--moto-w5-n", type=int, default=50, help="W5 Map executions on moto (default 50)")
+    parser.add_argument("--no-peers", action="store_true", help="statewright only")
+    parser.add_argument("--profile", action="store_true",
+                        help="also run W1 and W2 once more under cProfile and print where the server's time goes")
+    parser.add_argument("--out", type=Path, help="write every figure as JSON to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary data directories and logs")
+    args = parser.parse_args(argv)
+    if args.quick:
+        for name, value in QUICK.items():
+            if getattr(args, name) == parser.get_default(name):
+                setattr(args, name, value)
+    args.only = {name.strip().upper() for name in args.only.split(",")}
+    return args
+
+
+def reachable(url: str) -> bool:
+    host_port = url.split("@")[-1].split("/")[0]
+    host, _, port = host_port.partition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port or 5432)), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def run_dbos(url: str, n: int, threads: int, log: Path) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "bench.dbos_chain", "--db", url, "--n", str(n), "--threads", str(threads)]
+    with open(log, "ab") as output:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=output, timeout=1800,
+                              cwd=Path(__file__).resolve().parent.parent)
+    lines = [line for line in done.stdout.decode().splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {"error": f"DBOS exited {done.returncode}; see {log}"}
+    return orjson.loads(lines[-1])
+
+
+class Table:
+    def __init__(self) -> None:
+        self.rows: list[list[str]] = []
+
+    def add(self, workload: str, metric: str, ours: str, peers: dict[str, str] | None = None, target: str = "",
+            verdict: bool | None = None) -> None:
+        peers = peers or {}
+        status = "" if verdict is None else ("MET" if verdict else "MISSED")
+        self.rows.append([workload, metric, ours, peers.get("moto", ""), peers.get("dbos/sqlite", ""),
+                          peers.get("dbos/postgres", ""), f"{target}: {status}" if target else ""])
+
+    def render(self) -> str:
+        header = ["workload", "metric", "statewright", "moto (ratio)", "DBOS sqlite (ratio)", "DBOS postgres (ratio)",
+                  "target"]
+        widths = [max(len(row[index]) for row in [header, *self.rows]) for index in range(len(header))]
+        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+                 for row in [header, ["-" * width for width in widths], *self.rows]]
+        return "\n".join(lines)
+
+
+def fmt(value: float | None, digits: int = 0) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def ratio(ours: float | None, theirs: float | None) -> str:
+    if not ours or not theirs:
+        return ""
+    return f" ({ours / theirs:,.1f}x)"
+
+
+def with_ratio(theirs: dict[str, Any] | str | None, key: str, ours: float | None, digits: int = 0) -> str:
+    if theirs is None:
+        return "not run"
+    if isinstance(theirs, str):
+        return theirs
+    if "error" in theirs:
+        return f"failed: {theirs['error'][:60]}"
+    return fmt(theirs.get(key), digits) + ratio(ours, theirs.get(key))
+
+
+def ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
+
+
+async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {"args": {key: (sorted(value) if isinstance(value, set) else str(value))
+                                        for key, value in vars(args).items()}}
+    table = Table()
+    peers = not args.no_peers
+    if "W1" in args.only or "W5" in args.only:
+        await w1_w5(args, work, results, table, peers)
+    if "W2" in args.only:
+        await w2(args, work, results, table)
+        if args.profile:
+            results["profile_w2"] = await profile_w2(args, work)
+    if "W3" in args.only:
+        await w3(args, work, results, table)
+    if "W4" in args.only:
+        await w4(args, work, results, table)
+    results["table"] = table.render()
+    return results
+
+
+async def w1_w5(args: argparse.Namespace, work: Path, results: dict, table: Table, peers: bool) -> None:
+    server = Statewright(work / "w1-statewright")
+    server.start()
+    pool = Pool(server.endpoint, args.concurrency)
+    moto = Moto(work / "moto.log") if peers else None
+    try:
+        if "W1" in args.only:
+            ours = await workloads.run_to_end(server, pool, workloads.chain_definition(), workloads.chain_input,
+                                              args.w1_n, args.concurrency, "w1", 600)
+            half_rate = ours["executions_per_s"] / 2
+            half = await workloads.latency_at_rate(server, pool, workloads.chain_definition(), workloads.chain_input,
+                                                   half_rate, args.half_load_s, "w1-half")
+            results["w1"] = {"statewright": ours, "statewright_half_load": half}
+        if "W5" in args.only:
+            results.setdefault("w5", {})["statewright"] = await workloads.run_to_end(
+                server, pool, workloads.MAP_DEFINITION, lambda index: workloads.MAP_INPUT, args.w5_n,
+                min(args.concurrency, 64), "w5", 600)
+        results["statewright_memory"] = server.memory()
+    finally:
+        pool.close()
+        server.stop()
+    if args.profile and "W1" in args.only:
+        results["profile"] = await profile_w1(args, work)
+    if peers:
+        moto.start()
+        moto_pool = Pool(moto.endpoint, args.moto_concurrency)
+        try:
+            if "W1" in args.only:
+                results["w1"]["moto"] = await guarded(workloads.run_to_end(
+                    moto, moto_pool, workloads.chain_definition(), workloads.chain_input, args.moto_n,
+                    args.moto_concurrency, "w1", 600))
+            if "W5" in args.only:
+                results["w5"]["moto"] = await guarded(workloads.run_to_end(
+                    moto, moto_pool, workloads.MAP_DEFINITION, lambda index: workloads.MAP_INPUT, args.moto_w5_n,
+                    min(args.moto_concurrency, 8), "w5", 600))
+        finally:
+            moto_pool.close()
+            moto.stop()
+        if "W1" in args.only:
+            results["w1"]["dbos/sqlite"] = run_dbos(f"sqlite:///{work / 'dbos.sqlite'}", args.dbos_n,
+                                                    args.dbos_threads, work / "dbos.log")
+            if args.dbos_postgres and reachable(args.dbos_postgres):
+                results["w1"]["dbos/postgres"] = run_dbos(args.dbos_postgres, args.dbos_n, args.dbos_threads,
+                                                          work / "dbos.log")
+            else:
+                results["w1"]["dbos/postgres"] = "PostgreSQL not reachable"
+    if "W1" in args.only:
+        add_w1(results["w1"], table, peers)
+    if "W5" in args.only:
+        add_w5(results["w5"], table, peers)
+
+
+async def guarded(coroutine: Any) -> dict[str, Any]:
+    try:
+        return await coroutine
+    except Exception as exc:  # a peer that cannot run a workload is reported, not fatal
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def add_w1(w1: dict, table: Table, peers: bool) -> None:
+    ours, half = w1["statewright"], w1["statewright_half_load"]
+    moto = w1.get("moto") if peers else "not run"
+    dbos_sqlite = w1.get("dbos/sqlite") if peers else "not run"
+    dbos_pg = w1.get("dbos/postgres") if peers else "not run"
+    rate = ours["executions_per_s"]
+
+    def peer_row(key: str) -> dict[str, str]:
+        return {name: with_ratio(peer, key, rate)
+                for name, peer in (("moto", moto), ("dbos/sqlite", dbos_sqlite), ("dbos/postgres", dbos_pg))}
+
+    moto_rate = moto.get("executions_per_s") if isinstance(moto, dict) else None
+    table.add("W1 chain", f"completed executions/s (n={ours['n']:,}, {ours['concurrency']} conns)", fmt(rate),
+              peer_row("executions_per_s"), ">= 20x moto",
+              rate >= 20 * moto_rate if moto_rate else None)
+    dbos_steps = {name: ({"steps": peer["steps_per_s"]} if isinstance(peer, dict) and "steps_per_s" in peer else peer)
+                  for name, peer in (("dbos/sqlite", dbos_sqlite), ("dbos/postgres", dbos_pg))}
+    table.add("W1 chain", "committed transitions/s (DBOS: steps/s)", fmt(ours["transitions_per_s"]),
+              {"moto": "-", "dbos/sqlite": with_ratio(dbos_steps["dbos/sqlite"], "steps", ours["transitions_per_s"]),
+               "dbos/postgres": with_ratio(dbos_steps["dbos/postgres"], "steps", ours["transitions_per_s"])},
+              ">= 10,000", ours["transitions_per_s"] >= 10_000)
+    for key, label in (("p50_s", "p50"), ("p99_s", "p99")):
+        table.add("W1 chain", f"{label} end-to-end latency at peak, ms", fmt(ms(ours[key]), 1), {
+            name: (f"{fmt(ms(peer[key]), 1)}" if isinstance(peer, dict) and key in peer else with_ratio(peer, key, 0))
+            for name, peer in (("moto", moto), ("dbos/sqlite", dbos_sqlite), ("dbos/postgres", dbos_pg))})
+    table.add("W1 chain", f"p99 end-to-end at half peak ({half['rate_per_s']:,.0f}/s), ms", fmt(ms(half["p99_s"]), 1),
+              target="< 10 ms (all 10 transitions durable)", verdict=ms(half["p99_s"]) < 10)
+    table.add("W1 chain", "p50 end-to-end at half peak, ms", fmt(ms(half["p50_s"]), 1))
+    table.add("W1 chain", "engine apply (decide) us/transition", fmt(ours["apply_us_per_transition"], 1))
+    table.add("W1 chain", "commit us/transition (shared by the batch)", fmt(ours["commit_us_per_transition"], 1))
+    table.add("W1 chain", "writes per group commit / mean commit ms",
+              f"{ours['writes_per_commit']:,.1f} / {ours['commit_ms_mean']:,.1f}")
+    cpu_peers = {name: (f"{fmt(peer['cpu_per_step_us'])} (incl. load)" if isinstance(peer, dict)
+                        and "cpu_per_step_us" in peer else with_ratio(peer, "x", 0))
+                 for name, peer in (("dbos/sqlite", dbos_sqlite), ("dbos/postgres", dbos_pg))}
+    if isinstance(moto, dict) and "server_cpu_per_execution_us" in moto:
+        cpu_peers["moto"] = f"{fmt(moto['server_cpu_per_execution_us'] / 10)} (per state)"
+    table.add("W1 chain", "server CPU us/transition", fmt(ours["server_cpu_per_transition_us"], 1), cpu_peers,
+              "<= 100 us", ours["server_cpu_per_transition_us"] <= 100)
+    table.add("W1 chain", "load generator CPU us/execution", fmt(ours["client_cpu_per_execution_us"]))
+
+
+def add_w5(w5: dict, table: Table, peers: bool) -> None:
+    ours = w5["statewright"]
+    moto = w5.get("moto") if peers else "not run"
+    table.add("W5 map", f"completed executions/s (n={ours['n']:,}, 100 items x 2 Pass)",
+              fmt(ours["executions_per_s"], 1),
+              {"moto": with_ratio(moto, "executions_per_s", ours["executions_per_s"], 1),
+               "dbos/sqlite": "not run (W1 only)", "dbos/postgres": "not run (W1 only)"})
+    table.add("W5 map", "committed transitions/s", fmt(ours["transitions_per_s"]))
+    table.add("W5 map", "p50 / p99 end-to-end, ms", f"{fmt(ms(ours['p50_s']), 1)} / {fmt(ms(ours['p99_s']), 1)}",
+              {"moto": (f"{fmt(ms(moto['p50_s']), 1)} / {fmt(ms(moto['p99_s']), 1)}"
+                        if isinstance(moto, dict) and "p50_s" in moto else with_ratio(moto, "x", 0))})
+    table.add("W5 map", "server CPU us/transition", fmt(ours["server_cpu_per_transition_us"], 1))
+
+
+async def w2(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    server = Statewright(work / "w2-statewright")
+    server.start()
+    try:
+        run = await guarded(workloads.activities(server, args.w2_n, args.w2_workers, args.concurrency,
+                                                         args.half_load_s))
+    finally:
+        server.stop()
+    results["w2"] = run
+    peers = {"moto": "not run (no GetActivityTask)", "dbos/sqlite": "not run (W1 only)",
+             "dbos/postgres": "not run (W1 only)"}
+    if "error" in run:
+        table.add("W2 activities", "tasks/s", f"failed: {run['error'][:60]}", peers)
+        return
+    table.add("W2 activities", f"tasks/s (n={run['n']:,}, {run['workers']} workers)", fmt(run["tasks_per_s"]), peers,
+              ">= 2,000", run["tasks_per_s"] >= 2000)
+    table.add("W2 activities", f"dispatch p50 / p99 / max at half peak ({run['half_rate_per_s']:,.0f}/s), ms",
+              f"{fmt(ms(run['dispatch_p50_s']), 1)} / {fmt(ms(run['dispatch_p99_s']), 1)} / "
+              f"{fmt(ms(run['dispatch_max_s']), 1)}", {}, "p99 < 20 ms", ms(run["dispatch_p99_s"]) < 20)
+    table.add("W2 activities", "succeeded / reply errors", f"{run['succeeded']:,} / {run['reply_errors']:,}")
+    table.add("W2 activities", "server CPU us/task (3 steps: schedule, start, succeed)",
+              fmt(run["server_cpu_per_task_us"]))
+    table.add("W2 activities", "load generator + workers CPU us/task", fmt(run["client_cpu_per_task_us"]))
+
+
+async def w3(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    out = {}
+    for restart in (False, True):
+        server = Statewright(work / f"w3-statewright-{'restart' if restart else 'steady'}")
+        server.start()
+        try:
+            out["restart" if restart else "steady"] = await workloads.timers(
+                server, args.w3_n, args.w3_start_rate, args.w3_spread_s, args.concurrency, restart)
+        finally:
+            server.stop()
+    results["w3"] = out
+    for key, label in (("steady", "W3 timers"), ("restart", "W3 timers + kill -9")):
+        run = out[key]
+        table.add(label, f"lateness p50 / p99 / max, ms (n={run['n']:,} in {run['spread_s']:.0f} s)",
+                  f"{fmt(ms(run['lateness_p50_s']), 1)} / {fmt(ms(run['lateness_p99_s']), 1)} / "
+                  f"{fmt(ms(run['lateness_max_s']), 1)}", {"moto": "not run (in memory)"},
+                  "p99 < 100 ms", ms(run["lateness_p99_s"]) < 100)
+        table.add(label, "succeeded / lost / started after due",
+                  f"{run['succeeded']:,} / {run['lost']:,} / {run['started_after_due']:,}", {},
+                  "nothing lost", run["lost"] == 0)
+        table.add(label, "start rate /s", fmt(run["start_rate_per_s"]))
+        if key == "restart":
+            table.add(label, "killed before first due, s / restart to serving, s",
+                      f"{run['killed_before_first_due_s']:.1f} / {run['restart_to_serving_s']:.2f}")
+
+
+async def w4(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    server = Statewright(work / "w4-statewright")
+    server.start()
+    try:
+        run = await workloads.sleepers(server, args.w4_n, args.concurrency)
+    finally:
+        server.stop()
+    results["w4"] = run
+    mib = 1024 * 1024
+    table.add("W4 sleepers", f"start rate /s (n={run['n']:,} open)", fmt(run["start_rate_per_s"]),
+              {"moto": "not run (in memory)"})
+    table.add("W4 sleepers", "server RSS / peak, MiB", f"{fmt(run['rss_bytes'] / mib)} / "
+              f"{fmt(run['rss_peak_bytes'] / mib)}", {}, f"< 500 MiB at {run['n']:,}",
+              run["rss_peak_bytes"] < 500 * mib)
+    table.add("W4 sleepers", "database size, MiB (bytes/execution)",
+              f"{fmt(run['database_bytes'] / mib)} ({fmt(run['database_bytes'] / run['n'])})")
+    table.add("W4 sleepers", "kill -9, restart to serving, s", f"{run['restart_to_serving_s']:.2f}", {}, "< 10 s",
+              run["restart_to_serving_s"] < 10)
+    table.add("W4 sleepers", "open-executions gauge after restart (s to count)",
+              f"{fmt(run['open_gauge'])} ({fmt(run['open_gauge_after_restart_s'], 1)})")
+
+
+async def profile_server(work: Path, label: str, drive: Any, unit: str, unit_key: str) -> dict[str, Any]:
+    """A workload once more with the server under cProfile: each thread's top functions by own and total time."""
+    profile_dir = work / f"profile-{label}"
+    server = Statewright(work / f"{label}-profiled", profile_dir=profile_dir)
+    server.start()
+    try:
+        run = await drive(server)
+    finally:
+        server.stop()
+    found: dict[str, Any] = {"label": label, "unit": unit, "units": run.get(unit_key) or 1, "run": run}
+    for thread in ("engine", "http"):
+        path = profile_dir / f"{thread}.prof"
+        if not path.exists():
+            continue
+        stats = pstats.Stats(str(path))
+        total = max(stats.total_tt, 1e-9)
+        rows = []
+        for (filename, line, function), (_, calls, own, cumulative, _) in stats.stats.items():
+            where = f"{Path(filename).parent.name}/{Path(filename).name}:{line}({function})"
+            rows.append({"function": where, "calls": calls, "own_s": own, "total_s": cumulative,
+                         "own_share": own / total, "total_share": cumulative / total})
+        found[thread] = {"total_s": total,
+                         "by_own": sorted(rows, key=lambda row: -row["own_s"])[:25],
+                         "by_total": sorted(rows, key=lambda row: -row["total_s"])[:40]}
+    return found
+
+
+async def profile_w1(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    async def drive(server: Statewright) -> dict[str, Any]:
+        pool = Pool(server.endpoint, args.concurrency)
+        try:
+            return await workloads.run_to_end(server, pool, workloads.chain_definition(), workloads.chain_input,
+                                              args.w1_n, args.concurrency, "w1", 600)
+        finally:
+            pool.close()
+
+    return await profile_server(work, "w1", drive, "transition", "transitions")
+
+
+async def profile_w2(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    async def drive(server: Statewright) -> dict[str, Any]:
+        return await workloads.activities(server, args.w2_n, args.w2_workers, args.concurrency, 1.0)
+
+    return await profile_server(work, "w2", drive, "task", "tasks")
+
+
+def print_profile(profile: dict[str, Any]) -> None:
+    units, unit = profile["units"], profile["unit"]
+    for thread in ("engine", "http"):
+        if thread not in profile:
+            continue
+        part = profile[thread]
+        print(f"\n{profile['label'].upper()}, {thread} thread under cProfile: {part['total_s']:.2f} CPU s for "
+              f"{units:,.0f} {unit}s")
+        for key, share, seconds, title in (("by_own", "own_share", "own_s", "own time"),
+                                           ("by_total", "total_share", "total_s", "time including callees")):
+            print(f"  {title} (top 20):")
+            for row in part[key][:20]:
+                print(f"    {row[share]:6.1%}  {row[seconds] / units * 1e6:7.1f} us/{unit}  "
+                      f"{row['calls']:>9,} calls  {row['function']}")
+
+
+def run(coroutine: Any) -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    work = Path(tempfile.mkdtemp(prefix="statewright-bench-"))
+    print(f"bench: work directory {work}", flush=True)
+    started = time.time()
+    try:
+        results = run(main_async(args, work))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    results["date"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["wall_s"] = time.time() - started
+    print()
+    print(results["table"])
+    for key in ("profile", "profile_w2"):
+        if key in results:
+            print_profile(results[key])
+    if args.out:
+        args.out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2, default=str))
+        print(f"\nbench: figures written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""The processes a benchmark measures: statewright on a temporary data directory and moto's server.
+
+Each is a child process on a free loopback port. CPU time and memory come from /proc (all threads of the
+process), so what is measured is the server alone, not the load generator.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of every thread of ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def process_memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) in bytes."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            found[name] = int(value.split()[0]) * 1024
+    return found
+
+
+def post(port: int, operation: str, params: dict, timeout_s: float = 5) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    try:
+        connection.request("POST", "/", orjson.dumps(params), {
+            "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AWSStepFunctions.{operation}",
+            "Authorization": "AWS4-HMAC-SHA256 Credential=bench/20240101/us-east-1/states/aws4_request, "
+                             "SignedHeaders=host, Signature=0"})
+        response = connection.getresponse()
+        body = response.read()
+        return response.status, orjson.loads(body) if body else {}
+    finally:
+        connection.close()
+
+
+class Child:
+    name = "child"
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def _spawn(self, argv: list[str], env: dict | None = None) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, cwd=ROOT)
+        log.close()
+
+    def wait_serving(self, deadline_s: float = 120) -> float:
+        """Seconds until ListStateMachines answers 200 (counted from the call)."""
+        started = time.monotonic()
+        while time.monotonic() - started < deadline_s:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited; see {self.log_path}")
+            try:
+                status, _ = post(self.port, "ListStateMachines", {}, timeout_s=2)
+                if status == 200:
+                    return time.monotonic() - started
+            except OSError:
+                pass
+            time.sleep(0.01)
+        raise RuntimeError(f"{self.name} did not serve within {deadline_s} s; see {self.log_path}")
+
+    def cpu_s(self) -> float:
+        return process_cpu_s(self.pid)
+
+    def memory(self) -> dict[str, int]:
+        return process_memory(self.pid)
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Statewright(Child):
+    name = "statewright"
+
+    def __init__(self, data_dir: Path, shards: int = 64, profile_dir: Path | None = None) -> None:
+        super().__init__(data_dir.parent / f"{data_dir.name}.log")
+        self.data_dir = data_dir
+        self.shards = shards
+        self.profile_dir = profile_dir
+
+    def start(self) -> float:
+        """Start (or restart on the same data directory); returns seconds from spawn to serving."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        spawned = time.monotonic()
+        serve = ["serve", "--port", str(self.port), "--data-dir", str(self.data_dir), "--shards", str(self.shards)]
+        if self.profile_dir is None:
+            self._spawn([sys.executable, "-m", "statewright", *serve])
+        else:
+            self._spawn([sys.executable, "-m", "bench.profiled", str(self.profile_dir), *serve])
+        self.wait_serving()
+        return time.monotonic() - spawned
+
+    def stop(self) -> None:
+        if self.profile_dir is not None and self.process and self.process.poll() is None:
+            # uvicorn re-raises SIGTERM after its graceful shutdown, which would skip writing the profiles;
+            # SIGINT ends in KeyboardInterrupt, so the profiler's finally blocks run.
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        super().stop()
+
+    def database_bytes(self) -> int:
+        return sum(path.stat().st_size for path in self.data_dir.glob("statewright.db*"))
+
+
+class Moto(Child):
+    name = "moto"
+
+    def start(self) -> float:
+        spawned = time.monotonic()
+        self._spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)])
+        self.wait_serving()
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            connection.request("POST", "/moto-api/config", orjson.dumps({"stepfunctions": {
+                "execute_state_machine": True}}), {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            response.read()
+            if response.status != 201 and response.status != 200:
+                raise RuntimeError(f"moto refused its configuration: {response.status}")
+        finally:
+            connection.close()
+        return time.monotonic() - spawned
