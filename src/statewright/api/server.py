@@ -87,8 +87,9 @@ def serve(config: ServerConfig) -> int:
     app = App(service, config.region)
     print(f"statewright: data in {data_dir} ({store.shard_count()} shards, SQLite)", flush=True)
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
-    server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                    access_log=False, lifespan="on"), on_exit=service.matcher.release)
+    server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
+                                    lifespan="on", proxy_headers=False, server_header=False),
+                     on_exit=service.matcher.release)
     try:
         server.run()
     finally:

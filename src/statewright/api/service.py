@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..engine.commands import Command
-from ..engine.core import Engine
+from ..engine.core import Engine, answer
 from ..integrations.activities import ActivityMatcher
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.executions import NestedExecutions
@@ -40,6 +40,7 @@ class Service:
         self.engine = engine
         self.account_id = account_id
         self.clock = engine.clock
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.dispatcher = Dispatcher(self.run)
         self.matcher = ActivityMatcher(self.dispatcher.start_attempt)
         self.dispatcher.register("activity", self.matcher.offer)
@@ -49,5 +50,14 @@ class Service:
 
     async def run(self, command: Command) -> Any:
         """Hand a command to the engine and wait for the commit that holds it."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # the first request: the engine now replies through this loop
+            self._loop = loop
+            self.engine.deliver_replies = self._deliver_replies
+        command.reply = loop.create_future()
         self.engine.submit(command)
-        return await asyncio.wrap_future(command.reply)
+        return await command.reply
+
+    def _deliver_replies(self, replies: list[tuple[Command, object]]) -> None:
+        """On the engine thread: pass a tick's replies to the event loop in one hop."""
+        self._loop.call_soon_threadsafe(answer, replies)

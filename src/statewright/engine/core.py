@@ -71,6 +71,10 @@ class Engine:
         # Called, on the engine thread, with every dispatch once its commit has landed (and with the outbox's
         # pending dispatches when the engine starts); it must hand them on without blocking.
         self.on_dispatch: Callable[[Dispatch], None] = lambda dispatch: None
+        # Called on the engine thread once per tick with every (command, result) whose commit landed (or that
+        # needed none). The default resolves thread-safe futures; an event loop passes its own replies back
+        # in one hop instead of one per command.
+        self.deliver_replies: Callable[[list[tuple[Command, object]]], None] = answer
         self.node_id = node_id
         self.clock = clock
         self.shard_count = store.shard_count()
@@ -163,12 +167,13 @@ class Engine:
                 self._apply(command, batch, now_ms)
             except Exception as exc:
                 log.exception("applying %s failed", type(command).__name__)
-                _answer(command, exc)
+                batch.replies.append((command, exc))
             self.metrics.apply_seconds.observe(time.perf_counter() - started)
         if batch.writes:
             self._commit(batch)
-        for command, result in batch.replies:
-            _answer(command, result)
+        answers = [(command, result) for command, result in batch.replies if command.reply is not None]
+        if answers:
+            self.deliver_replies(answers)
         if deferred:
             with self._wakeup:
                 self._inbox.extendleft(reversed(deferred))
@@ -326,11 +331,13 @@ class Engine:
         return definition
 
 
-def _answer(command: Command, result: object) -> None:
-    reply = command.reply
-    if reply is None or reply.done():
-        return
-    if isinstance(result, BaseException):
-        reply.set_exception(result)
-    else:
-        reply.set_result(result)
+def answer(replies: list[tuple[Command, object]]) -> None:
+    """Resolve each command's reply future with its result (an exception is raised to the waiter)."""
+    for command, result in replies:
+        reply = command.reply
+        if reply.done():  # the waiter gave up (its client went away)
+            continue
+        if isinstance(result, BaseException):
+            reply.set_exception(result)
+        else:
+            reply.set_result(result)
