@@ -64,8 +64,7 @@ class ExecutionState:
         containers need copying (the rest are immutable values); orjson does that faster than copy.deepcopy."""
         clone = copy.copy(self)
         clone.timers = dict(self.timers)
-        if self.flows:
-            clone.flows = orjson.loads(orjson.dumps(self.flows))
+        clone.flows = orjson.loads(orjson.dumps(self.flows)) if self.flows else {}
         if self.parent is not None:
             clone.parent = dict(self.parent)
         return clone
