@@ -45,7 +45,8 @@ class App:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send, lambda: self.service.dispatcher.attach(asyncio.get_running_loop()))
+            await _lifespan(receive, send, lambda: self.service.dispatcher.attach(asyncio.get_running_loop()),
+                            self.service.engine.stop)
             return
         if scope["type"] != "http":
             return
@@ -141,12 +142,13 @@ async def _send_metrics(text: bytes, send: Any) -> None:
     await send({"type": "http.response.body", "body": text})
 
 
-async def _lifespan(receive: Any, send: Any, on_startup: Callable[[], None]) -> None:
+async def _lifespan(receive: Any, send: Any, on_startup: Callable[[], None], on_shutdown: Callable[[], None]) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             on_startup()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            on_shutdown()  # here, not after the server returns: uvicorn re-raises SIGTERM once it has shut down
             await send({"type": "lifespan.shutdown.complete"})
             return
