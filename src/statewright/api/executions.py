@@ -38,7 +38,7 @@ def _check_input(text: str) -> None:
 @handler("StartExecution")
 async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
     machine_arn = arns.state_machine(params["stateMachineArn"])
-    machine = service.store.get_state_machine(machine_arn)
+    machine = service.state_machine(machine_arn)
     if machine is None:
         raise state_machine_does_not_exist(machine_arn)
     name = params.get("name") or str(uuid.uuid4())

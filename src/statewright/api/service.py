@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,9 +13,11 @@ from ..integrations.activities import ActivityMatcher
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.executions import NestedExecutions
 from ..integrations.http import Connections, HttpTasks
-from ..store.base import Store
+from ..store.base import StateMachineRecord, Store
 from .arns import Scope
 
+_MACHINE_CACHE_S = 1.0
+_MACHINE_CACHE_SIZE = 10_000
 Handler = Callable[["Service", dict, Scope], dict | Awaitable[dict]]
 HANDLERS: dict[str, Handler] = {}
 
@@ -41,12 +44,29 @@ class Service:
         self.account_id = account_id
         self.clock = engine.clock
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._machines: dict[str, tuple[StateMachineRecord | None, float]] = {}
         self.dispatcher = Dispatcher(self.run)
         self.matcher = ActivityMatcher(self.dispatcher.start_attempt)
         self.dispatcher.register("activity", self.matcher.offer)
         NestedExecutions(self.dispatcher, store, engine.tokens)
         HttpTasks(self.dispatcher, connections or Connections())
         engine.on_dispatch = self.dispatcher.submit
+
+    def state_machine(self, arn: str) -> StateMachineRecord | None:
+        """The state machine record, cached for a second: StartExecution reads it on every call, and an update
+        or delete through this server drops it at once."""
+        cached = self._machines.get(arn)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < _MACHINE_CACHE_S:
+            return cached[0]
+        record = self.store.get_state_machine(arn)
+        if len(self._machines) >= _MACHINE_CACHE_SIZE:
+            self._machines.clear()
+        self._machines[arn] = (record, now)
+        return record
+
+    def forget_state_machine(self, arn: str) -> None:
+        self._machines.pop(arn, None)
 
     async def run(self, command: Command) -> Any:
         """Hand a command to the engine and wait for the commit that holds it."""

@@ -51,6 +51,7 @@ def create_state_machine(service: Service, params: dict, scope: Scope) -> dict:
         description=params.get("versionDescription", ""),
     )
     stored = service.store.create_state_machine(record)
+    service.forget_state_machine(record.arn)
     if stored is record:
         _tag(service, record.arn, params.get("tags", []))
     elif not _same_request(stored, record):
@@ -110,13 +111,16 @@ def update_state_machine(service: Service, params: dict, scope: Scope) -> dict:
         updated.updated_ms += 1
     if not service.store.update_state_machine(updated):
         raise state_machine_does_not_exist(record.arn)
+    service.forget_state_machine(record.arn)
     return {"updateDate": seconds(updated.updated_ms), "revisionId": updated.revision_id}
 
 
 @handler("DeleteStateMachine")
 def delete_state_machine(service: Service, params: dict, scope: Scope) -> dict:
     # Deleting is idempotent on AWS; running executions finish on the revision they started with.
-    service.store.delete_state_machine(arns.state_machine(params["stateMachineArn"]))
+    arn = arns.state_machine(params["stateMachineArn"])
+    service.store.delete_state_machine(arn)
+    service.forget_state_machine(arn)
     return {}
 
 

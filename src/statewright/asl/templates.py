@@ -5,6 +5,7 @@ per definition into a tree of literals, paths and intrinsics."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from .errors import RUNTIME, StatesError
@@ -21,9 +22,10 @@ class Template:
     def __init__(self, raw: Any) -> None:
         self._node = _compile(raw, "")
 
-    def render(self, data: Any, context: Any, seed: bytes = b"") -> Any:
-        """``seed`` feeds the randomness of States.UUID and States.MathRandom; each intrinsic field mixes in its
-        own location, so two UUID fields of one template differ while a replay gives the same values."""
+    def render(self, data: Any, context: Any, seed: bytes | Callable[[], bytes] = b"") -> Any:
+        """``seed`` feeds the randomness of States.UUID and States.MathRandom (a callable is asked only when an
+        intrinsic field needs it); each intrinsic field mixes in its own location, so two UUID fields of one
+        template differ while a replay gives the same values."""
         return _render(self._node, data, context, seed)
 
 
@@ -95,7 +97,7 @@ def _render(node: Any, data: Any, context: Any, seed: bytes) -> Any:
                     raise StatesError(RUNTIME, f"The JSONPath '{value.text}' specified for the field '{key}.$' "
                                       f"could not be found in the input '{dumps(data)}'") from None
             elif isinstance(value, _IntrinsicField):
-                rendered[key] = value.intrinsic.evaluate(data, context, value.seed(seed))
+                rendered[key] = value.intrinsic.evaluate(data, context, value.seed(seed() if callable(seed) else seed))
             else:
                 rendered[key] = _render(value, data, context, seed)
         return rendered

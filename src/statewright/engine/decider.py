@@ -378,6 +378,10 @@ class _Step(TaskSteps, JsonataSteps):
                 context["Task"] = {"Token": self.token(flow["task"]["scheduled_id"], flow["attempts"])}
         return context
 
+    def seed_of(self, flow: dict) -> Callable[[], bytes]:
+        """The seed, computed only if something asks for it (most templates call no random intrinsic)."""
+        return lambda: self.seed(flow)
+
     def seed(self, flow: dict) -> bytes:
         """Entropy for States.UUID and States.MathRandom: fixed by the execution and the state's entry."""
         return hashlib.blake2b(f"{self.execution.arn}|{flow['entered_id']}".encode(), digest_size=16).digest()
@@ -466,7 +470,8 @@ class _Step(TaskSteps, JsonataSteps):
         if isinstance(state, PassState):
             effective = self.note("afterInputPath", select(state.input_path, data, context))
             if state.parameters is not None:
-                effective = self.note("afterParameters", state.parameters.render(effective, context, self.seed(flow)))
+                rendered = state.parameters.render(effective, context, self.seed_of(flow))
+                effective = self.note("afterParameters", rendered)
             result = self.note("result", _copy_json(state.result) if state.has_result else effective)
             assigned = self.assigned(flow_id, state.assign, result, context)
             placed = self.note("afterResultPath", place_result(state.result_path, data, result))
@@ -522,7 +527,7 @@ class _Step(TaskSteps, JsonataSteps):
         """Evaluate an Assign (``$`` is the state's result); the variables change only when the state exits."""
         if assign is None:
             return None
-        values = assign.render(result, context, self.seed(self.flows[flow_id]))
+        values = assign.render(result, context, self.seed_of(self.flows[flow_id]))
         if len(dumps(values).encode()) > MAX_PAYLOAD_BYTES:
             raise StatesError(errors.DATA_LIMIT_EXCEEDED, f"The variables assigned by the state exceed the maximum "
                               f"size of {MAX_PAYLOAD_BYTES} bytes.")
@@ -696,7 +701,8 @@ class _Step(TaskSteps, JsonataSteps):
         elif isinstance(state, ParallelState):
             effective = self.note("afterInputPath", select(state.input_path, data, context))
             if state.parameters is not None:
-                effective = self.note("afterParameters", state.parameters.render(effective, context, self.seed(flow)))
+                rendered = state.parameters.render(effective, context, self.seed_of(flow))
+                effective = self.note("afterParameters", rendered)
             inputs, limit = [effective] * len(state.branches), 0
         else:
             effective = self.note("afterInputPath", select(state.input_path, data, context))
@@ -720,10 +726,10 @@ class _Step(TaskSteps, JsonataSteps):
                               f"{dumps(items)}")
         if state.item_selector is None:
             return items
-        flow_seed = self.seed(self.flows[flow_id])
+        flow = self.flows[flow_id]
         return self.note("afterItemSelector", [
             state.item_selector.render(effective, self.scope(flow_id, state.name, (i, item)),
-                                       flow_seed + i.to_bytes(4, "big"))
+                                       lambda i=i: self.seed(flow) + i.to_bytes(4, "big"))
             for i, item in enumerate(items)])
 
     def map_concurrency(self, state: MapState, effective: Any, context: Any) -> int:
@@ -801,7 +807,7 @@ class _Step(TaskSteps, JsonataSteps):
             context = self.scope(flow_id, state.name)
             if state.result_selector is not None:
                 result = self.note("afterResultSelector", state.result_selector.render(
-                    result, context, self.seed(self.flows[flow_id])))
+                    result, context, self.seed_of(self.flows[flow_id])))
             assigned = self.assigned(flow_id, state.assign, result, context)
             placed = self.note("afterResultPath", place_result(state.result_path, data, result))
             output = select(state.output_path, placed, context)

@@ -79,7 +79,7 @@ class TaskSteps:
             effective = self.note("afterInputPath", select(state.input_path, data, context))
             if state.parameters is not None:
                 effective = self.note("afterParameters", state.parameters.render(effective, context,
-                                                                                 self.seed(flow)))
+                                                                                 self.seed_of(flow)))
             timeout_s = self.task_seconds(state.timeout_seconds, state.timeout_seconds_path, effective, context,
                                           "TimeoutSecondsPath")
             heartbeat_s = self.task_seconds(state.heartbeat_seconds, state.heartbeat_seconds_path, effective,
