@@ -34,6 +34,7 @@ FAMILIES = {
     "statewright_api_requests": "counter",
     "statewright_api_throttled_requests": "counter",
     "statewright_activity_backlog_tasks": "gauge",
+    "statewright_outbox_dispatches": "gauge",
 }
 
 
@@ -194,3 +195,15 @@ def test_stop_closes_an_open_execution(store):
     engine.submit(StopExecution(command.arn, None, None))
     engine.tick(now[0])
     assert engine_value(engine, "statewright_open_executions", "statewright_open_executions") == 0
+
+
+def test_outbox_counts_activity_tasks_until_a_worker_takes_them(server, sfn, make_machine):
+    activity = sfn.create_activity(name="metrics-outbox")["activityArn"]
+    machine = make_machine({"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": activity, "End": True}}})
+    before = value(scrape(server.endpoint), "statewright_outbox_dispatches", "statewright_outbox_dispatches")
+    sfn.start_execution(stateMachineArn=machine)
+    waiting = value(scrape(server.endpoint), "statewright_outbox_dispatches", "statewright_outbox_dispatches")
+    assert waiting == before + 1
+    task = sfn.get_activity_task(activityArn=activity, workerName="metrics")
+    assert value(scrape(server.endpoint), "statewright_outbox_dispatches", "statewright_outbox_dispatches") == before
+    sfn.send_task_success(taskToken=task["taskToken"], output="{}")

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -46,6 +46,8 @@ class _Write(Protocol):  # the fields of store.base.ExecutionWrite read here
     expected_version: int
     status: str
     events: list[dict[str, Any]]
+    dispatches_added: list[Any]
+    dispatches_removed: list[Any]
 
 
 class _Result(Protocol):  # store.base.CommitResult
@@ -86,6 +88,9 @@ class Metrics:
         self.throttled = Counter(
             "statewright_api_throttled_requests", "Requests answered ThrottlingException (no throttling yet)",
             registry=registry)
+        self.outbox = Gauge(
+            "statewright_outbox_dispatches", "Dispatches committed and not yet handed out or acknowledged: the "
+            "outbox (activity tasks waiting for a worker are in it too)", registry=registry)
         self.open_executions = _OpenExecutions()
         self._scrape_time = _ScrapeTime(windows, clock, self.open_executions)
         registry.register(self._scrape_time)
@@ -104,11 +109,12 @@ class Metrics:
         """One group commit landed: count what it made durable."""
         self.commit_seconds.observe(seconds)
         self.commit_writes.observe(len(writes))
-        steps = entered = opened = closed = 0
+        steps = entered = opened = closed = dispatched = 0
         for index, write in enumerate(writes):
             if not result.committed(index, write):
                 continue
             steps += 1
+            dispatched += len(write.dispatches_added) - len(write.dispatches_removed)
             if write.expected_version == 0:
                 opened += write.status == _RUNNING
             elif write.status != _RUNNING:
@@ -119,6 +125,7 @@ class Metrics:
         self.transition_steps.inc(steps)
         self.state_transitions.inc(entered)
         self.open_executions.delta += opened - closed
+        self.outbox.inc(dispatched)
 
     # -- serving
 

@@ -104,7 +104,9 @@ class Engine:
     def start(self) -> None:
         self.acquire_all_shards()
         for shard in self.range_ids:
-            for dispatch in self.store.pending_dispatches(shard):
+            pending = self.store.pending_dispatches(shard)
+            self.metrics.outbox.inc(len(pending))
+            for dispatch in pending:
                 self.on_dispatch(dispatch)
         self._thread = threading.Thread(target=self._run, name="statewright-engine", daemon=True)
         self._thread.start()
