@@ -113,3 +113,11 @@ def test_an_unknown_connection_fails_the_task(sfn, make_machine, endpoint):
     arn = make_machine({"StartAt": "Call", "States": {"Call": definition}})
     described = wait_closed(sfn, sfn.start_execution(stateMachineArn=arn, input='{"order": 1}')["executionArn"])
     assert described["error"] == "Events.ConnectionResource.ResourceNotFound"
+
+
+def test_test_state_calls_the_endpoint_for_an_http_task(sfn, endpoint):
+    state = task(f"{endpoint}/orders", End=True, ResultSelector={"status.$": "$.StatusCode"})
+    result = sfn.test_state(definition=json.dumps(state), input='{"order": 3}', inspectionLevel="DEBUG")
+    assert (result["status"], json.loads(result["output"])) == ("SUCCEEDED", {"status": 200})
+    assert json.loads(result["inspectionData"]["afterParameters"])["RequestBody"] == {"order": 3}
+    assert json.loads(result["inspectionData"]["result"])["ResponseBody"]["got"] == {"order": 3}

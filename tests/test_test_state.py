@@ -94,3 +94,9 @@ def test_state_of_a_whole_machine_by_name(sfn):
 def test_invalid_state_is_invalid_definition(sfn):
     with pytest.raises(sfn.exceptions.InvalidDefinition):
         run(sfn, {"Type": "Pass", "Bogus": 1, "End": True}, {})
+
+
+def test_an_activity_task_needs_a_real_execution(sfn):
+    activity = sfn.create_activity(name="test-state-activity")["activityArn"]
+    with pytest.raises(sfn.exceptions.ValidationException):
+        run(sfn, {"Type": "Task", "Resource": activity, "End": True}, {})

@@ -9,7 +9,8 @@ from ..asl.definition import InvalidDefinition
 from ..asl.jsonio import loads
 from ..engine import commands
 from ..engine.execution import RUNNING, SUCCEEDED, ExecutionState
-from ..engine.test_state import test_state as run_test_state
+from ..engine.test_state import outcome_of, start_test
+from ..integrations.http import invoke
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, execution_does_not_exist, state_machine_does_not_exist
@@ -170,7 +171,7 @@ def describe_state_machine_for_execution(service: Service, params: dict, scope: 
 
 
 @handler("TestState")
-def test_state(service: Service, params: dict, scope: Scope) -> dict:
+async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     text = params.get("input", "{}")
     _check_input(text)
     try:
@@ -181,11 +182,18 @@ def test_state(service: Service, params: dict, scope: Scope) -> dict:
         raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
     machine_arn = scope.state_machine_arn("TestStateMachine")
     try:
-        outcome = run_test_state(params["definition"], params.get("stateName"), text, variables,
-                                 machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()),
-                                 machine_arn, params.get("roleArn", ""), service.clock())
+        run = start_test(params["definition"], params.get("stateName"), text, variables,
+                         machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()),
+                         machine_arn, params.get("roleArn", ""), service.clock(), service.engine.services)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
+    task = run.pending_task
+    if task is not None:
+        if task["kind"] != "http":
+            raise AwsError("ValidationException", "TestState runs Task states on arn:aws:states:::http:invoke "
+                           "only; activities and nested executions need a real execution")
+        run.complete(await invoke(task["input"], service.connections))
+    outcome = outcome_of(run, text)
     result: dict[str, Any] = {"status": outcome.status}
     for key, value in (("output", outcome.output), ("error", outcome.error), ("cause", outcome.cause),
                        ("nextState", outcome.next_state)):

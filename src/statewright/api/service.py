@@ -49,7 +49,8 @@ class Service:
         self.matcher = ActivityMatcher(self.dispatcher.start_attempt)
         self.dispatcher.register("activity", self.matcher.offer)
         NestedExecutions(self.dispatcher, store, engine.tokens)
-        HttpTasks(self.dispatcher, connections or Connections())
+        self.connections = connections or Connections()
+        HttpTasks(self.dispatcher, self.connections)
         engine.on_dispatch = self.dispatcher.submit
 
     def state_machine(self, arn: str) -> StateMachineRecord | None:

@@ -194,25 +194,54 @@ def stop(execution: ExecutionState, error: str | None, cause: str | None, now_ms
     return decision
 
 
-def run_one_state(execution: ExecutionState, definition: Definition, state_name: str, data: Any,
-                  variables: dict[str, Any], now_ms: int) -> tuple[tuple, dict[str, Any], dict[str, Any]]:
-    """TestState: run one state of the top-level machine once, without waiting and without going on.
+class OneStateRun:
+    """TestState: one state of the top-level machine run once, without waiting and without going on.
 
-    Returns the outcome (("next", name, output) | ("end", output) | ("fail", error, cause) | ("wait",) for a retry),
-    the traced data-flow steps, and the variables afterwards.
+    ``outcome`` is ("next", name, output) | ("end", output) | ("fail", error, cause) | ("wait",): a retry, or a
+    Task attempt waiting for its result (then ``pending_task`` is its dispatch payload, and ``complete`` applies
+    the integration's result). ``trace`` holds the data-flow steps; ``variables`` the variables afterwards.
     """
-    step = _Step(Decision(execution.copy()), definition, now_ms)
-    step.trace = {}
-    flow = _new_flow(0, None, 0)
-    flow.update(state=state_name, data=data, entered_ms=now_ms, vars=dict(variables))
-    step.flows[ROOT] = flow
-    step.emit(f"{definition.states[state_name].type}StateEntered", None, None)
-    flow["entered_id"] = step.execution.next_event_id - 1
-    try:
-        outcome = step.attempt(ROOT, definition.states[state_name], data)
-    except _HistoryFull:  # a Map over more items than one history holds
-        outcome = _fail(errors.RUNTIME, HISTORY_LIMIT_CAUSE)
-    return outcome, step.trace, flow["vars"]
+
+    def __init__(self, execution: ExecutionState, definition: Definition, state_name: str, data: Any,
+                 variables: dict[str, Any], now_ms: int, services: Services | None = None) -> None:
+        step = _Step(Decision(execution.copy()), definition, now_ms, services)
+        step.trace = {}
+        flow = _new_flow(0, None, 0)
+        flow.update(state=state_name, data=data, entered_ms=now_ms, vars=dict(variables))
+        step.flows[ROOT] = flow
+        step.emit(f"{definition.states[state_name].type}StateEntered", None, None)
+        flow["entered_id"] = step.execution.next_event_id - 1
+        self._step, self._flow = step, flow
+        self.outcome = self._guarded(lambda: step.attempt(ROOT, definition.states[state_name], data))
+
+    @property
+    def trace(self) -> dict[str, Any]:
+        return self._step.trace
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        return self._flow["vars"]
+
+    @property
+    def pending_task(self) -> dict[str, Any] | None:
+        added = self._step.decision.dispatches_added
+        return added[-1][1] if self.outcome[0] == "wait" and self._flow["task"] and added else None
+
+    def complete(self, result: tuple) -> None:
+        """The pending attempt's result: ("success", output JSON text) or ("failure", error, cause)."""
+        step = self._step
+        step.start_task(ROOT, None)
+        if result[0] == "success":
+            self.outcome = self._guarded(lambda: step.task_succeeded(ROOT, result[1]))
+        else:
+            self.outcome = self._guarded(lambda: step.task_failed(ROOT, result[1], result[2]))
+
+    @staticmethod
+    def _guarded(action: Callable[[], tuple]) -> tuple:
+        try:
+            return action()
+        except _HistoryFull:  # a Map over more items than one history holds
+            return _fail(errors.RUNTIME, HISTORY_LIMIT_CAUSE)
 
 
 def context_object(execution: ExecutionState, state_name: str, entered_ms: int,

@@ -16,8 +16,8 @@ from ..asl.jsonio import dumps
 from . import decider
 from .execution import ExecutionState
 
-_INSPECTION_STEPS = ("afterInputPath", "afterParameters", "afterItemsPath", "afterItemSelector", "result",
-                     "afterResultSelector", "afterResultPath")
+_INSPECTION_STEPS = ("afterInputPath", "afterParameters", "afterArguments", "afterItemsPath", "afterItemSelector",
+                     "result", "afterResultSelector", "afterResultPath")
 
 
 @dataclass(slots=True)
@@ -30,9 +30,11 @@ class TestOutcome:
     inspection: dict[str, Any] = field(default_factory=dict)
 
 
-def test_state(definition_text: str, state_name: str | None, input_text: str, variables: dict[str, Any],
-               execution_arn: str, state_machine_arn: str, role_arn: str, now_ms: int) -> TestOutcome:
-    """Raises InvalidDefinition when the state (or the machine holding ``state_name``) is not valid."""
+def start_test(definition_text: str, state_name: str | None, input_text: str, variables: dict[str, Any],
+               execution_arn: str, state_machine_arn: str, role_arn: str, now_ms: int,
+               services: decider.Services | None = None) -> decider.OneStateRun:
+    """Run the state once; raises InvalidDefinition when it (or the machine holding ``state_name``) is not valid.
+    A Task's attempt is left pending: the caller performs it and passes the result to ``complete``."""
     if state_name is None:
         definition_text, state_name = _as_machine(definition_text)
     definition = parse_definition(definition_text)
@@ -41,17 +43,22 @@ def test_state(definition_text: str, state_name: str | None, input_text: str, va
                                             f"The state '{state_name}' is not in the definition")])
     execution = ExecutionState(execution_arn, state_machine_arn, execution_arn.rsplit(":", 1)[-1], "test",
                                role_arn, input_text, now_ms, 0)
-    data = orjson.loads(input_text)
-    outcome, trace, after = decider.run_one_state(execution, definition, state_name, data, variables, now_ms)
+    return decider.OneStateRun(execution, definition, state_name, orjson.loads(input_text), variables, now_ms,
+                               services)
+
+
+def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
+    """TestState's answer for a finished run."""
+    trace, outcome = run.trace, run.outcome
     inspection = {"input": input_text}
     inspection.update({step: dumps(trace[step]) for step in _INSPECTION_STEPS if step in trace})
     if "maxConcurrency" in trace:
         inspection["maxConcurrency"] = trace["maxConcurrency"]
-    if after:
-        inspection["variables"] = dumps(after)
+    if run.variables:
+        inspection["variables"] = dumps(run.variables)
     caught = trace.get("error")
     kind = outcome[0]
-    if kind == "wait":  # only a retry waits under TestState
+    if kind == "wait":  # only a retry waits once the attempt is done
         return TestOutcome("RETRIABLE", error=caught[0], cause=caught[1], inspection=inspection)
     if kind == "fail":
         return TestOutcome("FAILED", error=outcome[1], cause=outcome[2], inspection=inspection)
