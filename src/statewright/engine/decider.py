@@ -51,6 +51,7 @@ from .tasks import TaskSteps
 
 MAX_PAYLOAD_BYTES = 262_144
 MAX_HISTORY_EVENTS = 25_000
+MAX_VARIABLE_BYTES = 10 * 1024 * 1024
 EXECUTION_TIMEOUT_TIMER = "execution-timeout"
 ROOT = ""
 _NO_DETAILS = {"truncated": False}
@@ -556,10 +557,18 @@ class _Step(TaskSteps, JsonataSteps):
         """Evaluate an Assign (``$`` is the state's result); the variables change only when the state exits."""
         if assign is None:
             return None
-        values = assign.render(result, context, self.seed_of(self.flows[flow_id]))
+        return self.within_limits(flow_id, assign.render(result, context, self.seed_of(self.flows[flow_id])))
+
+    def within_limits(self, flow_id: str, values: dict[str, Any]) -> dict[str, Any]:
+        """AWS's limits: one state assigns at most 256 KiB, and an execution holds at most 10 MiB of variables."""
         if len(dumps(values).encode()) > MAX_PAYLOAD_BYTES:
             raise StatesError(errors.DATA_LIMIT_EXCEEDED, f"The variables assigned by the state exceed the maximum "
                               f"size of {MAX_PAYLOAD_BYTES} bytes.")
+        held = {name: value for flow in self.flows.values() for name, value in flow["vars"].items()}
+        held.update(values)
+        if len(dumps(held).encode()) > MAX_VARIABLE_BYTES:
+            raise StatesError(errors.DATA_LIMIT_EXCEEDED, f"The execution's variables would exceed the maximum "
+                              f"size of {MAX_VARIABLE_BYTES} bytes.")
         return values
 
     def emit_exited(self, state: State, output: Any, flow_id: str | None = None,

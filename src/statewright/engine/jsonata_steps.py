@@ -35,11 +35,16 @@ class JsonataSteps:
         scope = self.scope(flow_id, state.name, map_item)
         bindings = {"input": data, "context": scope(), **states}
         try:
-            return compiled.evaluate(dict(scope.variables), bindings, self.seed(self.flows[flow_id]) + field.encode(),
-                                     now_ms=self.now_ms)
+            value = compiled.evaluate(dict(scope.variables), bindings, self.seed(self.flows[flow_id]) + field.encode(),
+                                      now_ms=self.now_ms)
         except StatesError as failure:
             failure.location = field
             raise
+        if field.endswith("Assign"):
+            if not isinstance(value, dict):
+                raise _query_error(f"The Assign field must evaluate to an object, not {type(value).__name__}", field)
+            return self.within_limits(flow_id, value)
+        return value
 
     def evaluation_failed(self, flow: dict, state: State, failure: StatesError, cause: str) -> None:
         """AWS records a failed JSONata expression as EvaluationFailed, pointing where the state's entry points."""
