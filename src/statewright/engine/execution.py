@@ -6,8 +6,8 @@ next event id) and what DescribeExecution shows. History events live elsewhere, 
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
+import operator
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import orjson
@@ -62,10 +62,13 @@ class ExecutionState:
     def copy(self) -> ExecutionState:
         """A deep copy, so a decision never changes the committed state it started from. Only the nested
         containers need copying (the rest are immutable values); orjson does that faster than copy.deepcopy."""
-        clone = copy.copy(self)
+        clone = ExecutionState(*_ALL_FIELDS(self))
         clone.timers = dict(self.timers)
         clone.flows = orjson.loads(orjson.dumps(self.flows)) if self.flows else {}
         if self.parent is not None:
             clone.parent = dict(self.parent)
         return clone
+
+
+_ALL_FIELDS = operator.attrgetter(*(f.name for f in fields(ExecutionState)))  # in constructor order
 

@@ -150,11 +150,11 @@ class SqliteStore(Store):
             undispatched: list[tuple[int, str, str]] = []
             removed: list[tuple[int, int, str, str]] = []
             added: dict[tuple[int, int, str, str], None] = {}  # ordered set: a later write's removal cancels it
-            for index, write in enumerate(writes):
-                if write.shard_id in result.lost_shards:
-                    continue
-                if not self._write_execution(db, write):
-                    result.conflicts.append(index)
+            live = [(index, write) for index, write in enumerate(writes) if write.shard_id not in result.lost_shards]
+            result.conflicts = self._write_executions(db, live)
+            conflicts = set(result.conflicts)
+            for index, write in live:
+                if index in conflicts:
                     continue
                 if write.events:
                     history.append((write.arn, write.events[0]["id"], write.events[-1]["id"],
@@ -195,17 +195,28 @@ class SqliteStore(Store):
         return result
 
     @staticmethod
-    def _write_execution(db: sqlite3.Connection, write: ExecutionWrite) -> bool:
-        if write.expected_version == 0:
-            cursor = db.execute(
-                "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (write.arn, write.state_machine_arn, write.name, write.shard_id, write.status, write.start_ms,
-                 write.stop_ms, write.version, write.state))
-        else:
-            cursor = db.execute(
-                "UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ? WHERE arn = ? AND version = ?",
-                (write.status, write.stop_ms, write.version, write.state, write.arn, write.expected_version))
-        return cursor.rowcount == 1
+    def _write_executions(db: sqlite3.Connection, live: list[tuple[int, ExecutionWrite]]) -> list[int]:
+        """Write the execution rows; returns the indexes whose condition failed. All rows go in two statements;
+        only if some condition failed (never, with one owner per shard) are they redone one by one to find which."""
+        inserts = [_insert_row(write) for _, write in live if write.expected_version == 0]
+        updates = [_update_row(write) for _, write in live if write.expected_version != 0]
+        db.execute("SAVEPOINT executions")
+        changed = (db.executemany(_INSERT_EXECUTION, inserts).rowcount
+                   + db.executemany(_UPDATE_EXECUTION, updates).rowcount)
+        if changed == len(live):
+            db.execute("RELEASE executions")
+            return []
+        db.execute("ROLLBACK TO executions")
+        db.execute("RELEASE executions")
+        conflicts = []
+        for index, write in live:
+            if write.expected_version == 0:
+                cursor = db.execute(_INSERT_EXECUTION, _insert_row(write))
+            else:
+                cursor = db.execute(_UPDATE_EXECUTION, _update_row(write))
+            if cursor.rowcount != 1:
+                conflicts.append(index)
+        return conflicts
 
     def load_execution(self, arn: str) -> bytes | None:
         row = self._db().execute("SELECT state FROM executions WHERE arn = ?", (arn,)).fetchone()
@@ -366,6 +377,20 @@ class SqliteStore(Store):
 
 def _record_blob(record: StateMachineRecord) -> bytes:
     return orjson.dumps({name: getattr(record, name) for name in record.__dataclass_fields__})
+
+
+_INSERT_EXECUTION = "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_UPDATE_EXECUTION = ("UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ? "
+                     "WHERE arn = ? AND version = ?")
+
+
+def _insert_row(write: ExecutionWrite) -> tuple:
+    return (write.arn, write.state_machine_arn, write.name, write.shard_id, write.status, write.start_ms,
+            write.stop_ms, write.version, write.state)
+
+
+def _update_row(write: ExecutionWrite) -> tuple:
+    return write.status, write.stop_ms, write.version, write.state, write.arn, write.expected_version
 
 
 def _prefix_range(arn_prefix: str, cursor: str | None) -> tuple[str, str]:
