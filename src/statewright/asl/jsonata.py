@@ -37,6 +37,7 @@ from jsonata.signature import Signature
 from jsonata.utils import Utils
 
 from .errors import StatesError
+from .nodes import ArrayNode, ObjectNode
 
 QUERY_EVALUATION_ERROR = "States.QueryEvaluationError"
 INVALID_EXPRESSION = "INVALID_JSONATA_EXPRESSION"  # AWS's validation code for a syntax error
@@ -109,20 +110,6 @@ class CompiledValue:
 # -- the compiled tree
 
 
-class _Object:
-    __slots__ = ("fields",)
-
-    def __init__(self, fields: list[tuple[str, Any]]) -> None:
-        self.fields = fields
-
-
-class _Array:
-    __slots__ = ("items",)
-
-    def __init__(self, items: list[Any]) -> None:
-        self.items = items
-
-
 class _Expression:
     __slots__ = ("compiled", "location", "text")
 
@@ -138,10 +125,10 @@ class _Expression:
 
 def _compile(raw: Any, location: str) -> Any:
     if isinstance(raw, dict):
-        return _Object([(key, _compile(value, f"{location}/{key}" if location else key))
+        return ObjectNode([(key, _compile(value, f"{location}/{key}" if location else key))
                         for key, value in raw.items()])
     if isinstance(raw, list):
-        return _Array([_compile(item, f"{location}[{index}]") for index, item in enumerate(raw)])
+        return ArrayNode([_compile(item, f"{location}[{index}]") for index, item in enumerate(raw)])
     if is_expression(raw):
         text = raw[2:-2].strip()
         return _Expression(text, _parse(text, location), location)
@@ -220,9 +207,9 @@ def _top_level_reference(node: Any, top: bool) -> str | None:
 def _has_expression(node: Any) -> bool:
     if isinstance(node, _Expression):
         return True
-    if isinstance(node, _Object):
+    if isinstance(node, ObjectNode):
         return any(_has_expression(value) for _, value in node.fields)
-    if isinstance(node, _Array):
+    if isinstance(node, ArrayNode):
         return any(_has_expression(item) for item in node.items)
     return False
 
@@ -230,9 +217,9 @@ def _has_expression(node: Any) -> bool:
 def _describe_node(node: Any) -> str:
     if isinstance(node, _Expression):
         return f"'{{% {node.text} %}}'"
-    if isinstance(node, _Object):
+    if isinstance(node, ObjectNode):
         return "{" + ", ".join(f"{key!r}: {_describe_node(value)}" for key, value in node.fields) + "}"
-    if isinstance(node, _Array):
+    if isinstance(node, ArrayNode):
         return "[" + ", ".join(_describe_node(item) for item in node.items) + "]"
     return repr(node)
 
@@ -287,9 +274,9 @@ class _BoundExceeded(JException):
 def _evaluate(node: Any, bindings: dict[str, Any], run: _Run) -> Any:
     if isinstance(node, _Expression):
         return _evaluate_expression(node, bindings, run)
-    if isinstance(node, _Object):
+    if isinstance(node, ObjectNode):
         return {key: _evaluate(value, bindings, run) for key, value in node.fields}
-    if isinstance(node, _Array):
+    if isinstance(node, ArrayNode):
         return [_evaluate(item, bindings, run) for item in node.items]
     return node  # a string, number, boolean or null: immutable
 

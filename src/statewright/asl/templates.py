@@ -11,6 +11,7 @@ from typing import Any
 from .errors import RUNTIME, StatesError
 from .intrinsics import Intrinsic, IntrinsicSyntaxError, compile_intrinsic
 from .jsonio import dumps
+from .nodes import ArrayNode, ObjectNode
 from .paths import Path, PathSyntaxError
 
 
@@ -27,20 +28,6 @@ class Template:
         intrinsic field needs it); each intrinsic field mixes in its own location, so two UUID fields of one
         template differ while a replay gives the same values."""
         return _render(self._node, data, context, seed)
-
-
-class _Object:
-    __slots__ = ("fields",)
-
-    def __init__(self, fields: list[tuple[str, Any]]) -> None:
-        self.fields = fields
-
-
-class _Array:
-    __slots__ = ("items",)
-
-    def __init__(self, items: list[Any]) -> None:
-        self.items = items
 
 
 class _IntrinsicField:
@@ -63,9 +50,9 @@ def _compile(raw: Any, where: str) -> Any:
                 fields.append((key[:-2], _compile_dynamic(value, f"{where}/{key}")))
             else:
                 fields.append((key, _compile(value, f"{where}/{key}")))
-        return _Object(fields)
+        return ObjectNode(fields)
     if isinstance(raw, list):
-        return _Array([_compile(item, f"{where}[{i}]") for i, item in enumerate(raw)])
+        return ArrayNode([_compile(item, f"{where}[{i}]") for i, item in enumerate(raw)])
     return raw
 
 
@@ -87,7 +74,7 @@ def _compile_dynamic(value: Any, where: str) -> Path | _IntrinsicField:
 
 
 def _render(node: Any, data: Any, context: Any, seed: bytes) -> Any:
-    if isinstance(node, _Object):
+    if isinstance(node, ObjectNode):
         rendered = {}
         for key, value in node.fields:
             if isinstance(value, Path):
@@ -101,6 +88,6 @@ def _render(node: Any, data: Any, context: Any, seed: bytes) -> Any:
             else:
                 rendered[key] = _render(value, data, context, seed)
         return rendered
-    if isinstance(node, _Array):
+    if isinstance(node, ArrayNode):
         return [_render(item, data, context, seed) for item in node.items]
     return node
