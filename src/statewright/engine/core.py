@@ -87,7 +87,6 @@ class Engine:
         self._wakeup = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self.transitions_committed = 0
         self.metrics = Metrics(lambda: self.windows, clock)
 
     # -- ownership
@@ -282,7 +281,6 @@ class Engine:
                 self._cache.pop(state.arn, None)
                 failures[id(batch.commands[index])] = EngineUnavailable("the execution changed concurrently; retry")
                 continue
-            self.transitions_committed += 1
             self._remember(state)
             window = self.windows[state.shard_id]
             for timer_id, fire_at_ms in write.timers_added:
