@@ -353,3 +353,21 @@ def test_malformed_connections_file_is_refused(tmp_path, entry, message):
     path.write_text(json.dumps({BASIC_ARN: entry}))
     with pytest.raises(ValueError, match=message):
         Connections(path)
+
+
+def test_a_body_ended_by_closing_the_connection_is_complete(connections):
+    """An HTTP/1.0 server frames an error body by closing: the status still names the error."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            peer.recv(65536)
+            peer.sendall(b'HTTP/1.0 404 Not Found\r\nContent-Type: application/json\r\n\r\n{"err":"x"}')
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        outcome = call(connections, ApiEndpoint=f"http://127.0.0.1:{listener.getsockname()[1]}/gone", Method="GET")
+    finally:
+        listener.close()
+    assert outcome[:2] == ("failure", "States.Http.StatusCode.404")

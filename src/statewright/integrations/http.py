@@ -483,7 +483,12 @@ async def _read_response(connection: h11.Connection, reader: asyncio.StreamReade
     chunks: list[bytes] = []
     size = 0
     while True:  # bounded by RESPONSE_BYTES_MAX and by the caller's deadline
-        event = connection.next_event()
+        try:
+            event = connection.next_event()
+        except h11.RemoteProtocolError:
+            if head is None or not reader.at_eof():
+                raise
+            event = h11.EndOfMessage()  # a body ended by closing the connection (an HTTP/1.0 server's framing)
         if event is h11.NEED_DATA:
             connection.receive_data(await reader.read(READ_CHUNK_BYTES))
         elif isinstance(event, h11.Response):
