@@ -92,3 +92,9 @@ def test_not_yet_implemented_operation_says_so(sfn):
     with pytest.raises(ClientError) as raised:
         sfn.list_map_runs(executionArn="arn:aws:states:us-east-1:123456789012:execution:a:b")
     assert "does not implement ListMapRuns" in str(raised.value)
+
+
+def test_a_much_larger_body_still_gets_a_readable_413(server):
+    status, body = raw_call(server, "AWSStepFunctions.StartExecution", b"{" + b" " * (12 * 1024 * 1024) + b"}")
+    assert status == 413
+    assert body["__type"].endswith("#ValidationException")

@@ -164,3 +164,9 @@ def test_list_state_machines_shows_only_the_callers_region(server):
     client.create_state_machine(name="only-here", definition=json.dumps(SIMPLE), roleArn=ROLE_ARN)
     listed = client.list_state_machines()["stateMachines"]
     assert [m["name"] for m in listed] == ["only-here"]
+
+
+@pytest.mark.parametrize("role", ["notarole", "arn:aws:s3:::bucket"])
+def test_a_role_that_is_not_an_iam_role_arn_is_invalid_arn(sfn, role):
+    with pytest.raises(sfn.exceptions.InvalidArn):
+        sfn.create_state_machine(name=unique(), definition=json.dumps(SIMPLE), roleArn=role)

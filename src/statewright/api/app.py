@@ -30,6 +30,7 @@ from .service import HANDLERS, Service
 log = logging.getLogger("statewright.api")
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # the largest legal request (a 1 MiB definition) fits with room to spare
+DRAIN_BODY_BYTES = 64 * 1024 * 1024  # an oversized body is read (and dropped) up to this, so the client hears 413
 _TARGET_PREFIX = "AWSStepFunctions."
 _LONG_POLLS = frozenset({"GetActivityTask"})
 _REGION = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/")
@@ -138,11 +139,15 @@ async def _read_body(receive: Any) -> bytes:
         message = await receive()
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise AwsError("ValidationException", f"The request body is larger than {MAX_BODY_BYTES} bytes", 413)
-        chunks.append(chunk)
+        if size <= MAX_BODY_BYTES:
+            chunks.append(chunk)
+        elif size > DRAIN_BODY_BYTES:
+            break  # past this, the answer goes out while the client still sends (its connection may reset)
         if not message.get("more_body"):
-            return b"".join(chunks)
+            break
+    if size > MAX_BODY_BYTES:
+        raise AwsError("ValidationException", f"The request body is larger than {MAX_BODY_BYTES} bytes", 413)
+    return b"".join(chunks)
 
 
 async def _send_metrics(text: bytes, send: Any) -> None:

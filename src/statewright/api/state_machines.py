@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from ..asl.definition import InvalidDefinition, parse_definition
@@ -11,6 +12,7 @@ from .arns import Scope
 from .errors import AwsError, invalid_arn, state_machine_does_not_exist
 from .service import Service, handler, seconds
 
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 _DEFAULT_LOGGING = {"level": "OFF", "includeExecutionData": False}
 _DEFAULT_TRACING = {"enabled": False}
 
@@ -20,6 +22,14 @@ def _check_definition(text: str) -> None:
         parse_definition(text)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
+
+
+def _check_role(role_arn: str) -> None:
+    """An IAM role ARN: statewright does not assume it, but AWS refuses anything that is not one."""
+    if not role_arn.startswith("arn:"):
+        raise invalid_arn(f"Invalid ARN prefix: {role_arn}")
+    if not _ROLE_ARN.match(role_arn):
+        raise invalid_arn(f"Resource type not valid in this context: {role_arn}")
 
 
 def _check_type(kind: str) -> None:
@@ -41,6 +51,7 @@ def create_state_machine(service: Service, params: dict, scope: Scope) -> dict:
     arns.check_name(name)
     kind = params.get("type", "STANDARD")
     _check_type(kind)
+    _check_role(params["roleArn"])
     _check_definition(params["definition"])
     now_ms = service.clock()
     record = StateMachineRecord(
@@ -96,6 +107,8 @@ def update_state_machine(service: Service, params: dict, scope: Scope) -> dict:
                        "or the TracingConfiguration must be specified")
     if "definition" in changes:
         _check_definition(changes["definition"])
+    if "roleArn" in changes:
+        _check_role(changes["roleArn"])
     updated = StateMachineRecord(
         arn=record.arn, name=record.name, type=record.type,
         definition=changes.get("definition", record.definition),
