@@ -66,6 +66,7 @@ __all__ = ["Definition", "Diagnostic", "InvalidDefinition", "Machine", "State", 
 
 MAX_STATE_NAME = 80
 _MAX_SECONDS = 99999999
+_HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD")
 _MAX_DELAY_SECONDS = 31622400  # a Retrier's MaxDelaySeconds: one year
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LANGUAGES = ("JSONPath", "JSONata")
@@ -718,11 +719,34 @@ class _Parser:
             if state.pattern not in _INTEGRATIONS[(state.integration, state.action)]:
                 self.problem(INVALID_RESOURCE, f"The resource '{resource}' does not support the "
                              f"'.{state.pattern}' pattern", f"{where}/Resource")
+            if state.integration == "http":
+                self.http_parameters(raw, where)
         else:
             self.problem(INVALID_RESOURCE, f"statewright does not run the resource '{resource}' yet; it runs "
                          "activities, arn:aws:states:::http:invoke and arn:aws:states:::states:startExecution",
                          f"{where}/Resource")
         return state
+
+    def http_parameters(self, raw: dict, where: str) -> None:
+        """The HTTP Task's fields that can be checked before it runs (literal Parameters or Arguments only)."""
+        key = "Arguments" if self.language == "JSONata" else "Parameters"
+        parameters = raw.get(key)
+        if isinstance(parameters, str) and is_expression(parameters):
+            return  # the whole input is computed when the task runs
+        if parameters is None:
+            return  # reported when it runs (a missing input is not always a definition error elsewhere)
+        if not isinstance(parameters, dict):
+            self.schema(expected("OBJECT"), f"{where}/{key}")
+            return
+        given = {name[:-2] if name.endswith(".$") else name for name in parameters}
+        missing = [name for name in ("ApiEndpoint", "Method") if name not in given]
+        if "Authentication" not in given and "InvocationConfig" not in given:
+            missing.append("Authentication")
+        if missing:
+            self.schema(f"These fields are required: [{', '.join(missing)}]", f"{where}/{key}")
+        method = parameters.get("Method")
+        if isinstance(method, str) and not is_expression(method) and method not in _HTTP_METHODS:
+            self.schema(one_of(list(_HTTP_METHODS)), f"{where}/{key}/Method")
 
     def seconds(self, raw: dict, key: str, where: str) -> tuple[int | None, Path | None]:
         """TimeoutSeconds / HeartbeatSeconds, or their Path variants (one of the two at most)."""
