@@ -118,6 +118,19 @@ async def create_machine(pool: Pool, prefix: str, definition: dict) -> str:
     return created["stateMachineArn"]
 
 
+async def _start_one(pool: Pool, machine: str, name: str, input_text: str, run: Run, record: bool) -> None:
+    """One StartExecution; its send and answer times go into ``run`` (an error is counted instead)."""
+    sent = time.time()
+    try:
+        await pool.call("StartExecution", {"stateMachineArn": machine, "name": name, "input": input_text})
+    except AwsError as error:
+        run.errors.append(str(error))
+        return
+    if record:
+        run.sent[name] = sent
+        run.answered[name] = time.time()
+
+
 async def start_closed_loop(pool: Pool, machine: str, n: int, concurrency: int, make_input: Callable[[int], str],
                             prefix: str, record: bool = True) -> Run:
     """n StartExecution calls by ``concurrency`` workers, each sending its next as soon as one is answered."""
@@ -126,17 +139,7 @@ async def start_closed_loop(pool: Pool, machine: str, n: int, concurrency: int, 
 
     async def worker() -> None:
         for index in indexes:
-            name = f"{prefix}-{index}"
-            sent = time.time()
-            try:
-                await pool.call("StartExecution", {"stateMachineArn": machine, "name": name,
-                                                   "input": make_input(index)})
-            except AwsError as error:
-                run.errors.append(str(error))
-                continue
-            if record:
-                run.sent[name] = sent
-                run.answered[name] = time.time()
+            await _start_one(pool, machine, f"{prefix}-{index}", make_input(index), run, record)
 
     run.began = time.time()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -153,16 +156,7 @@ async def start_open_loop(pool: Pool, machine: str, rate_per_s: float, duration_
 
     async def one(index: int) -> None:
         async with slots:
-            name = f"{prefix}-{index}"
-            sent = time.time()
-            try:
-                await pool.call("StartExecution", {"stateMachineArn": machine, "name": name,
-                                                   "input": make_input(index)})
-            except AwsError as error:
-                run.errors.append(str(error))
-                return
-            run.sent[name] = sent
-            run.answered[name] = time.time()
+            await _start_one(pool, machine, f"{prefix}-{index}", make_input(index), run, True)
 
     loop = asyncio.get_running_loop()
     tasks = []
