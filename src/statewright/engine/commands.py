@@ -34,6 +34,10 @@ class EngineUnavailable(Exception):
     """The commit failed or this node no longer owns the shard: the caller may retry."""
 
 
+class InboxFull(Exception):
+    """The engine holds ``Limits.inbox_commands_max`` commands already: the caller must back off and retry."""
+
+
 @dataclass(slots=True)
 class StartExecution:
     arn: str

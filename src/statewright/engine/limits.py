@@ -1,0 +1,36 @@
+"""Every bound on a loop, a queue or a cache in the engine and its edges, in one place, each with its unit.
+
+A limit says what happens when it is reached; nothing in statewright grows without one. ``Limits()`` holds the
+defaults; ``statewright serve`` and the simulator pass their own. Pure data: importable from every layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    # Commands waiting for the engine thread. At the limit ``Engine.submit`` raises InboxFull and the API answers
+    # ThrottlingException (HTTP 400), so a caller backs off instead of the queue growing.
+    inbox_commands_max: int = 20_000
+    # Commands one tick applies and commits together (due timers first, then the inbox); the rest wait a tick.
+    tick_commands_max: int = 2_000
+    # Timer rows one refill reads from a shard. A shard with more due at once (after a long outage) loads them a
+    # page at a time as the window drains, oldest first.
+    refill_rows_max: int = 5_000
+    # Dispatches of one shard held in memory, handed out or waiting to be. Beyond it, committed dispatches stay
+    # only in the outbox and are read back, oldest first, as the window drains.
+    outbox_window_max: int = 10_000
+    # Outbox rows read from a shard at a time (at start, and when its window has room again).
+    outbox_page_rows_max: int = 1_000
+    # Activity tasks waiting for a worker in memory, over all activities. At the limit the matcher takes no more
+    # until workers drain it; the rest wait in the outbox (see outbox_window_max).
+    activity_backlog_tasks_max: int = 10_000
+    # Outbound HTTP Task calls in flight at once (AWS's HTTP Task quota is 300 calls per second); more wait
+    # their turn in memory, bounded by outbox_window_max.
+    http_calls_concurrent_max: int = 300
+    # Open executions whose mutable state stays in memory (least recently used leave first).
+    cached_executions_max: int = 10_000
+    # Parsed definitions kept in memory (least recently used leave first).
+    cached_definitions_max: int = 1_000
