@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 
 import pytest
 
 from statewright.engine.commands import ExecutionAlreadyExists, FireTimer, StartExecution, StopExecution
 from statewright.engine.core import Engine
+from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
 
@@ -34,16 +36,15 @@ def store(tmp_path):
 
 
 def make_engine(store, clock, cache_size=10_000) -> Engine:
-    engine = Engine(store, clock=clock, cache_size=cache_size)
+    engine = Engine(store, clock=clock, limits=Limits(cached_executions_max=cache_size))
     engine.acquire_all_shards()
     return engine
 
 
-def start(engine: Engine, name: str, seconds: int) -> StartExecution:
+def start(engine: Engine, name: str, seconds: int) -> tuple[StartExecution, Future]:
     arn = f"arn:aws:states:us-east-1:123456789012:execution:sleepy:{name}"
     command = StartExecution(arn, MACHINE, name, "r1", "role", json.dumps({"s": seconds}))
-    engine.submit(command)
-    return command
+    return command, engine.submit(command)
 
 
 def status(store, arn: str) -> dict:
@@ -53,17 +54,17 @@ def status(store, arn: str) -> dict:
 def test_reply_comes_only_after_the_commit(store):
     clock = VirtualClock()
     engine = make_engine(store, clock)
-    command = start(engine, "a", 5)
-    assert not command.reply.done()
+    command, reply = start(engine, "a", 5)
+    assert not reply.done()
     engine.tick(clock.now_ms)
-    assert command.reply.result() == clock.now_ms
+    assert reply.result() == clock.now_ms
     assert status(store, command.arn)["status"] == "RUNNING"
 
 
 def test_idle_executions_leave_memory_but_still_wake(store):
     clock = VirtualClock()
     engine = make_engine(store, clock, cache_size=10)
-    commands = [start(engine, f"e{i}", 60 + i) for i in range(100)]
+    commands = [start(engine, f"e{i}", 60 + i)[0] for i in range(100)]
     engine.tick(clock.now_ms)
     assert engine.cached_executions() <= 10
     clock.now_ms += 200_000
@@ -76,7 +77,7 @@ def test_idle_executions_leave_memory_but_still_wake(store):
 def test_timers_due_beyond_the_window_stay_on_disk_until_their_time(store):
     clock = VirtualClock()
     engine = make_engine(store, clock)
-    far = start(engine, "far", 90 * 24 * 3600)
+    far, _ = start(engine, "far", 90 * 24 * 3600)
     engine.tick(clock.now_ms)
     assert sum(len(window) for window in engine.windows.values()) == 0
     clock.now_ms += 90 * 24 * 3600 * 1000
@@ -88,7 +89,7 @@ def test_timers_due_beyond_the_window_stay_on_disk_until_their_time(store):
 def test_timer_due_while_down_fires_on_the_next_engine(store):
     clock = VirtualClock()
     first = make_engine(store, clock)
-    command = start(first, "sleeper", 30)
+    command, _ = start(first, "sleeper", 30)
     first.tick(clock.now_ms)
     clock.now_ms += 3_600_000  # the process was gone for an hour
     second = make_engine(store, clock)  # takes the shards, fencing the first
@@ -100,17 +101,17 @@ def test_a_fenced_engine_cannot_commit(store):
     clock = VirtualClock()
     old = make_engine(store, clock)
     make_engine(store, clock)  # a new owner bumps every range id
-    command = start(old, "late", 1)
+    command, reply = start(old, "late", 1)
     old.tick(clock.now_ms)
     with pytest.raises(Exception, match=r"another node|does not own|retry"):
-        command.reply.result()
+        reply.result()
     assert store.load_execution(command.arn) is None
 
 
 def test_duplicate_timer_fire_is_ignored(store):
     clock = VirtualClock()
     engine = make_engine(store, clock)
-    command = start(engine, "dup", 1)
+    command, _ = start(engine, "dup", 1)
     engine.tick(clock.now_ms)
     clock.now_ms += 1_000
     engine.tick(clock.now_ms)
@@ -128,21 +129,20 @@ def test_second_start_with_other_input_is_refused(store):
     engine.tick(clock.now_ms)
     other = StartExecution("arn:aws:states:us-east-1:123456789012:execution:sleepy:x", MACHINE, "x", "r1", "role",
                            "{}")
-    engine.submit(other)
+    refused = engine.submit(other)
     engine.tick(clock.now_ms)
     with pytest.raises(ExecutionAlreadyExists):
-        other.reply.result()
+        refused.result()
 
 
 def test_commands_for_one_execution_apply_in_order_within_a_tick(store):
     clock = VirtualClock()
     engine = make_engine(store, clock)
-    command = start(engine, "ordered", 5)
-    stop = StopExecution(command.arn, "E", "c")
-    engine.submit(stop)
+    command, started = start(engine, "ordered", 5)
+    stopped = engine.submit(StopExecution(command.arn, "E", "c"))
     while engine.tick(clock.now_ms):
         pass
-    assert command.reply.result() < stop.reply.result() + 1
+    assert started.result() < stopped.result() + 1
     assert status(store, command.arn)["status"] == "ABORTED"
     events = store.read_history(command.arn, 0, 100, False)
     assert [e["id"] for e in events] == list(range(1, len(events) + 1))

@@ -17,6 +17,7 @@ from statewright.asl.paths import Path, ReferencePath
 from statewright.asl.templates import Template
 from statewright.engine import decider
 from statewright.engine.execution import ExecutionState
+from statewright.engine.limits import Limits
 from statewright.engine.timers import WINDOW_MS, TimerWindow
 from statewright.store.base import TimerRow
 
@@ -290,13 +291,14 @@ def test_timer_window_fires_every_timer_exactly_once(preloaded, ops):
     store: dict[tuple[str, str], int] = {}  # the timer rows, the truth
     popped: Counter[tuple[str, str]] = Counter()
     created: set[tuple[str, str]] = set()
-    window = TimerWindow(0)
+    window = TimerWindow(0, Limits(refill_rows_max=3, timer_window_max=6))  # small, so paging and reloads run
     now_ms = 0
 
-    def load(shard_id: int, after_ms: int, until_ms: int) -> list[TimerRow]:
+    def load(shard_id: int, after_ms: int, until_ms: int, limit: int, after_key) -> list[TimerRow]:
+        lower = (after_ms, *(after_key or ("\U0010ffff",)))
         rows = [TimerRow(shard_id, fire_at_ms, arn, timer_id) for (arn, timer_id), fire_at_ms in store.items()
-                if after_ms < fire_at_ms <= until_ms]
-        return sorted(rows, key=lambda row: row.fire_at_ms)
+                if lower < (fire_at_ms, arn, timer_id) and fire_at_ms <= until_ms]
+        return sorted(rows, key=lambda row: (row.fire_at_ms, row.execution_arn, row.timer_id))[:limit]
 
     def add(fire_at_ms: int) -> None:
         key = (f"arn-{len(created) % 3}", f"t{len(created)}")
@@ -323,7 +325,7 @@ def test_timer_window_fires_every_timer_exactly_once(preloaded, ops):
         else:
             window.forget()
     now_ms = max([now_ms, *store.values()]) + 1
-    for _ in range(len(created) + 2):
+    for _ in range(2 * len(created) + 2):  # a page of 3 a tick drains the rest
         tick(1_000)
         now_ms += WINDOW_MS
     assert store == {}, "every timer row fired"

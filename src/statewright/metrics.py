@@ -58,7 +58,7 @@ class Metrics:
     """Every statewright metric, in one registry."""
 
     def __init__(self, windows: Callable[[], dict[int, _Window]] = dict,
-                 clock: Callable[[], int] = lambda: 0) -> None:
+                 clock: Callable[[], int] = lambda: 0, outbox_held: Callable[[], int] = lambda: 0) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
         self.transition_steps = Counter(
@@ -89,8 +89,10 @@ class Metrics:
             "statewright_api_throttled_requests", "Requests answered ThrottlingException (no throttling yet)",
             registry=registry)
         self.outbox = Gauge(
-            "statewright_outbox_dispatches", "Dispatches committed and not yet handed out or acknowledged: the "
-            "outbox (activity tasks waiting for a worker are in it too)", registry=registry)
+            "statewright_outbox_dispatches", "Dispatches in memory: committed, handed out (to a worker's poll, an "
+            "HTTP call, the engine's own transfers) and not yet done; bounded by outbox_window_max",
+            registry=registry)
+        self.outbox.set_function(outbox_held)
         self.open_executions = _OpenExecutions()
         self._scrape_time = _ScrapeTime(windows, clock, self.open_executions)
         registry.register(self._scrape_time)
@@ -109,12 +111,11 @@ class Metrics:
         """One group commit landed: count what it made durable."""
         self.commit_seconds.observe(seconds)
         self.commit_writes.observe(len(writes))
-        steps = entered = opened = closed = dispatched = 0
+        steps = entered = opened = closed = 0
         for index, write in enumerate(writes):
             if not result.committed(index, write):
                 continue
             steps += 1
-            dispatched += len(write.dispatches_added) - len(write.dispatches_removed)
             if write.expected_version == 0:
                 opened += write.status == _RUNNING
             elif write.status != _RUNNING:
@@ -125,7 +126,6 @@ class Metrics:
         self.transition_steps.inc(steps)
         self.state_transitions.inc(entered)
         self.open_executions.delta += opened - closed
-        self.outbox.inc(dispatched)
 
     # -- serving
 

@@ -11,7 +11,6 @@ from ..engine.commands import Command
 from ..engine.core import Engine, answer
 from ..integrations.activities import ActivityMatcher
 from ..integrations.dispatcher import Dispatcher
-from ..integrations.executions import NestedExecutions
 from ..integrations.http import Connections, HttpTasks
 from ..store.base import StateMachineRecord, Store
 from .arns import Scope
@@ -45,10 +44,9 @@ class Service:
         self.clock = engine.clock
         self._loop: asyncio.AbstractEventLoop | None = None
         self._machines: dict[str, tuple[StateMachineRecord | None, float]] = {}
-        self.dispatcher = Dispatcher(self.run)
+        self.dispatcher = Dispatcher(lambda command: self.run(command, throttle=False), engine.give_back)
         self.matcher = ActivityMatcher(self.dispatcher.start_attempt)
         self.dispatcher.register("activity", self.matcher.offer)
-        NestedExecutions(self.dispatcher, store, engine.tokens)
         self.connections = connections or Connections()
         HttpTasks(self.dispatcher, self.connections)
         engine.on_dispatch = self.dispatcher.submit
@@ -69,16 +67,14 @@ class Service:
     def forget_state_machine(self, arn: str) -> None:
         self._machines.pop(arn, None)
 
-    async def run(self, command: Command) -> Any:
-        """Hand a command to the engine and wait for the commit that holds it."""
+    async def run(self, command: Command, *, throttle: bool = True) -> Any:
+        """Hand a command to the engine and wait for the commit that holds it (InboxFull: the engine is full)."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # the first request: the engine now replies through this loop
             self._loop = loop
             self.engine.deliver_replies = self._deliver_replies
-        command.reply = loop.create_future()
-        self.engine.submit(command)
-        return await command.reply
+        return await self.engine.submit(command, loop.create_future(), throttle=throttle)
 
-    def _deliver_replies(self, replies: list[tuple[Command, object]]) -> None:
+    def _deliver_replies(self, replies: list[tuple[asyncio.Future, object]]) -> None:
         """On the engine thread: pass a tick's replies to the event loop in one hop."""
         self._loop.call_soon_threadsafe(answer, replies)

@@ -1,13 +1,14 @@
 """What the engine is asked to do (commands) and the errors it answers with.
 
-Commands that come from the API carry a ``reply`` future, resolved only after the commit that holds the
-command's transition has landed (or with an error, when there is nothing to commit).
+Commands are plain frozen data, so they can be queued, replayed by the simulator and later forwarded to another
+node. Whoever submits one keeps its reply handle beside it (``Engine.submit(command, reply)``); the engine answers
+``(reply, result)`` only after the commit that holds the command's transition has landed (or with an error, when
+there is nothing to commit).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class EngineError(Exception):
@@ -38,8 +39,10 @@ class InboxFull(Exception):
     """The engine holds ``Limits.inbox_commands_max`` commands already: the caller must back off and retry."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StartExecution:
+    """Reply: the start time (ms), or ExecutionAlreadyExists."""
+
     arn: str
     state_machine_arn: str
     name: str
@@ -47,58 +50,58 @@ class StartExecution:
     role_arn: str
     input: str
     parent: dict | None = None  # {"token", "pattern"} when a .sync Task of another execution waits on this one
-    reply: Future = field(default_factory=Future)  # -> start_ms
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StopExecution:
+    """Reply: the stop time (ms), or ExecutionDoesNotExist."""
+
     arn: str
     error: str | None
     cause: str | None
-    reply: Future = field(default_factory=Future)  # -> stop_ms
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class FireTimer:
     arn: str
     timer_id: str
-    reply: None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StartAttempt:
-    """Record a task attempt as started before it is handed out (to a worker, an HTTP call, ...)."""
+    """Record a task attempt as started before it is handed out (to a worker, an HTTP call, ...).
+    Reply: True, or TaskNotPending."""
 
     arn: str
     scheduled_id: int
     worker_name: str | None = None
-    reply: Future = field(default_factory=Future)  # -> True, or TaskNotPending
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CompleteAttempt:
-    """An attempt's result: ("success", output JSON text), ("failure", error, cause) or ("submitted", output)."""
+    """An attempt's result: ("success", output JSON text), ("failure", error, cause) or ("submitted", output).
+    Reply: True, or TaskNotPending."""
 
     arn: str
     scheduled_id: int
     result: tuple
-    reply: Future = field(default_factory=Future)  # -> True, or TaskNotPending
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Heartbeat:
+    """Reply: True, or TaskNotPending."""
+
     arn: str
     scheduled_id: int
-    reply: Future = field(default_factory=Future)  # -> True, or TaskNotPending
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class AckDispatch:
-    """An integration is done with a dispatch (a parent notified, a child stopped): delete its outbox row."""
+    """The work a dispatch asked for is done (a parent notified, a child stopped): delete its outbox row.
+    Reply: True."""
 
     arn: str
     dispatch_id: str
-    reply: Future = field(default_factory=Future)  # -> True
 
 
 Command = StartExecution | StopExecution | FireTimer | StartAttempt | CompleteAttempt | Heartbeat | AckDispatch

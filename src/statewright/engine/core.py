@@ -1,9 +1,12 @@
 """The engine core: owns shards, applies commands one execution at a time, and commits before acting.
 
-``tick(now_ms)`` is the whole engine step, synchronous and bounded: fire due timers, take queued commands, run
-each through the decider, commit every resulting write in one store transaction (group commit), then (only
-then) reply to callers, cache the new states and hand new timers to the timer windows. ``Engine.start`` runs
-ticks on one thread; the API's async handlers submit commands and await their reply futures.
+``tick(now_ms)`` is the whole engine step, synchronous and bounded (``Limits``): hand out dispatches of shards whose
+outbox is being read back, fire due timers, apply engine-to-engine transfers and queued commands through the
+decider, commit every resulting write in one store transaction (group commit), then (only then) reply to callers,
+cache the new states, offer new timers to the timer windows and hand new dispatches out. A commit that fails, whose
+outcome is unknown, or whose version check is lost has one handling path: the shards it touched are re-read (timer
+window reloaded from the rows, outbox read back) before they serve again, so nothing waits for a restart.
+``Engine.start`` runs ticks on one thread; the API's async handlers submit commands and await their replies.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import time
 import zlib
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..asl.definition import Definition, parse_definition
 from ..metrics import Metrics
-from ..store.base import CommitOutcomeUnknown, Dispatch, ExecutionWrite, Store
+from ..store.base import Dispatch, ExecutionWrite, Store, StoreUnavailable
 from . import decider
 from .commands import (
     AckDispatch,
@@ -29,19 +34,24 @@ from .commands import (
     ExecutionDoesNotExist,
     FireTimer,
     Heartbeat,
+    InboxFull,
     StartAttempt,
     StartExecution,
     StopExecution,
     TaskNotPending,
 )
 from .execution import ExecutionState
+from .limits import Limits
+from .outbox import OutboxWindow
 from .timers import TimerWindow
 from .tokens import TaskTokens
+from .transfers import KINDS as TRANSFER_KINDS
+from .transfers import TransferContext, apply_transfer
 
 log = logging.getLogger("statewright.engine")
 
-MAX_COMMANDS_PER_TICK = 2_000
 LEASE_MS = 10_000
+Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
 
 def wall_clock_ms() -> int:
@@ -55,58 +65,57 @@ def shard_for(execution_arn: str, shard_count: int) -> int:
 
 @dataclass(slots=True)
 class _Batch:
-    commands: list[Command] = field(default_factory=list)
     writes: list[ExecutionWrite] = field(default_factory=list)
     states: list[ExecutionState] = field(default_factory=list)
-    replies: list[tuple[Command, object]] = field(default_factory=list)  # (command, result) after the commit
-    touched: set[str] = field(default_factory=set)
+    staged: dict[str, ExecutionState] = field(default_factory=dict)  # each execution's latest state in the batch
+    # (reply, result, index of the write the result depends on, or -1): answered after the commit
+    replies: list[tuple[Reply, object, int]] = field(default_factory=list)
 
 
 class Engine:
     def __init__(self, store: Store, *, node_id: str = "local", clock: Callable[[], int] = wall_clock_ms,
-                 cache_size: int = 10_000, tokens: TaskTokens | None = None) -> None:
+                 limits: Limits | None = None, tokens: TaskTokens | None = None) -> None:
         self.store = store
+        self.limits = limits or Limits()
         self.tokens = tokens or TaskTokens.load(store)
         self.services = decider.Services(self.tokens.mint, lambda arn: store.get_activity(arn) is not None)
-        # Called, on the engine thread, with every dispatch once its commit has landed (and with the outbox's
-        # pending dispatches when the engine starts); it must hand them on without blocking.
+        # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
+        # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
+        # through ``give_back``.
         self.on_dispatch: Callable[[Dispatch], None] = lambda dispatch: None
-        # Called on the engine thread once per tick with every (command, result) whose commit landed (or that
-        # needed none). The default resolves thread-safe futures; an event loop passes its own replies back
-        # in one hop instead of one per command.
-        self.deliver_replies: Callable[[list[tuple[Command, object]]], None] = answer
+        # Called on the engine thread once per tick with every (reply, result) whose commit landed (or that needed
+        # none). The default resolves concurrent futures; an event loop passes its own replies back in one hop.
+        self.deliver_replies: Callable[[list[tuple[Reply, object]]], None] = answer
         self.node_id = node_id
         self.clock = clock
         self.shard_count = store.shard_count()
         self.range_ids: dict[int, int] = {}
         self.windows: dict[int, TimerWindow] = {}
+        self.outbox = OutboxWindow(self.limits)
         self._cache: OrderedDict[str, ExecutionState] = OrderedDict()
-        self._cache_size = cache_size
         self._definitions: OrderedDict[tuple[str, str], Definition] = OrderedDict()
-        self._inbox: deque[Command] = deque()
+        self._inbox: deque[tuple[Command, Reply]] = deque()
+        self._transfers: deque[Dispatch] = deque()  # held in the outbox window, so bounded by it
+        self._given_back: list[Dispatch] = []
         self._wakeup = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self.metrics = Metrics(lambda: self.windows, clock)
+        self.metrics = Metrics(lambda: self.windows, clock, lambda: len(self.outbox))
 
     # -- ownership
 
     def acquire_all_shards(self) -> None:
-        """Single node: take every shard, fencing out any earlier owner, and load their timer windows."""
+        """Single node: take every shard, fencing out any earlier owner; its timers and outbox load as it serves."""
         now_ms = self.clock()
         for shard in range(self.shard_count):
             self.range_ids[shard] = self.store.acquire_shard(shard, self.node_id, now_ms + LEASE_MS)
-            self.windows[shard] = TimerWindow(shard)
+            self.windows[shard] = TimerWindow(shard, self.limits)
+            self.outbox.reread(shard)
 
     # -- running
 
     def start(self) -> None:
         self.acquire_all_shards()
-        for shard in self.range_ids:
-            pending = self.store.pending_dispatches(shard)
-            self.metrics.outbox.inc(len(pending))
-            for dispatch in pending:
-                self.on_dispatch(dispatch)
         self._thread = threading.Thread(target=self._run, name="statewright-engine", daemon=True)
         self._thread.start()
 
@@ -117,9 +126,24 @@ class Engine:
         if self._thread is not None:
             self._thread.join()
 
-    def submit(self, command: Command) -> None:
+    def submit(self, command: Command, reply: Reply = None, *, throttle: bool = True) -> Reply:
+        """Queue a command; returns its reply handle (a new Future when none is given). With ``throttle`` a full
+        inbox raises InboxFull: the API's callers back off. Integrations pass False for work tied to a dispatch
+        they hold, which the outbox window already bounds."""
+        if reply is None:
+            reply = Future()
         with self._wakeup:
-            self._inbox.append(command)
+            if throttle and len(self._inbox) >= self.limits.inbox_commands_max:
+                raise InboxFull(f"the engine has {len(self._inbox)} commands waiting")
+            self._inbox.append((command, reply))
+            self._wakeup.notify()
+        return reply
+
+    def give_back(self, dispatch: Dispatch) -> None:
+        """An integration could not take a dispatch (its memory is full): it stays in the outbox, read back later.
+        Thread-safe."""
+        with self._wakeup:
+            self._given_back.append(dispatch)
             self._wakeup.notify()
 
     def _run(self) -> None:
@@ -127,7 +151,7 @@ class Engine:
             with self._wakeup:
                 if self._stopping:
                     return
-                if not self._inbox:
+                if not self._inbox and not self._given_back:
                     self._wakeup.wait(self._idle_wait_s(self.clock()))
                 if self._stopping:
                     return
@@ -137,6 +161,8 @@ class Engine:
                 log.exception("engine tick failed")
 
     def _idle_wait_s(self, now_ms: int) -> float:
+        if self._transfers or (self.outbox.behind() and self.outbox.has_room()):
+            return 0
         wait_ms = 1_000
         for window in self.windows.values():
             due = window.next_due_ms()
@@ -145,150 +171,202 @@ class Engine:
         return max(wait_ms, 0) / 1000
 
     def tick(self, now_ms: int) -> int:
-        """One bounded engine step at time ``now_ms``; returns how many commands it handled."""
+        """One bounded engine step at time ``now_ms``; returns how many commands and transfers it handled."""
         self.metrics.at_tick()
-        commands: list[Command] = []
+        self._take_back()
+        self._read_outboxes()
+        budget = self.limits.tick_commands_max
+        work: list[tuple[Command | Dispatch, Reply]] = []
         for window in self.windows.values():
-            window.refill(now_ms, self.store.due_timers)
-            for _, arn, timer_id in window.pop_due(now_ms, MAX_COMMANDS_PER_TICK - len(commands)):
-                commands.append(FireTimer(arn, timer_id))
+            try:
+                window.refill(now_ms, self.store.due_timers)
+            except StoreUnavailable as exc:  # the window is as it was; the next tick tries again
+                log.error("store unavailable loading timers of shard %d: %s", window.shard_id, exc)
+            for _, arn, timer_id in window.pop_due(now_ms, budget - len(work)):
+                work.append((FireTimer(arn, timer_id), None))
+        while self._transfers and len(work) < budget:
+            work.append((self._transfers.popleft(), None))
         with self._wakeup:
-            while self._inbox and len(commands) < MAX_COMMANDS_PER_TICK:
-                commands.append(self._inbox.popleft())
-        if not commands:
+            while self._inbox and len(work) < budget:
+                work.append(self._inbox.popleft())
+        if not work:
             return 0
         batch = _Batch()
-        deferred: list[Command] = []
-        for command in commands:
-            if command.arn in batch.touched:
-                deferred.append(command)  # one transition per execution per commit keeps them in order
-                continue
+        for item, reply in work:
             started = time.perf_counter()
-            try:
-                self._apply(command, batch, now_ms)
-            except Exception as exc:
-                log.exception("applying %s failed", type(command).__name__)
-                batch.replies.append((command, exc))
+            if isinstance(item, Dispatch):
+                self._transfer(item, batch, now_ms)
+            else:
+                staged = len(batch.writes)
+                result = self._attempt(item, batch, now_ms)
+                if reply is not None:
+                    batch.replies.append((reply, result, staged if len(batch.writes) > staged else -1))
             self.metrics.apply_seconds.observe(time.perf_counter() - started)
-        if batch.writes:
-            self._commit(batch)
-        answers = [(command, result) for command, result in batch.replies if command.reply is not None]
+        failed = self._commit(batch) if batch.writes else {}
+        answers = [(reply, failed.get(index, result) if index >= 0 else result)
+                   for reply, result, index in batch.replies]
         if answers:
             self.deliver_replies(answers)
-        if deferred:
-            with self._wakeup:
-                self._inbox.extendleft(reversed(deferred))
-        return len(commands)
+        return len(work)
 
-    # -- applying one command
+    # -- applying commands
 
-    def _apply(self, command: Command, batch: _Batch, now_ms: int) -> None:
+    def _attempt(self, command: Command, batch: _Batch, now_ms: int) -> object:
+        """Apply one command to the batch; returns its reply (an exception for a refusal or a bug)."""
+        try:
+            result = self._apply(command, batch, now_ms)
+        except StoreUnavailable as exc:  # a read failed: a popped timer or a held dispatch must not be lost
+            log.error("store unavailable applying %s: %s", type(command).__name__, exc)
+            self._reread({shard_for(command.arn, self.shard_count)} & self.range_ids.keys(), [])
+            return EngineUnavailable("the store is unavailable; retry the request")
+        except Exception as exc:
+            log.exception("applying %s failed", type(command).__name__)
+            return exc
+        if isinstance(result, TaskNotPending) and isinstance(command, StartAttempt):
+            self.outbox.release(command.arn, str(command.scheduled_id))  # its dispatch is stale: let it go
+        return result
+
+    def _apply(self, command: Command, batch: _Batch, now_ms: int) -> object:
         shard = shard_for(command.arn, self.shard_count)
         if shard not in self.range_ids:
-            raise EngineUnavailable(f"this node does not own shard {shard}")
-        current = self._load(command.arn)
+            return EngineUnavailable(f"this node does not own shard {shard}")
+        current = batch.staged.get(command.arn) or self._load(command.arn)
         if isinstance(command, StartExecution):
             if current is not None:
                 if current.is_open and current.input == command.input:
-                    batch.replies.append((command, current.start_ms))  # idempotent start
-                else:
-                    batch.replies.append((command, ExecutionAlreadyExists(command.arn)))
-                return
+                    return current.start_ms  # idempotent start
+                return ExecutionAlreadyExists(command.arn)
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
                                    command.role_arn, command.input, now_ms, shard, parent=command.parent)
-            decision = decider.start(fresh, self._definition(fresh), now_ms, self.services)
-            self._stage(batch, command, decision, 0, now_ms)
-        elif isinstance(command, StartAttempt | CompleteAttempt | Heartbeat):
-            decision = None
-            if current is not None:
-                definition = self._definition(current)
-                if isinstance(command, StartAttempt):
-                    decision = decider.start_attempt(current, definition, command.scheduled_id, command.worker_name,
-                                                     now_ms)
-                elif isinstance(command, CompleteAttempt):
-                    decision = decider.complete_attempt(current, definition, command.scheduled_id, command.result,
-                                                        now_ms, self.services)
-                else:
-                    decision = decider.heartbeat(current, definition, command.scheduled_id, now_ms)
-            if decision is None:
-                batch.replies.append((command, TaskNotPending(command.arn)))
-                return
-            self._stage(batch, command, decision, current.version, now_ms)
-        elif isinstance(command, AckDispatch):
-            if current is not None:
-                self._stage(batch, command, decider.ack_dispatch(current, command.dispatch_id), current.version,
-                            now_ms)
-            else:
-                batch.replies.append((command, True))
-        elif isinstance(command, StopExecution):
+            self._stage(batch, decider.start(fresh, self._definition(fresh), now_ms, self.services), 0)
+            return now_ms
+        if isinstance(command, FireTimer):
             if current is None:
-                batch.replies.append((command, ExecutionDoesNotExist(command.arn)))
-                return
-            decision = decider.stop(current, command.error, command.cause, now_ms)
-            if decision is None:
-                batch.replies.append((command, current.stop_ms))
-                return
-            self._stage(batch, command, decision, current.version, now_ms)
-        else:
-            if current is None:
-                return
+                return None
             decision = decider.fire_timer(current, self._definition(current), command.timer_id, now_ms,
                                           self.services)
             if decision is not None:
                 self.metrics.timer_fired(current.timers.get(command.timer_id, now_ms), now_ms)
-                self._stage(batch, command, decision, current.version, now_ms)
+                self._stage(batch, decision, current.version)
+            return None
+        if isinstance(command, StopExecution):
+            if current is None:
+                return ExecutionDoesNotExist(command.arn)
+            decision = decider.stop(current, command.error, command.cause, now_ms)
+            if decision is None:
+                return current.stop_ms
+            self._stage(batch, decision, current.version)
+            return now_ms
+        if isinstance(command, AckDispatch):
+            if current is not None:
+                self._stage(batch, decider.ack_dispatch(current, command.dispatch_id), current.version)
+            return True
+        decision = None
+        if current is not None:
+            definition = self._definition(current)
+            if isinstance(command, StartAttempt):
+                decision = decider.start_attempt(current, definition, command.scheduled_id, command.worker_name,
+                                                 now_ms)
+            elif isinstance(command, CompleteAttempt):
+                decision = decider.complete_attempt(current, definition, command.scheduled_id, command.result,
+                                                    now_ms, self.services)
+            elif isinstance(command, Heartbeat):
+                decision = decider.heartbeat(current, definition, command.scheduled_id, now_ms)
+            else:
+                raise AssertionError(f"unknown command {command!r}")
+        if decision is None:
+            return TaskNotPending(command.arn)
+        self._stage(batch, decision, current.version)
+        return True
 
-    def _stage(self, batch: _Batch, command: Command, decision: decider.Decision, expected_version: int,
-               now_ms: int) -> None:
+    def _transfer(self, dispatch: Dispatch, batch: _Batch, now_ms: int) -> None:
+        """Apply engine-to-engine work in this batch (see transfers.py)."""
+        context = TransferContext(lambda command: self._attempt(command, batch, now_ms), self.store.get_state_machine,
+                                  lambda arn: batch.staged.get(arn) or self._load(arn), self.tokens)
+        try:
+            apply_transfer(dispatch, context)
+        except Exception:  # a bug: the dispatch stays in the outbox and is read back with its shard
+            log.exception("applying a %s dispatch failed", dispatch.payload["kind"])
+            self.outbox.release(dispatch.execution_arn, dispatch.dispatch_id)
+
+    def _stage(self, batch: _Batch, decision: decider.Decision, expected_version: int) -> None:
         state = decision.state
         state.version = expected_version + 1
-        batch.touched.add(state.arn)
-        batch.commands.append(command)
+        batch.staged[state.arn] = state
         batch.states.append(state)
         batch.writes.append(ExecutionWrite(
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
             state.stop_ms, expected_version, state.version, state.to_blob(), decision.events,
             decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed))
-        if isinstance(command, StartExecution):
-            reply: object = state.start_ms
-        elif isinstance(command, StopExecution):
-            reply = now_ms
-        else:
-            reply = True
-        batch.replies.append((command, reply))
 
-    def _commit(self, batch: _Batch) -> None:
+    # -- committing, then acting
+
+    def _commit(self, batch: _Batch) -> dict[int, Exception]:
+        """Commit the batch; act on what landed. Returns the writes that did not land, by index."""
         started = time.perf_counter()
         try:
             result = self.store.commit(batch.writes, self.range_ids)
-        except CommitOutcomeUnknown as exc:
-            log.error("commit outcome unknown (%s); dropping cached state of %d executions", exc, len(batch.writes))
+        except Exception as exc:  # CommitOutcomeUnknown, or a failure before writing: the same path serves both
+            log.error("commit failed (%s); re-reading %d shards", exc, len({w.shard_id for w in batch.writes}))
+            self._reread({write.shard_id for write in batch.writes}, batch.states)
             failed = EngineUnavailable("the commit did not complete; retry the request")
-            for state in batch.states:
-                self._cache.pop(state.arn, None)
-            staged = {id(command) for command in batch.commands}
-            batch.replies = [(command, failed if id(command) in staged else reply)
-                             for command, reply in batch.replies]
-            return
+            return dict.fromkeys(range(len(batch.writes)), failed)
         self.metrics.committed(batch.writes, result, time.perf_counter() - started)
         for shard in result.lost_shards:
             log.error("shard %d was taken by another node; no longer serving it", shard)
             self.range_ids.pop(shard, None)
             self.windows.pop(shard).forget()
+            self.outbox.forget(shard)
         failures: dict[int, Exception] = {}
         for index, (write, state) in enumerate(zip(batch.writes, batch.states, strict=True)):
             if not result.committed(index, write):
-                self._cache.pop(state.arn, None)
-                failures[id(batch.commands[index])] = EngineUnavailable("the execution changed concurrently; retry")
+                failures[index] = EngineUnavailable("the execution changed concurrently; retry")
+                if write.shard_id in self.range_ids:
+                    self._reread({write.shard_id}, [state])
                 continue
             self._remember(state)
             window = self.windows[state.shard_id]
             for timer_id, fire_at_ms in write.timers_added:
                 window.offer(fire_at_ms, state.arn, timer_id)
+            for dispatch_id in write.dispatches_removed:
+                self.outbox.release(state.arn, dispatch_id)
             for dispatch_id, payload in write.dispatches_added:
-                self.on_dispatch(Dispatch(state.shard_id, state.arn, dispatch_id, payload))
-        if failures:
-            batch.replies = [(command, failures.get(id(command), reply)) for command, reply in batch.replies]
+                dispatch = Dispatch(state.shard_id, state.arn, dispatch_id, payload)
+                if self.outbox.committed(dispatch):
+                    self._hand_out(dispatch)
+        return failures
+
+    def _reread(self, shards: set[int], states: list[ExecutionState]) -> None:
+        """What memory says of these shards may be wrong: drop it, and read the rows again before serving."""
+        for state in states:
+            self._cache.pop(state.arn, None)
+        for shard in shards:
+            self.windows[shard].forget()
+            self.outbox.reread(shard)
+        if self._transfers:  # they come back with the shard's rows; queued twice they would apply twice
+            self._transfers = deque(d for d in self._transfers if d.shard_id not in shards)
+
+    def _hand_out(self, dispatch: Dispatch) -> None:
+        if dispatch.payload["kind"] in TRANSFER_KINDS:
+            self._transfers.append(dispatch)
+        else:
+            self.on_dispatch(dispatch)
+
+    def _read_outboxes(self) -> None:
+        """Read back a page of each shard whose outbox memory cannot say everything (start, re-read, full)."""
+        for shard in self.outbox.behind():
+            if shard in self.range_ids:
+                try:
+                    for dispatch in self.outbox.read(shard, self.store.pending_dispatches):
+                        self._hand_out(dispatch)
+                except StoreUnavailable as exc:  # the cursor did not move; the next tick tries again
+                    log.error("store unavailable reading the outbox of shard %d: %s", shard, exc)
+
+    def _take_back(self) -> None:
+        with self._wakeup:
+            given_back, self._given_back = self._given_back, []
+        for dispatch in given_back:
+            self.outbox.spill(dispatch.execution_arn, dispatch.dispatch_id, dispatch.shard_id)
 
     # -- caches
 
@@ -311,7 +389,7 @@ class Engine:
             return
         self._cache[state.arn] = state
         self._cache.move_to_end(state.arn)
-        while len(self._cache) > self._cache_size:
+        while len(self._cache) > self.limits.cached_executions_max:
             self._cache.popitem(last=False)
 
     def cached_executions(self) -> int:
@@ -326,15 +404,14 @@ class Engine:
                 raise LookupError(f"definition revision {key} is missing")
             definition = parse_definition(revision[0])
             self._definitions[key] = definition
-            while len(self._definitions) > 1_000:
+            while len(self._definitions) > self.limits.cached_definitions_max:
                 self._definitions.popitem(last=False)
         return definition
 
 
-def answer(replies: list[tuple[Command, object]]) -> None:
-    """Resolve each command's reply future with its result (an exception is raised to the waiter)."""
-    for command, result in replies:
-        reply = command.reply
+def answer(replies: list[tuple[Reply, object]]) -> None:
+    """Resolve each reply future with its result (an exception is raised to the waiter)."""
+    for reply, result in replies:
         if reply.done():  # the waiter gave up (its client went away)
             continue
         if isinstance(result, BaseException):

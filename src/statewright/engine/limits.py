@@ -19,14 +19,18 @@ class Limits:
     # Timer rows one refill reads from a shard. A shard with more due at once (after a long outage) loads them a
     # page at a time as the window drains, oldest first.
     refill_rows_max: int = 5_000
+    # Timers held in one shard's window. A commit offering one more drops the window, which reloads page by page
+    # (earliest first): the rows are the truth, the window only their cache.
+    timer_window_max: int = 100_000
     # Dispatches of one shard held in memory, handed out or waiting to be. Beyond it, committed dispatches stay
     # only in the outbox and are read back, oldest first, as the window drains.
     outbox_window_max: int = 10_000
     # Outbox rows read from a shard at a time (at start, and when its window has room again).
     outbox_page_rows_max: int = 1_000
-    # Activity tasks waiting for a worker in memory, over all activities. At the limit the matcher takes no more
-    # until workers drain it; the rest wait in the outbox (see outbox_window_max).
-    activity_backlog_tasks_max: int = 10_000
+    # Activity tasks waiting for a worker in memory, over all activities. At the limit the matcher gives a task
+    # back to the engine, which leaves it in the outbox until workers drain the backlog. Above outbox_window_max,
+    # which bounds it already, so only copies offered again after a re-read can reach it.
+    activity_backlog_tasks_max: int = 20_000
     # Outbound HTTP Task calls in flight at once (AWS's HTTP Task quota is 300 calls per second); more wait
     # their turn in memory, bounded by outbox_window_max.
     http_calls_concurrent_max: int = 300

@@ -1,9 +1,12 @@
 """A shard's timer window: the timers due in the next minutes, held in memory as a cache of the timer rows.
 
 The rows are the truth (written and deleted in transition commits). The window loads rows ahead of time and a
-commit offers its new timers to it; a timer due beyond the loaded horizon stays on disk until the horizon
-moves, so months-away timers cost no memory. Firing a timer only proposes an event: the decider ignores it if
-the execution no longer expects that timer.
+commit offers its new timers to it. Invariant: every row whose key (fire_at_ms, execution_arn, timer_id) is within
+the loaded bound is in the heap or has been popped; a row beyond it stays on disk until a refill reaches it, so
+months-away timers cost no memory. Loads are paged (``Limits.refill_rows_max``), so a shard with a million
+overdue timers after an outage loads them oldest first, a page at a time as the heap drains. Firing a timer only
+proposes an event: the decider ignores it if the execution no longer expects that timer, so a timer in the heap
+twice (a reload after ``forget``) is harmless.
 """
 
 from __future__ import annotations
@@ -12,36 +15,70 @@ import heapq
 from collections.abc import Callable
 
 from ..store.base import TimerRow
+from .limits import Limits
 
 WINDOW_MS = 120_000  # how far ahead rows are loaded
 REFILL_MARGIN_MS = 30_000  # load the next stretch when the horizon is this close
 
+TimerKey = tuple[int, str, str]  # (fire_at_ms, execution_arn, timer_id): the order timers load and fire in
+# (shard, after_ms, until_ms, limit, after_key) -> rows, as Store.due_timers
+Loader = Callable[[int, int, int, int, tuple[str, str] | None], list[TimerRow]]
+
 
 class TimerWindow:
-    def __init__(self, shard_id: int) -> None:
+    def __init__(self, shard_id: int, limits: Limits | None = None) -> None:
         self.shard_id = shard_id
-        self._heap: list[tuple[int, str, str]] = []
-        self.loaded_until_ms: int | None = None  # None: nothing loaded yet, every row is still on disk
+        self._limits = limits or Limits()
+        self._heap: list[TimerKey] = []
+        # The loaded bound: with a key, the last row of a full page (rows after it are not loaded yet); otherwise
+        # every row due up to ``_until_ms`` is loaded. Both None: nothing loaded, every row is on disk.
+        self._until_ms: int | None = None
+        self._last_key: TimerKey | None = None
 
     def __len__(self) -> int:
         return len(self._heap)
 
-    def refill(self, now_ms: int, load: Callable[[int, int, int], list[TimerRow]]) -> None:
-        """Load rows due up to now + WINDOW_MS when the horizon is near; overdue rows come in on the first load."""
-        if self.loaded_until_ms is not None and now_ms + REFILL_MARGIN_MS < self.loaded_until_ms:
+    @property
+    def loaded(self) -> bool:
+        return self._until_ms is not None or self._last_key is not None
+
+    def refill(self, now_ms: int, load: Loader) -> None:
+        """Load the next page of rows when the horizon is near or the last page was full, unless the heap already
+        holds a page's worth (it drains first: memory stays bounded by the page size, not by what is due)."""
+        limit = self._limits.refill_rows_max
+        if len(self._heap) >= limit:
             return
-        after = -1 if self.loaded_until_ms is None else self.loaded_until_ms
-        until = now_ms + WINDOW_MS
-        for row in load(self.shard_id, after, until):
+        if self._last_key is None and self._until_ms is not None and now_ms + REFILL_MARGIN_MS < self._until_ms:
+            return
+        until_ms = now_ms + WINDOW_MS
+        if self._last_key is not None:
+            rows = load(self.shard_id, self._last_key[0], until_ms, limit, self._last_key[1:])
+        else:
+            rows = load(self.shard_id, -1 if self._until_ms is None else self._until_ms, until_ms, limit, None)
+        for row in rows:
             heapq.heappush(self._heap, (row.fire_at_ms, row.execution_arn, row.timer_id))
-        self.loaded_until_ms = until
+        if len(rows) == limit:
+            last = rows[-1]
+            self._last_key = (last.fire_at_ms, last.execution_arn, last.timer_id)
+        else:
+            self._last_key, self._until_ms = None, until_ms
 
     def offer(self, fire_at_ms: int, execution_arn: str, timer_id: str) -> None:
-        """A newly committed timer: keep it if it falls inside the loaded horizon (later ones load in time)."""
-        if self.loaded_until_ms is not None and fire_at_ms <= self.loaded_until_ms:
-            heapq.heappush(self._heap, (fire_at_ms, execution_arn, timer_id))
+        """A newly committed timer: keep it if it falls within the loaded bound (later ones load in time). A heap
+        at ``timer_window_max`` is dropped and reloaded page by page instead of growing."""
+        key = (fire_at_ms, execution_arn, timer_id)
+        if self._last_key is not None:
+            inside = key <= self._last_key
+        else:
+            inside = self._until_ms is not None and fire_at_ms <= self._until_ms
+        if not inside:
+            return
+        if len(self._heap) >= self._limits.timer_window_max:
+            self.forget()
+            return
+        heapq.heappush(self._heap, key)
 
-    def pop_due(self, now_ms: int, limit: int) -> list[tuple[int, str, str]]:
+    def pop_due(self, now_ms: int, limit: int) -> list[TimerKey]:
         due = []
         heap = self._heap
         while heap and heap[0][0] <= now_ms and len(due) < limit:
@@ -52,6 +89,7 @@ class TimerWindow:
         return self._heap[0][0] if self._heap else None
 
     def forget(self) -> None:
-        """Drop the cache (the shard was lost); the rows stay on disk for the next owner."""
+        """Drop the cache (the shard was lost, or a commit's outcome is unknown); the next refill reloads it from
+        the rows, overdue ones first."""
         self._heap.clear()
-        self.loaded_until_ms = None
+        self._until_ms = self._last_key = None

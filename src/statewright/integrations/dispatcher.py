@@ -1,7 +1,8 @@
 """The bridge from the engine's commits to the integrations: dispatches cross from the engine thread to the
 event loop here, and each goes to the handler registered for its kind.
 
-Dispatches that arrive before the event loop runs (the outbox replayed at start) wait in a buffer.
+Dispatches that arrive before the event loop runs (the outbox read back at start) wait in a buffer. Only outside
+I/O comes here (activity matching, HTTP calls); the engine applies its own engine-to-engine dispatches itself.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ Handler = Callable[[Dispatch], Awaitable[None] | None]
 
 
 class Dispatcher:
-    def __init__(self, run: Callable[[Command], Awaitable[Any]]) -> None:
+    def __init__(self, run: Callable[[Command], Awaitable[Any]],
+                 give_back: Callable[[Dispatch], None] = lambda dispatch: None) -> None:
         self.run = run  # hand a command to the engine and await the commit that holds it
+        self.give_back = give_back  # a dispatch no handler can take now: the engine reads it back later
         self._handlers: dict[str, Handler] = {}
         self._buffer: deque[Dispatch] = deque()
         self._lock = threading.Lock()

@@ -9,8 +9,10 @@ Contract (tests/store_contract.py runs it against every implementation):
   than CommitOutcomeUnknown wrote nothing.
 - ``acquire_shard`` increments the shard's range id, which fences out every earlier owner's commits.
 - Errors are classified: a write whose condition failed is *not committed* (CommitResult); a shard whose range id
-  moved is *ownership lost* (CommitResult.lost_shards); an I/O failure mid-commit is *outcome unknown*
-  (CommitOutcomeUnknown): the caller must re-read before going on.
+  moved is *ownership lost* (CommitResult.lost_shards); a commit refused before writing is *not committed* too
+  (CommitFailed); an I/O failure mid-commit is *outcome unknown* (CommitOutcomeUnknown): the caller must re-read
+  before going on. The reads the engine serves from (``load_execution``, ``due_timers``, ``pending_dispatches``)
+  raise StoreUnavailable when the database cannot answer.
 - History rows are immutable; readers see only events below the row's committed next_event_id.
 - Dispatches (the outbox) are written and removed in the same commits as the transitions that create and
   consume them; ``pending_dispatches`` lists what a new owner must hand out again.
@@ -22,6 +24,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+
+class StoreUnavailable(Exception):
+    """The store could not serve a call (disk full, database busy or gone); nothing changed. Retry later."""
+
+
+class CommitFailed(StoreUnavailable):
+    """The store refused a commit before writing anything: none of the batch landed."""
 
 
 class CommitOutcomeUnknown(Exception):
@@ -59,6 +69,7 @@ class Dispatch:
     execution_arn: str
     dispatch_id: str
     payload: dict[str, Any]
+    seq: int = 0  # its place in the shard's outbox (ascending in commit order); 0 before it is read back
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +156,16 @@ class Store(ABC):
         """Up to ``limit`` events with ids above ``after_event_id`` (below it when ``reverse``; 0 means the end)."""
 
     @abstractmethod
-    def due_timers(self, shard_id: int, after_ms: int, until_ms: int) -> list[TimerRow]:
-        """Timers with after_ms < fire_at_ms <= until_ms, in fire order."""
+    def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
+                   after_key: tuple[str, str] | None = None) -> list[TimerRow]:
+        """Up to ``limit`` timers with after_ms < fire_at_ms <= until_ms, in (fire_at_ms, execution_arn, timer_id)
+        order. With ``after_key`` (execution_arn, timer_id) the lower bound is that key: rows after
+        (after_ms, *after_key) in the same order, so a caller pages through timers due at the same millisecond."""
 
     @abstractmethod
-    def pending_dispatches(self, shard_id: int) -> list[Dispatch]:
-        """The shard's outbox: dispatches committed and not yet removed, in the order they were written."""
+    def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
+        """The shard's outbox: up to ``limit`` dispatches committed and not yet removed whose ``seq`` is above
+        ``after_seq``, in the order they were written (seq ascending; a later commit's rows sort after)."""
 
     # -- activities
     @abstractmethod

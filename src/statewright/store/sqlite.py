@@ -17,6 +17,7 @@ import orjson
 
 from .base import (
     ActivityRecord,
+    CommitFailed,
     CommitOutcomeUnknown,
     CommitResult,
     Dispatch,
@@ -26,6 +27,7 @@ from .base import (
     ShardCountMismatch,
     StateMachineRecord,
     Store,
+    StoreUnavailable,
     TimerRow,
 )
 
@@ -52,6 +54,7 @@ CREATE TABLE IF NOT EXISTS timers (
 CREATE TABLE IF NOT EXISTS outbox (
     shard_id INTEGER NOT NULL, execution_arn TEXT NOT NULL, dispatch_id TEXT NOT NULL, payload BLOB NOT NULL,
     seq INTEGER NOT NULL, PRIMARY KEY (shard_id, execution_arn, dispatch_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS outbox_by_seq ON outbox (shard_id, seq);
 CREATE TABLE IF NOT EXISTS activities (
     arn TEXT PRIMARY KEY, name TEXT NOT NULL, created_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tags (
@@ -67,6 +70,7 @@ class SqliteStore(Store):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._outbox_seqs: dict[int, int] = {}
         try:
             self._initialize(shard_count)
         except BaseException:
@@ -138,7 +142,7 @@ class SqliteStore(Store):
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise CommitOutcomeUnknown(str(exc)) from exc  # nothing was written, but say so conservatively
+            raise CommitFailed(str(exc)) from exc  # busy, or the disk is gone: nothing was written
         try:
             shards = sorted({write.shard_id for write in writes})
             placeholders = ",".join("?" * len(shards))
@@ -179,10 +183,8 @@ class SqliteStore(Store):
             db.executemany("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)", list(added))
             db.executemany("DELETE FROM outbox WHERE shard_id = ? AND execution_arn = ? AND dispatch_id = ?",
                            undispatched)
-            if dispatches:
-                seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM outbox").fetchone()[0]
-                db.executemany("INSERT OR REPLACE INTO outbox VALUES (?, ?, ?, ?, ?)",
-                               [(*key, payload, seq + n) for n, (key, payload) in enumerate(dispatches.items(), 1)])
+            db.executemany("INSERT OR REPLACE INTO outbox VALUES (?, ?, ?, ?, ?)",
+                           [(*key, payload, self._next_seq(db, key[0])) for key, payload in dispatches.items()])
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             with suppress(sqlite3.Error):
@@ -193,6 +195,16 @@ class SqliteStore(Store):
                 db.execute("ROLLBACK")
             raise
         return result
+
+    def _next_seq(self, db: sqlite3.Connection, shard_id: int) -> int:
+        """The next outbox seq of a shard: above every seq it ever used in this process, even once its rows are
+        gone, so a reader paging by seq never misses a row written behind its cursor. (Commits come from one
+        thread; a seq skipped by a rolled-back commit is a harmless gap.)"""
+        seq = self._outbox_seqs.get(shard_id)
+        if seq is None:
+            seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM outbox WHERE shard_id = ?", (shard_id,)).fetchone()[0]
+        self._outbox_seqs[shard_id] = seq + 1
+        return seq + 1
 
     @staticmethod
     def _write_executions(db: sqlite3.Connection, live: list[tuple[int, ExecutionWrite]]) -> list[int]:
@@ -219,7 +231,8 @@ class SqliteStore(Store):
         return conflicts
 
     def load_execution(self, arn: str) -> bytes | None:
-        row = self._db().execute("SELECT state FROM executions WHERE arn = ?", (arn,)).fetchone()
+        with _unavailable():
+            row = self._db().execute("SELECT state FROM executions WHERE arn = ?", (arn,)).fetchone()
         return row[0] if row else None
 
     def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
@@ -264,18 +277,26 @@ class SqliteStore(Store):
                 break
         return events[:limit]
 
-    def due_timers(self, shard_id: int, after_ms: int, until_ms: int) -> list[TimerRow]:
-        rows = self._db().execute(
-            "SELECT shard_id, fire_at_ms, execution_arn, timer_id FROM timers "
-            "WHERE shard_id = ? AND fire_at_ms > ? AND fire_at_ms <= ? ORDER BY fire_at_ms",
-            (shard_id, after_ms, until_ms))
+    def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
+                   after_key: tuple[str, str] | None = None) -> list[TimerRow]:
+        if after_key is None:
+            bound, args = "fire_at_ms > ?", [after_ms]
+        else:
+            bound, args = "(fire_at_ms, execution_arn, timer_id) > (?, ?, ?)", [after_ms, *after_key]
+        with _unavailable():
+            rows = self._db().execute(
+                f"SELECT shard_id, fire_at_ms, execution_arn, timer_id FROM timers WHERE shard_id = ? AND {bound} "
+                "AND fire_at_ms <= ? ORDER BY fire_at_ms, execution_arn, timer_id LIMIT ?",
+                (shard_id, *args, until_ms, limit)).fetchall()
         return [TimerRow(*row) for row in rows]
 
-    def pending_dispatches(self, shard_id: int) -> list[Dispatch]:
-        rows = self._db().execute(
-            "SELECT shard_id, execution_arn, dispatch_id, payload FROM outbox WHERE shard_id = ? ORDER BY seq",
-            (shard_id,))
-        return [Dispatch(shard, arn, dispatch_id, orjson.loads(payload)) for shard, arn, dispatch_id, payload in rows]
+    def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
+        with _unavailable():
+            rows = self._db().execute(
+                "SELECT shard_id, execution_arn, dispatch_id, payload, seq FROM outbox WHERE shard_id = ? "
+                "AND seq > ? ORDER BY seq LIMIT ?", (shard_id, after_seq, limit)).fetchall()
+        return [Dispatch(shard, arn, dispatch_id, orjson.loads(payload), seq)
+                for shard, arn, dispatch_id, payload, seq in rows]
 
     # -- activities
 
@@ -373,6 +394,14 @@ class SqliteStore(Store):
     def list_tags(self, arn: str) -> dict[str, str]:
         rows = self._db().execute("SELECT key, value FROM tags WHERE resource_arn = ? ORDER BY key", (arn,))
         return dict(rows.fetchall())
+
+
+@contextmanager
+def _unavailable() -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.OperationalError as exc:  # busy, locked, disk I/O: the database cannot answer now
+        raise StoreUnavailable(str(exc)) from exc
 
 
 def _record_blob(record: StateMachineRecord) -> bytes:

@@ -1,0 +1,87 @@
+"""The outbox window: which committed dispatches are in memory (handed to an integration or queued inside the
+engine), bounded by ``Limits.outbox_window_max`` over all shards. The outbox rows are the truth; this is their cache.
+
+A dispatch is *held* from the moment it is handed out until a commit removes its row (the attempt started, the
+dispatch was acknowledged) or the engine learns its attempt is not pending any more. A shard is *behind* when its
+rows may hold dispatches that are not in memory: at start, when the window was full as they committed, and when
+memory can no longer be trusted (a commit failed or its outcome is unknown; an integration lost its copy when a
+StartAttempt failed). Then new dispatches are not handed out directly; ``read`` pages through the shard's rows in seq
+order and hands out those not held, and a read that reaches the end while there is room catches the shard up.
+``reread`` first lets go of everything held for the shard, so whatever the rows still hold goes out again: an
+integration may then get a dispatch twice, and its StartAttempt refuses the second. Since a shard's seqs only grow,
+every row a read has not reached sorts after its cursor: none is missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from ..store.base import Dispatch
+from .limits import Limits
+
+Key = tuple[str, str]  # (execution ARN, dispatch id)
+# (shard, after_seq, limit) -> dispatches, as Store.pending_dispatches
+Reader = Callable[[int, int, int], list[Dispatch]]
+
+
+class OutboxWindow:
+    def __init__(self, limits: Limits | None = None) -> None:
+        self._limits = limits or Limits()
+        self._held: dict[Key, int] = {}  # -> shard
+        self._behind: dict[int, int] = {}  # shard -> the seq its read has passed
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def has_room(self) -> bool:
+        return len(self._held) < self._limits.outbox_window_max
+
+    def committed(self, dispatch: Dispatch) -> bool:
+        """A dispatch whose commit landed: True if it is to be handed out now (it is then held)."""
+        if dispatch.shard_id in self._behind:
+            return False  # the shard's read reaches it in seq order
+        if not self.has_room():
+            self._behind[dispatch.shard_id] = 0
+            return False
+        self._held[(dispatch.execution_arn, dispatch.dispatch_id)] = dispatch.shard_id
+        return True
+
+    def release(self, execution_arn: str, dispatch_id: str) -> None:
+        """Its row is gone, or its attempt is no longer pending: it leaves memory."""
+        self._held.pop((execution_arn, dispatch_id), None)
+
+    def spill(self, execution_arn: str, dispatch_id: str, shard_id: int) -> None:
+        """An integration could not keep a dispatch: it leaves memory and is read back when there is room."""
+        self.release(execution_arn, dispatch_id)
+        self._behind[shard_id] = 0
+
+    def reread(self, shard_id: int) -> None:
+        """Distrust what memory says of the shard: let go of what it holds and read its rows again from the first."""
+        self.forget(shard_id)
+        self._behind[shard_id] = 0
+
+    def forget(self, shard_id: int) -> None:
+        """Nothing of the shard stays (it was lost, or is about to be read again)."""
+        self._behind.pop(shard_id, None)
+        for key in [key for key, shard in self._held.items() if shard == shard_id]:
+            del self._held[key]
+
+    def behind(self) -> list[int]:
+        return list(self._behind)
+
+    def read(self, shard_id: int, reader: Reader) -> Iterator[Dispatch]:
+        """One page of a behind shard's rows: yields (and holds) each row to hand out, while there is room."""
+        after_seq = self._behind.get(shard_id)
+        if after_seq is None or not self.has_room():
+            return
+        page = reader(shard_id, after_seq, self._limits.outbox_page_rows_max)
+        for dispatch in page:
+            key = (dispatch.execution_arn, dispatch.dispatch_id)
+            if key not in self._held:
+                if not self.has_room():
+                    return  # the cursor stays before this row
+                self._held[key] = shard_id
+                yield dispatch
+            self._behind[shard_id] = dispatch.seq
+        if len(page) < self._limits.outbox_page_rows_max:
+            del self._behind[shard_id]  # caught up: rows from now on are handed out as they commit

@@ -1,0 +1,176 @@
+"""Named faults, switched on per run, and the store wrapper that injects them (FoundationDB's BUGGIFY, by name).
+
+``FaultyStore`` wraps a real store. Each engine-facing call asks the run's ``Faults`` whether to fail it, and how:
+
+  commit-fails      the commit is refused before anything is written (CommitFailed)
+  outcome-unknown   the commit is written, then CommitOutcomeUnknown is raised
+  version-conflict  one write of the batch is sent with a wrong expected version: the store reports it not committed
+  busy              a read the engine serves from raises StoreUnavailable (SQLITE_BUSY)
+  crash             the process dies right after a commit lands, before anyone hears of it (``Crash``)
+
+The other faults (duplicated, late and reordered task results, clock jumps, workers dying, crash-restart at random
+points) are the simulator's to inject; ``Faults`` only decides when and counts them. Everything is drawn from one
+``random.Random``, so a seed replays exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..store.base import (
+    CommitFailed,
+    CommitOutcomeUnknown,
+    CommitResult,
+    Dispatch,
+    ExecutionWrite,
+    Store,
+    StoreUnavailable,
+    TimerRow,
+)
+
+STORE_FAULTS = ("commit-fails", "outcome-unknown", "version-conflict", "busy", "crash")
+CLIENT_FAULTS = ("duplicate-result", "late-result", "reordered-results", "clock-jump", "worker-dies", "restart")
+ALL_FAULTS = STORE_FAULTS + CLIENT_FAULTS
+
+
+class Crash(BaseException):
+    """The simulated process died here. A BaseException, so that no ``except Exception`` in the engine eats it."""
+
+
+class Faults:
+    """Which faults are on, how often each fires, and how many fired. ``quiet()`` stops them (the liveness phase)."""
+
+    def __init__(self, rng: random.Random, enabled: Iterable[str], rate: float = 0.05) -> None:
+        unknown = set(enabled) - set(ALL_FAULTS)
+        if unknown:
+            raise ValueError(f"unknown fault(s) {sorted(unknown)}; known: {', '.join(ALL_FAULTS)}")
+        self.rng = rng
+        self.enabled = frozenset(enabled)
+        self.rate = rate
+        self.injected: Counter[str] = Counter()
+        self._quiet = False
+
+    def fire(self, name: str, rate: float | None = None) -> bool:
+        """Whether fault ``name`` happens now (and count it if so)."""
+        if self._quiet or name not in self.enabled:
+            return False
+        if self.rng.random() >= (self.rate if rate is None else rate):
+            return False
+        self.injected[name] += 1
+        return True
+
+    def quiet(self) -> None:
+        self._quiet = True
+
+    @property
+    def total(self) -> int:
+        return sum(self.injected.values())
+
+
+class FaultyStore(Store):
+    """A real store behind named faults. Only the calls the engine makes on its hot path fail; the rest pass through."""
+
+    def __init__(self, inner: Store, faults: Faults) -> None:
+        self.inner = inner
+        self.faults = faults
+
+    def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult:
+        faults = self.faults
+        if faults.fire("commit-fails"):
+            raise CommitFailed("injected: the commit was refused before writing")
+        if writes and faults.fire("version-conflict"):
+            index = faults.rng.randrange(len(writes))
+            writes = [*writes[:index], replace(writes[index], expected_version=writes[index].expected_version + 7),
+                      *writes[index + 1:]]
+        result = self.inner.commit(writes, range_ids)
+        if faults.fire("outcome-unknown"):
+            raise CommitOutcomeUnknown("injected: written, then the connection dropped")
+        if faults.fire("crash"):
+            raise Crash("injected: the process died after the commit landed")
+        return result
+
+    def load_execution(self, arn: str) -> bytes | None:
+        self._maybe_busy()
+        return self.inner.load_execution(arn)
+
+    def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
+                   after_key: tuple[str, str] | None = None) -> list[TimerRow]:
+        self._maybe_busy()
+        return self.inner.due_timers(shard_id, after_ms, until_ms, limit, after_key)
+
+    def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
+        self._maybe_busy()
+        return self.inner.pending_dispatches(shard_id, after_seq, limit)
+
+    def _maybe_busy(self) -> None:
+        if self.faults.fire("busy"):
+            raise StoreUnavailable("injected: database is locked")
+
+    # -- everything else passes through unchanged
+
+    def shard_count(self) -> int:
+        return self.inner.shard_count()
+
+    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int) -> int:
+        return self.inner.acquire_shard(shard_id, owner, lease_until_ms)
+
+    def list_executions(self, *args: Any) -> Any:
+        return self.inner.list_executions(*args)
+
+    def read_history(self, *args: Any) -> Any:
+        return self.inner.read_history(*args)
+
+    def create_activity(self, record: Any) -> Any:
+        return self.inner.create_activity(record)
+
+    def get_activity(self, arn: str) -> Any:
+        return self.inner.get_activity(arn)
+
+    def delete_activity(self, arn: str) -> None:
+        self.inner.delete_activity(arn)
+
+    def list_activities(self, *args: Any) -> Any:
+        return self.inner.list_activities(*args)
+
+    def get_setting(self, key: str) -> str | None:
+        return self.inner.get_setting(key)
+
+    def put_setting_if_absent(self, key: str, value: str) -> str:
+        return self.inner.put_setting_if_absent(key, value)
+
+    def put_setting(self, key: str, value: str) -> None:
+        self.inner.put_setting(key, value)
+
+    def create_state_machine(self, record: Any) -> Any:
+        return self.inner.create_state_machine(record)
+
+    def get_state_machine(self, arn: str) -> Any:
+        return self.inner.get_state_machine(arn)
+
+    def update_state_machine(self, record: Any) -> bool:
+        return self.inner.update_state_machine(record)
+
+    def delete_state_machine(self, arn: str) -> None:
+        self.inner.delete_state_machine(arn)
+
+    def list_state_machines(self, *args: Any) -> Any:
+        return self.inner.list_state_machines(*args)
+
+    def get_revision(self, state_machine_arn: str, revision_id: str) -> Any:
+        return self.inner.get_revision(state_machine_arn, revision_id)
+
+    def tag_resource(self, arn: str, tags: Any) -> None:
+        self.inner.tag_resource(arn, tags)
+
+    def untag_resource(self, arn: str, keys: Any) -> None:
+        self.inner.untag_resource(arn, keys)
+
+    def list_tags(self, arn: str) -> dict[str, str]:
+        return self.inner.list_tags(arn)
+
+    def close(self) -> None:
+        self.inner.close()
