@@ -51,6 +51,9 @@ from .transfers import TransferContext, apply_transfer
 log = logging.getLogger("statewright.engine")
 
 LEASE_MS = 10_000
+# Bugs the simulator's own tests plant (Engine(planted=...)) to show each fault's checker catches them.
+PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
+                     "refill-skips-overdue", "lose-timeouts"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
 
@@ -70,12 +73,21 @@ class _Batch:
     staged: dict[str, ExecutionState] = field(default_factory=dict)  # each execution's latest state in the batch
     # (reply, result, index of the write the result depends on, or -1): answered after the commit
     replies: list[tuple[Reply, object, int]] = field(default_factory=list)
+    fired: dict[int, tuple[str, str, int, int]] = field(default_factory=dict)  # write index -> the timer it fired
 
 
 class Engine:
     def __init__(self, store: Store, *, node_id: str = "local", clock: Callable[[], int] = wall_clock_ms,
-                 limits: Limits | None = None, tokens: TaskTokens | None = None) -> None:
+                 limits: Limits | None = None, tokens: TaskTokens | None = None,
+                 planted: frozenset[str] = frozenset()) -> None:
         self.store = store
+        # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
+        unknown = planted - PLANTED
+        if unknown:
+            raise ValueError(f"unknown planted bug(s) {sorted(unknown)}; known: {', '.join(sorted(PLANTED))}")
+        self.planted = planted
+        # The simulator's probe: told of every timer whose firing committed (timer_applied(arn, id, due, now)).
+        self.probe: Any = None
         self.limits = limits or Limits()
         self.tokens = tokens or TaskTokens.load(store)
         self.services = decider.Services(self.tokens.mint, lambda arn: store.get_activity(arn) is not None)
@@ -110,7 +122,8 @@ class Engine:
         for shard in range(self.shard_count):
             self.range_ids[shard] = self.store.acquire_shard(shard, self.node_id, now_ms + LEASE_MS)
             self.windows[shard] = TimerWindow(shard, self.limits)
-            self.outbox.reread(shard)
+            if "no-outbox-read-at-start" not in self.planted:
+                self.outbox.reread(shard)
 
     # -- running
 
@@ -178,11 +191,15 @@ class Engine:
         budget = self.limits.tick_commands_max
         work: list[tuple[Command | Dispatch, Reply]] = []
         for window in self.windows.values():
+            if "refill-skips-overdue" in self.planted:
+                window.planted_skip_overdue(now_ms)
             try:
                 window.refill(now_ms, self.store.due_timers)
             except StoreUnavailable as exc:  # the window is as it was; the next tick tries again
                 log.error("store unavailable loading timers of shard %d: %s", window.shard_id, exc)
             for _, arn, timer_id in window.pop_due(now_ms, budget - len(work)):
+                if "lose-timeouts" in self.planted and timer_id.startswith("timeout-"):
+                    continue
                 work.append((FireTimer(arn, timer_id), None))
         while self._transfers and len(work) < budget:
             work.append((self._transfers.popleft(), None))
@@ -202,6 +219,9 @@ class Engine:
                 if reply is not None:
                     batch.replies.append((reply, result, staged if len(batch.writes) > staged else -1))
             self.metrics.apply_seconds.observe(time.perf_counter() - started)
+        if "reply-before-commit" in self.planted:
+            self.deliver_replies([(reply, result) for reply, result, _ in batch.replies])
+            batch.replies.clear()
         failed = self._commit(batch) if batch.writes else {}
         answers = [(reply, failed.get(index, result) if index >= 0 else result)
                    for reply, result, index in batch.replies]
@@ -223,6 +243,8 @@ class Engine:
             log.exception("applying %s failed", type(command).__name__)
             return exc
         if isinstance(result, TaskNotPending) and isinstance(command, StartAttempt):
+            if "start-attempt-twice" in self.planted:
+                return True
             self.outbox.release(command.arn, str(command.scheduled_id))  # its dispatch is stale: let it go
         return result
 
@@ -246,7 +268,9 @@ class Engine:
             decision = decider.fire_timer(current, self._definition(current), command.timer_id, now_ms,
                                           self.services)
             if decision is not None:
-                self.metrics.timer_fired(current.timers.get(command.timer_id, now_ms), now_ms)
+                due_ms = current.timers.get(command.timer_id, now_ms)
+                self.metrics.timer_fired(due_ms, now_ms)
+                batch.fired[len(batch.writes)] = (command.arn, command.timer_id, due_ms, now_ms)
                 self._stage(batch, decision, current.version)
             return None
         if isinstance(command, StopExecution):
@@ -325,6 +349,8 @@ class Engine:
                     self._reread({write.shard_id}, [state])
                 continue
             self._remember(state)
+            if self.probe is not None and index in batch.fired:
+                self.probe.timer_applied(*batch.fired[index])
             window = self.windows[state.shard_id]
             for timer_id, fire_at_ms in write.timers_added:
                 window.offer(fire_at_ms, state.arn, timer_id)
@@ -340,6 +366,8 @@ class Engine:
         """What memory says of these shards may be wrong: drop it, and read the rows again before serving."""
         for state in states:
             self._cache.pop(state.arn, None)
+        if "no-reread" in self.planted:
+            return
         for shard in shards:
             self.windows[shard].forget()
             self.outbox.reread(shard)

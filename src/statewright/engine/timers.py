@@ -88,6 +88,12 @@ class TimerWindow:
     def next_due_ms(self) -> int | None:
         return self._heap[0][0] if self._heap else None
 
+    def planted_skip_overdue(self, now_ms: int) -> None:
+        """Test-only planted bug (Engine.planted "refill-skips-overdue"): after a clock jump, act as if every row due
+        before now were loaded already, losing them."""
+        if self._last_key is None and self._until_ms is not None and self._until_ms < now_ms:
+            self._until_ms = now_ms
+
     def forget(self) -> None:
         """Drop the cache (the shard was lost, or a commit's outcome is unknown); the next refill reloads it from
         the rows, overdue ones first."""

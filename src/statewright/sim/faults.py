@@ -31,6 +31,7 @@ from ..store.base import (
     StoreUnavailable,
     TimerRow,
 )
+from .checkers import Ledger
 
 STORE_FAULTS = ("commit-fails", "outcome-unknown", "version-conflict", "busy", "crash")
 CLIENT_FAULTS = ("duplicate-result", "late-result", "reordered-results", "clock-jump", "worker-dies", "restart")
@@ -74,9 +75,11 @@ class Faults:
 class FaultyStore(Store):
     """A real store behind named faults. Only the calls the engine makes on its hot path fail; the rest pass through."""
 
-    def __init__(self, inner: Store, faults: Faults) -> None:
+    def __init__(self, inner: Store, faults: Faults, owner: str = "", ledger: Ledger | None = None) -> None:
         self.inner = inner
         self.faults = faults
+        self.owner = owner  # the node (and incarnation) committing through this store, for the range-id check
+        self.ledger = ledger
 
     def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult:
         faults = self.faults
@@ -87,6 +90,9 @@ class FaultyStore(Store):
             writes = [*writes[:index], replace(writes[index], expected_version=writes[index].expected_version + 7),
                       *writes[index + 1:]]
         result = self.inner.commit(writes, range_ids)
+        if self.ledger is not None:
+            for shard in {write.shard_id for write in writes} - result.lost_shards:
+                self.ledger.range_owners[(shard, range_ids[shard])].add(self.owner)
         if faults.fire("outcome-unknown"):
             raise CommitOutcomeUnknown("injected: written, then the connection dropped")
         if faults.fire("crash"):

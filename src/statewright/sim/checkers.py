@@ -1,0 +1,99 @@
+"""Invariant checkers over what a run left in the store and what its participants saw (DESIGN.md's invariants).
+
+Each checker returns a list of violations (strings that say what and where); an empty list means it holds. The
+``Ledger`` is what the simulated clients, workers and the engine's probe recorded while the run went on; the
+checkers compare it with the store at the end. The simulator and the test suite both use these.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..store.base import Store
+
+TERMINAL_EVENTS = frozenset({"ExecutionSucceeded", "ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut"})
+CLOSED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
+_HISTORY_PAGE = 1_000
+
+
+def history_problems(where: str, events: list[dict[str, Any]], closed: bool) -> list[str]:
+    """Ids 1..n with no gap or repeat, ExecutionStarted first and once, previousEventId pointing backwards, and
+    (when the execution closed) exactly one terminal event, the last."""
+    problems = []
+    ids = [event["id"] for event in events]
+    if ids != list(range(1, len(ids) + 1)):
+        repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+        problems.append(f"{where}: event ids are not 1..{len(ids)} (repeated: {repeated})")
+    types = [event["type"] for event in events]
+    if types.count("ExecutionStarted") != 1 or types[:1] != ["ExecutionStarted"]:
+        problems.append(f"{where}: ExecutionStarted is not first and once: {types[:3]}...")
+    terminal = [t for t in types if t in TERMINAL_EVENTS]
+    if closed and (len(terminal) != 1 or types[-1:] != terminal):
+        problems.append(f"{where}: not exactly one terminal event at the end: {terminal}, last {types[-1:]}")
+    if not closed and terminal:
+        problems.append(f"{where}: RUNNING but its history holds {terminal}")
+    for event in events:
+        if not 0 <= event["previousEventId"] < event["id"]:
+            problems.append(f"{where}: event {event['id']} has previousEventId {event['previousEventId']}")
+    return problems
+
+
+def read_history(store: Store, arn: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    while True:
+        page = store.read_history(arn, events[-1]["id"] if events else 0, _HISTORY_PAGE, False)
+        events += page
+        if len(page) < _HISTORY_PAGE:
+            return events
+
+
+@dataclass
+class Ledger:
+    """What the run's participants recorded."""
+
+    acknowledged: dict[str, int] = field(default_factory=dict)  # execution ARN -> start time its caller was told
+    attempts_started: Counter[tuple[str, int]] = field(default_factory=Counter)  # (arn, scheduled id) handed out
+    timer_fires: Counter[tuple[str, str, int]] = field(default_factory=Counter)  # (arn, timer id, due ms) applied
+    range_owners: dict[tuple[int, int], set[str]] = field(default_factory=lambda: defaultdict(set))
+    early_replies: list[str] = field(default_factory=list)  # replies delivered before their commit was visible
+
+    early_timers: list[str] = field(default_factory=list)
+
+    def started_attempt(self, arn: str, scheduled_id: int) -> None:
+        self.attempts_started[(arn, scheduled_id)] += 1
+
+    # -- the engine's probe (Engine.probe)
+
+    def timer_applied(self, arn: str, timer_id: str, due_ms: int, now_ms: int) -> None:
+        self.timer_fires[(arn, timer_id, due_ms)] += 1
+        if now_ms < due_ms:
+            self.early_timers.append(f"{arn}: timer {timer_id} due at {due_ms} applied at {now_ms}")
+
+
+def check_all(store: Store, ledger: Ledger, *, liveness: bool) -> list[str]:
+    """Every invariant; with ``liveness`` also that every acknowledged execution closed."""
+    problems = [*ledger.early_replies, *ledger.early_timers]
+    for arn in sorted(ledger.acknowledged):
+        blob = store.load_execution(arn)
+        if blob is None:
+            problems.append(f"{arn}: acknowledged at start but not in the store")
+            continue
+        status = _status(blob)
+        if liveness and status not in CLOSED:
+            problems.append(f"{arn}: still {status} after every fault stopped and time ran on")
+        problems += history_problems(arn, read_history(store, arn), status in CLOSED)
+    problems += [f"{arn}: attempt {sid} handed out {n} times" for (arn, sid), n in ledger.attempts_started.items()
+                 if n > 1]
+    problems += [f"{arn}: timer {timer_id} due at {due} applied {n} times"
+                 for (arn, timer_id, due), n in ledger.timer_fires.items() if n > 1]
+    problems += [f"shard {shard}: range id {range_id} committed by {sorted(owners)}"
+                 for (shard, range_id), owners in ledger.range_owners.items() if len(owners) > 1]
+    return problems
+
+
+def _status(blob: bytes) -> str:
+    return orjson.loads(blob)["status"]
