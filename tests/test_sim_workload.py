@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import heapq
 import json
 import os
 import random
@@ -13,7 +14,7 @@ import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from itertools import pairwise
+from itertools import count, pairwise
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import pytest
 
 from server import ROLE_ARN
 from statewright.asl.definition import parse_definition
-from statewright.engine.commands import StartExecution
+from statewright.engine.commands import CompleteAttempt, Heartbeat, StartAttempt, StartExecution
 from statewright.engine.core import Engine
 from statewright.engine.execution import ExecutionState
 from statewright.engine.timers import REFILL_MARGIN_MS, WINDOW_MS
@@ -43,7 +44,7 @@ from statewright.sim.workload import (
     generate_input,
     worker_plan,
 )
-from statewright.store.base import ActivityRecord, StateMachineRecord
+from statewright.store.base import ActivityRecord, Dispatch, StateMachineRecord
 from statewright.store.sqlite import SqliteStore
 
 SEEDS = range(500)
@@ -315,33 +316,74 @@ def test_inputs_have_the_fields_the_paths_read():
     assert dropped < len(SEEDS) * 0.05  # a path that does not resolve (States.Runtime) stays rare
 
 
-def test_unanswered_executions_close_and_rarely_on_a_runtime_error(tmp_path):
-    """No worker answers, so every attempt times out: each execution must still close (the definitions are DAGs
-    with deadlines), and few may fail on a path that does not resolve. The real engine on SQLite, virtual clock."""
+@pytest.mark.parametrize("answered", [False, True], ids=["unanswered", "workers"])
+def test_generated_executions_close_and_rarely_on_a_runtime_error(tmp_path, answered):
+    """Without workers every attempt times out; with them each attempt goes as a worker plan says. Either way
+    every execution must close (the definitions are DAGs with deadlines), and few may fail on a path that does
+    not resolve. The real engine on SQLite, on a virtual clock."""
     store = SqliteStore(tmp_path / "db.sqlite", shard_count=4)
     for arn in ACTIVITIES:
         store.create_activity(ActivityRecord(arn, arn.rsplit(":", 1)[1], 0))
     clock = [1_700_000_000_000]
     engine = Engine(store, clock=lambda: clock[0])
     engine.acquire_all_shards()
+    workers = Workers(engine, store, clock) if answered else None
     executions = [start_generated(store, engine, seed) for seed in range(200)]
-    run_until_closed(engine, store, clock, executions)
+    run_until_closed(engine, store, clock, executions, workers)
     closed = [ExecutionState.from_blob(store.load_execution(arn)) for arn in executions]
     store.close()
     assert [state.arn for state in closed if state.is_open] == []
     runtime = [state.arn for state in closed if state.error in ("States.Runtime", "States.QueryEvaluationError")]
     assert len(runtime) < len(closed) * 0.05
+    if workers is not None:
+        assert sum(state.status == "SUCCEEDED" for state in closed) > len(closed) / 3
+        assert set(workers.behaviours) == {"succeed", "fail", "duplicate", "overrun", "late", "die", "stall"}
+
+
+class Workers:
+    """Simulated activity workers: an attempt is started when it is dispatched, then answered as its plan says."""
+
+    def __init__(self, engine: Engine, store: SqliteStore, clock: list[int]) -> None:
+        self.engine, self.store, self.clock = engine, store, clock
+        self.rng = random.Random(0)
+        self.queue: list[tuple[int, int, Heartbeat | CompleteAttempt]] = []  # (due_ms, order, command)
+        self.order = count()
+        self.behaviours: Counter[str] = Counter()
+        engine.on_dispatch = self.receive
+
+    def receive(self, dispatch: Dispatch) -> None:
+        arn, scheduled_id = dispatch.execution_arn, dispatch.payload["scheduled_id"]
+        details = self.store.read_history(arn, scheduled_id - 1, 1, False)[0]["activityScheduledEventDetails"]
+        plan = worker_plan(self.rng, details["timeoutInSeconds"], details.get("heartbeatInSeconds"))
+        self.behaviours[plan.behaviour] += 1
+        self.engine.submit(StartAttempt(arn, scheduled_id))
+        for action in plan.actions:
+            if isinstance(action, SendTaskHeartbeat):
+                command: Heartbeat | CompleteAttempt = Heartbeat(arn, scheduled_id)
+            elif isinstance(action, SendTaskSuccess):
+                command = CompleteAttempt(arn, scheduled_id, ("success", json.dumps(action.output)))
+            else:
+                command = CompleteAttempt(arn, scheduled_id, ("failure", action.error, action.cause))
+            heapq.heappush(self.queue, (self.clock[0] + action.at_ms, next(self.order), command))
+
+    def submit_due(self) -> int | None:
+        """Hand the engine what is due now; the time of the next action, if any."""
+        while self.queue and self.queue[0][0] <= self.clock[0]:
+            self.engine.submit(heapq.heappop(self.queue)[2])
+        return self.queue[0][0] if self.queue else None
 
 
 def run_until_closed(engine: Engine, store: SqliteStore, clock: list[int], executions: list[str],
-                     virtual_ms_max: int = 7 * 24 * 3600 * 1000) -> None:
-    """Tick, jumping the virtual clock to the next due timer, or past the loaded timer window while
-    executions are open, for at most ``virtual_ms_max``."""
+                     workers: Workers | None, virtual_ms_max: int = 7 * 24 * 3600 * 1000) -> None:
+    """Tick, jumping the virtual clock to the next due timer or worker action, or past the loaded timer window
+    while executions are open, for at most ``virtual_ms_max``."""
     end_ms = clock[0] + virtual_ms_max
     while clock[0] < end_ms:
+        next_action_ms = workers.submit_due() if workers else None
         if engine.tick(clock[0]):
             continue
         due = [window.next_due_ms() for window in engine.windows.values() if window.next_due_ms() is not None]
+        due += [next_action_ms] if next_action_ms is not None else []
         if due:
             clock[0] = max(clock[0], min(due))
         elif any(ExecutionState.from_blob(store.load_execution(arn)).is_open for arn in executions):
