@@ -239,7 +239,7 @@ class _Generator:
         return kind, children
 
     def flow(self, kind: str, body: dict[str, Any], nxt: str | None, scope: _Scope) -> dict[str, Any]:
-        """Next or End (a Choice's Default is the next state); the last state may narrow its output."""
+        """Next or End; the last state may narrow its output with OutputPath, as no state after it reads it."""
         if kind == "Choice":
             return body  # its transitions are its rules and its Default
         if nxt is not None:
