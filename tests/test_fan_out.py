@@ -115,6 +115,22 @@ def test_map_iteration_failure_aborts_the_others_and_catch_routes(store):
     assert "MapStateFailed" in types
 
 
+def test_a_failing_branch_drops_a_sibling_whose_map_is_still_running(store):
+    """Found by the simulator's workload generator: the sibling's flow was dropped before its iterations."""
+    arn = machine(store, "nested-drop", {"StartAt": "P", "States": {"P": {
+        "Type": "Parallel", "End": True, "Branches": [
+            {"StartAt": "M", "States": {"M": {"Type": "Map", "End": True, "ItemProcessor": {
+                "StartAt": "Sleep", "States": {"Sleep": {"Type": "Wait", "Seconds": 100, "End": True}}}}}},
+            {"StartAt": "Bad", "States": {"Bad": {"Type": "Fail", "Error": "Boom", "Cause": "a branch failed"}}}]}}})
+    clock = [1_700_000_000_000]
+    engine = Engine(store, clock=lambda: clock[0])
+    engine.acquire_all_shards()
+    execution = start(engine, arn, "p", [1, 2])
+    run_to_end(engine, clock)
+    state = ExecutionState.from_blob(store.load_execution(execution))
+    assert (state.status, state.error, state.timers) == ("FAILED", "Boom", {})
+
+
 def test_retry_on_parallel_waits_its_backoff_then_runs_again(store):
     arn = machine(store, "retrying", {"StartAt": "P", "States": {"P": {
         "Type": "Parallel", "End": True,

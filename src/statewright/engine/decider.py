@@ -716,11 +716,11 @@ class _Step(TaskSteps, JsonataSteps):
     def drop_flow(self, flow_id: str) -> None:
         if self.flows[flow_id]["task"]:
             self.end_task(flow_id)
+        if self.flows[flow_id]["fan"] is not None:  # its children first: they look their parent up
+            self.drop_children(flow_id, aborted_event=False)
         flow = self.flows.pop(flow_id)
         if flow["timer"] is not None:
             self.remove_timer(flow["timer"])
-        if flow["fan"] is not None:
-            self.drop_children(flow_id, aborted_event=False)
 
     def drop_children(self, parent_id: str, aborted_event: bool, skip: str | None = None) -> None:
         parent = self.flows[parent_id]
