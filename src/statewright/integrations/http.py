@@ -57,21 +57,23 @@ import math
 import os
 import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import h11
 
 from ..asl import errors
 from ..asl.jsonio import dumps, loads
-from ..engine.commands import CompleteAttempt, TaskNotPending
+from ..engine.commands import CompleteAttempt, InboxFull, TaskNotPending
+from ..engine.limits import Limits
 from ..store.base import Dispatch
 from .dispatcher import Dispatcher
 
 Outcome = tuple[str, str] | tuple[str, str, str]
+T = TypeVar("T")
 
 SOCKET = "States.Http.Socket"
 STATUS_CODE = "States.Http.StatusCode."
@@ -97,11 +99,14 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 RESPONSE_BYTES_MAX = 262_144
 READ_CHUNK_BYTES = 65_536
 TOKEN_REFRESH_MARGIN_S = 60.0
+ATTEMPT_TIMEOUT_S = 60.0  # AWS's limit on one HTTP Task attempt (the engine enforces it as a deadline too)
+INBOX_RETRY_FIRST_S = 0.01  # the first pause after a full engine inbox; it doubles up to INBOX_RETRY_MAX_S
+INBOX_RETRY_MAX_S = 1.0
 # Characters left as they are when a URL's path and query go on the wire; everything else is percent-encoded.
 URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
 
 
-async def invoke(parameters: dict, connections: Connections, *, timeout_s: float = 60) -> Outcome:
+async def invoke(parameters: dict, connections: Connections, *, timeout_s: float = ATTEMPT_TIMEOUT_S) -> Outcome:
     """Make the call the HTTP Task's evaluated Parameters describe; see the module docstring for the outcomes."""
     try:
         async with asyncio.timeout(timeout_s):
@@ -610,17 +615,42 @@ def _check_parameter_lists(arn: str, where: str, container: Any) -> None:
 
 
 class HttpTasks:
-    """Runs arn:aws:states:::http:invoke attempts: started first, then called, then reported."""
+    """Runs arn:aws:states:::http:invoke attempts: started first, then called, then reported.
 
-    def __init__(self, dispatcher: Dispatcher, connections: Connections) -> None:
+    At most ``Limits.http_calls_concurrent_max`` calls are in flight; the others wait for a slot, in arrival
+    order, their dispatches still in the outbox. A call waiting for a slot has not started its attempt:
+    StartAttempt is recorded only once the call holds a slot, so TaskStarted (and any deadline counted from the
+    start) leaves the wait out, and a call that never got a slot before a restart is replayed from the outbox
+    like any dispatch not yet started. A full engine inbox is waited out with backoff, for at most
+    ``ATTEMPT_TIMEOUT_S``: past that the attempt's deadline has fired and the engine would refuse it anyway.
+    """
+
+    def __init__(self, dispatcher: Dispatcher, connections: Connections, limits: Limits | None = None) -> None:
         self.dispatcher = dispatcher
         self.connections = connections
+        self._slots = asyncio.Semaphore((limits or Limits()).http_calls_concurrent_max)
         dispatcher.register("http", self.run)
 
     async def run(self, dispatch: Dispatch) -> None:
-        if not await self.dispatcher.start_attempt(dispatch):
-            return  # a duplicate, or the attempt moved on: it must not be called twice
-        outcome = await invoke(dispatch.payload["input"], self.connections)
+        async with self._slots:
+            if not await _once_accepted(lambda: self.dispatcher.start_attempt(dispatch)):
+                return  # a duplicate, or the attempt moved on: it must not be called twice
+            outcome = await invoke(dispatch.payload["input"], self.connections)
+        completion = CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"], outcome)
         with contextlib.suppress(TaskNotPending):  # the attempt's 60 s deadline fired first
-            await self.dispatcher.run(CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"],
-                                                      outcome))
+            await _once_accepted(lambda: self.dispatcher.run(completion))
+
+
+async def _once_accepted(submit: Callable[[], Awaitable[T]]) -> T:
+    """``submit()``, submitted again with backoff while the engine's inbox is full, for up to ATTEMPT_TIMEOUT_S."""
+    loop = asyncio.get_running_loop()
+    give_up_at = loop.time() + ATTEMPT_TIMEOUT_S
+    pause_s = INBOX_RETRY_FIRST_S
+    while True:
+        try:
+            return await submit()
+        except InboxFull:
+            if loop.time() + pause_s > give_up_at:
+                raise
+        await asyncio.sleep(pause_s)
+        pause_s = min(pause_s * 2, INBOX_RETRY_MAX_S)
