@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     limits = defaults.limits
     run.add_argument("--inbox-commands-max", type=_positive, default=limits.inbox_commands_max, metavar="N",
                      help="commands that may wait for the engine; past them requests get ThrottlingException "
-                          f"(default {limits.inbox_commands_max})")
+                          f"(not enforced until the engine takes it; default {limits.inbox_commands_max})")
     run.add_argument("--http-calls-concurrent-max", type=_positive, default=limits.http_calls_concurrent_max,
                      metavar="N", help="HTTP Task calls in flight at once; more wait their turn "
                                        f"(default {limits.http_calls_concurrent_max})")

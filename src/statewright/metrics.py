@@ -87,8 +87,8 @@ class Metrics:
             "statewright_api_requests", "API requests by operation and error code (empty when it succeeded)",
             ["operation", "error"], registry=registry)
         self.throttled = Counter(
-            "statewright_api_throttled_requests", "Requests answered ThrottlingException: the engine's inbox was full "
-            "(Limits.inbox_commands_max)", registry=registry)
+            "statewright_api_throttled_requests", "Requests answered ThrottlingException because the engine's inbox "
+            "was full (statewright serve --inbox-commands-max)", registry=registry)
         self.outbox = Gauge(
             "statewright_outbox_dispatches", "Dispatches committed and not yet handed out or acknowledged: the "
             "outbox (activity tasks waiting for a worker are in it too)", registry=registry)

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from ..engine.commands import Command
 from ..engine.core import Engine, answer
@@ -31,7 +31,6 @@ _MACHINE_CACHE_SIZE = 10_000
 STORE_THREADS_MAX = 8
 Handler = Callable[["Service", dict, Scope], dict | Awaitable[dict]]
 HANDLERS: dict[str, Handler] = {}
-P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -71,10 +70,9 @@ class Service:
         HttpTasks(self.dispatcher, self.connections, self.limits)
         engine.on_dispatch = self.dispatcher.submit
 
-    async def store_call(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a blocking call (a store read or write) on the service's store threads, off the event loop."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._store_threads, lambda: function(*args, **kwargs))
+    async def store_call(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` (a store read or write) on the service's store threads, off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._store_threads, function, *args)
 
     async def state_machine(self, arn: str) -> StateMachineRecord | None:
         """The state machine record, cached for a second: StartExecution reads it on every call, and an update
