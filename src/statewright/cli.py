@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from .api.server import ServerConfig, serve
@@ -32,6 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--connections", type=Path, default=None,
                      help="JSON file of HTTP Task connections: ConnectionArn -> {AuthorizationType, AuthParameters} "
                           "as EventBridge's CreateConnection takes them")
+    limits = defaults.limits
+    run.add_argument("--inbox-commands-max", type=_positive, default=limits.inbox_commands_max, metavar="N",
+                     help="commands that may wait for the engine; past them requests get ThrottlingException "
+                          f"(default {limits.inbox_commands_max})")
+    run.add_argument("--http-calls-concurrent-max", type=_positive, default=limits.http_calls_concurrent_max,
+                     metavar="N", help="HTTP Task calls in flight at once; more wait their turn "
+                                       f"(default {limits.http_calls_concurrent_max})")
+    run.add_argument("--activity-backlog-tasks-max", type=_positive, default=limits.activity_backlog_tasks_max,
+                     metavar="N", help="activity tasks held in memory for workers, all activities together; more "
+                                       f"wait in the database (default {limits.activity_backlog_tasks_max})")
     keys = commands.add_parser(
         "keys", help="list or rotate the keys that sign task tokens",
         description="Task tokens are signed with the newest key; every listed key still verifies. Rotate, restart "
@@ -64,8 +75,21 @@ def main(argv: list[str] | None = None) -> int:
         return _simulate(parser, args)
     if args.shards < 1:
         parser.error("--shards must be at least 1")
+    tuned = dataclasses.replace(limits, inbox_commands_max=args.inbox_commands_max,
+                                http_calls_concurrent_max=args.http_calls_concurrent_max,
+                                activity_backlog_tasks_max=args.activity_backlog_tasks_max)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
-                              args.connections))
+                              args.connections, tuned))
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

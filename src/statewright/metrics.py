@@ -29,6 +29,7 @@ log = logging.getLogger("statewright.metrics")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _RUNNING = "RUNNING"
 _ENTERED = "StateEntered"
+_THROTTLED = "ThrottlingException"
 _SNAPSHOT_WAIT_S = 60.0  # the engine ticks at least once a second; give up counting if it never does
 
 _SECONDS_FAST = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1)
@@ -86,8 +87,8 @@ class Metrics:
             "statewright_api_requests", "API requests by operation and error code (empty when it succeeded)",
             ["operation", "error"], registry=registry)
         self.throttled = Counter(
-            "statewright_api_throttled_requests", "Requests answered ThrottlingException (no throttling yet)",
-            registry=registry)
+            "statewright_api_throttled_requests", "Requests answered ThrottlingException because the engine's inbox "
+            "was full (statewright serve --inbox-commands-max)", registry=registry)
         self.outbox = Gauge(
             "statewright_outbox_dispatches", "Dispatches in memory: committed, handed out (to a worker's poll, an "
             "HTTP call, the engine's own transfers) and not yet done; bounded by outbox_window_max",
@@ -155,6 +156,7 @@ class ApiMetrics:
         self._operations = frozenset(operations)
         self._latency: dict[str, Any] = {}
         self._requests: dict[tuple[str, str], Any] = {}
+        self._throttled = metrics.throttled
 
     def request_done(self, scope: dict, status: int, body: dict, seconds: float) -> None:
         operation = "unknown"  # label values stay bounded: only the service model's operation names
@@ -173,6 +175,8 @@ class ApiMetrics:
         if requests is None:
             requests = self._requests[(operation, error)] = self.metrics.api_requests.labels(operation, error)
         requests.inc()
+        if error == _THROTTLED:
+            self._throttled.inc()
 
     def exposition(self) -> bytes:
         return self.metrics.exposition()

@@ -16,44 +16,51 @@ from .service import Service, handler, seconds
 POLL_SECONDS = 60
 
 
-def _activity(service: Service, arn: str) -> ActivityRecord:
+async def _activity(service: Service, arn: str) -> ActivityRecord:
     rest = arns.parse(arn, "activity")
     if len(rest) != 1:
         raise invalid_arn(f"Invalid ARN: {arn}")
-    record = service.store.get_activity(arn)
+    record = await service.store_call(service.store.get_activity, arn)
     if record is None:
         raise AwsError("ActivityDoesNotExist", f"Activity Does Not Exist: '{arn}'")
     return record
 
 
 @handler("CreateActivity")
-def create_activity(service: Service, params: dict, scope: Scope) -> dict:
+async def create_activity(service: Service, params: dict, scope: Scope) -> dict:
     name = params["name"]
     arns.check_name(name)
-    record = service.store.create_activity(ActivityRecord(scope.arn(f"activity:{name}"), name, service.clock()))
-    if params.get("tags"):
-        service.store.tag_resource(record.arn, {tag["key"]: tag.get("value", "") for tag in params["tags"]})
+    record = await service.store_call(_create, service, ActivityRecord(scope.arn(f"activity:{name}"), name,
+                                                                       service.clock()), params.get("tags"))
     return {"activityArn": record.arn, "creationDate": seconds(record.created_ms)}
 
 
+def _create(service: Service, record: ActivityRecord, tags: list[dict] | None) -> ActivityRecord:
+    """On a store thread: create the activity (or find the one that exists) and tag it."""
+    stored = service.store.create_activity(record)
+    if tags:
+        service.store.tag_resource(stored.arn, {tag["key"]: tag.get("value", "") for tag in tags})
+    return stored
+
+
 @handler("DescribeActivity")
-def describe_activity(service: Service, params: dict, scope: Scope) -> dict:
-    record = _activity(service, params["activityArn"])
+async def describe_activity(service: Service, params: dict, scope: Scope) -> dict:
+    record = await _activity(service, params["activityArn"])
     return {"activityArn": record.arn, "name": record.name, "creationDate": seconds(record.created_ms)}
 
 
 @handler("DeleteActivity")
-def delete_activity(service: Service, params: dict, scope: Scope) -> dict:
+async def delete_activity(service: Service, params: dict, scope: Scope) -> dict:
     arn = params["activityArn"]
     arns.parse(arn, "activity")
-    service.store.delete_activity(arn)
+    await service.store_call(service.store.delete_activity, arn)
     return {}
 
 
 @handler("ListActivities")
-def list_activities(service: Service, params: dict, scope: Scope) -> dict:
-    page = service.store.list_activities(scope.arn("activity:"), paging.page_size(params.get("maxResults")),
-                                         paging.decode(params.get("nextToken")))
+async def list_activities(service: Service, params: dict, scope: Scope) -> dict:
+    page = await service.store_call(service.store.list_activities, scope.arn("activity:"),
+                                    paging.page_size(params.get("maxResults")), paging.decode(params.get("nextToken")))
     return paging.listing("activities", [
         {"activityArn": r.arn, "name": r.name, "creationDate": seconds(r.created_ms)} for r in page.items],
         page.next_cursor)
@@ -61,7 +68,7 @@ def list_activities(service: Service, params: dict, scope: Scope) -> dict:
 
 @handler("GetActivityTask")
 async def get_activity_task(service: Service, params: dict, scope: Scope) -> dict:
-    record = _activity(service, params["activityArn"])
+    record = await _activity(service, params["activityArn"])
     dispatch = await service.matcher.poll(record.arn, params.get("workerName"), POLL_SECONDS)
     if dispatch is None:
         return {}  # no task within the long poll: boto3 shows no taskToken

@@ -19,11 +19,11 @@ from typing import Any
 
 import orjson
 
-from ..engine.commands import EngineUnavailable
+from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
 from . import activities, executions, state_machines  # noqa: F401  (modules register their handlers)
 from .arns import Scope
-from .errors import AwsError
+from .errors import AwsError, throttled
 from .model import operation_names, validate_request
 from .service import HANDLERS, Service
 
@@ -91,9 +91,12 @@ class App:
         except orjson.JSONDecodeError as exc:
             raise AwsError("SerializationException", f"The request body is not valid JSON: {exc}") from None
         validate_request(operation, params)
-        result = function(self.service, params, self._scope(headers))
-        if inspect.isawaitable(result):
-            result = await (_unless_disconnected(result, receive) if operation in _LONG_POLLS else result)
+        try:
+            result = function(self.service, params, self._scope(headers))
+            if inspect.isawaitable(result):
+                result = await (_unless_disconnected(result, receive) if operation in _LONG_POLLS else result)
+        except InboxFull:  # the engine holds all the commands it may: the caller backs off and retries
+            raise throttled() from None
         return result
 
     def _scope(self, headers: dict[bytes, bytes]) -> Scope:

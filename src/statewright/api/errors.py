@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 _PREFIX = "com.amazonaws.swf.service.v2.model#"
+_PREFIXES = {"ValidationException": "com.amazon.coral.validate#",
+             "ThrottlingException": "com.amazon.coral.availability#"}
 
 
 class AwsError(Exception):
@@ -15,12 +17,16 @@ class AwsError(Exception):
         self.status = status
 
     def body(self) -> dict[str, str]:
-        prefix = "com.amazon.coral.validate#" if self.code == "ValidationException" else _PREFIX
-        return {"__type": prefix + self.code, "message": self.message}
+        return {"__type": _PREFIXES.get(self.code, _PREFIX) + self.code, "message": self.message}
 
 
 def validation(message: str) -> AwsError:
     return AwsError("ValidationException", f"1 validation error detected: {message}")
+
+
+def throttled() -> AwsError:
+    """AWS's answer when a request is over a rate or a queue is full: SDKs back off and retry it."""
+    return AwsError("ThrottlingException", "Rate exceeded")
 
 
 def state_machine_does_not_exist(arn: str) -> AwsError:

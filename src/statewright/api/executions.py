@@ -11,6 +11,7 @@ from ..engine import commands
 from ..engine.execution import RUNNING, SUCCEEDED, ExecutionState
 from ..engine.test_state import outcome_of, start_test
 from ..integrations.http import invoke
+from ..store.base import Page, StateMachineRecord
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, execution_does_not_exist, state_machine_does_not_exist
@@ -19,9 +20,9 @@ from .service import Service, handler, seconds
 _DATA_KEYS = ("input", "inputDetails", "output", "outputDetails")
 
 
-def _load(service: Service, arn: str) -> ExecutionState:
+async def _load(service: Service, arn: str) -> ExecutionState:
     arns.execution(arn)
-    blob = service.store.load_execution(arn)
+    blob = await service.store_call(service.store.load_execution, arn)
     if blob is None:
         raise execution_does_not_exist(arn)
     return ExecutionState.from_blob(blob)
@@ -39,7 +40,7 @@ def _check_input(text: str) -> None:
 @handler("StartExecution")
 async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
     machine_arn = arns.state_machine(params["stateMachineArn"])
-    machine = service.state_machine(machine_arn)
+    machine = await service.state_machine(machine_arn)
     if machine is None:
         raise state_machine_does_not_exist(machine_arn)
     name = params.get("name") or str(uuid.uuid4())
@@ -67,8 +68,8 @@ async def stop_execution(service: Service, params: dict, scope: Scope) -> dict:
 
 
 @handler("DescribeExecution")
-def describe_execution(service: Service, params: dict, scope: Scope) -> dict:
-    execution = _load(service, params["executionArn"])
+async def describe_execution(service: Service, params: dict, scope: Scope) -> dict:
+    execution = await _load(service, params["executionArn"])
     described: dict[str, Any] = {
         "executionArn": execution.arn,
         "stateMachineArn": execution.state_machine_arn,
@@ -96,16 +97,14 @@ def describe_execution(service: Service, params: dict, scope: Scope) -> dict:
 
 
 @handler("ListExecutions")
-def list_executions(service: Service, params: dict, scope: Scope) -> dict:
+async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
     if "stateMachineArn" not in params:
         raise AwsError("ValidationException", "Must provide a StateMachine ARN or MapRun ARN")
     machine_arn = arns.state_machine(params["stateMachineArn"])
-    if service.store.get_state_machine(machine_arn) is None:
-        raise state_machine_does_not_exist(machine_arn)
     try:
-        page = service.store.list_executions(machine_arn, params.get("statusFilter"),
-                                             paging.page_size(params.get("maxResults")),
-                                             paging.decode(params.get("nextToken")))
+        page = await service.store_call(_list_executions, service, machine_arn, params.get("statusFilter"),
+                                        paging.page_size(params.get("maxResults")),
+                                        paging.decode(params.get("nextToken")))
     except ValueError:  # a token that decodes but is no cursor of ours
         raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
     items = []
@@ -118,9 +117,17 @@ def list_executions(service: Service, params: dict, scope: Scope) -> dict:
     return paging.listing("executions", items, page.next_cursor)
 
 
+def _list_executions(service: Service, machine_arn: str, status: str | None, limit: int,
+                     cursor: str | None) -> Page:
+    """On a store thread: the page, once the state machine is known to exist."""
+    if service.store.get_state_machine(machine_arn) is None:
+        raise state_machine_does_not_exist(machine_arn)
+    return service.store.list_executions(machine_arn, status, limit, cursor)
+
+
 @handler("GetExecutionHistory")
-def get_execution_history(service: Service, params: dict, scope: Scope) -> dict:
-    execution = _load(service, params["executionArn"])
+async def get_execution_history(service: Service, params: dict, scope: Scope) -> dict:
+    execution = await _load(service, params["executionArn"])
     limit = paging.page_size(params.get("maxResults"))
     reverse = params.get("reverseOrder", False)
     cursor = paging.decode(params.get("nextToken"))
@@ -130,7 +137,7 @@ def get_execution_history(service: Service, params: dict, scope: Scope) -> dict:
         raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
     if reverse and not after:
         after = execution.next_event_id  # newest first: everything below the next id
-    events = service.store.read_history(execution.arn, after, limit + 1, reverse)
+    events = await service.store_call(service.store.read_history, execution.arn, after, limit + 1, reverse)
     events = [event for event in events if event["id"] < execution.next_event_id]
     more = len(events) > limit
     events = events[:limit]
@@ -148,13 +155,12 @@ def get_execution_history(service: Service, params: dict, scope: Scope) -> dict:
 
 
 @handler("DescribeStateMachineForExecution")
-def describe_state_machine_for_execution(service: Service, params: dict, scope: Scope) -> dict:
-    execution = _load(service, params["executionArn"])
-    revision = service.store.get_revision(execution.state_machine_arn, execution.revision_id)
+async def describe_state_machine_for_execution(service: Service, params: dict, scope: Scope) -> dict:
+    execution = await _load(service, params["executionArn"])
+    revision, machine = await service.store_call(_revision_and_machine, service, execution)
     if revision is None:
         raise execution_does_not_exist(execution.arn)
     definition, role_arn = revision
-    machine = service.store.get_state_machine(execution.state_machine_arn)
     described = {
         "stateMachineArn": execution.state_machine_arn,
         "name": execution.state_machine_arn.rsplit(":", 1)[-1],
@@ -170,6 +176,13 @@ def describe_state_machine_for_execution(service: Service, params: dict, scope: 
     return described
 
 
+def _revision_and_machine(service: Service, execution: ExecutionState) -> tuple[tuple[str, str] | None,
+                                                                                StateMachineRecord | None]:
+    """On a store thread: the revision the execution runs and its state machine as it is now (if it still is)."""
+    return (service.store.get_revision(execution.state_machine_arn, execution.revision_id),
+            service.store.get_state_machine(execution.state_machine_arn))
+
+
 @handler("TestState")
 async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     text = params.get("input", "{}")
@@ -181,10 +194,11 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     if not isinstance(variables, dict):
         raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
     machine_arn = scope.state_machine_arn("TestStateMachine")
-    try:
-        run = start_test(params["definition"], params.get("stateName"), text, variables,
-                         machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()),
-                         machine_arn, params.get("roleArn", ""), service.clock(), service.engine.services)
+    try:  # on a store thread: an activity Task asks the store whether its activity exists
+        run = await service.store_call(
+            start_test, params["definition"], params.get("stateName"), text, variables,
+            machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()), machine_arn,
+            params.get("roleArn", ""), service.clock(), service.engine.services)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
     task = run.pending_task

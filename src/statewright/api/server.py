@@ -8,13 +8,14 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
 import uvicorn
 
 from ..engine.core import Engine
+from ..engine.limits import Limits
 from ..integrations.http import Connections
 from ..store.base import ShardCountMismatch
 from ..store.sqlite import SqliteStore
@@ -33,6 +34,7 @@ class ServerConfig:
     account_id: str = "123456789012"
     region: str = "us-east-1"
     connections: Path | None = None  # HTTP Task credentials by ConnectionArn (see README)
+    limits: Limits = field(default_factory=Limits)
 
 
 class DataDirInUse(Exception):
@@ -80,8 +82,8 @@ def serve(config: ServerConfig) -> int:
     except (DataDirInUse, ShardCountMismatch, ValueError, OSError) as exc:
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
-    engine = Engine(store)
-    service = Service(store, engine, config.account_id, connections)
+    engine = Engine(store, limits=config.limits)
+    service = Service(store, engine, config.account_id, connections, config.limits)
     engine.start()
     engine.metrics.count_open_executions(store.path)
     app = App(service, config.region)
@@ -94,6 +96,7 @@ def serve(config: ServerConfig) -> int:
         server.run()
     finally:
         engine.stop()
+        service.close()
         store.close()
         os.close(lock)
     return 0

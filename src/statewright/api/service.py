@@ -1,14 +1,22 @@
-"""The service behind the API: the operation registry and what every handler needs (store, engine, clock)."""
+"""The service behind the API: the operation registry and what every handler needs (store, engine, clock).
+
+Handlers run on the event loop and never call the store there: ``Service.store_call`` runs a store call on a
+small thread pool of the service's own (a networked store would otherwise stall every request while one waits).
+The one read on the hot path, StartExecution's state machine, comes from a one-second cache that answers a hit
+without leaving the loop.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from ..engine.commands import Command
 from ..engine.core import Engine, answer
+from ..engine.limits import Limits
 from ..integrations.activities import ActivityMatcher
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.http import Connections, HttpTasks
@@ -17,8 +25,12 @@ from .arns import Scope
 
 _MACHINE_CACHE_S = 1.0
 _MACHINE_CACHE_SIZE = 10_000
+# Store calls running at once for API handlers; more wait in the pool's queue. SQLite gives each thread its own
+# connection, so this is also the number of connections the API holds.
+STORE_THREADS_MAX = 8
 Handler = Callable[["Service", dict, Scope], dict | Awaitable[dict]]
 HANDLERS: dict[str, Handler] = {}
+T = TypeVar("T")
 
 
 def handler(operation: str) -> Callable[[Handler], Handler]:
@@ -37,43 +49,73 @@ def seconds(epoch_ms: int) -> float:
 
 
 class Service:
-    def __init__(self, store: Store, engine: Engine, account_id: str, connections: Connections | None = None) -> None:
+    def __init__(self, store: Store, engine: Engine, account_id: str, connections: Connections | None = None,
+                 limits: Limits | None = None) -> None:
         self.store = store
         self.engine = engine
         self.account_id = account_id
         self.clock = engine.clock
+        self.limits = limits or Limits()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._store_threads = ThreadPoolExecutor(STORE_THREADS_MAX, thread_name_prefix="statewright-api-store")
         self._machines: dict[str, tuple[StateMachineRecord | None, float]] = {}
+        self._machine_reads: dict[str, asyncio.Future[StateMachineRecord | None]] = {}
+        self._machines_forgotten = 0  # bumped by every forget: a read that started before it must not be cached
+        # Integrations' commands are tied to dispatches the outbox window already bounds: never throttled.
         self.dispatcher = Dispatcher(lambda command: self.run(command, throttle=False), engine.give_back)
-        self.matcher = ActivityMatcher(self.dispatcher.start_attempt)
+        self.matcher = ActivityMatcher(self.dispatcher.start_attempt, self.limits)
+        self.matcher.on_room = engine.room_again  # tasks it refused while full wait in the outbox until then
         self.dispatcher.register("activity", self.matcher.offer)
         self.connections = connections or Connections()
-        HttpTasks(self.dispatcher, self.connections)
+        HttpTasks(self.dispatcher, self.connections, self.limits)
         engine.on_dispatch = self.dispatcher.submit
 
-    def state_machine(self, arn: str) -> StateMachineRecord | None:
+    async def store_call(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` (a store read or write) on the service's store threads, off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._store_threads, function, *args)
+
+    async def state_machine(self, arn: str) -> StateMachineRecord | None:
         """The state machine record, cached for a second: StartExecution reads it on every call, and an update
-        or delete through this server drops it at once."""
+        or delete through this server drops it at once. A hit returns without suspending (no thread hop);
+        concurrent misses for one ARN share one store read."""
         cached = self._machines.get(arn)
-        now = time.monotonic()
-        if cached is not None and now - cached[1] < _MACHINE_CACHE_S:
+        if cached is not None and time.monotonic() - cached[1] < _MACHINE_CACHE_S:
             return cached[0]
-        record = self.store.get_state_machine(arn)
-        if len(self._machines) >= _MACHINE_CACHE_SIZE:
-            self._machines.clear()
-        self._machines[arn] = (record, now)
+        read = self._machine_reads.get(arn)
+        if read is None:
+            read = self._machine_reads[arn] = asyncio.ensure_future(self._read_machine(arn))
+        return await asyncio.shield(read)  # a caller that goes away does not cancel the others' read
+
+    async def _read_machine(self, arn: str) -> StateMachineRecord | None:
+        forgotten = self._machines_forgotten
+        try:
+            record = await self.store_call(self.store.get_state_machine, arn)
+        finally:
+            if self._machine_reads.get(arn) is asyncio.current_task():
+                del self._machine_reads[arn]
+        if forgotten == self._machines_forgotten:
+            if len(self._machines) >= _MACHINE_CACHE_SIZE:
+                self._machines.clear()
+            self._machines[arn] = (record, time.monotonic())
         return record
 
     def forget_state_machine(self, arn: str) -> None:
+        self._machines_forgotten += 1
         self._machines.pop(arn, None)
+        self._machine_reads.pop(arn, None)  # the next caller reads again, after the change
 
     async def run(self, command: Command, *, throttle: bool = True) -> Any:
-        """Hand a command to the engine and wait for the commit that holds it (InboxFull: the engine is full)."""
+        """Hand a command to the engine and wait for the commit that holds it; with ``throttle`` raises InboxFull
+        (the API answers ThrottlingException) when the engine's inbox is full."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # the first request: the engine now replies through this loop
             self._loop = loop
             self.engine.deliver_replies = self._deliver_replies
         return await self.engine.submit(command, loop.create_future(), throttle=throttle)
+
+    def close(self) -> None:
+        """Wait for running store calls to finish; call before closing the store."""
+        self._store_threads.shutdown(wait=True)
 
     def _deliver_replies(self, replies: list[tuple[asyncio.Future, object]]) -> None:
         """On the engine thread: pass a tick's replies to the event loop in one hop."""

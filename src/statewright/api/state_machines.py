@@ -38,15 +38,15 @@ def _check_type(kind: str) -> None:
                        f"statewright runs STANDARD state machines only so far, not {kind}")
 
 
-def _load(service: Service, arn: str) -> StateMachineRecord:
-    record = service.store.get_state_machine(arns.state_machine(arn))
+async def _load(service: Service, arn: str) -> StateMachineRecord:
+    record = await service.store_call(service.store.get_state_machine, arns.state_machine(arn))
     if record is None:
         raise state_machine_does_not_exist(arn)
     return record
 
 
 @handler("CreateStateMachine")
-def create_state_machine(service: Service, params: dict, scope: Scope) -> dict:
+async def create_state_machine(service: Service, params: dict, scope: Scope) -> dict:
     name = params["name"]
     arns.check_name(name)
     kind = params.get("type", "STANDARD")
@@ -61,13 +61,19 @@ def create_state_machine(service: Service, params: dict, scope: Scope) -> dict:
         tracing_configuration=params.get("tracingConfiguration") or _DEFAULT_TRACING,
         description=params.get("versionDescription", ""),
     )
-    stored = service.store.create_state_machine(record)
+    stored = await service.store_call(_create, service, record, params.get("tags", []))
     service.forget_state_machine(record.arn)
-    if stored is record:
-        _tag(service, record.arn, params.get("tags", []))
-    elif not _same_request(stored, record):
+    if stored is not record and not _same_request(stored, record):
         raise AwsError("StateMachineAlreadyExists", f"State Machine Already Exists: '{record.arn}'")
     return {"stateMachineArn": stored.arn, "creationDate": seconds(stored.created_ms)}
+
+
+def _create(service: Service, record: StateMachineRecord, tags: list[dict]) -> StateMachineRecord:
+    """On a store thread: create the record (or find the one that exists) and tag it if it is new."""
+    stored = service.store.create_state_machine(record)
+    if stored is record:
+        _tag(service, record.arn, tags)
+    return stored
 
 
 def _same_request(a: StateMachineRecord, b: StateMachineRecord) -> bool:
@@ -77,8 +83,8 @@ def _same_request(a: StateMachineRecord, b: StateMachineRecord) -> bool:
 
 
 @handler("DescribeStateMachine")
-def describe_state_machine(service: Service, params: dict, scope: Scope) -> dict:
-    record = _load(service, params["stateMachineArn"])
+async def describe_state_machine(service: Service, params: dict, scope: Scope) -> dict:
+    record = await _load(service, params["stateMachineArn"])
     described = {
         "stateMachineArn": record.arn,
         "name": record.name,
@@ -98,8 +104,8 @@ def describe_state_machine(service: Service, params: dict, scope: Scope) -> dict
 
 
 @handler("UpdateStateMachine")
-def update_state_machine(service: Service, params: dict, scope: Scope) -> dict:
-    record = _load(service, params["stateMachineArn"])
+async def update_state_machine(service: Service, params: dict, scope: Scope) -> dict:
+    record = await _load(service, params["stateMachineArn"])
     changes = {key: params[key] for key in ("definition", "roleArn", "loggingConfiguration",
                                             "tracingConfiguration") if key in params}
     if not changes:
@@ -122,25 +128,25 @@ def update_state_machine(service: Service, params: dict, scope: Scope) -> dict:
         updated.revision_id = str(uuid.uuid4())
     if updated.updated_ms == record.created_ms:
         updated.updated_ms += 1
-    if not service.store.update_state_machine(updated):
+    if not await service.store_call(service.store.update_state_machine, updated):
         raise state_machine_does_not_exist(record.arn)
     service.forget_state_machine(record.arn)
     return {"updateDate": seconds(updated.updated_ms), "revisionId": updated.revision_id}
 
 
 @handler("DeleteStateMachine")
-def delete_state_machine(service: Service, params: dict, scope: Scope) -> dict:
+async def delete_state_machine(service: Service, params: dict, scope: Scope) -> dict:
     # Deleting is idempotent on AWS; running executions finish on the revision they started with.
     arn = arns.state_machine(params["stateMachineArn"])
-    service.store.delete_state_machine(arn)
+    await service.store_call(service.store.delete_state_machine, arn)
     service.forget_state_machine(arn)
     return {}
 
 
 @handler("ListStateMachines")
-def list_state_machines(service: Service, params: dict, scope: Scope) -> dict:
-    page = service.store.list_state_machines(scope.state_machine_arn(""), paging.page_size(params.get("maxResults")),
-                                             paging.decode(params.get("nextToken")))
+async def list_state_machines(service: Service, params: dict, scope: Scope) -> dict:
+    page = await service.store_call(service.store.list_state_machines, scope.state_machine_arn(""),
+                                    paging.page_size(params.get("maxResults")), paging.decode(params.get("nextToken")))
     return paging.listing("stateMachines", [
         {"stateMachineArn": r.arn, "name": r.name, "type": r.type, "creationDate": seconds(r.created_ms)}
         for r in page.items], page.next_cursor)
@@ -160,7 +166,7 @@ def validate_state_machine_definition(service: Service, params: dict, scope: Sco
     return {"result": "FAIL" if diagnostics else "OK", "diagnostics": shown, "truncated": len(diagnostics) > limit}
 
 
-# -- tags
+# -- tags (the store calls run on a store thread, each operation in one hop)
 
 
 def _tag(service: Service, arn: str, tags: list[dict]) -> None:
@@ -177,19 +183,31 @@ def _tagged_resource(service: Service, arn: str) -> str:
     return arn
 
 
+def _tag_resource(service: Service, arn: str, tags: list[dict]) -> None:
+    _tag(service, _tagged_resource(service, arn), tags)
+
+
+def _untag_resource(service: Service, arn: str, keys: list[str]) -> None:
+    service.store.untag_resource(_tagged_resource(service, arn), keys)
+
+
+def _list_tags(service: Service, arn: str) -> dict[str, str]:
+    return service.store.list_tags(_tagged_resource(service, arn))
+
+
 @handler("TagResource")
-def tag_resource(service: Service, params: dict, scope: Scope) -> dict:
-    _tag(service, _tagged_resource(service, params["resourceArn"]), params["tags"])
+async def tag_resource(service: Service, params: dict, scope: Scope) -> dict:
+    await service.store_call(_tag_resource, service, params["resourceArn"], params["tags"])
     return {}
 
 
 @handler("UntagResource")
-def untag_resource(service: Service, params: dict, scope: Scope) -> dict:
-    service.store.untag_resource(_tagged_resource(service, params["resourceArn"]), params["tagKeys"])
+async def untag_resource(service: Service, params: dict, scope: Scope) -> dict:
+    await service.store_call(_untag_resource, service, params["resourceArn"], params["tagKeys"])
     return {}
 
 
 @handler("ListTagsForResource")
-def list_tags_for_resource(service: Service, params: dict, scope: Scope) -> dict:
-    tags = service.store.list_tags(_tagged_resource(service, params["resourceArn"]))
+async def list_tags_for_resource(service: Service, params: dict, scope: Scope) -> dict:
+    tags = await service.store_call(_list_tags, service, params["resourceArn"])
     return {"tags": [{"key": key, "value": value} for key, value in tags.items()]}

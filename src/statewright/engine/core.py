@@ -109,6 +109,7 @@ class Engine:
         self._inbox: deque[tuple[Command, Reply]] = deque()
         self._transfers: deque[Dispatch] = deque()  # held in the outbox window, so bounded by it
         self._given_back: list[Dispatch] = []
+        self._room_again = False
         self._wakeup = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -159,12 +160,18 @@ class Engine:
             self._given_back.append(dispatch)
             self._wakeup.notify()
 
+    def room_again(self) -> None:
+        """The integrations have room again for dispatches they gave back. Thread-safe."""
+        with self._wakeup:
+            self._room_again = True
+            self._wakeup.notify()
+
     def _run(self) -> None:
         while True:
             with self._wakeup:
                 if self._stopping:
                     return
-                if not self._inbox and not self._given_back:
+                if not self._inbox and not self._given_back and not self._room_again:
                     self._wakeup.wait(self._idle_wait_s(self.clock()))
                 if self._stopping:
                     return
@@ -393,8 +400,11 @@ class Engine:
     def _take_back(self) -> None:
         with self._wakeup:
             given_back, self._given_back = self._given_back, []
+            room_again, self._room_again = self._room_again, False
         for dispatch in given_back:
             self.outbox.spill(dispatch.execution_arn, dispatch.dispatch_id, dispatch.shard_id)
+        if room_again:  # after the spills: room that came after a refusal covers it
+            self.outbox.room_again()
 
     # -- caches
 

@@ -29,6 +29,7 @@ class OutboxWindow:
         self._limits = limits or Limits()
         self._held: dict[Key, int] = {}  # -> shard
         self._behind: dict[int, int] = {}  # shard -> the seq its read has passed
+        self._paused: set[int] = set()  # behind, but not to be read until room_again
 
     def __len__(self) -> int:
         return len(self._held)
@@ -51,14 +52,21 @@ class OutboxWindow:
         self._held.pop((execution_arn, dispatch_id), None)
 
     def spill(self, execution_arn: str, dispatch_id: str, shard_id: int) -> None:
-        """An integration could not keep a dispatch: it leaves memory and is read back when there is room."""
+        """An integration could not keep a dispatch: it leaves memory, and the shard's rows are not read back until
+        ``room_again`` (reading them at once would only offer it to the full integration again)."""
         self.release(execution_arn, dispatch_id)
         self._behind[shard_id] = 0
+        self._paused.add(shard_id)
+
+    def room_again(self) -> None:
+        """The integrations have room: shards paused by ``spill`` are read back."""
+        self._paused.clear()
 
     def reread(self, shard_id: int) -> None:
         """Distrust what memory says of the shard: let go of what it holds and read its rows again from the first."""
         self.forget(shard_id)
         self._behind[shard_id] = 0
+        self._paused.discard(shard_id)
 
     def forget(self, shard_id: int) -> None:
         """Nothing of the shard stays (it was lost, or is about to be read again)."""
@@ -67,7 +75,8 @@ class OutboxWindow:
             del self._held[key]
 
     def behind(self) -> list[int]:
-        return list(self._behind)
+        """Shards to read back now."""
+        return [shard for shard in self._behind if shard not in self._paused]
 
     def read(self, shard_id: int, reader: Reader) -> Iterator[Dispatch]:
         """One page of a behind shard's rows: yields (and holds) each row to hand out, while there is room."""

@@ -4,6 +4,10 @@ A task that arrives while a worker is polling goes straight to it (sync match); 
 activity's backlog. The backlog in memory is a cache: the durable backlog is the outbox, replayed when the engine
 starts. Before a task is returned, the owning shard records the attempt as started; a duplicate copy, or a task
 whose execution moved on, is refused there and the poll goes on, so one attempt reaches one worker.
+
+The backlog holds at most ``Limits.activity_backlog_tasks_max`` tasks over all activities. At the limit ``offer``
+refuses a task no poller is waiting for; it stays in the outbox, and ``on_room`` tells the caller when to offer
+again.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import asyncio
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
 
+from ..engine.commands import EngineUnavailable
+from ..engine.limits import Limits
 from ..store.base import Dispatch
 
 # (dispatch, worker name) -> whether the attempt is now started for this worker
@@ -19,33 +25,48 @@ StartAttempt = Callable[[Dispatch, str | None], Awaitable[bool]]
 
 
 class ActivityMatcher:
-    """Lives on the event loop: ``offer`` and ``poll`` are both called there."""
+    """Lives on the event loop: ``offer`` and ``poll`` are both called there.
 
-    def __init__(self, start_attempt: StartAttempt) -> None:
+    ``on_room`` is called (on the event loop, at most once per refusal spell) when the backlog, after ``offer``
+    refused a task, drops below the limit again: the caller then re-offers what it kept in the outbox.
+    """
+
+    def __init__(self, start_attempt: StartAttempt, limits: Limits | None = None) -> None:
         self._start_attempt = start_attempt
+        self._tasks_max = (limits or Limits()).activity_backlog_tasks_max
         self._backlog: dict[str, deque[Dispatch]] = defaultdict(deque)
+        self._size = 0  # tasks in every backlog together
+        self._refused = False  # an offer was refused since the backlog last had room
         self._pollers: dict[str, deque[asyncio.Future]] = defaultdict(deque)
         self._closed = False
+        self.on_room: Callable[[], None] = lambda: None
 
-    def offer(self, dispatch: Dispatch) -> None:
-        """A committed activity dispatch: hand it to a waiting poller, or keep it in the backlog."""
+    def offer(self, dispatch: Dispatch) -> bool:
+        """A committed activity dispatch: hand it to a waiting poller or keep it in the backlog (True), or refuse
+        it because the backlog is full (False): the caller keeps it in the outbox and offers it after ``on_room``."""
         activity_arn = dispatch.payload["resource"]
         pollers = self._pollers[activity_arn]
         while pollers:
             waiter = pollers.popleft()
             if not waiter.done():
                 waiter.set_result(dispatch)
-                return
+                return True
+        if self._size >= self._tasks_max:
+            self._refused = True
+            return False
         self._backlog[activity_arn].append(dispatch)
+        self._size += 1
+        return True
 
     def backlog_size(self) -> int:
-        return sum(len(queue) for queue in self._backlog.values())
+        return self._size
 
     async def poll(self, activity_arn: str, worker_name: str | None, timeout_s: float) -> Dispatch | None:
         """Wait up to ``timeout_s`` for a task of this activity; the returned attempt is started for this worker.
 
-        A poll cancelled (its client went away) while it holds a task not yet started puts the task back, so
-        no task is lost with a departed worker.
+        A poll cancelled (its client went away) while it holds a task not yet started puts the task back, so no
+        task is lost with a departed worker. A start the engine could not commit drops this copy and polls on:
+        the engine re-reads the shard's outbox and offers the task again.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -56,15 +77,17 @@ class ActivityMatcher:
             try:
                 started = await self._start_attempt(dispatch, worker_name)
             except asyncio.CancelledError:
-                self._backlog[activity_arn].appendleft(dispatch)  # the attempt may have started: then it is dropped
+                self._put_back(dispatch)  # the attempt may have started: then its second start is refused
                 raise
+            except EngineUnavailable:
+                continue
             if started:
                 return dispatch
 
     async def _next(self, activity_arn: str, remaining_s: float) -> Dispatch | None:
         backlog = self._backlog[activity_arn]
         if backlog:
-            return backlog.popleft()
+            return self._take(backlog)
         if remaining_s <= 0 or self._closed:
             return None
         waiter = asyncio.get_running_loop().create_future()
@@ -75,13 +98,26 @@ class ActivityMatcher:
             return waiter.result() if waiter.done() and not waiter.cancelled() else None
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
-                self._backlog[activity_arn].appendleft(waiter.result())
+                self._put_back(waiter.result())
             raise
         finally:
             if not waiter.done():
                 waiter.cancel()
             if waiter in self._pollers[activity_arn]:
                 self._pollers[activity_arn].remove(waiter)
+
+    def _take(self, backlog: deque[Dispatch]) -> Dispatch:
+        dispatch = backlog.popleft()
+        self._size -= 1
+        if self._refused and self._size < self._tasks_max:
+            self._refused = False
+            self.on_room()
+        return dispatch
+
+    def _put_back(self, dispatch: Dispatch) -> None:
+        """A task taken but not handed out goes first in line again, even over the limit: it was accepted once."""
+        self._backlog[dispatch.payload["resource"]].appendleft(dispatch)
+        self._size += 1
 
     def release(self) -> None:
         """The server is stopping: answer every waiting poll with no task, and take no new waits."""

@@ -20,7 +20,7 @@ from ..store.base import Dispatch
 
 log = logging.getLogger("statewright.integrations")
 
-Handler = Callable[[Dispatch], Awaitable[None] | None]
+Handler = Callable[[Dispatch], Awaitable[None] | bool | None]  # False: full now, give the dispatch back
 
 
 class Dispatcher:
@@ -61,7 +61,9 @@ class Dispatcher:
             log.error("no integration handles dispatches of kind %r", dispatch.payload["kind"])
             return
         result = handler(dispatch)
-        if inspect.isawaitable(result):
+        if result is False:  # the handler is full: the dispatch stays in the outbox until it has room again
+            self.give_back(dispatch)
+        elif inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             self._running.add(task)
             task.add_done_callback(self._finished)

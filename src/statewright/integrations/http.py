@@ -68,6 +68,7 @@ import h11
 from ..asl import errors
 from ..asl.jsonio import dumps, loads
 from ..engine.commands import CompleteAttempt, TaskNotPending
+from ..engine.limits import Limits
 from ..store.base import Dispatch
 from .dispatcher import Dispatcher
 
@@ -97,11 +98,12 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 RESPONSE_BYTES_MAX = 262_144
 READ_CHUNK_BYTES = 65_536
 TOKEN_REFRESH_MARGIN_S = 60.0
+ATTEMPT_TIMEOUT_S = 60.0  # AWS's limit on one HTTP Task attempt (the engine enforces it as a deadline too)
 # Characters left as they are when a URL's path and query go on the wire; everything else is percent-encoded.
 URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
 
 
-async def invoke(parameters: dict, connections: Connections, *, timeout_s: float = 60) -> Outcome:
+async def invoke(parameters: dict, connections: Connections, *, timeout_s: float = ATTEMPT_TIMEOUT_S) -> Outcome:
     """Make the call the HTTP Task's evaluated Parameters describe; see the module docstring for the outcomes."""
     try:
         async with asyncio.timeout(timeout_s):
@@ -610,17 +612,26 @@ def _check_parameter_lists(arn: str, where: str, container: Any) -> None:
 
 
 class HttpTasks:
-    """Runs arn:aws:states:::http:invoke attempts: started first, then called, then reported."""
+    """Runs arn:aws:states:::http:invoke attempts: started first, then called, then reported.
 
-    def __init__(self, dispatcher: Dispatcher, connections: Connections) -> None:
+    At most ``Limits.http_calls_concurrent_max`` calls are in flight; the others wait for a slot, in arrival
+    order, their dispatches still in the outbox. A call waiting for a slot has not started its attempt:
+    StartAttempt is recorded only once the call holds a slot, so TaskStarted (and any deadline counted from the
+    start) leaves the wait out, and a call that never got a slot before a restart is replayed from the outbox
+    like any dispatch not yet started. Its commands are never throttled: the outbox window bounds them.
+    """
+
+    def __init__(self, dispatcher: Dispatcher, connections: Connections, limits: Limits | None = None) -> None:
         self.dispatcher = dispatcher
         self.connections = connections
+        self._slots = asyncio.Semaphore((limits or Limits()).http_calls_concurrent_max)
         dispatcher.register("http", self.run)
 
     async def run(self, dispatch: Dispatch) -> None:
-        if not await self.dispatcher.start_attempt(dispatch):
-            return  # a duplicate, or the attempt moved on: it must not be called twice
-        outcome = await invoke(dispatch.payload["input"], self.connections)
+        async with self._slots:
+            if not await self.dispatcher.start_attempt(dispatch):
+                return  # a duplicate, or the attempt moved on: it must not be called twice
+            outcome = await invoke(dispatch.payload["input"], self.connections)
+        completion = CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"], outcome)
         with contextlib.suppress(TaskNotPending):  # the attempt's 60 s deadline fired first
-            await self.dispatcher.run(CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"],
-                                                      outcome))
+            await self.dispatcher.run(completion)

@@ -1,0 +1,105 @@
+"""ActivityMatcher on an event loop: the in-memory backlog is bounded, says when it has room, and keeps a task
+that a full engine inbox refused to start."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from statewright.engine.commands import InboxFull
+from statewright.engine.limits import Limits
+from statewright.integrations.activities import ActivityMatcher
+from statewright.store.base import Dispatch
+
+A = "arn:aws:states:us-east-1:123456789012:activity:a"
+B = "arn:aws:states:us-east-1:123456789012:activity:b"
+
+
+def dispatch(activity: str, n: int) -> Dispatch:
+    return Dispatch(0, f"arn:aws:states:us-east-1:123456789012:execution:m:{n}", str(n),
+                    {"kind": "activity", "resource": activity, "scheduled_id": n, "attempt": 1, "input": {}})
+
+
+class Starts:
+    """The engine's answer to StartAttempt: accepted, unless told to raise."""
+
+    def __init__(self) -> None:
+        self.failures: list[BaseException] = []
+        self.started: list[str] = []
+
+    async def __call__(self, task: Dispatch, worker_name: str | None) -> bool:
+        if self.failures:
+            raise self.failures.pop(0)
+        self.started.append(task.execution_arn)
+        return True
+
+
+def matcher(tasks_max: int) -> tuple[ActivityMatcher, Starts, list[int]]:
+    starts = Starts()
+    found = ActivityMatcher(starts, Limits(activity_backlog_tasks_max=tasks_max))
+    rooms: list[int] = []
+    found.on_room = lambda: rooms.append(found.backlog_size())
+    return found, starts, rooms
+
+
+def test_the_backlog_refuses_at_its_limit_over_all_activities():
+    found, _, rooms = matcher(2)
+    assert [found.offer(dispatch(A, 1)), found.offer(dispatch(B, 2)), found.offer(dispatch(A, 3))] == [
+        True, True, False]
+    assert found.backlog_size() == 2
+    assert rooms == []
+
+
+def test_a_waiting_poller_takes_a_task_even_when_the_backlog_is_full():
+    found, _, _ = matcher(1)
+
+    async def scenario() -> Dispatch | None:
+        assert found.offer(dispatch(A, 1))
+        poll = asyncio.ensure_future(found.poll(B, "w", 30))
+        await asyncio.sleep(0)  # the poll is now waiting for B
+        assert found.offer(dispatch(B, 2))  # sync match: the backlog does not grow
+        return await poll
+
+    assert asyncio.run(scenario()).payload["scheduled_id"] == 2
+    assert found.backlog_size() == 1
+
+
+def test_on_room_is_called_once_when_a_refused_backlog_drains_below_its_limit():
+    found, _, rooms = matcher(2)
+
+    async def scenario() -> None:
+        for n in range(3):
+            found.offer(dispatch(A, n))
+        await found.poll(A, "w", 0)
+        await found.poll(A, "w", 0)
+
+    asyncio.run(scenario())
+    assert rooms == [1]  # once, as soon as there was room; not again while none was refused
+
+
+def test_no_on_room_without_a_refusal():
+    found, _, rooms = matcher(2)
+
+    async def scenario() -> None:
+        found.offer(dispatch(A, 1))
+        await found.poll(A, "w", 0)
+
+    asyncio.run(scenario())
+    assert rooms == []
+
+
+def test_a_task_the_full_inbox_refused_to_start_goes_back_first_in_line():
+    found, starts, _ = matcher(10)
+    starts.failures.append(InboxFull())
+
+    async def scenario() -> Dispatch | None:
+        found.offer(dispatch(A, 1))
+        found.offer(dispatch(A, 2))
+        with pytest.raises(InboxFull):
+            await found.poll(A, "w", 0)
+        assert found.backlog_size() == 2
+        return await found.poll(A, "w", 0)
+
+    assert asyncio.run(scenario()).payload["scheduled_id"] == 1
+    assert found.backlog_size() == 1
