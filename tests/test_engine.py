@@ -7,7 +7,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from statewright.engine.commands import ExecutionAlreadyExists, FireTimer, StartExecution, StopExecution
+from statewright.engine.commands import ExecutionAlreadyExists, FireTimer, InboxFull, StartExecution, StopExecution
 from statewright.engine.core import Engine
 from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord
@@ -146,3 +146,15 @@ def test_commands_for_one_execution_apply_in_order_within_a_tick(store):
     assert status(store, command.arn)["status"] == "ABORTED"
     events = store.read_history(command.arn, 0, 100, False)
     assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+
+
+def test_a_full_inbox_refuses_callers_but_not_the_integrations_work(store):
+    engine = Engine(store, limits=Limits(inbox_commands_max=2))
+    engine.acquire_all_shards()
+    start(engine, "one", 5)
+    start(engine, "two", 5)
+    with pytest.raises(InboxFull):
+        start(engine, "three", 5)
+    arn = "arn:aws:states:us-east-1:123456789012:execution:sleepy:one"
+    engine.submit(StopExecution(arn, None, None), throttle=False)  # tied to a dispatch the outbox bounds
+    assert engine.tick(1_700_000_000_000) == 3

@@ -1,7 +1,7 @@
 """A full engine inbox: the API answers ThrottlingException, counts it, and boto3 backs off and retries.
 
 The engine's own side (``Engine.submit`` raising InboxFull at ``Limits.inbox_commands_max``) is tested with the
-engine; here an Engine whose inbox is always full stands in for it.
+engine; here a real engine whose inbox holds nothing answers every API command so.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from asgi import ACCOUNT, Threaded, build, call, close
 from server import ROLE_ARN
 from statewright.engine.commands import Command, InboxFull
 from statewright.engine.core import Engine
+from statewright.engine.limits import Limits
 
 PASS = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
 MACHINE = f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:busy"
@@ -26,9 +27,18 @@ THROTTLED = {"__type": "com.amazon.coral.availability#ThrottlingException", "mes
 
 
 class FullInbox(Engine):
-    def submit(self, command: Command) -> None:
-        self.refused = getattr(self, "refused", 0) + 1
-        raise InboxFull()
+    """A real engine whose inbox holds nothing (inbox_commands_max=0), counting the commands it refuses."""
+
+    def __init__(self, store) -> None:
+        super().__init__(store, limits=Limits(inbox_commands_max=0))
+        self.refused = 0
+
+    def submit(self, command: Command, reply=None, *, throttle: bool = True):
+        try:
+            return super().submit(command, reply, throttle=throttle)
+        except InboxFull:
+            self.refused += 1
+            raise
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ from .outbox import OutboxWindow
 from .timers import TimerWindow
 from .tokens import TaskTokens
 from .transfers import KINDS as TRANSFER_KINDS
-from .transfers import TransferContext, apply_transfer
+from .transfers import Stages, TransferContext, stages
 
 log = logging.getLogger("statewright.engine")
 
@@ -74,6 +74,18 @@ class _Batch:
     # (reply, result, index of the write the result depends on, or -1): answered after the commit
     replies: list[tuple[Reply, object, int]] = field(default_factory=list)
     fired: dict[int, tuple[str, str, int, int]] = field(default_factory=dict)  # write index -> the timer it fired
+    # (transfer, its stage's replies, first write index, end write index): goes on only if those writes land
+    transfers: list[tuple[_Transfer, list[object], int, int]] = field(default_factory=list)
+    group: int = 0  # the write group being staged (0: none): a transfer stage, or a start with its result
+
+
+@dataclass(slots=True)
+class _Transfer:
+    """Engine-to-engine work in progress (see transfers.py): its dispatch, its stages, the last stage's replies."""
+
+    dispatch: Dispatch
+    stages: Stages
+    replies: list[object] | None = None
 
 
 class Engine:
@@ -107,7 +119,8 @@ class Engine:
         self._cache: OrderedDict[str, ExecutionState] = OrderedDict()
         self._definitions: OrderedDict[tuple[str, str], Definition] = OrderedDict()
         self._inbox: deque[tuple[Command, Reply]] = deque()
-        self._transfers: deque[Dispatch] = deque()  # held in the outbox window, so bounded by it
+        self._transfers: deque[_Transfer] = deque()  # their dispatches are held in the outbox window: bounded
+        self._transfer_context = TransferContext(store.get_state_machine, self._load, self.tokens)
         self._given_back: list[Dispatch] = []
         self._room_again = False
         self._wakeup = threading.Condition()
@@ -196,7 +209,7 @@ class Engine:
         self._take_back()
         self._read_outboxes()
         budget = self.limits.tick_commands_max
-        work: list[tuple[Command | Dispatch, Reply]] = []
+        work: list[tuple[Command | _Transfer, Reply]] = []
         for window in self.windows.values():
             if "refill-skips-overdue" in self.planted:
                 window.planted_skip_overdue(now_ms)
@@ -218,8 +231,8 @@ class Engine:
         batch = _Batch()
         for item, reply in work:
             started = time.perf_counter()
-            if isinstance(item, Dispatch):
-                self._transfer(item, batch, now_ms)
+            if isinstance(item, _Transfer):
+                self._advance(item, batch, now_ms)
             else:
                 staged = len(batch.writes)
                 result = self._attempt(item, batch, now_ms)
@@ -230,6 +243,10 @@ class Engine:
             self.deliver_replies([(reply, result) for reply, result, _ in batch.replies])
             batch.replies.clear()
         failed = self._commit(batch) if batch.writes else {}
+        for transfer, replies, first, end in batch.transfers:
+            landed = not any(index in failed for index in range(first, end)) and not any(
+                isinstance(reply, EngineUnavailable) for reply in replies)  # e.g. a read failed: nothing staged
+            self._after_stage(transfer, replies, landed)
         answers = [(reply, failed.get(index, result) if index >= 0 else result)
                    for reply, result, index in batch.replies]
         if answers:
@@ -299,8 +316,17 @@ class Engine:
                 decision = decider.start_attempt(current, definition, command.scheduled_id, command.worker_name,
                                                  now_ms)
             elif isinstance(command, CompleteAttempt):
+                opened = decider.start_attempt(current, definition, command.scheduled_id, None, now_ms)
+                if opened is not None:  # a result before the start was recorded (a quick child, a token reply)
+                    group, batch.group = batch.group, batch.group or -1 - len(batch.writes)  # lands with the result
+                    self._stage(batch, opened, current.version)
+                    current = opened.state
                 decision = decider.complete_attempt(current, definition, command.scheduled_id, command.result,
                                                     now_ms, self.services)
+                if opened is not None:
+                    self._stage(batch, decision, current.version)
+                    batch.group = group
+                    return True
             elif isinstance(command, Heartbeat):
                 decision = decider.heartbeat(current, definition, command.scheduled_id, now_ms)
             else:
@@ -310,15 +336,36 @@ class Engine:
         self._stage(batch, decision, current.version)
         return True
 
-    def _transfer(self, dispatch: Dispatch, batch: _Batch, now_ms: int) -> None:
-        """Apply engine-to-engine work in this batch (see transfers.py)."""
-        context = TransferContext(lambda command: self._attempt(command, batch, now_ms), self.store.get_state_machine,
-                                  lambda arn: batch.staged.get(arn) or self._load(arn), self.tokens)
+    def _advance(self, transfer: _Transfer, batch: _Batch, now_ms: int) -> None:
+        """Apply a transfer's next stage in this batch (see transfers.py)."""
         try:
-            apply_transfer(dispatch, context)
-        except Exception:  # a bug: the dispatch stays in the outbox and is read back with its shard
-            log.exception("applying a %s dispatch failed", dispatch.payload["kind"])
-            self.outbox.release(dispatch.execution_arn, dispatch.dispatch_id)
+            if transfer.replies is None:
+                commands = next(transfer.stages)
+            else:
+                commands = transfer.stages.send(transfer.replies)
+        except StopIteration:
+            return  # done: its last stage removed the dispatch's row
+        except Exception:  # a bug: the dispatch is read back from the outbox and tried again
+            log.exception("a %s transfer failed", transfer.dispatch.payload["kind"])
+            self.outbox.read_again(transfer.dispatch)
+            return
+        first = len(batch.writes)
+        batch.group = len(batch.transfers) + 1  # a stage's writes land together or not at all
+        try:
+            replies = [self._attempt(command, batch, now_ms) for command in commands]
+        finally:
+            batch.group = 0
+        batch.transfers.append((transfer, replies, first, len(batch.writes)))
+
+    def _after_stage(self, transfer: _Transfer, replies: list[object], landed: bool) -> None:
+        dispatch = transfer.dispatch
+        if not landed:  # start over from the outbox row: every stage is safe to repeat
+            self.outbox.read_again(dispatch)
+        elif self.outbox.holds(dispatch.execution_arn, dispatch.dispatch_id):  # not re-read meanwhile
+            transfer.replies = replies
+            # First in line: what its stage caused (a child that closed at once) is queued behind it, so a parent
+            # records its attempt started and submitted before the child's result reaches it.
+            self._transfers.appendleft(transfer)
 
     def _stage(self, batch: _Batch, decision: decider.Decision, expected_version: int) -> None:
         state = decision.state
@@ -328,7 +375,8 @@ class Engine:
         batch.writes.append(ExecutionWrite(
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
             state.stop_ms, expected_version, state.version, state.to_blob(), decision.events,
-            decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed))
+            decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed,
+            batch.group))
 
     # -- committing, then acting
 
@@ -379,11 +427,11 @@ class Engine:
             self.windows[shard].forget()
             self.outbox.reread(shard)
         if self._transfers:  # they come back with the shard's rows; queued twice they would apply twice
-            self._transfers = deque(d for d in self._transfers if d.shard_id not in shards)
+            self._transfers = deque(t for t in self._transfers if t.dispatch.shard_id not in shards)
 
     def _hand_out(self, dispatch: Dispatch) -> None:
         if dispatch.payload["kind"] in TRANSFER_KINDS:
-            self._transfers.append(dispatch)
+            self._transfers.append(_Transfer(dispatch, stages(dispatch, self._transfer_context)))
         else:
             self.on_dispatch(dispatch)
 
@@ -402,7 +450,7 @@ class Engine:
             given_back, self._given_back = self._given_back, []
             room_again, self._room_again = self._room_again, False
         for dispatch in given_back:
-            self.outbox.spill(dispatch.execution_arn, dispatch.dispatch_id, dispatch.shard_id)
+            self.outbox.read_again(dispatch, paused=True)
         if room_again:  # after the spills: room that came after a refusal covers it
             self.outbox.room_again()
 

@@ -51,15 +51,20 @@ class OutboxWindow:
         """Its row is gone, or its attempt is no longer pending: it leaves memory."""
         self._held.pop((execution_arn, dispatch_id), None)
 
-    def spill(self, execution_arn: str, dispatch_id: str, shard_id: int) -> None:
-        """An integration could not keep a dispatch: it leaves memory, and the shard's rows are not read back until
-        ``room_again`` (reading them at once would only offer it to the full integration again)."""
-        self.release(execution_arn, dispatch_id)
-        self._behind[shard_id] = 0
-        self._paused.add(shard_id)
+    def holds(self, execution_arn: str, dispatch_id: str) -> bool:
+        return (execution_arn, dispatch_id) in self._held
+
+    def read_again(self, dispatch: Dispatch, paused: bool = False) -> None:
+        """What memory did with a dispatch came to nothing (a transfer's write did not land; an integration was
+        full): it leaves memory and its shard's rows are read back. ``paused``: not until ``room_again`` (reading
+        them at once would only offer it to the full integration again)."""
+        self.release(dispatch.execution_arn, dispatch.dispatch_id)
+        self._behind[dispatch.shard_id] = 0
+        if paused:
+            self._paused.add(dispatch.shard_id)
 
     def room_again(self) -> None:
-        """The integrations have room: shards paused by ``spill`` are read back."""
+        """The integrations have room: shards paused by ``read_again`` are read back."""
         self._paused.clear()
 
     def reread(self, shard_id: int) -> None:

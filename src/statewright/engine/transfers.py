@@ -2,10 +2,14 @@
 
 Nested executions (``arn:aws:states:::states:startExecution`` and its ``.sync``, ``.sync:2`` and
 ``.waitForTaskToken`` forms), a closing ``.sync`` child telling its parent, and a closing parent stopping the children
-it waits on are not outside I/O: each is a few commands of the engine itself. ``apply_transfer`` turns one such
-dispatch into those commands and applies them in the current batch, so they commit together: starting a child, its
-parent's attempt started and completed land in one transaction, and a dispatch is acknowledged in the same commit as
-the work it asked for. A crash before that commit leaves the dispatch in the outbox, and it is applied again.
+it waits on are not outside I/O: each is a few commands of the engine itself. A transfer is a generator of *stages*:
+each stage is a list of commands the engine applies in one batch, and the next stage runs only once every write of
+the previous one committed (it receives their replies). A write that did not land ends the transfer; the engine
+reads its dispatch back from the outbox and the transfer starts over, so every stage must be safe to repeat.
+
+The order makes that so: a child is started (idempotently, by name) before its parent's attempt is marked started
+and completed, and a dispatch is acknowledged (its row deleted) only after the work it asked for committed. A crash
+anywhere leaves the dispatch in the outbox until its last stage lands.
 
 Nothing here blocks on anything but the store. Must not import statewright.api or statewright.integrations.
 """
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from ..asl.jsonio import dumps, loads
@@ -37,49 +41,46 @@ KINDS = frozenset({"states", "parent", "stop"})  # dispatch kinds the engine app
 _CHILD_NAMES = uuid.UUID("8f0d5a3c-6c55-4b5e-9a59-1f3c0b1b6a10")
 STOPPED_BY_PARENT = "The parent execution that started this one was stopped or closed."
 
-Apply = Callable[[Command], Any]  # applies a command in the current batch; returns its reply or the exception
+Stages = Generator[list[Command], list[Any], None]  # yields a stage's commands, receives their replies
 
 
 class TransferContext:
-    """What transfers need from the engine: the batch, the store's state machines, the executions, the tokens."""
+    """What transfers read: state machines from the store, executions as the engine has them, the token keys."""
 
-    def __init__(self, apply: Apply, state_machine: Callable[[str], StateMachineRecord | None],
+    def __init__(self, state_machine: Callable[[str], StateMachineRecord | None],
                  execution: Callable[[str], ExecutionState | None], tokens: TaskTokens) -> None:
-        self.apply = apply
         self.state_machine = state_machine
         self.execution = execution
         self.tokens = tokens
 
 
-def apply_transfer(dispatch: Dispatch, context: TransferContext) -> None:
+def stages(dispatch: Dispatch, context: TransferContext) -> Stages:
     kind = dispatch.payload["kind"]
     if kind == "states":
-        _start_child(dispatch, context)
-    elif kind == "parent":
-        _notify_parent(dispatch, context)
-    else:
-        context.apply(StopExecution(dispatch.payload["target"], "States.Aborted", STOPPED_BY_PARENT))
-        context.apply(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id))
+        return _start_child(dispatch, context)
+    if kind == "parent":
+        return _notify_parent(dispatch, context)
+    return _stop_child(dispatch)
 
 
-def _start_child(dispatch: Dispatch, context: TransferContext) -> None:
-    """Start the child and complete the parent's attempt in one commit: with the child's ARN at once
+def _start_child(dispatch: Dispatch, context: TransferContext) -> Stages:
+    """Start the child, then start and complete the parent's attempt: with the child's ARN at once
     (request-response), or as submitted (.sync, .waitForTaskToken: the rest comes from the child or the token)."""
     payload = dispatch.payload
     parent_arn, scheduled_id = dispatch.execution_arn, payload["scheduled_id"]
-    if context.apply(StartAttempt(parent_arn, scheduled_id)) is not True:
-        return  # the attempt moved on (timed out, stopped): no child for it
     try:
-        child_arn, start_ms = _child(dispatch, context)
+        command = _child_start(dispatch, context)
+        (started,) = yield [command]
+        start_ms = _started_at(command, started, context)
     except _ChildError as failure:
-        context.apply(CompleteAttempt(parent_arn, scheduled_id, ("failure", failure.error, failure.cause)))
-        return
-    response = {"ExecutionArn": child_arn, "StartDate": start_ms}
-    result = ("success", dumps(response)) if payload["pattern"] == "" else ("submitted", response)
-    context.apply(CompleteAttempt(parent_arn, scheduled_id, result))
+        result: tuple = ("failure", failure.error, failure.cause)
+    else:
+        response = {"ExecutionArn": command.arn, "StartDate": start_ms}
+        result = ("success", dumps(response)) if payload["pattern"] == "" else ("submitted", response)
+    yield [StartAttempt(parent_arn, scheduled_id), CompleteAttempt(parent_arn, scheduled_id, result)]
 
 
-def _child(dispatch: Dispatch, context: TransferContext) -> tuple[str, int]:
+def _child_start(dispatch: Dispatch, context: TransferContext) -> StartExecution:
     payload = dispatch.payload
     parameters = payload["input"] if isinstance(payload["input"], dict) else {}
     machine_arn = parameters.get("StateMachineArn")
@@ -100,21 +101,23 @@ def _child(dispatch: Dispatch, context: TransferContext) -> tuple[str, int]:
     child_arn = machine.arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
     parent = ({"token": payload["token"], "pattern": payload["pattern"]}
               if payload["pattern"].startswith("sync") else None)
-    started = context.apply(StartExecution(child_arn, machine.arn, name, machine.revision_id, machine.role_arn,
-                                           text, parent))
-    if isinstance(started, ExecutionAlreadyExists):
-        existing = context.execution(child_arn)
-        if existing is None or existing.parent != parent:
+    return StartExecution(child_arn, machine.arn, name, machine.revision_id, machine.role_arn, text, parent)
+
+
+def _started_at(command: StartExecution, started: Any, context: TransferContext) -> int:
+    if isinstance(started, ExecutionAlreadyExists):  # ours, if this stage ran before a crash; else a name clash
+        existing = context.execution(command.arn)
+        if existing is None or existing.parent != command.parent:
             raise _ChildError("StepFunctions.ExecutionAlreadyExistsException",
-                              f"Execution Already Exists: '{child_arn}'")
-        return child_arn, existing.start_ms
-    if isinstance(started, BaseException):  # a bug or a store failure: fail the attempt rather than strand it
+                              f"Execution Already Exists: '{command.arn}'")
+        return existing.start_ms
+    if isinstance(started, BaseException):  # a bug: fail the attempt rather than strand it
         raise _ChildError("States.Runtime", f"The child execution could not be started: {started}")
-    return child_arn, started
+    return started
 
 
-def _notify_parent(dispatch: Dispatch, context: TransferContext) -> None:
-    """A .sync child closed: complete the parent's attempt with the child's description, and acknowledge."""
+def _notify_parent(dispatch: Dispatch, context: TransferContext) -> Stages:
+    """A .sync child closed: complete the parent's attempt with the child's description, then acknowledge."""
     payload = dispatch.payload
     try:
         claims = context.tokens.verify(payload["token"])
@@ -128,8 +131,14 @@ def _notify_parent(dispatch: Dispatch, context: TransferContext) -> None:
                     described[key] = loads(described[key])
         result = (("success", dumps(described)) if described["Status"] == "SUCCEEDED"
                   else ("failure", "States.TaskFailed", dumps(described)))
-        context.apply(CompleteAttempt(claims.execution_arn, claims.scheduled_id, result))
-    context.apply(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id))
+        yield [CompleteAttempt(claims.execution_arn, claims.scheduled_id, result)]
+    yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
+
+
+def _stop_child(dispatch: Dispatch) -> Stages:
+    """A parent closed while a child it waits on runs: stop the child, then acknowledge."""
+    yield [StopExecution(dispatch.payload["target"], "States.Aborted", STOPPED_BY_PARENT)]
+    yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
 
 class _ChildError(Exception):

@@ -18,6 +18,9 @@ from ..store.base import Store
 TERMINAL_EVENTS = frozenset({"ExecutionSucceeded", "ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut"})
 CLOSED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 _HISTORY_PAGE = 1_000
+_SCHEDULED = frozenset({"ActivityScheduled", "TaskScheduled"})
+_STARTED = frozenset({"ActivityStarted", "TaskStarted"})
+_ANSWERED = frozenset({"ActivitySucceeded", "ActivityFailed", "TaskSucceeded", "TaskFailed"})
 
 
 def history_problems(where: str, events: list[dict[str, Any]], closed: bool) -> list[str]:
@@ -39,7 +42,22 @@ def history_problems(where: str, events: list[dict[str, Any]], closed: bool) -> 
     for event in events:
         if not 0 <= event["previousEventId"] < event["id"]:
             problems.append(f"{where}: event {event['id']} has previousEventId {event['previousEventId']}")
-    return problems
+    return problems + _attempt_order_problems(where, types)
+
+
+def _attempt_order_problems(where: str, types: list[str]) -> list[str]:
+    """Every attempt is scheduled, then started, then answered: at no point of a history have more attempts
+    started than were scheduled, or been answered (succeeded or failed) than started. Counted, not paired,
+    since Parallel branches and Map iterations interleave their events."""
+    scheduled = started = answered = 0
+    for index, kind in enumerate(types, 1):
+        scheduled += kind in _SCHEDULED
+        started += kind in _STARTED
+        answered += kind in _ANSWERED
+        if started > scheduled or answered > started:
+            return [f"{where}: event {index} ({kind}) leaves {scheduled} scheduled, {started} started, "
+                    f"{answered} answered"]
+    return []
 
 
 def read_history(store: Store, arn: str) -> list[dict[str, Any]]:

@@ -5,8 +5,9 @@ Contract (tests/store_contract.py runs it against every implementation):
   transaction together with the other writes of the batch (group commit). A write is applied only if its shard's
   range id still matches and the row is still at ``expected_version`` (0: the row must not exist); writes that
   fail those conditions are left out and reported, the rest commit. Writes apply in batch order, timer changes
-  included, so a batch may carry consecutive transitions of one execution. A commit that raises anything other
-  than CommitOutcomeUnknown wrote nothing.
+  included, so a batch may carry consecutive transitions of one execution. Consecutive writes that share a
+  nonzero ``group`` commit together or not at all: if one fails its condition, all are reported. A commit that
+  raises anything other than CommitOutcomeUnknown wrote nothing.
 - ``acquire_shard`` increments the shard's range id, which fences out every earlier owner's commits.
 - Errors are classified: a write whose condition failed is *not committed* (CommitResult); a shard whose range id
   moved is *ownership lost* (CommitResult.lost_shards); a commit refused before writing is *not committed* too
@@ -59,6 +60,7 @@ class ExecutionWrite:
     timers_removed: list[tuple[str, int]] = field(default_factory=list)
     dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
     dispatches_removed: list[str] = field(default_factory=list)
+    group: int = 0  # nonzero: lands with the consecutive writes of the same group, or not at all
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,14 +220,20 @@ class SqliteStore(Store):
             return []
         db.execute("ROLLBACK TO executions")
         db.execute("RELEASE executions")
-        conflicts = []
-        for index, write in live:
-            if write.expected_version == 0:
-                cursor = db.execute(_INSERT_EXECUTION, _insert_row(write))
-            else:
-                cursor = db.execute(_UPDATE_EXECUTION, _update_row(write))
-            if cursor.rowcount != 1:
-                conflicts.append(index)
+        conflicts: list[int] = []
+        for members in _groups(live):  # a group's writes land together or not at all
+            db.execute("SAVEPOINT write_group")
+            failed = False
+            for _, write in members:
+                if write.expected_version == 0:
+                    cursor = db.execute(_INSERT_EXECUTION, _insert_row(write))
+                else:
+                    cursor = db.execute(_UPDATE_EXECUTION, _update_row(write))
+                failed = failed or cursor.rowcount != 1
+            if failed:
+                db.execute("ROLLBACK TO write_group")
+                conflicts += [index for index, _ in members]
+            db.execute("RELEASE write_group")
         return conflicts
 
     def load_execution(self, arn: str) -> bytes | None:
@@ -411,6 +417,17 @@ def _record_blob(record: StateMachineRecord) -> bytes:
 _INSERT_EXECUTION = "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _UPDATE_EXECUTION = ("UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ? "
                      "WHERE arn = ? AND version = ?")
+
+
+def _groups(live: list[tuple[int, ExecutionWrite]]) -> list[list[tuple[int, ExecutionWrite]]]:
+    """Consecutive writes sharing a nonzero group, each other write alone."""
+    groups: list[list[tuple[int, ExecutionWrite]]] = []
+    for index, write in live:
+        if write.group and groups and groups[-1][-1][1].group == write.group:
+            groups[-1].append((index, write))
+        else:
+            groups.append([(index, write)])
+    return groups
 
 
 def _insert_row(write: ExecutionWrite) -> tuple:
