@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from ..asl.jsonio import dumps, loads
 from ..engine import commands
+from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.tokens import InvalidToken, TokenClaims
 from ..store.base import ActivityRecord
 from . import arns, paging
@@ -31,6 +32,7 @@ def create_activity(service: Service, params: dict, scope: Scope) -> dict:
     name = params["name"]
     arns.check_name(name)
     record = service.store.create_activity(ActivityRecord(scope.arn(f"activity:{name}"), name, service.clock()))
+    service.engine.note_activity(record.arn, exists=True)
     if params.get("tags"):
         service.store.tag_resource(record.arn, {tag["key"]: tag.get("value", "") for tag in params["tags"]})
     return {"activityArn": record.arn, "creationDate": seconds(record.created_ms)}
@@ -47,6 +49,7 @@ def delete_activity(service: Service, params: dict, scope: Scope) -> dict:
     arn = params["activityArn"]
     arns.parse(arn, "activity")
     service.store.delete_activity(arn)
+    service.engine.note_activity(arn, exists=False)
     return {}
 
 
@@ -90,13 +93,13 @@ async def send_task_success(service: Service, params: dict, scope: Scope) -> dic
     except ValueError as exc:
         raise AwsError("InvalidOutput", f"Invalid Output: '{exc}'") from None
     return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(
-        claims.execution_arn, claims.scheduled_id, ("success", output)))
+        claims.execution_arn, claims.scheduled_id, AttemptSucceeded(output)))
 
 
 @handler("SendTaskFailure")
 async def send_task_failure(service: Service, params: dict, scope: Scope) -> dict:
     return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(
-        claims.execution_arn, claims.scheduled_id, ("failure", params.get("error"), params.get("cause"))))
+        claims.execution_arn, claims.scheduled_id, AttemptFailed(params.get("error"), params.get("cause"))))
 
 
 @handler("SendTaskHeartbeat")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from .outcomes import AttemptResult
+
 
 class EngineError(Exception):
     """A command the engine refuses; ``arn`` names the execution."""
@@ -77,11 +79,11 @@ class StartAttempt:
 
 @dataclass(slots=True)
 class CompleteAttempt:
-    """An attempt's result: ("success", output JSON text), ("failure", error, cause) or ("submitted", output)."""
+    """An attempt's result: it succeeded, failed, or (a .sync or callback call) was submitted."""
 
     arn: str
     scheduled_id: int
-    result: tuple
+    result: AttemptResult
     reply: Future = field(default_factory=Future)  # -> True, or TaskNotPending
 
 

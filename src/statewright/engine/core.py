@@ -67,7 +67,9 @@ class Engine:
                  cache_size: int = 10_000, tokens: TaskTokens | None = None) -> None:
         self.store = store
         self.tokens = tokens or TaskTokens.load(store)
-        self.services = decider.Services(self.tokens.mint, lambda arn: store.get_activity(arn) is not None)
+        # The ARNs of the activities that exist, kept current by ``note_activity``: the decider reads no store.
+        self.activities: set[str] = _activity_arns(store)
+        self.services = decider.Services(self.tokens.mint, self.activities)
         # Called, on the engine thread, with every dispatch once its commit has landed (and with the outbox's
         # pending dispatches when the engine starts); it must hand them on without blocking.
         self.on_dispatch: Callable[[Dispatch], None] = lambda dispatch: None
@@ -88,6 +90,13 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.metrics = Metrics(lambda: self.windows, clock)
+
+    def note_activity(self, arn: str, exists: bool) -> None:
+        """CreateActivity or DeleteActivity committed: Task states see the change from the next command on."""
+        if exists:
+            self.activities.add(arn)
+        else:
+            self.activities.discard(arn)
 
     # -- ownership
 
@@ -329,6 +338,17 @@ class Engine:
             while len(self._definitions) > 1_000:
                 self._definitions.popitem(last=False)
         return definition
+
+
+def _activity_arns(store: Store) -> set[str]:
+    arns: set[str] = set()
+    cursor: str | None = None
+    while True:
+        page = store.list_activities("arn:aws:states:", 1_000, cursor)
+        arns.update(record.arn for record in page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return arns
 
 
 def answer(replies: list[tuple[Command, object]]) -> None:

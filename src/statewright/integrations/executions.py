@@ -22,6 +22,8 @@ from ..engine.commands import (
     StopExecution,
     TaskNotPending,
 )
+from ..engine.execution import ExecutionState
+from ..engine.outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
 from ..engine.tokens import InvalidToken, TaskTokens
 from ..store.base import Dispatch, Store
 from .dispatcher import Dispatcher
@@ -45,16 +47,16 @@ class NestedExecutions:
             child_arn, start_ms = await self._start(dispatch)
         except _ChildError as failure:
             if await self.dispatcher.start_attempt(dispatch):
-                await self._complete(dispatch, ("failure", failure.error, failure.cause))
+                await self._complete(dispatch, AttemptFailed(failure.error, failure.cause))
             return
         # Refused only when a replay finds the attempt already started (the completion below is then ignored or
         # finishes what the crash interrupted) or when the attempt moved on (then it is ignored too).
         await self.dispatcher.start_attempt(dispatch)
         response = {"ExecutionArn": child_arn, "StartDate": start_ms}
         if payload["pattern"] == "":
-            await self._complete(dispatch, ("success", dumps(response)))
+            await self._complete(dispatch, AttemptSucceeded(dumps(response)))
         else:
-            await self._complete(dispatch, ("submitted", response))
+            await self._complete(dispatch, AttemptSubmitted(response))
 
     async def _start(self, dispatch: Dispatch) -> tuple[str, int]:
         payload = dispatch.payload
@@ -81,11 +83,12 @@ class NestedExecutions:
         try:
             start_ms = await self.dispatcher.run(command)
         except ExecutionAlreadyExists:
-            existing = self.store.load_execution(child_arn)
-            if existing is None or loads(existing).get("parent") != parent:
+            blob = self.store.load_execution(child_arn)
+            existing = None if blob is None else ExecutionState.from_blob(blob)
+            if existing is None or existing.parent != parent:
                 raise _ChildError("StepFunctions.ExecutionAlreadyExistsException",
                                   f"Execution Already Exists: '{child_arn}'") from None
-            start_ms = loads(existing)["start_ms"]  # our own child, started before a crash
+            start_ms = existing.start_ms  # our own child, started before a crash
         return child_arn, start_ms
 
     async def notify_parent(self, dispatch: Dispatch) -> None:
@@ -101,8 +104,8 @@ class NestedExecutions:
                 for key in ("Input", "Output"):
                     if key in described:
                         described[key] = loads(described[key])
-            result: tuple = (("success", dumps(described)) if described["Status"] == "SUCCEEDED"
-                             else ("failure", "States.TaskFailed", dumps(described)))
+            result = (AttemptSucceeded(dumps(described)) if described["Status"] == "SUCCEEDED"
+                      else AttemptFailed("States.TaskFailed", dumps(described)))
             await self._complete_claims(claims.execution_arn, claims.scheduled_id, result)
         await self.dispatcher.run(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id))
 
@@ -111,10 +114,10 @@ class NestedExecutions:
                                                 "The parent execution that started this one was stopped or closed."))
         await self.dispatcher.run(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id))
 
-    async def _complete(self, dispatch: Dispatch, result: tuple) -> None:
+    async def _complete(self, dispatch: Dispatch, result: AttemptResult) -> None:
         await self._complete_claims(dispatch.execution_arn, dispatch.payload["scheduled_id"], result)
 
-    async def _complete_claims(self, execution_arn: str, scheduled_id: int, result: tuple) -> Any:
+    async def _complete_claims(self, execution_arn: str, scheduled_id: int, result: AttemptResult) -> Any:
         with suppress(TaskNotPending):  # the attempt timed out or the parent closed meanwhile: nothing to change
             await self.dispatcher.run(CompleteAttempt(execution_arn, scheduled_id, result))
 
