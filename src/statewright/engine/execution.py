@@ -177,10 +177,13 @@ def _flow_v1(fields: list[Any]) -> Flow:
 
 
 def _flow_v0(raw: dict[str, Any]) -> Flow:
-    """Version 0: short keys ("m", "vars"; a fan-out's "next", "pending", "max", "raw", "started"), "entered_prev"
-    absent in flows that never entered a state, and a task record that also held its input (now only in its
-    dispatch) and left out "submitted" and "child" until set."""
+    """Version 0: flows as objects with short keys ("m", "vars"; a fan-out's "next", "pending", "max", "raw",
+    "started"), a task record that also held its input (now only in its dispatch) and left out "submitted" and
+    "child" until they were set. A task record holding only "scheduled_id" is an attempt whose input failed after
+    the record was made: never scheduled, so no attempt."""
     fan, task = raw["fan"], raw["task"]
+    if task is not None and "started" not in task:
+        task = None
     return Flow(
         raw["m"], raw["parent"], raw["slot"], raw["state"], raw["data"], raw["entered_id"], raw["entered_ms"],
         raw.get("entered_prev", 0), raw["timer"], raw["retries"], raw["attempts"], raw["vars"],
