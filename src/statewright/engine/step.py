@@ -3,8 +3,8 @@
 A ``Step`` accumulates one Decision (history events with their ids, timer and dispatch changes, the flows' new
 shape) and offers what every state needs: emitting events, timers, evaluating Assign, JSONata fields and results
 in a flow's scope, exiting a state, closing the execution. The concept modules (``flows``, ``fan_out``,
-``retry_catch``, ``tasks``, ``jsonpath_states``, ``jsonata_states``) are functions over a Step; nothing here
-calls back into them. Pure: it imports no I/O and reads no clock (``now_ms`` is given).
+``retry_catch``, ``tasks``, ``jsonpath_states``, ``jsonata_states``) are functions over a Step; this module must
+not import them (nothing here calls back up). Pure: it imports no I/O and reads no clock (``now_ms`` is given).
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ class Services:
 
 class Step:
     """One Decision in the making, over a copy of the execution's state."""
+
+    __slots__ = ("decision", "definition", "execution", "failures", "flows", "gathering", "known_text", "known_value",
+                 "now_ms", "services", "trace")
 
     def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
                  services: Services | None = None) -> None:
