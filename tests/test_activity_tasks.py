@@ -371,3 +371,22 @@ def test_a_task_on_a_missing_activity_fails_the_execution_as_aws_does(sfn, make_
     assert (described["status"], described["error"]) == ("FAILED", "States.Runtime")
     assert described["cause"] == ("An error occurred while executing the state 'ActivityTask' (entered at the event "
                                   f"id #2). The activity {missing} does not exist.")
+
+
+def test_tasks_see_activities_created_and_deleted_while_the_server_runs(sfn, make_machine):
+    name = f"comes-and-goes-{uuid.uuid4().hex[:8]}"
+    arn = sfn.create_activity(name=name)["activityArn"]
+    machine = make_machine(task_machine(arn, TimeoutSeconds=60))
+
+    def last_event(execution_arn: str) -> str:
+        return history(sfn, execution_arn)[-1]["type"]
+
+    assert last_event(sfn.start_execution(stateMachineArn=machine)["executionArn"]) == "ActivityScheduled"
+    sfn.delete_activity(activityArn=arn)
+    described = wait_closed(sfn, sfn.start_execution(stateMachineArn=machine)["executionArn"])
+    assert described["error"] == "States.Runtime" and "does not exist" in described["cause"]
+    assert sfn.create_activity(name=name)["activityArn"] == arn
+    try:
+        assert last_event(sfn.start_execution(stateMachineArn=machine)["executionArn"]) == "ActivityScheduled"
+    finally:
+        sfn.delete_activity(activityArn=arn)

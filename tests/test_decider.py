@@ -577,3 +577,39 @@ def test_runs_sharing_a_compiled_definition_do_not_leak_into_each_other():
     again = decider.start(execution(), compiled, START_MS)
     assert first.state.output == again.state.output == '{"l":[9]}'
     assert first.events == again.events
+
+
+# -- fixed in the typed state: paths that used to raise inside the decider
+
+
+def test_a_fan_out_inside_a_failed_branch_stops_with_it():
+    branches = [{"StartAt": "Inner", "States": {"Inner": {"Type": "Parallel", "End": True, "Branches": [
+                    {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 5, "End": True}}}]}}},
+                {"StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "E"}}}]
+    decision = start({"P": {"Type": "Parallel", "Branches": branches, "End": True}})
+    assert types(decision.events)[-3:] == ["FailStateEntered", "ParallelStateFailed", "ExecutionFailed"]
+    assert decision.timers_added == [] and decision.timers_removed == []
+    assert decision.state.flows == {}
+
+
+def test_a_task_input_over_the_size_limit_fails_the_state_and_schedules_nothing():
+    activity = "arn:aws:states:us-east-1:123456789012:activity:a"
+    states = {"T": {"Type": "Task", "Resource": activity, "Parameters": {"a.$": "$.s", "b.$": "$.s"},
+                    "Catch": [{"ErrorEquals": ["States.DataLimitExceeded"], "Next": "Rest"}], "End": True},
+              "Rest": {"Type": "Wait", "Seconds": 5, "End": True}}
+    services = decider.Services(lambda *claims: "token", {activity})
+    decision = decider.start(execution(json.dumps({"s": "x" * 150_000})), definition(states), START_MS, services)
+    assert types(decision.events)[-2:] == ["TaskStateExited", "WaitStateEntered"]
+    assert decision.dispatches_added == [] and decision.state.flows[""].task is None
+    stopped = decider.stop(decision.state, None, None, START_MS + 1)
+    assert types(stopped.events) == ["ExecutionAborted"] and stopped.dispatches_removed == []
+
+
+def test_an_activity_the_services_do_not_know_fails_the_task():
+    activity = "arn:aws:states:us-east-1:123456789012:activity:gone"
+    compiled = definition({"T": {"Type": "Task", "Resource": activity, "End": True}})
+    decision = decider.start(execution(), compiled, START_MS, decider.Services(lambda *claims: "token", frozenset()))
+    assert failure(decision) == {"error": "States.Runtime", "cause": PREFIX.format("T", 2)
+                                 + f"The activity {activity} does not exist."}
+    known = decider.start(execution(), compiled, START_MS, decider.Services(lambda *claims: "token", {activity}))
+    assert types(known.events)[-1] == "ActivityScheduled"

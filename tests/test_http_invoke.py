@@ -16,6 +16,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
+from statewright.engine.outcomes import AttemptFailed, AttemptSucceeded
 from statewright.integrations.http import Connections, invoke
 
 REGION = "us-east-1"
@@ -151,14 +152,19 @@ def connections(connections_file) -> Connections:
     return Connections(connections_file)
 
 
-def call(connections: Connections, timeout_s: float = 5, **parameters) -> tuple:
+def call(connections: Connections, timeout_s: float = 5, **parameters) -> AttemptSucceeded | AttemptFailed:
     parameters.setdefault("Authentication", {"ConnectionArn": BASIC_ARN})
     return asyncio.run(invoke(parameters, connections, timeout_s=timeout_s))
 
 
-def succeeded(outcome: tuple) -> dict:
-    assert outcome[0] == "success", outcome
-    return json.loads(outcome[1])
+def succeeded(outcome: AttemptSucceeded | AttemptFailed) -> dict:
+    assert isinstance(outcome, AttemptSucceeded), outcome
+    return json.loads(outcome.output)
+
+
+def failed(outcome: AttemptSucceeded | AttemptFailed) -> AttemptFailed:
+    assert isinstance(outcome, AttemptFailed), outcome
+    return outcome
 
 
 def test_get_with_query_parameters(connections, base):
@@ -244,10 +250,10 @@ def test_head_has_an_empty_body(connections, base):
 
 
 def test_error_status_fails_with_its_code(connections, base):
-    assert call(connections, ApiEndpoint=f"{base}/nowhere", Method="GET") == (
-        "failure", "States.Http.StatusCode.404", "Not Found")
-    assert call(connections, ApiEndpoint=f"{base}/teapot", Method="DELETE") == (
-        "failure", "States.Http.StatusCode.418", "I'm a Teapot")
+    assert call(connections, ApiEndpoint=f"{base}/nowhere", Method="GET") == AttemptFailed(
+        "States.Http.StatusCode.404", "Not Found")
+    assert call(connections, ApiEndpoint=f"{base}/teapot", Method="DELETE") == AttemptFailed(
+        "States.Http.StatusCode.418", "I'm a Teapot")
 
 
 def test_connection_refused_is_a_socket_failure(connections):
@@ -255,8 +261,8 @@ def test_connection_refused_is_a_socket_failure(connections):
         bound.bind(("127.0.0.1", 0))
         port = bound.getsockname()[1]
         outcome = call(connections, ApiEndpoint=f"http://127.0.0.1:{port}/x", Method="GET")
-    assert outcome[:2] == ("failure", "States.Http.Socket")
-    assert "refused" in outcome[2].lower()
+    assert failed(outcome).error == "States.Http.Socket"
+    assert "refused" in outcome.cause.lower()
 
 
 def test_slow_server_times_out(connections, base, server):
@@ -264,27 +270,27 @@ def test_slow_server_times_out(connections, base, server):
         outcome = call(connections, timeout_s=0.2, ApiEndpoint=f"{base}/slow", Method="GET")
     finally:
         server.release.set()
-    assert outcome == ("failure", "States.Http.Socket", "The HTTP request did not complete within 0.2 seconds")
+    assert outcome == AttemptFailed("States.Http.Socket", "The HTTP request did not complete within 0.2 seconds")
 
 
 def test_unsupported_responses_fail(connections, base):
     outcome = call(connections, ApiEndpoint=f"{base}/image", Method="GET")
-    assert outcome[:2] == ("failure", "States.Runtime") and "image/png" in outcome[2]
+    assert failed(outcome).error == "States.Runtime" and "image/png" in outcome.cause
     outcome = call(connections, ApiEndpoint=f"{base}/big", Method="GET")
-    assert outcome[:2] == ("failure", "States.DataLimitExceeded")
+    assert failed(outcome).error == "States.DataLimitExceeded"
 
 
 def test_forbidden_headers_fail_before_any_request(connections, base):
     outcome = call(connections, ApiEndpoint=f"{base}/echo", Method="GET",
                    Headers={"Authorization": "Bearer x", "X-Amz-Date": "now", "X-Fine": "yes"})
-    assert outcome == ("failure", "States.Runtime",
+    assert outcome == AttemptFailed("States.Runtime",
                        "The 'Headers' field contains unsupported values: [authorization, x-amz-date]")
 
 
 def test_string_body_cannot_merge_with_connection_body(connections, base):
     outcome = call(connections, ApiEndpoint=f"{base}/echo", Method="POST", RequestBody="raw text",
                    Authentication={"ConnectionArn": API_KEY_ARN})
-    assert outcome[:2] == ("failure", "States.Runtime")
+    assert failed(outcome).error == "States.Runtime"
     seen = succeeded(call(connections, ApiEndpoint=f"{base}/echo", Method="POST", RequestBody="raw text"))
     assert seen["ResponseBody"]["body"] == "raw text"
 
@@ -292,9 +298,9 @@ def test_string_body_cannot_merge_with_connection_body(connections, base):
 def test_connection_problems(connections, base):
     outcome = call(connections, ApiEndpoint=f"{base}/echo", Method="GET",
                    Authentication={"ConnectionArn": "arn:aws:events:us-east-1:1:connection/nope/1"})
-    assert outcome[:2] == ("failure", "Events.ConnectionResource.ResourceNotFound")
+    assert failed(outcome).error == "Events.ConnectionResource.ResourceNotFound"
     outcome = asyncio.run(invoke({"ApiEndpoint": f"{base}/echo", "Method": "GET"}, connections))
-    assert outcome[:2] == ("failure", "States.Runtime")
+    assert failed(outcome).error == "States.Runtime"
     seen = succeeded(asyncio.run(invoke({"ApiEndpoint": f"{base}/echo", "Method": "GET",
                                          "InvocationConfig": {"ConnectionArn": API_KEY_ARN}}, connections)))
     assert seen["ResponseBody"]["headers"]["apikey"] == "key_value"
@@ -307,7 +313,7 @@ def test_connection_problems(connections, base):
     {"ApiEndpoint": "http://127.0.0.1:1/", "Method": "GET", "Headers": {"X-Bad": "a\r\nb"}},
 ])
 def test_malformed_parameters_are_runtime_failures(connections, parameters):
-    assert call(connections, **parameters)[:2] == ("failure", "States.Runtime")
+    assert failed(call(connections, **parameters)).error == "States.Runtime"
 
 
 def test_oauth_client_credentials_token_is_fetched_cached_and_renewed(connections_file, base, server):
@@ -325,7 +331,7 @@ def test_oauth_client_credentials_token_is_fetched_cached_and_renewed(connection
     now_s[0] += 3600 - 59  # within a minute of expiry: renewed before use
     assert succeeded(protected())["ResponseBody"] == {"token": "tok-2"}
     server.accepted_tokens.clear()  # revoked at the provider
-    assert protected() == ("failure", "States.Http.StatusCode.401", "Unauthorized")
+    assert protected() == AttemptFailed("States.Http.StatusCode.401", "Unauthorized")
     assert succeeded(protected())["ResponseBody"] == {"token": "tok-3"}  # the 401 dropped the cached token
     assert server.tokens_issued == 3
 
@@ -337,8 +343,8 @@ def test_oauth_token_endpoint_refusal(tmp_path, base):
                             "ClientParameters": {"ClientID": CLIENT_ID, "ClientSecret": "wrong"}}}}}))
     outcome = call(Connections(path), ApiEndpoint=f"{base}/protected", Method="GET",
                    Authentication={"ConnectionArn": OAUTH_ARN})
-    assert outcome[:2] == ("failure", "Events.ConnectionResource.InvalidConnectionState")
-    assert "400" in outcome[2]
+    assert failed(outcome).error == "Events.ConnectionResource.InvalidConnectionState"
+    assert "400" in outcome.cause
 
 
 @pytest.mark.parametrize(("entry", "message"), [
@@ -370,4 +376,4 @@ def test_a_body_ended_by_closing_the_connection_is_complete(connections):
         outcome = call(connections, ApiEndpoint=f"http://127.0.0.1:{listener.getsockname()[1]}/gone", Method="GET")
     finally:
         listener.close()
-    assert outcome[:2] == ("failure", "States.Http.StatusCode.404")
+    assert failed(outcome).error == "States.Http.StatusCode.404"

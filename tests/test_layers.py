@@ -17,7 +17,9 @@ FORBIDDEN = {
     "worker": {"engine", "api", "asl", "store", "integrations", "cli", "metrics"},
 }
 # modules that must stay pure: no clock, randomness, threads, files or network
-PURE = ["asl", "engine/decider.py", "engine/execution.py"]
+PURE = ["asl", "engine/decider.py", "engine/execution.py", "engine/step.py", "engine/flows.py", "engine/fan_out.py",
+        "engine/retry_catch.py", "engine/tasks.py", "engine/jsonpath_states.py", "engine/jsonata_states.py",
+        "engine/outcomes.py"]
 IMPURE_MODULES = {"time", "random", "threading", "socket", "sqlite3", "os", "uuid", "asyncio", "datetime.now"}
 
 

@@ -197,8 +197,9 @@ def fresh_execution(input_text: str) -> ExecutionState:
                           START_MS, 0)
 
 
-def drive(definition_text: str, input_text: str, plan: list[str]) -> list[decider.Decision]:
-    """Run an execution through ``plan`` and then to its end; every decision, in order."""
+def drive(definition_text: str, input_text: str, plan: list[str], reload: bool = False) -> list[decider.Decision]:
+    """Run an execution through ``plan`` and then to its end; every decision, in order. With ``reload`` each step
+    starts from the state read back from its stored blob, as after a restart."""
     definition = parse_definition(definition_text)
     decisions = [decider.start(fresh_execution(input_text), definition, START_MS)]
     state = decisions[0].state
@@ -222,7 +223,7 @@ def drive(definition_text: str, input_text: str, plan: list[str]) -> list[decide
             decision = decider.stop(state, "Stopped", None, now_ms)
         if decision is not None:
             decisions.append(decision)
-            state = decision.state
+            state = ExecutionState.from_blob(decision.state.to_blob()) if reload else decision.state
     assert not state.is_open, "a forward-only machine must end once its timers fire"
     label(f"{decisions[-1].events[-1]['type']} after {len(decisions)} decisions")
     return decisions
@@ -236,6 +237,15 @@ def snapshot(decisions: list[decider.Decision]) -> list[tuple]:
 @given(definition=machines(), input_text=inputs, plan=actions)
 def test_decider_is_deterministic(definition, input_text, plan):
     assert snapshot(drive(definition, input_text, plan)) == snapshot(drive(definition, input_text, plan))
+
+
+@CI_MORE
+@given(definition=machines(), input_text=inputs, plan=actions)
+def test_a_state_read_back_from_its_blob_decides_the_same(definition, input_text, plan):
+    decisions = drive(definition, input_text, plan)
+    for decision in decisions:
+        assert ExecutionState.from_blob(decision.state.to_blob()) == decision.state == decision.state.copy()
+    assert snapshot(drive(definition, input_text, plan, reload=True)) == snapshot(decisions)
 
 
 @CI_MORE

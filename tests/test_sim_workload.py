@@ -25,6 +25,7 @@ from statewright.asl.definition import parse_definition
 from statewright.engine.commands import CompleteAttempt, Heartbeat, StartAttempt, StartExecution
 from statewright.engine.core import Engine
 from statewright.engine.execution import ExecutionState
+from statewright.engine.outcomes import AttemptFailed, AttemptSucceeded
 from statewright.engine.timers import REFILL_MARGIN_MS, WINDOW_MS
 from statewright.sim import workload
 from statewright.sim.workload import (
@@ -361,9 +362,9 @@ class Workers:
             if isinstance(action, SendTaskHeartbeat):
                 command: Heartbeat | CompleteAttempt = Heartbeat(arn, scheduled_id)
             elif isinstance(action, SendTaskSuccess):
-                command = CompleteAttempt(arn, scheduled_id, ("success", json.dumps(action.output)))
+                command = CompleteAttempt(arn, scheduled_id, AttemptSucceeded(json.dumps(action.output)))
             else:
-                command = CompleteAttempt(arn, scheduled_id, ("failure", action.error, action.cause))
+                command = CompleteAttempt(arn, scheduled_id, AttemptFailed(action.error, action.cause))
             heapq.heappush(self.queue, (self.clock[0] + action.at_ms, next(self.order), command))
 
     def submit_due(self) -> int | None:

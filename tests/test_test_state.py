@@ -100,3 +100,10 @@ def test_an_activity_task_needs_a_real_execution(sfn):
     activity = sfn.create_activity(name="test-state-activity")["activityArn"]
     with pytest.raises(sfn.exceptions.ValidationException):
         run(sfn, {"Type": "Task", "Resource": activity, "End": True}, {})
+
+
+def test_a_failed_jsonata_expression_fails_the_state(sfn):
+    state = {"QueryLanguage": "JSONata", "Type": "Pass", "Output": "{% $missing.field %}", "End": True}
+    result = run(sfn, state, {"a": 1})
+    assert result["status"] == "FAILED"
+    assert result["error"] == "States.QueryEvaluationError"

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from ..asl.jsonio import dumps, loads
 from ..engine import commands
+from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.tokens import InvalidToken, TokenClaims
 from ..store.base import ActivityRecord
 from . import arns, paging
@@ -32,6 +33,7 @@ async def create_activity(service: Service, params: dict, scope: Scope) -> dict:
     arns.check_name(name)
     record = await service.store_call(_create, service, ActivityRecord(scope.arn(f"activity:{name}"), name,
                                                                        service.clock()), params.get("tags"))
+    service.engine.note_activity(record.arn, exists=True)
     return {"activityArn": record.arn, "creationDate": seconds(record.created_ms)}
 
 
@@ -54,6 +56,7 @@ async def delete_activity(service: Service, params: dict, scope: Scope) -> dict:
     arn = params["activityArn"]
     arns.parse(arn, "activity")
     await service.store_call(service.store.delete_activity, arn)
+    service.engine.note_activity(arn, exists=False)
     return {}
 
 
@@ -97,13 +100,13 @@ async def send_task_success(service: Service, params: dict, scope: Scope) -> dic
     except ValueError as exc:
         raise AwsError("InvalidOutput", f"Invalid Output: '{exc}'") from None
     return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(
-        claims.execution_arn, claims.scheduled_id, ("success", output)))
+        claims.execution_arn, claims.scheduled_id, AttemptSucceeded(output)))
 
 
 @handler("SendTaskFailure")
 async def send_task_failure(service: Service, params: dict, scope: Scope) -> dict:
     return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(
-        claims.execution_arn, claims.scheduled_id, ("failure", params.get("error"), params.get("cause"))))
+        claims.execution_arn, claims.scheduled_id, AttemptFailed(params.get("error"), params.get("cause"))))
 
 
 @handler("SendTaskHeartbeat")

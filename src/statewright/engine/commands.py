@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .outcomes import AttemptResult
+
 
 class EngineError(Exception):
     """A command the engine refuses; ``arn`` names the execution."""
@@ -79,12 +81,12 @@ class StartAttempt:
 
 @dataclass(frozen=True, slots=True)
 class CompleteAttempt:
-    """An attempt's result: ("success", output JSON text), ("failure", error, cause) or ("submitted", output).
+    """An attempt's result: it succeeded, failed, or (a .sync or callback call) was submitted.
     Reply: True, or TaskNotPending."""
 
     arn: str
     scheduled_id: int
-    result: tuple
+    result: AttemptResult
 
 
 @dataclass(frozen=True, slots=True)

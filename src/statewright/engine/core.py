@@ -102,7 +102,9 @@ class Engine:
         self.probe: Any = None
         self.limits = limits or Limits()
         self.tokens = tokens or TaskTokens.load(store)
-        self.services = decider.Services(self.tokens.mint, lambda arn: store.get_activity(arn) is not None)
+        # The ARNs of the activities that exist, kept current by ``note_activity``: the decider reads no store.
+        self.activities: set[str] = _activity_arns(store)
+        self.services = decider.Services(self.tokens.mint, self.activities)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.
@@ -127,6 +129,13 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.metrics = Metrics(lambda: self.windows, clock, lambda: len(self.outbox))
+
+    def note_activity(self, arn: str, exists: bool) -> None:
+        """CreateActivity or DeleteActivity committed: Task states see the change from the next command on."""
+        if exists:
+            self.activities.add(arn)
+        else:
+            self.activities.discard(arn)
 
     # -- ownership
 
@@ -493,6 +502,17 @@ class Engine:
             while len(self._definitions) > self.limits.cached_definitions_max:
                 self._definitions.popitem(last=False)
         return definition
+
+
+def _activity_arns(store: Store) -> set[str]:
+    arns: set[str] = set()
+    cursor: str | None = None
+    while True:
+        page = store.list_activities("arn:aws:states:", 1_000, cursor)
+        arns.update(record.arn for record in page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return arns
 
 
 def answer(replies: list[tuple[Reply, object]]) -> None:

@@ -1,7 +1,17 @@
-"""An execution's mutable state: the one row the engine rewrites on every commit.
+"""An execution's mutable state: the one row the engine rewrites on every commit, and its stored form.
 
-It holds what the engine needs to take the next step (where the execution is waiting, its pending timers, the
-next event id) and what DescribeExecution shows. History events live elsewhere, append-only.
+It holds what the engine needs to take the next step (where each flow waits, its pending timers, the next event
+id) and what DescribeExecution shows. History events live elsewhere, append-only.
+
+The stored blob is JSON: an object led by the schema version, ``{"v": 1, "arn": ..., "flows": {id: Flow}, ...}``,
+in which each record (Flow, FanOut, TaskAttempt) is an array of its fields in declaration order: orjson writes a
+tuple several times faster than a slotted dataclass, and this blob is written on every commit. ``from_blob``
+reads every version ever written (version 0 had no "v" and stored flows as objects with short keys); ``to_blob``
+writes the current one. A change to a record's fields is a new version with its own loader.
+
+JSON values inside the records (a flow's data and variables, a fan-out's inputs and results) are never changed in
+place by the decider, which builds new values instead, so a copy of the state shares them and copies only the
+records and the containers the decider does change. Pure: imports no I/O.
 """
 
 from __future__ import annotations
@@ -18,6 +28,74 @@ FAILED = "FAILED"
 TIMED_OUT = "TIMED_OUT"
 ABORTED = "ABORTED"
 CLOSED_STATUSES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, ABORTED})
+SCHEMA_VERSION = 1
+
+
+@dataclass(slots=True)
+class FanOut:
+    """A Parallel or Map state gathering its children's results."""
+
+    kind: str  # "parallel" or "map"
+    inputs: list[Any]  # per branch or item
+    results: list[Any]  # per branch or item, filled in as children succeed
+    next_index: int  # the next branch or item to start
+    running: int  # children started and not finished
+    max_concurrency: int  # 0: no limit
+    state_input: Any  # the state's raw input, where ResultPath places the joined result
+    started_id: int  # the ParallelStateStarted / MapStateStarted event
+
+    def copy(self) -> FanOut:
+        clone = FanOut(*_FAN_OUT_FIELDS(self))
+        clone.results = list(self.results)
+        return clone
+
+
+@dataclass(slots=True)
+class TaskAttempt:
+    """A Task state's pending attempt, named everywhere (tokens, dispatches, timers) by its scheduled event id."""
+
+    scheduled_id: int
+    started: bool = False  # the attempt left the engine (its dispatch is gone)
+    heartbeat_ms: int | None = None
+    last_beat_ms: int | None = None
+    timers: list[str] = field(default_factory=list)  # its deadline timers
+    submitted: bool = False  # a .sync or .waitForTaskToken call was made; the result comes later
+    child: str | None = None  # the nested execution it waits on, stopped if this one closes first
+
+    def copy(self) -> TaskAttempt:
+        clone = TaskAttempt(*_TASK_ATTEMPT_FIELDS(self))
+        clone.timers = list(self.timers)
+        return clone
+
+
+@dataclass(slots=True)
+class Flow:
+    """One running flow: the top level (id "") or a Parallel branch / Map iteration ("<entered id>.<index>")."""
+
+    machine: int  # index of the Machine (States collection) it runs in Definition.machines
+    parent: str | None  # the parent flow's id (None for the top level)
+    slot: int  # its index among the parent's children
+    state: str | None = None  # the state it is in
+    data: Any = None  # that state's input (a Wait's effective input; the raw input of a state waiting to retry)
+    entered_id: int = 0  # the state's Entered event
+    entered_ms: int = 0
+    entered_prev: int = 0  # the Entered event's previousEventId, where an EvaluationFailed event points
+    timer: str | None = None  # the timer it waits on (a Wait or a retry backoff)
+    retries: dict[str, int] = field(default_factory=dict)  # attempts used per retrier index of the current state
+    attempts: int = 0  # Task attempts scheduled in the current state
+    variables: dict[str, Any] = field(default_factory=dict)
+    fan: FanOut | None = None  # while in a Parallel or Map
+    task: TaskAttempt | None = None  # while in a Task (fan and task stay last: see _flow_row)
+
+    def copy(self) -> Flow:
+        clone = Flow(*_FLOW_FIELDS(self))
+        clone.retries = dict(self.retries)
+        clone.variables = dict(self.variables)
+        if self.fan is not None:
+            clone.fan = self.fan.copy()
+        if self.task is not None:
+            clone.task = self.task.copy()
+        return clone
 
 
 @dataclass(slots=True)
@@ -40,9 +118,8 @@ class ExecutionState:
     # at: AWS points the next iteration's start and the Map's Failed/Started events past such markers.
     marker_prev: int | None = None
     version: int = 0  # committed version of this row; 0 before the first commit
-    # Running flows: the top level (id "") and the branches and iterations of Parallel and Map states, each
-    # with where it waits. See decider.py for the record's fields.
-    flows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Running flows by id: the top level and the branches and iterations of Parallel and Map states.
+    flows: dict[str, Flow] = field(default_factory=dict)
     # For a child started by a .sync Task: {"token", "pattern"} of the parent attempt waiting on it.
     parent: dict[str, Any] | None = None
     # Pending timers: timer id -> fire time. Their rows are written and deleted in the same commits.
@@ -53,22 +130,76 @@ class ExecutionState:
         return self.status == RUNNING
 
     def to_blob(self) -> bytes:
-        return orjson.dumps(self)  # orjson writes a slotted dataclass field by field, natively
+        # Written out field by field: orjson is several times slower on slotted dataclasses than on dicts and
+        # tuples, and this runs on every commit. The round-trip tests catch a field left out here.
+        return orjson.dumps({
+            "v": SCHEMA_VERSION, "arn": self.arn, "state_machine_arn": self.state_machine_arn, "name": self.name,
+            "revision_id": self.revision_id, "role_arn": self.role_arn, "input": self.input, "start_ms": self.start_ms,
+            "shard_id": self.shard_id, "status": self.status, "stop_ms": self.stop_ms, "output": self.output,
+            "error": self.error, "cause": self.cause, "next_event_id": self.next_event_id,
+            "marker_prev": self.marker_prev, "version": self.version,
+            "flows": {flow_id: _flow_row(flow) for flow_id, flow in self.flows.items()},
+            "parent": self.parent, "timers": self.timers})
 
     @classmethod
     def from_blob(cls, blob: bytes) -> ExecutionState:
-        return cls(**orjson.loads(blob))
+        raw = orjson.loads(blob)
+        version = raw.pop("v", 0)
+        load_flow = _FLOW_LOADERS.get(version)
+        if load_flow is None:
+            raise ValueError(f"execution state schema version {version} is newer than this statewright reads")
+        raw["flows"] = {flow_id: load_flow(flow) for flow_id, flow in raw["flows"].items()}
+        return cls(**raw)
 
     def copy(self) -> ExecutionState:
-        """A deep copy, so a decision never changes the committed state it started from. Only the nested
-        containers need copying (the rest are immutable values); orjson does that faster than copy.deepcopy."""
+        """A copy that a decision may change without changing the committed state it started from."""
         clone = ExecutionState(*_ALL_FIELDS(self))
         clone.timers = dict(self.timers)
-        clone.flows = orjson.loads(orjson.dumps(self.flows)) if self.flows else {}
+        clone.flows = {flow_id: flow.copy() for flow_id, flow in self.flows.items()}
         if self.parent is not None:
             clone.parent = dict(self.parent)
         return clone
 
 
-_ALL_FIELDS = operator.attrgetter(*(f.name for f in fields(ExecutionState)))  # in constructor order
+def _flow_row(flow: Flow) -> tuple[Any, ...]:
+    fan, task = flow.fan, flow.task
+    return (*_FLOW_ROW_HEAD(flow), None if fan is None else _FAN_OUT_FIELDS(fan),
+            None if task is None else _TASK_ATTEMPT_FIELDS(task))
 
+
+def _flow_v1(fields: list[Any]) -> Flow:
+    flow = Flow(*fields)
+    if flow.fan is not None:
+        flow.fan = FanOut(*flow.fan)
+    if flow.task is not None:
+        flow.task = TaskAttempt(*flow.task)
+    return flow
+
+
+def _flow_v0(raw: dict[str, Any]) -> Flow:
+    """Version 0: flows as objects with short keys ("m", "vars"; a fan-out's "next", "pending", "max", "raw",
+    "started"), a task record that also held its input (now only in its dispatch) and left out "submitted" and
+    "child" until they were set. A task record holding only "scheduled_id" is an attempt whose input failed after
+    the record was made: never scheduled, so no attempt."""
+    fan, task = raw["fan"], raw["task"]
+    if task is not None and "started" not in task:
+        task = None
+    return Flow(
+        raw["m"], raw["parent"], raw["slot"], raw["state"], raw["data"], raw["entered_id"], raw["entered_ms"],
+        raw.get("entered_prev", 0), raw["timer"], raw["retries"], raw["attempts"], raw["vars"],
+        None if fan is None else FanOut(fan["kind"], fan["inputs"], fan["results"], fan["next"], fan["pending"],
+                                        fan["max"], fan["raw"], fan["started"]),
+        None if task is None else TaskAttempt(task["scheduled_id"], task["started"], task["heartbeat_ms"],
+                                              task["last_beat_ms"], task["timers"], task.get("submitted", False),
+                                              task.get("child")))
+
+
+_FLOW_LOADERS = {0: _flow_v0, 1: _flow_v1}
+# Every field in constructor order: for copies without a JSON round trip, and for the stored rows.
+_ALL_FIELDS = operator.attrgetter(*(f.name for f in fields(ExecutionState)))
+_FLOW_NAMES = tuple(f.name for f in fields(Flow))
+assert _FLOW_NAMES[-2:] == ("fan", "task"), "a stored flow row ends with its fan-out and its task attempt"
+_FLOW_FIELDS = operator.attrgetter(*_FLOW_NAMES)
+_FLOW_ROW_HEAD = operator.attrgetter(*_FLOW_NAMES[:-2])
+_FAN_OUT_FIELDS = operator.attrgetter(*(f.name for f in fields(FanOut)))
+_TASK_ATTEMPT_FIELDS = operator.attrgetter(*(f.name for f in fields(TaskAttempt)))

@@ -15,6 +15,7 @@ from ..asl.definition import Diagnostic, InvalidDefinition, parse_definition
 from ..asl.jsonio import dumps
 from . import decider
 from .execution import ExecutionState
+from .outcomes import End, Fail, Wait
 
 _INSPECTION_STEPS = ("afterInputPath", "afterParameters", "afterArguments", "afterItemsPath", "afterItemSelector",
                      "result", "afterResultSelector", "afterResultPath")
@@ -57,16 +58,16 @@ def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
     if run.variables:
         inspection["variables"] = dumps(run.variables)
     caught = trace.get("error")
-    kind = outcome[0]
-    if kind == "wait":  # only a retry waits once the attempt is done
+    if isinstance(outcome, Wait):  # only a retry waits once the attempt is done
         return TestOutcome("RETRIABLE", error=caught[0], cause=caught[1], inspection=inspection)
-    if kind == "fail":
-        return TestOutcome("FAILED", error=outcome[1], cause=outcome[2], inspection=inspection)
-    output = dumps(outcome[-1])
-    if kind == "next" and caught is not None:
-        return TestOutcome("CAUGHT_ERROR", output, caught[0], caught[1], outcome[1], inspection)
-    return TestOutcome("SUCCEEDED", output, next_state=outcome[1] if kind == "next" else None,
-                       inspection=inspection)
+    if isinstance(outcome, Fail):
+        return TestOutcome("FAILED", error=outcome.error, cause=outcome.cause, inspection=inspection)
+    if isinstance(outcome, End):
+        return TestOutcome("SUCCEEDED", dumps(outcome.output), inspection=inspection)
+    output = dumps(outcome.data)
+    if caught is not None:
+        return TestOutcome("CAUGHT_ERROR", output, caught[0], caught[1], outcome.state, inspection)
+    return TestOutcome("SUCCEEDED", output, next_state=outcome.state, inspection=inspection)
 
 
 def _as_machine(state_text: str) -> tuple[str, str]:

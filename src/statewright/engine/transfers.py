@@ -33,6 +33,7 @@ from .commands import (
     StopExecution,
 )
 from .execution import ExecutionState
+from .outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
 from .tokens import InvalidToken, TaskTokens
 
 log = logging.getLogger("statewright.engine")
@@ -73,10 +74,10 @@ def _start_child(dispatch: Dispatch, context: TransferContext) -> Stages:
         (started,) = yield [command]
         start_ms = _started_at(command, started, context)
     except _ChildError as failure:
-        result: tuple = ("failure", failure.error, failure.cause)
+        result: AttemptResult = AttemptFailed(failure.error, failure.cause)
     else:
         response = {"ExecutionArn": command.arn, "StartDate": start_ms}
-        result = ("success", dumps(response)) if payload["pattern"] == "" else ("submitted", response)
+        result = AttemptSucceeded(dumps(response)) if payload["pattern"] == "" else AttemptSubmitted(response)
     yield [StartAttempt(parent_arn, scheduled_id), CompleteAttempt(parent_arn, scheduled_id, result)]
 
 
@@ -129,8 +130,8 @@ def _notify_parent(dispatch: Dispatch, context: TransferContext) -> Stages:
             for key in ("Input", "Output"):
                 if key in described:
                     described[key] = loads(described[key])
-        result = (("success", dumps(described)) if described["Status"] == "SUCCEEDED"
-                  else ("failure", "States.TaskFailed", dumps(described)))
+        result = (AttemptSucceeded(dumps(described)) if described["Status"] == "SUCCEEDED"
+                  else AttemptFailed("States.TaskFailed", dumps(described)))
         yield [CompleteAttempt(claims.execution_arn, claims.scheduled_id, result)]
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 

@@ -2,9 +2,10 @@
 "Call HTTPS APIs in Step Functions workflows".
 
 ``invoke(parameters, connections, timeout_s=60)`` takes the Task's evaluated Parameters and returns
-``("success", result_json_text)`` or ``("failure", error, cause)``. Remote and network problems are outcomes, never
-exceptions; only a bug (or cancellation by the caller) raises. The whole call, an OAuth token fetch included, must
-finish within ``timeout_s``; the engine enforces its own 60 s attempt deadline on top (recorded as States.Timeout).
+``AttemptSucceeded(result_json_text)`` or ``AttemptFailed(error, cause)``. Remote and network problems are outcomes,
+never exceptions; only a bug (or cancellation by the caller) raises. The whole call, an OAuth token fetch included,
+must finish within ``timeout_s``; the engine enforces its own 60 s attempt deadline on top (recorded as
+States.Timeout).
 
 The request: ApiEndpoint (http or https), Method, Headers, QueryParameters, RequestBody (JSON, or form data under
 ``Transform.RequestBodyEncoding: URL_ENCODED`` with ``RequestEncodingOptions.ArrayFormat`` INDICES (default), REPEAT,
@@ -15,14 +16,14 @@ on a duplicate header, query parameter or body field the connection wins. Step F
 ``Range: bytes=0-262144``. Redirects are not followed: a 3xx is a failure like any other non-2xx status.
 
 Outcomes:
-  2xx           ("success", {"Headers": {name: [values]}, "ResponseBody": parsed JSON for a JSON content type,
-                 else the text, "StatusCode": n, "StatusText": reason})
-  other status  ("failure", "States.Http.StatusCode.<n>", the status text)
-  no answer     ("failure", "States.Http.Socket", what went wrong): refused, unresolvable, TLS, reset, timeout
-  bad request   ("failure", "States.Runtime", why): a forbidden header, a string body next to connection body
+  2xx           succeeded: {"Headers": {name: [values]}, "ResponseBody": parsed JSON for a JSON content type,
+                 else the text, "StatusCode": n, "StatusText": reason}
+  other status  failed: "States.Http.StatusCode.<n>", the status text
+  no answer     failed: "States.Http.Socket", what went wrong: refused, unresolvable, TLS, reset, timeout
+  bad request   failed: "States.Runtime", why: a forbidden header, a string body next to connection body
                 parameters, a binary or undecodable response, a malformed field
-  connection    ("failure", "Events.ConnectionResource.ResourceNotFound" | "...InvalidConnectionState", why)
-  too large     ("failure", "States.DataLimitExceeded", why): a response body over 262144 bytes
+  connection    failed: "Events.ConnectionResource.ResourceNotFound" | "...InvalidConnectionState", why
+  too large     failed: "States.DataLimitExceeded", why: a response body over 262144 bytes
 
 ``Connections`` stands in for EventBridge connections: a JSON file mapping each ConnectionArn to
 ``{"AuthorizationType": "API_KEY" | "BASIC" | "OAUTH_CLIENT_CREDENTIALS", "AuthParameters": {...}}`` in the shape
@@ -69,10 +70,9 @@ from ..asl import errors
 from ..asl.jsonio import dumps, loads
 from ..engine.commands import CompleteAttempt, TaskNotPending
 from ..engine.limits import Limits
+from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..store.base import Dispatch
 from .dispatcher import Dispatcher
-
-Outcome = tuple[str, str] | tuple[str, str, str]
 
 SOCKET = "States.Http.Socket"
 STATUS_CODE = "States.Http.StatusCode."
@@ -103,15 +103,16 @@ ATTEMPT_TIMEOUT_S = 60.0  # AWS's limit on one HTTP Task attempt (the engine enf
 URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
 
 
-async def invoke(parameters: dict, connections: Connections, *, timeout_s: float = ATTEMPT_TIMEOUT_S) -> Outcome:
+async def invoke(parameters: dict, connections: Connections, *,
+                 timeout_s: float = ATTEMPT_TIMEOUT_S) -> AttemptSucceeded | AttemptFailed:
     """Make the call the HTTP Task's evaluated Parameters describe; see the module docstring for the outcomes."""
     try:
         async with asyncio.timeout(timeout_s):
             return await _invoke(parameters, connections)
     except TimeoutError:
-        return ("failure", SOCKET, f"The HTTP request did not complete within {timeout_s:g} seconds")
+        return AttemptFailed(SOCKET, f"The HTTP request did not complete within {timeout_s:g} seconds")
     except _Failure as failure:
-        return ("failure", failure.error, failure.cause)
+        return AttemptFailed(failure.error, failure.cause)
 
 
 class Connections:
@@ -182,7 +183,7 @@ class _Response:
     body: bytes
 
 
-async def _invoke(parameters: dict, connections: Connections) -> Outcome:
+async def _invoke(parameters: dict, connections: Connections) -> AttemptSucceeded | AttemptFailed:
     if not isinstance(parameters, dict):
         raise _Failure(errors.RUNTIME, "The Parameters of an HTTP Task must be an object")
     arn = _connection_arn(parameters)
@@ -193,10 +194,10 @@ async def _invoke(parameters: dict, connections: Connections) -> Outcome:
     request = _with_header(draft, *await connections.authorization(arn))
     response = await _exchange(request)
     if 200 <= response.status < 300:
-        return ("success", dumps(_result(response)))
+        return AttemptSucceeded(dumps(_result(response)))
     if response.status in (401, 407):
         connections.forget_token(arn)  # the token may have been revoked: the next attempt fetches a new one
-    return ("failure", f"{STATUS_CODE}{response.status}", response.reason)
+    return AttemptFailed(f"{STATUS_CODE}{response.status}", response.reason)
 
 
 # ---- building the request ------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from ..engine.commands import (
 )
 from ..engine.core import Engine
 from ..engine.limits import Limits
+from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.timers import WINDOW_MS
 from ..engine.tokens import InvalidToken
 from ..store.base import ActivityRecord, Dispatch, StateMachineRecord
@@ -369,10 +370,10 @@ class _Run:
         if isinstance(action, workload.SendTaskHeartbeat):
             self.submit(Heartbeat(attempt.arn, attempt.scheduled_id))
         elif isinstance(action, workload.SendTaskSuccess):
-            self.submit(CompleteAttempt(attempt.arn, attempt.scheduled_id, ("success", json.dumps(action.output))))
+            self.submit(CompleteAttempt(attempt.arn, attempt.scheduled_id, AttemptSucceeded(json.dumps(action.output))))
         else:
             self.submit(CompleteAttempt(attempt.arn, attempt.scheduled_id,
-                                        ("failure", action.error, action.cause)))
+                                        AttemptFailed(action.error, action.cause)))
 
     # -- reading the store
 

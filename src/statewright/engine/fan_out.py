@@ -1,0 +1,165 @@
+"""Parallel and Map: their children's inputs, the children's records, the join, and a child's failure.
+
+Every Parallel branch and Map iteration runs as a child flow "<entered event id of the state>.<index>"; the parent
+flow holds a ``FanOut`` while it gathers. Only running children are stored, so a Map over 1,000 items at
+MaxConcurrency 40 holds at most 40 flows. This module keeps the books; running a child is ``flows.gather``'s
+(children run inline, so it must not import ``flows``). Functions over a ``step.Step``; pure, like the rest of
+the decider.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..asl import errors
+from ..asl.dataflow import select
+from ..asl.errors import StatesError
+from ..asl.jsonio import dumps
+from ..asl.states import MapState, ParallelState
+from . import jsonata_states, retry_catch, tasks
+from .execution import FanOut, Flow
+from .outcomes import End, Next, Outcome
+from .step import Step
+
+
+def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, context: Any) -> None:
+    """Evaluate the children's inputs and record the fan-out; ``flows.gather`` then starts the children."""
+    flow = step.flows[flow_id]
+    if state.query_language == "JSONata":
+        inputs, limit = jsonata_states.fan_inputs(step, flow_id, state, data)
+    elif isinstance(state, ParallelState):
+        effective = step.note("afterInputPath", select(state.input_path, data, context))
+        if state.parameters is not None:
+            effective = step.note("afterParameters", state.parameters.render(effective, context, step.seed_of(flow)))
+        inputs, limit = [effective] * len(state.branches), 0
+    else:
+        effective = step.note("afterInputPath", select(state.input_path, data, context))
+        inputs = _map_inputs(step, flow_id, state, effective, context)
+        limit = step.note("maxConcurrency", _map_concurrency(state, effective, context))
+    if isinstance(state, ParallelState):
+        started = step.emit("ParallelStateStarted", None, None)
+        flow.fan = FanOut("parallel", inputs, [None] * len(inputs), 0, 0, limit, data, started)
+    else:
+        started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(inputs)})
+        flow.fan = FanOut("map", inputs, [None] * len(inputs), 0, 0, limit, data, started)
+
+
+def _map_inputs(step: Step, flow_id: str, state: MapState, effective: Any, context: Any) -> list[Any]:
+    """Each iteration's input: the item, or the ItemSelector rendered with $$.Map.Item."""
+    items = step.note("afterItemsPath", select(state.items_path, effective, context))
+    if not isinstance(items, list):
+        where = state.items_path.text if state.items_path is not None else "null"
+        raise StatesError(errors.RUNTIME, f"Item list under path '{where}' must be an array, but got: {dumps(items)}")
+    if state.item_selector is None:
+        return items
+    flow = step.flows[flow_id]
+    return step.note("afterItemSelector", [
+        state.item_selector.render(effective, step.scope(flow_id, state.name, (i, item)),
+                                   lambda i=i: step.seed(flow) + i.to_bytes(4, "big"))
+        for i, item in enumerate(items)])
+
+
+def _map_concurrency(state: MapState, effective: Any, context: Any) -> int:
+    if state.max_concurrency_path is None:
+        return state.max_concurrency
+    value = state.max_concurrency_path.resolve(effective, context)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise StatesError(errors.RUNTIME, f"The MaxConcurrencyPath field refers to value '{dumps(value)}' "
+                          "which is not a valid non-negative integer")
+    return value
+
+
+def may_start_child(fan: FanOut) -> bool:
+    """Another child is left and MaxConcurrency allows it."""
+    return fan.next_index < len(fan.inputs) and (fan.max_concurrency == 0 or fan.running < fan.max_concurrency)
+
+
+def add_child(step: Step, flow_id: str, state: ParallelState | MapState, index: int) -> tuple[str, str, int]:
+    """Record child ``index`` as running; returns its flow id, its first state and where its entry points."""
+    fan = step.flows[flow_id].fan
+    child_id = f"{step.flows[flow_id].entered_id}.{index}"
+    if isinstance(state, ParallelState):
+        machine = state.branches[index]
+        previous = fan.started_id
+    else:
+        machine = state.processor
+        previous = step.emit("MapIterationStarted", "mapIterationStartedEventDetails",
+                             {"name": state.name, "index": index})
+    step.flows[child_id] = Flow(machine.index, flow_id, index)
+    fan.running += 1
+    return child_id, machine.start_at, previous
+
+
+def all_done(fan: FanOut) -> bool:
+    return fan.running == 0 and fan.next_index == len(fan.inputs)
+
+
+def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
+    """Every child succeeded: the results, through ResultSelector, ResultPath and OutputPath, are the output."""
+    flow = step.flows[flow_id]
+    fan, flow.fan = flow.fan, None
+    step.emit(f"{state.type}StateSucceeded", None, None)
+    # AWS points the Exited event where Succeeded points: at the last event of the branches.
+    exited_previous = step.decision.events[-1]["previousEventId"]
+    try:
+        output, assigned = step.shape_result(flow_id, state, fan.state_input, fan.results)
+    except StatesError as failure:
+        return retry_catch.failed_in_state(step, flow_id, state, failure)
+    step.emit_exited(state, output, flow_id, assigned, exited_previous)
+    return End(output) if state.end else Next(state.next, output)
+
+
+def child_succeeded(step: Step, flow_id: str, output: Any) -> str:
+    """Record a child's result and forget the child; returns the parent's flow id."""
+    flow = step.flows.pop(flow_id)
+    parent = step.flows[flow.parent]
+    parent.fan.results[flow.slot] = output
+    parent.fan.running -= 1
+    if parent.fan.kind == "map":
+        step.emit("MapIterationSucceeded", "mapIterationSucceededEventDetails",
+                  {"name": parent.state, "index": flow.slot})
+    return flow.parent
+
+
+def child_failed(step: Step, flow_id: str) -> str:
+    """A child failed: it and its siblings stop, and the fan-out is over; returns the parent's flow id."""
+    parent_id = step.flows[flow_id].parent
+    parent = step.flows[parent_id]
+    is_map = parent.fan.kind == "map"
+    if is_map:
+        step.emit("MapIterationFailed", "mapIterationFailedEventDetails",
+                  {"name": parent.state, "index": step.flows[flow_id].slot})
+    _drop_children(step, parent_id, aborted_event=is_map, skip=flow_id)
+    _drop_flow(step, flow_id)
+    parent.fan = None
+    return parent_id
+
+
+def failed(step: Step, flow_id: str, error: str | None, cause: str | None) -> Outcome:
+    """A branch or iteration failed: retry the whole state (silently, as AWS), or record the failure."""
+    state = step.state_of(step.flows[flow_id])
+    outcome = retry_catch.retry(step, flow_id, state, error, cause)
+    if outcome is not None:
+        return outcome
+    step.emit(f"{state.type}StateFailed", None, None)
+    return retry_catch.catch(step, flow_id, state, error, cause)
+
+
+def _drop_flow(step: Step, flow_id: str) -> None:
+    flow = step.flows[flow_id]
+    if flow.task is not None:
+        tasks.end(step, flow_id)
+    if flow.fan is not None:  # a Parallel or Map inside: its children go first, while they can find it
+        _drop_children(step, flow_id, aborted_event=False)
+    del step.flows[flow_id]
+    if flow.timer is not None:
+        step.remove_timer(flow.timer)
+
+
+def _drop_children(step: Step, parent_id: str, aborted_event: bool, skip: str | None = None) -> None:
+    parent = step.flows[parent_id]
+    for child_id in [fid for fid, flow in step.flows.items() if flow.parent == parent_id and fid != skip]:
+        if aborted_event:
+            step.emit("MapIterationAborted", "mapIterationAbortedEventDetails",
+                      {"name": parent.state, "index": step.flows[child_id].slot})
+        _drop_flow(step, child_id)

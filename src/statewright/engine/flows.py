@@ -1,0 +1,153 @@
+"""Running flows: enter a state, act on its outcome, go on through pure states until the flow waits or ends.
+
+A flow runs inline as far as it can: Pass, Choice, a Wait already due, and the children of a Parallel or Map
+(``gather``) all run within one Decision. When a flow ends, a child reports to its parent's fan-out and the top
+level closes the execution. The only module that runs flows: the others return outcomes for it to act on, so
+no callback goes back up. Functions over a ``step.Step``; pure, like the rest of the decider.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..asl.errors import StatesError
+from ..asl.states import MapState, ParallelState, State, TaskState, WaitState
+from . import fan_out, jsonata_states, jsonpath_states, retry_catch, tasks
+from .execution import SUCCEEDED
+from .outcomes import WAIT, End, Fail, Next, Outcome
+from .step import NO_DETAILS, ROOT, Step
+
+
+def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int | None = None) -> None:
+    """Enter ``name`` in a flow and keep going through pure states until the flow waits, ends or fails."""
+    while step.execution.is_open and flow_id in step.flows:
+        flow = step.flows[flow_id]
+        state = step.states_of(flow)[name]
+        try:
+            text = step.json_of(data)
+        except StatesError as failure:
+            settle(step, flow_id, Fail(failure.error, failure.cause))
+            return
+        entered_id = step.emit(f"{state.type}StateEntered", "stateEnteredEventDetails",
+                               {"name": name, "input": text, "inputDetails": NO_DETAILS}, previous_event_id)
+        previous_event_id = None
+        flow.state, flow.data, flow.entered_id, flow.entered_ms = name, data, entered_id, step.now_ms
+        flow.entered_prev = step.decision.events[-1]["previousEventId"]
+        flow.retries, flow.attempts = {}, 0
+        following = settle(step, flow_id, attempt(step, flow_id, state, data))
+        if following is None:
+            return
+        name, data = following.state, following.data
+
+
+def settle(step: Step, flow_id: str, outcome: Outcome) -> Next | None:
+    """Act on a state's outcome; returns it when the flow goes on to a next state."""
+    if isinstance(outcome, Next):
+        return outcome
+    if isinstance(outcome, End):
+        flow_succeeded(step, flow_id, outcome.output)
+    elif isinstance(outcome, Fail):
+        flow_failed(step, flow_id, outcome.error, outcome.cause)
+    return None
+
+
+def resume(step: Step, flow_id: str, outcome: Outcome) -> None:
+    following = settle(step, flow_id, outcome)
+    if following is not None:
+        run(step, flow_id, following.state, following.data)
+
+
+def attempt(step: Step, flow_id: str, state: State, data: Any) -> Outcome:
+    """Run one state (again, on a retry) and return its outcome."""
+    try:
+        return _evaluate(step, flow_id, state, data)
+    except StatesError as failure:
+        return retry_catch.failed_in_state(step, flow_id, state, failure)
+
+
+def _evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome:
+    if state.query_language == "JSONata":
+        outcome = jsonata_states.evaluate(step, flow_id, state, data)
+        if outcome is not None:
+            return outcome
+    context = step.scope(flow_id, state.name)
+    if isinstance(state, ParallelState | MapState):
+        fan_out.enter(step, flow_id, state, data, context)
+        return gather(step, flow_id)
+    if isinstance(state, TaskState):
+        return tasks.schedule(step, flow_id, state, data, context)
+    return jsonpath_states.evaluate(step, flow_id, state, data, context)
+
+
+def timer_fired(step: Step, timer_id: str) -> None:
+    """A flow's timer fired: a Wait ends, a retry starts, or a task deadline passes."""
+    flow_id, flow = next((flow_id, flow) for flow_id, flow in step.flows.items()
+                         if flow.timer == timer_id or (flow.task is not None and timer_id in flow.task.timers))
+    if flow.timer != timer_id:
+        resume(step, flow_id, tasks.timer_fired(step, flow_id, timer_id))
+        return
+    flow.timer = None
+    state = step.state_of(flow)
+    if not isinstance(state, WaitState):
+        resume(step, flow_id, attempt(step, flow_id, state, flow.data))
+        return
+    try:
+        if state.query_language == "JSONata":
+            outcome = jsonata_states.leave_wait(step, flow_id, state, flow.data)
+        else:
+            outcome = jsonpath_states.leave_wait(step, flow_id, state, flow.data, step.scope(flow_id, state.name))
+    except StatesError as failure:
+        outcome = retry_catch.failed_in_state(step, flow_id, state, failure)
+    resume(step, flow_id, outcome)
+
+
+def gather(step: Step, flow_id: str) -> Outcome:
+    """Start the branches or items the concurrency limit allows; join when all are done.
+
+    Called when the state is entered, and again whenever a child finishes later; WAIT while children run.
+    """
+    flow = step.flows[flow_id]
+    fan = flow.fan
+    state = step.state_of(flow)
+    step.gathering.add(flow_id)
+    try:
+        while flow.fan is fan and fan_out.may_start_child(fan) and step.execution.is_open:
+            index = fan.next_index
+            child_id, start_at, previous = fan_out.add_child(step, flow_id, state, index)
+            run(step, child_id, start_at, fan.inputs[index], previous_event_id=previous)
+            fan.next_index += 1
+    finally:
+        step.gathering.discard(flow_id)
+    if not step.execution.is_open:
+        return WAIT
+    if flow_id in step.failures:
+        return fan_out.failed(step, flow_id, *step.failures.pop(flow_id))
+    if flow.fan is fan and fan_out.all_done(fan):
+        return fan_out.join(step, flow_id, state)
+    return WAIT
+
+
+def flow_succeeded(step: Step, flow_id: str, output: Any) -> None:
+    if flow_id == ROOT:
+        try:
+            text = step.json_of(output)
+        except StatesError as failure:
+            step.fail_execution(failure.error, failure.cause)
+            return
+        step.close(SUCCEEDED, "ExecutionSucceeded", "executionSucceededEventDetails",
+                   {"output": text, "outputDetails": NO_DETAILS}, output=text)
+        return
+    parent_id = fan_out.child_succeeded(step, flow_id, output)
+    if parent_id not in step.gathering:  # otherwise the loop on the stack goes on with it
+        resume(step, parent_id, gather(step, parent_id))
+
+
+def flow_failed(step: Step, flow_id: str, error: str | None, cause: str | None) -> None:
+    if flow_id == ROOT:
+        step.fail_execution(error, cause)
+        return
+    parent_id = fan_out.child_failed(step, flow_id)
+    if parent_id in step.gathering:  # the loop on the stack reports it once it unwinds
+        step.failures[parent_id] = (error, cause)
+    else:
+        resume(step, parent_id, fan_out.failed(step, parent_id, error, cause))

@@ -1,0 +1,125 @@
+"""States whose QueryLanguage is JSONata: Pass, Choice, Wait, Succeed and Fail, and the JSONata fields of the
+others (a Task's TimeoutSeconds/HeartbeatSeconds, a Parallel's Arguments, a Map's Items and ItemSelector).
+
+Instead of InputPath/Parameters/ResultSelector/ResultPath/OutputPath, a JSONata state evaluates its Arguments,
+Output, Assign, Condition, Items, ... against ``$states`` (input, result, errorOutput, context) and the workflow
+variables (``Step.jsonata``). Every field reads the variables as they were when the state was entered; Assign
+takes effect when it exits. A failed expression is States.QueryEvaluationError, recorded first as an
+EvaluationFailed event. Functions over a ``step.Step``; pure, like the rest of the decider.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..asl import errors
+from ..asl.errors import StatesError
+from ..asl.states import ChoiceState, FailState, MapState, ParallelState, PassState, State, SucceedState, WaitState
+from ..asl.timestamps import parse_ms
+from . import jsonpath_states
+from .execution import Flow
+from .outcomes import WAIT, End, Fail, Next, Outcome
+from .step import Step, query_error
+
+
+def evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome | None:
+    """Pass, Choice, Wait, Succeed and Fail in JSONata; None for the states evaluated elsewhere."""
+    if isinstance(state, PassState):
+        output = step.jsonata(flow_id, state, "Output", data, data)
+        assigned = step.jsonata(flow_id, state, "Assign", data, None)
+        return step.exit(state, output, flow_id, assigned)
+    if isinstance(state, ChoiceState):
+        return _choice(step, flow_id, state, data)
+    if isinstance(state, WaitState):
+        fire_at_ms = _wait_until(step, flow_id, state, data)
+        if fire_at_ms > step.now_ms and step.trace is None:  # TestState does not wait
+            flow = step.flows[flow_id]
+            flow.data = data
+            step.sleep(flow, f"wait-{flow.entered_id}", fire_at_ms)
+            return WAIT
+        return leave_wait(step, flow_id, state, data)
+    if isinstance(state, SucceedState):
+        output = step.jsonata(flow_id, state, "Output", data, data)
+        step.emit_exited(state, output)
+        return End(output)
+    if isinstance(state, FailState):
+        error = step.jsonata(flow_id, state, "Error", data, None)
+        cause = step.jsonata(flow_id, state, "Cause", data, None)
+        for value, what in ((error, "Error"), (cause, "Cause")):
+            if value is not None and not isinstance(value, str):
+                raise query_error(f"The {what} of state '{state.name}' must evaluate to a string", what)
+        return Fail(error, cause)
+    return None
+
+
+def _choice(step: Step, flow_id: str, state: ChoiceState, data: Any) -> Next:
+    target, assign = state.default, state.jsonata.get("Assign")
+    for index, (condition, nxt, rule_assign) in enumerate(state.choices):
+        verdict = step.evaluate_expression(flow_id, state, condition, data, f"Choices/{index}/Condition")
+        if not isinstance(verdict, bool):
+            raise query_error(f"The Condition of the Choice rule at index {index} must evaluate to a boolean, "
+                              f"not {type(verdict).__name__}", f"Choices/{index}/Condition")
+        if verdict:
+            target, assign = nxt, rule_assign
+            break
+    if target is None:
+        raise StatesError(errors.NO_CHOICE_MATCHED, "No Choice Rule matched and no Default is specified.")
+    assigned = None if assign is None else step.evaluate_expression(flow_id, state, assign, data, "Assign")
+    output = step.jsonata(flow_id, state, "Output", data, data)
+    step.emit_exited(state, output, flow_id, assigned)
+    return Next(target, output)
+
+
+def leave_wait(step: Step, flow_id: str, state: WaitState, data: Any) -> Next | End:
+    output = step.jsonata(flow_id, state, "Output", data, data)
+    assigned = step.jsonata(flow_id, state, "Assign", data, None)
+    return step.exit(state, output, flow_id, assigned)
+
+
+def _wait_until(step: Step, flow_id: str, state: WaitState, data: Any) -> int:
+    if state.seconds is not None or state.timestamp_ms is not None:
+        return jsonpath_states.wait_until(step, state, data, None)
+    if "Seconds" in state.jsonata:
+        seconds = step.jsonata(flow_id, state, "Seconds", data)
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 0:
+            raise query_error(f"The Seconds field must evaluate to a non-negative integer, not {seconds!r}",
+                              "Seconds")
+        return step.now_ms + seconds * 1000
+    stamp = step.jsonata(flow_id, state, "Timestamp", data)
+    fire_at_ms = parse_ms(stamp)
+    if fire_at_ms is None:
+        raise query_error(f"The Timestamp field must evaluate to an ISO-8601 timestamp, not {stamp!r}", "Timestamp")
+    return fire_at_ms
+
+
+def seconds(step: Step, flow_id: str, state: State, field: str, data: Any, fixed: int | None) -> int | None:
+    """TimeoutSeconds / HeartbeatSeconds / MaxConcurrency, a number or an expression."""
+    if field not in state.jsonata:
+        return fixed
+    value = step.jsonata(flow_id, state, field, data)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise query_error(f"The {field} field must evaluate to a non-negative integer, not {value!r}", field)
+    return value
+
+
+def fan_inputs(step: Step, flow_id: str, state: ParallelState | MapState, data: Any) -> tuple[list[Any], int]:
+    """A Parallel's branch inputs (Arguments) or a Map's iteration inputs (Items, ItemSelector), and the limit."""
+    if isinstance(state, ParallelState):
+        return [step.jsonata(flow_id, state, "Arguments", data, data)] * len(state.branches), 0
+    items = step.note("afterItemsPath", step.jsonata(flow_id, state, "Items", data, data))
+    if not isinstance(items, list):
+        raise query_error(f"Map state input must be an array but was: {items!r}", "Items")
+    selector = state.jsonata.get("ItemSelector")
+    if selector is not None:
+        items = step.note("afterItemSelector", [
+            step.evaluate_expression(flow_id, state, selector, data, "ItemSelector", (index, item))
+            for index, item in enumerate(items)])
+    limit = seconds(step, flow_id, state, "MaxConcurrency", data, state.max_concurrency)
+    return items, step.note("maxConcurrency", limit)
+
+
+def evaluation_failed(step: Step, flow: Flow, state: State, failure: StatesError, cause: str) -> None:
+    """AWS records a failed JSONata expression as EvaluationFailed, pointing where the state's entry points."""
+    step.emit("EvaluationFailed", "evaluationFailedEventDetails",
+              {"error": failure.error, "cause": cause, "location": getattr(failure, "location", ""),
+               "state": state.name}, flow.entered_prev)

@@ -1,0 +1,361 @@
+"""The decision being built: the context every part of the decider works on.
+
+A ``Step`` accumulates one Decision (history events with their ids, timer and dispatch changes, the flows' new
+shape) and offers what every state needs: emitting events, timers, evaluating Assign, JSONata fields and results
+in a flow's scope, exiting a state, closing the execution. The concept modules (``flows``, ``fan_out``,
+``retry_catch``, ``tasks``, ``jsonpath_states``, ``jsonata_states``) are functions over a Step; this module must
+not import them (nothing here calls back up). Pure: it imports no I/O and reads no clock (``now_ms`` is given).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import ChainMap
+from collections.abc import Callable, Container
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..asl import errors
+from ..asl.dataflow import place_result, select
+from ..asl.errors import StatesError
+from ..asl.jsonata import QUERY_EVALUATION_ERROR
+from ..asl.jsonio import dumps, loads
+from ..asl.scope import Scope
+from ..asl.states import Definition, ResultState, State, TaskState
+from ..asl.templates import Template
+from ..asl.timestamps import format_ms
+from .execution import FAILED, ExecutionState, Flow
+from .outcomes import End, Next
+
+MAX_PAYLOAD_BYTES = 262_144
+MAX_HISTORY_EVENTS = 25_000
+MAX_VARIABLE_BYTES = 10 * 1024 * 1024
+HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({MAX_HISTORY_EVENTS})."
+ROOT = ""
+NO_DETAILS = {"truncated": False}
+_MARKERS = frozenset({"MapIterationSucceeded", "MapIterationFailed", "MapIterationAborted"})
+_POINT_PAST_MARKERS = frozenset({"MapIterationStarted", "MapStateStarted", "ParallelStateStarted", "MapStateFailed",
+                                 "ParallelStateFailed"})
+_CLOSING = frozenset({"ExecutionSucceeded", "ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut"})
+_ABSENT = object()
+
+
+class HistoryFull(Exception):
+    """The next event would be the last one the history may hold: it must be ExecutionFailed."""
+
+
+@dataclass(slots=True)
+class Decision:
+    state: ExecutionState
+    events: list[dict[str, Any]] = field(default_factory=list)
+    timers_added: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
+    timers_removed: list[tuple[str, int]] = field(default_factory=list)
+    dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
+    dispatches_removed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What Task states ask of the world, passed in as data so the decider stays pure."""
+
+    mint_token: Callable[[str, int, int], str]  # (execution ARN, scheduled event id, attempt) -> task token
+    activities: Container[str]  # the ARNs of the activities that exist
+
+
+class Step:
+    """One Decision in the making, over a copy of the execution's state."""
+
+    __slots__ = ("decision", "definition", "execution", "failures", "flows", "gathering", "known_text", "known_value",
+                 "now_ms", "services", "trace")
+
+    def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
+                 services: Services | None = None) -> None:
+        self.services = services
+        self.decision = decision
+        self.execution = decision.state
+        self.flows = decision.state.flows
+        self.definition = definition
+        self.now_ms = now_ms
+        self.known_value: Any = None
+        self.known_text: str | None = None
+        self.gathering: set[str] = set()  # flows whose fan-out loop is on the stack
+        self.failures: dict[str, tuple[str | None, str | None]] = {}  # their children's failures, to report
+        # TestState only: the data-flow steps of the state under test.
+        self.trace: dict[str, Any] | None = None
+
+    # -- history, timers, dispatches
+
+    def emit(self, event_type: str, details_key: str | None, details: dict | None,
+             previous_event_id: int | None = None) -> int:
+        execution = self.execution
+        event_id = execution.next_event_id
+        if event_id >= MAX_HISTORY_EVENTS and event_type not in _CLOSING:
+            raise HistoryFull
+        if previous_event_id is None:
+            marker_prev = execution.marker_prev
+            use_marker = marker_prev is not None and event_type in _POINT_PAST_MARKERS
+            previous_event_id = marker_prev if use_marker else event_id - 1
+        event = {"timestamp": self.now_ms, "type": event_type, "id": event_id, "previousEventId": previous_event_id}
+        if details_key is not None:
+            event[details_key] = details
+        self.decision.events.append(event)
+        execution.next_event_id = event_id + 1
+        if event_type not in _MARKERS:
+            execution.marker_prev = None
+        elif execution.marker_prev is None:
+            execution.marker_prev = previous_event_id
+        return event_id
+
+    def add_timer(self, timer_id: str, fire_at_ms: int) -> None:
+        self.execution.timers[timer_id] = fire_at_ms
+        self.decision.timers_added.append((timer_id, fire_at_ms))
+
+    def remove_timer(self, timer_id: str) -> None:
+        fire_at_ms = self.execution.timers.pop(timer_id)
+        added = self.decision.timers_added
+        if (timer_id, fire_at_ms) in added:  # set and cancelled in the same step: no row to delete
+            added.remove((timer_id, fire_at_ms))
+        else:
+            self.decision.timers_removed.append((timer_id, fire_at_ms))
+
+    def sleep(self, flow: Flow, timer_id: str, fire_at_ms: int) -> None:
+        flow.timer = timer_id
+        self.add_timer(timer_id, fire_at_ms)
+
+    def add_dispatch(self, dispatch_id: str, payload: dict[str, Any]) -> None:
+        self.decision.dispatches_added.append((dispatch_id, payload))
+
+    def remove_dispatch(self, dispatch_id: str) -> None:
+        added = self.decision.dispatches_added
+        staged = [entry for entry in added if entry[0] == dispatch_id]
+        if staged:  # scheduled and gone in the same step: no row was ever written
+            added.remove(staged[0])
+        else:
+            self.decision.dispatches_removed.append(dispatch_id)
+
+    # -- closing the execution
+
+    def close(self, status: str, event_type: str, details_key: str, details: dict, *,
+              output: str | None = None, error: str | None = None, cause: str | None = None,
+              previous_event_id: int | None = None) -> None:
+        execution = self.execution
+        self.emit(event_type, details_key, details, previous_event_id)
+        for timer_id in list(execution.timers):
+            self.remove_timer(timer_id)
+        for flow in self.flows.values():
+            task = flow.task
+            if task is not None and not task.started:
+                self.remove_dispatch(str(task.scheduled_id))
+            elif task is not None and task.child is not None:  # a nested execution this one waits on stops too
+                self.add_dispatch(f"stop-{task.scheduled_id}", {"kind": "stop", "target": task.child})
+        execution.status = status
+        execution.stop_ms = self.now_ms
+        execution.output, execution.error, execution.cause = output, error, cause
+        self.flows.clear()
+        if execution.parent is not None:  # a .sync parent waits for this one: tell it, from the same commit
+            self.add_dispatch("parent", {"kind": "parent", **execution.parent, "execution": execution.arn,
+                                         "describe": describe_for_parent(execution)})
+
+    def fail_execution(self, error: str | None, cause: str | None) -> None:
+        self.close(FAILED, "ExecutionFailed", "executionFailedEventDetails", without_none(error, cause),
+                   error=error, cause=cause)
+
+    def guarded(self, action: Callable[..., object], *args: Any) -> None:
+        """Run ``action``; if the history fills up, the execution fails with the last event it may hold."""
+        try:
+            action(*args)
+        except HistoryFull:
+            self.fail_execution(errors.RUNTIME, HISTORY_LIMIT_CAUSE)
+
+    # -- what a state sees
+
+    def json_of(self, value: Any) -> str:
+        """``value`` as JSON. A payload that passes through untouched keeps its text as written, as on AWS."""
+        if value is self.known_value and self.known_text is not None and isinstance(value, dict | list):
+            return self.known_text  # identity of a container means untouched (scalars are shared by Python)
+        text = dumps(value)
+        if len(text.encode()) > MAX_PAYLOAD_BYTES:
+            raise StatesError(errors.DATA_LIMIT_EXCEEDED,
+                              f"The state/task returned a result with a size exceeding the maximum number of bytes "
+                              f"service limit ({MAX_PAYLOAD_BYTES}).")
+        self.known_value, self.known_text = value, text
+        return text
+
+    def scope(self, flow_id: str, state_name: str, map_item: tuple[int, Any] | None = None) -> Scope:
+        """The context object and the variables a state in this flow sees (its own, then each outer flow's)."""
+        own = flow = self.flows[flow_id]
+        layers = [flow.variables]
+        while flow.parent is not None:
+            flow = self.flows[flow.parent]
+            layers.append(flow.variables)
+        return Scope(lambda: self.context_for(own, state_name, map_item), ChainMap(*layers))
+
+    def context_for(self, flow: Flow, state_name: str, map_item: tuple[int, Any] | None) -> dict[str, Any]:
+        context = context_object(self.execution, state_name, flow.entered_ms, map_item)
+        state = self.definition.machines[flow.machine].states.get(state_name) if self.definition else None
+        if isinstance(state, TaskState):
+            context["State"]["RetryCount"] = max(flow.attempts - 1, 0)
+            if state.pattern == "waitForTaskToken" and flow.task is not None:
+                context["Task"] = {"Token": self.token(flow.task.scheduled_id, flow.attempts)}
+        return context
+
+    def token(self, scheduled_id: int, attempt: int) -> str:
+        if self.services is None:
+            raise AssertionError("a task token is needed but no token signer was given")
+        return self.services.mint_token(self.execution.arn, scheduled_id, attempt)
+
+    def seed(self, flow: Flow) -> bytes:
+        """Entropy for States.UUID and States.MathRandom: fixed by the execution and the state's entry."""
+        return hashlib.blake2b(f"{self.execution.arn}|{flow.entered_id}".encode(), digest_size=16).digest()
+
+    def seed_of(self, flow: Flow) -> Callable[[], bytes]:
+        """The seed, computed only if something asks for it (most templates call no random intrinsic)."""
+        return lambda: self.seed(flow)
+
+    def states_of(self, flow: Flow) -> dict[str, State]:
+        return self.definition.machines[flow.machine].states
+
+    def state_of(self, flow: Flow) -> State:
+        """The state the flow is in."""
+        return self.definition.machines[flow.machine].states[flow.state]
+
+    def note(self, step: str, value: Any) -> Any:
+        """Record a data-flow step for TestState's inspection data; returns the value unchanged."""
+        if self.trace is not None:
+            self.trace[step] = value
+        return value
+
+    # -- evaluating a state's fields
+
+    def assigned(self, flow_id: str, assign: Template | None, result: Any, context: Any) -> dict[str, Any] | None:
+        """Evaluate an Assign (``$`` is the state's result); the variables change only when the state exits."""
+        if assign is None:
+            return None
+        return self.within_limits(assign.render(result, context, self.seed_of(self.flows[flow_id])))
+
+    def within_limits(self, values: dict[str, Any]) -> dict[str, Any]:
+        """AWS's limits: one state assigns at most 256 KiB, and an execution holds at most 10 MiB of variables."""
+        if len(dumps(values).encode()) > MAX_PAYLOAD_BYTES:
+            raise StatesError(errors.DATA_LIMIT_EXCEEDED, f"The variables assigned by the state exceed the maximum "
+                              f"size of {MAX_PAYLOAD_BYTES} bytes.")
+        held = {name: value for flow in self.flows.values() for name, value in flow.variables.items()}
+        held.update(values)
+        if len(dumps(held).encode()) > MAX_VARIABLE_BYTES:
+            raise StatesError(errors.DATA_LIMIT_EXCEEDED, f"The execution's variables would exceed the maximum "
+                              f"size of {MAX_VARIABLE_BYTES} bytes.")
+        return values
+
+    def jsonata(self, flow_id: str, state: State, field: str, data: Any, default: Any = _ABSENT,
+                **states: Any) -> Any:
+        """Evaluate one JSONata field of ``state`` (``default`` when the state does not set it)."""
+        compiled = state.jsonata.get(field)
+        if compiled is None:
+            return default
+        return self.evaluate_expression(flow_id, state, compiled, data, field, **states)
+
+    def evaluate_expression(self, flow_id: str, state: State, compiled: Any, data: Any, field: str,
+                            map_item: tuple[int, Any] | None = None, **states: Any) -> Any:
+        """A JSONata expression against ``$states`` (input, context, and ``states``) and the flow's variables."""
+        scope = self.scope(flow_id, state.name, map_item)
+        bindings = {"input": data, "context": scope(), **states}
+        try:
+            value = compiled.evaluate(dict(scope.variables), bindings, self.seed(self.flows[flow_id]) + field.encode(),
+                                      now_ms=self.now_ms)
+        except StatesError as failure:
+            failure.location = field
+            raise
+        if field.endswith("Assign"):
+            if not isinstance(value, dict):
+                raise query_error(f"The Assign field must evaluate to an object, not {type(value).__name__}", field)
+            return self.within_limits(value)
+        return value
+
+    def shape_result(self, flow_id: str, state: ResultState, data: Any, result: Any) -> tuple[Any, dict | None]:
+        """A Task's, Parallel's or Map's result made into the state's output and its variable assignments."""
+        self.note("result", result)
+        if state.query_language == "JSONata":
+            assigned = self.jsonata(flow_id, state, "Assign", data, None, result=result)
+            output = self.jsonata(flow_id, state, "Output", data, result, result=result)
+        else:
+            context = self.scope(flow_id, state.name)
+            if state.result_selector is not None:
+                result = self.note("afterResultSelector", state.result_selector.render(
+                    result, context, self.seed_of(self.flows[flow_id])))
+            assigned = self.assigned(flow_id, state.assign, result, context)
+            placed = self.note("afterResultPath", place_result(state.result_path, data, result))
+            output = select(state.output_path, placed, context)
+        self.json_of(output)  # a result over the size limit fails here, where Retry and Catch apply
+        return output, assigned
+
+    # -- leaving a state
+
+    def emit_exited(self, state: State, output: Any, flow_id: str | None = None,
+                    assigned: dict[str, Any] | None = None, previous_event_id: int | None = None) -> None:
+        details = {"name": state.name, "output": self.json_of(output), "outputDetails": NO_DETAILS}
+        if assigned:
+            details["assignedVariables"] = {name: dumps(value) for name, value in assigned.items()}
+            details["assignedVariablesDetails"] = NO_DETAILS
+        self.emit(f"{state.type}StateExited", "stateExitedEventDetails", details, previous_event_id)
+        if assigned:
+            self.flows[flow_id].variables.update(assigned)
+
+    def exit(self, state: State, output: Any, flow_id: str | None = None,
+             assigned: dict[str, Any] | None = None) -> Next | End:
+        self.emit_exited(state, output, flow_id, assigned)
+        return End(output) if state.end else Next(state.next, output)
+
+    def runtime_cause(self, flow: Flow, failure: StatesError) -> str:
+        return (f"An error occurred while executing the state '{flow.state}' "
+                f"(entered at the event id #{flow.entered_id}). {failure.cause}")
+
+
+def context_object(execution: ExecutionState, state_name: str, entered_ms: int,
+                   map_item: tuple[int, Any] | None = None) -> dict[str, Any]:
+    """The context object ($$) as a state sees it; ``map_item`` is (index, value) inside a Map's ItemSelector."""
+    context = {
+        "Execution": {
+            "Id": execution.arn,
+            "Input": loads(execution.input),
+            "StartTime": format_ms(execution.start_ms),
+            "Name": execution.name,
+            "RoleArn": execution.role_arn,
+            "RedriveCount": 0,
+        },
+        "StateMachine": {
+            "Id": execution.state_machine_arn,
+            "Name": execution.state_machine_arn.rsplit(":", 1)[-1],
+        },
+        "State": {"Name": state_name, "EnteredTime": format_ms(entered_ms)},
+    }
+    if map_item is not None:
+        context["Map"] = {"Item": {"Index": map_item[0], "Value": map_item[1]}}
+    return context
+
+
+def describe_for_parent(execution: ExecutionState) -> dict[str, Any]:
+    """A closed execution as a .sync parent task receives it: DescribeExecution with AWS's capitalised keys."""
+    described: dict[str, Any] = {
+        "ExecutionArn": execution.arn, "Input": execution.input, "InputDetails": {"Included": True},
+        "Name": execution.name, "RedriveCount": 0, "StartDate": execution.start_ms,
+        "StateMachineArn": execution.state_machine_arn, "Status": execution.status, "StopDate": execution.stop_ms,
+    }
+    if execution.output is not None:
+        described["Output"] = execution.output
+        described["OutputDetails"] = {"Included": True}
+    for key in ("error", "cause"):
+        if getattr(execution, key) is not None:
+            described[key.capitalize()] = getattr(execution, key)
+    return dict(sorted(described.items()))
+
+
+def without_none(error: str | None, cause: str | None) -> dict[str, str]:
+    """Event details of an error: only the fields that are set."""
+    return {key: value for key, value in (("error", error), ("cause", cause)) if value is not None}
+
+
+def query_error(cause: str, location: str) -> StatesError:
+    """States.QueryEvaluationError at a field of the state (the EvaluationFailed event names it)."""
+    failure = StatesError(QUERY_EVALUATION_ERROR, cause)
+    failure.location = location
+    return failure
+
