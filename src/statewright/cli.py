@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 from pathlib import Path
 
 from .api.server import ServerConfig, serve
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     simulate.add_argument("--steps", type=int, default=STEPS_DEFAULT,
                           help=f"client actions before the faults stop (default {STEPS_DEFAULT})")
     simulate.add_argument("--nodes", type=int, default=1, help="engine nodes (only 1 until PostgreSQL)")
+    simulate.add_argument("--limits", choices=["small", "default"], default="small",
+                          help="engine limits: small ones make paging and re-reads happen in every run (default), "
+                               "or the server's defaults")
     simulate.add_argument("--plant", default="", help=argparse.SUPPRESS)  # test-only planted bugs
     args = parser.parse_args(argv)
     if args.command == "keys":
@@ -99,10 +103,11 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(f"unknown fault(s) {', '.join(sorted(unknown))}; known: {', '.join(ALL_FAULTS)}")
     if args.nodes != 1:
         parser.error("--nodes: only 1 for now (several nodes come with the PostgreSQL store)")
+    logging.disable(logging.ERROR)  # the engine logs every injected fault; the checkers report what matters
     seeds = [args.seed] if args.seed is not None else range(args.seeds)
     planted = frozenset(name for name in args.plant.split(",") if name)
     results = [simulate_and_print(SimConfig(seed, frozenset(names), args.steps, args.nodes, args.fault_rate,
-                                            planted)) for seed in seeds]
+                                            planted, args.limits)) for seed in seeds]
     faults = sum(sum(result.injected.values()) for result in results)
     violations = sum(len(result.violations) for result in results)
     print(f"{len(results)} seeds, {faults} faults injected, {violations} violations")

@@ -43,7 +43,7 @@ from .commands import (
 from .execution import ExecutionState
 from .limits import Limits
 from .outbox import OutboxWindow
-from .timers import TimerWindow
+from .timers import WINDOW_MS, TimerWindow
 from .tokens import TaskTokens
 from .transfers import KINDS as TRANSFER_KINDS
 from .transfers import Stages, TransferContext, stages
@@ -53,7 +53,7 @@ log = logging.getLogger("statewright.engine")
 LEASE_MS = 10_000
 # Bugs the simulator's own tests plant (Engine(planted=...)) to show each fault's checker catches them.
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
-                     "refill-skips-overdue", "lose-timeouts"})
+                     "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
 
@@ -145,6 +145,8 @@ class Engine:
         for shard in range(self.shard_count):
             self.range_ids[shard] = self.store.acquire_shard(shard, self.node_id, now_ms + LEASE_MS)
             self.windows[shard] = TimerWindow(shard, self.limits)
+            if "skip-timers-at-start" in self.planted:
+                self.windows[shard].planted_lose_rows(now_ms + WINDOW_MS)
             if "no-outbox-read-at-start" not in self.planted:
                 self.outbox.reread(shard)
 
@@ -220,8 +222,8 @@ class Engine:
         budget = self.limits.tick_commands_max
         work: list[tuple[Command | _Transfer, Reply]] = []
         for window in self.windows.values():
-            if "refill-skips-overdue" in self.planted:
-                window.planted_skip_overdue(now_ms)
+            if "refill-skips-overdue" in self.planted and window.loaded and window.horizon_ms < now_ms:
+                window.planted_lose_rows(now_ms)  # after a clock jump past the horizon, start afresh from now
             try:
                 window.refill(now_ms, self.store.due_timers)
             except StoreUnavailable as exc:  # the window is as it was; the next tick tries again
@@ -325,8 +327,14 @@ class Engine:
                 decision = decider.start_attempt(current, definition, command.scheduled_id, command.worker_name,
                                                  now_ms)
             elif isinstance(command, CompleteAttempt):
-                opened = decider.start_attempt(current, definition, command.scheduled_id, None, now_ms)
-                if opened is not None:  # a result before the start was recorded (a quick child, a token reply)
+                pending = decider.pending_attempts(current)
+                if "results-for-any-attempt" in self.planted and command.scheduled_id not in pending and pending:
+                    command = CompleteAttempt(command.arn, max(pending), command.result)
+                opened = None
+                if pending.get(command.scheduled_id) is False:  # a result before its start was recorded (a
+                    # child that closed at once, a token answered at once): the start lands with the result
+                    opened = decider.start_attempt(current, definition, command.scheduled_id, None, now_ms)
+                if opened is not None:
                     group, batch.group = batch.group, batch.group or -1 - len(batch.writes)  # lands with the result
                     self._stage(batch, opened, current.version)
                     current = opened.state

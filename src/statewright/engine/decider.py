@@ -85,6 +85,13 @@ def start_attempt(execution: ExecutionState, definition: Definition, scheduled_i
     return step.decision
 
 
+def pending_attempts(execution: ExecutionState) -> dict[int, bool]:
+    """The execution's pending task attempts: scheduled event id -> whether the attempt started. A read; no copy."""
+    if not execution.is_open:
+        return {}
+    return {flow.task.scheduled_id: flow.task.started for flow in execution.flows.values() if flow.task is not None}
+
+
 def complete_attempt(execution: ExecutionState, definition: Definition, scheduled_id: int, result: AttemptResult,
                      now_ms: int, services: Services | None = None) -> Decision | None:
     """Apply an attempt's result.

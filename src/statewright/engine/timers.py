@@ -42,6 +42,13 @@ class TimerWindow:
     def loaded(self) -> bool:
         return self._until_ms is not None or self._last_key is not None
 
+    @property
+    def horizon_ms(self) -> int:
+        """Every row due up to this is loaded (-1 before the first load)."""
+        if self._last_key is not None:
+            return self._last_key[0] - 1
+        return -1 if self._until_ms is None else self._until_ms
+
     def refill(self, now_ms: int, load: Loader) -> None:
         """Load the next page of rows when the horizon is near or the last page was full, unless the heap already
         holds a page's worth (it drains first: memory stays bounded by the page size, not by what is due)."""
@@ -88,11 +95,11 @@ class TimerWindow:
     def next_due_ms(self) -> int | None:
         return self._heap[0][0] if self._heap else None
 
-    def planted_skip_overdue(self, now_ms: int) -> None:
-        """Test-only planted bug (Engine.planted "refill-skips-overdue"): after a clock jump, act as if every row due
-        before now were loaded already, losing them."""
-        if self._last_key is None and self._until_ms is not None and self._until_ms < now_ms:
-            self._until_ms = now_ms
+    def planted_lose_rows(self, until_ms: int) -> None:
+        """Test-only planted bugs (Engine.planted "refill-skips-overdue", "skip-timers-at-start"): act as if every
+        row due up to ``until_ms`` were loaded and fired, losing them."""
+        self._heap.clear()
+        self._until_ms, self._last_key = until_ms, None
 
     def forget(self) -> None:
         """Drop the cache (the shard was lost, or a commit's outcome is unknown); the next refill reloads it from

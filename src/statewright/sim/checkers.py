@@ -77,7 +77,7 @@ class Ledger:
     attempts_started: Counter[tuple[str, int]] = field(default_factory=Counter)  # (arn, scheduled id) handed out
     timer_fires: Counter[tuple[str, str, int]] = field(default_factory=Counter)  # (arn, timer id, due ms) applied
     range_owners: dict[tuple[int, int], set[str]] = field(default_factory=lambda: defaultdict(set))
-    early_replies: list[str] = field(default_factory=list)  # replies delivered before their commit was visible
+    bad_replies: list[str] = field(default_factory=list)  # replies ahead of their commit, results for no attempt
 
     early_timers: list[str] = field(default_factory=list)
 
@@ -94,7 +94,7 @@ class Ledger:
 
 def check_all(store: Store, ledger: Ledger, *, liveness: bool) -> list[str]:
     """Every invariant; with ``liveness`` also that every acknowledged execution closed."""
-    problems = [*ledger.early_replies, *ledger.early_timers]
+    problems = [*ledger.bad_replies, *ledger.early_timers]
     for arn in sorted(ledger.acknowledged):
         blob = store.load_execution(arn)
         if blob is None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from ..engine import decider
 from ..engine.commands import (
     Command,
     CompleteAttempt,
@@ -35,6 +36,7 @@ from ..engine.commands import (
     StopExecution,
 )
 from ..engine.core import Engine
+from ..engine.execution import ExecutionState
 from ..engine.limits import Limits
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.timers import WINDOW_MS
@@ -57,8 +59,8 @@ TICKS_PER_STEP_MAX = 64
 STEPS_DEFAULT = 400
 FAULT_RATE_DEFAULT = 0.05
 # Small limits, so that paging, full windows and read-backs run in every simulation.
-SIM_LIMITS = Limits(tick_commands_max=64, refill_rows_max=16, timer_window_max=64, outbox_window_max=24,
-                    outbox_page_rows_max=8, inbox_commands_max=10_000)
+SIM_LIMITS = Limits(tick_commands_max=64, refill_rows_max=16, timer_window_max=4096, outbox_window_max=24,
+                    outbox_page_rows_max=8, inbox_commands_max=10_000, cached_executions_max=16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,7 @@ class SimConfig:
     nodes: int = 1
     fault_rate: float = FAULT_RATE_DEFAULT
     planted: frozenset[str] = frozenset()  # test-only bugs in the engine (see Engine.planted)
+    limits: str = "small"  # "small" (SIM_LIMITS: paging, full windows and re-reads in every run) or "default"
 
 
 @dataclass
@@ -79,12 +82,15 @@ class SimResult:
     executions: int
     closed: int
     virtual_ms: int
+    attempts: int = 0  # activity attempts handed to simulated workers
+    tokens: int = 0  # task tokens answered from children's inputs
 
     def line(self) -> str:
         faults = sum(self.injected.values())
         verdict = "ok" if not self.violations else f"{len(self.violations)} VIOLATIONS"
-        return (f"seed {self.config.seed}: {self.executions} executions ({self.closed} closed), {faults} faults "
-                f"injected, {self.virtual_ms // 1000} s virtual: {verdict}")
+        return (f"seed {self.config.seed}: {self.executions} executions ({self.closed} closed), {self.attempts} "
+                f"attempts, {self.tokens} tokens, {faults} faults injected, {self.virtual_ms // 1000} s virtual: "
+                f"{verdict}")
 
 
 def replay_command(config: SimConfig) -> str:
@@ -92,6 +98,8 @@ def replay_command(config: SimConfig) -> str:
              f"--faults {','.join(sorted(config.faults)) or 'none'}"]
     if config.fault_rate != FAULT_RATE_DEFAULT:
         parts.append(f"--fault-rate {config.fault_rate}")
+    if config.limits != "small":
+        parts.append(f"--limits {config.limits}")
     if config.planted:
         parts.append(f"--plant {','.join(sorted(config.planted))}")
     return " ".join(parts)
@@ -166,7 +174,8 @@ class _Run:
         owner = f"node-0.{self._incarnation}"
         inner = SqliteStore(self.path, SHARDS)
         store = FaultyStore(inner, self.faults, owner, self.ledger)
-        engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=SIM_LIMITS,
+        limits = SIM_LIMITS if self.config.limits == "small" else Limits()
+        engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits,
                         planted=self.config.planted)
         node = _Node(engine, store)
         engine.deliver_replies = node.replies.extend
@@ -184,6 +193,7 @@ class _Run:
         activities = [f"arn:aws:states:{REGION}:{ACCOUNT}:activity:sim-{i}" for i in range(ACTIVITIES)]
         for arn in activities:
             store.create_activity(ActivityRecord(arn, arn.rsplit(":", 1)[1], START_MS))
+            self.node.engine.note_activity(arn, exists=True)
         children: list[str] = []
         for index in range(MACHINES):
             spec = workload.generate(self.rng, activities, children if index >= 2 else ())
@@ -199,8 +209,7 @@ class _Run:
         heapq.heappush(self._events, (self.now_ms + max(delay_ms, 0), next(self._order), action))
 
     def submit(self, command: Command, on_reply: Callable[[object], None] | None = None) -> None:
-        before = self._version(command.arn)
-        self.node.engine.submit(command, (command, before, on_reply), throttle=False)
+        self.node.engine.submit(command, (command, self._committed(command.arn), on_reply), throttle=False)
 
     # -- running
 
@@ -224,7 +233,7 @@ class _Run:
         closed = sum(1 for arn in self.ledger.acknowledged if self._status(arn) in CLOSED)
         self.node.store.inner.close()
         return SimResult(self.config, dict(self.faults.injected), violations, len(self.ledger.acknowledged),
-                         closed, self.now_ms - START_MS)
+                         closed, self.now_ms - START_MS, len(self.ledger.attempts_started), len(self.tokens_answered))
 
     def _step(self, deadline_ms: int | None = None) -> bool:
         """Run the next event (jumping the clock to it, or to the next timer), then tick until idle."""
@@ -234,11 +243,11 @@ class _Run:
         if deadline_ms is not None and next_ms > deadline_ms:
             return False
         self.now_ms = max(self.now_ms, next_ms)
-        if self.faults.fire("clock-jump", 0.01):
-            self.now_ms += self.rng.randint(1_000, 120_000)
+        if self.faults.fire("clock-jump", self.config.fault_rate / 5):  # a paused VM, a stepped clock
+            self.now_ms += self.rng.randint(1_000, 1_800_000)
         while self._events and self._events[0][0] <= self.now_ms:
             heapq.heappop(self._events)[2]()
-        if self.faults.fire("restart", 0.01):
+        if self.faults.fire("restart", self.config.fault_rate / 5):
             self._crash()
         for _ in range(TICKS_PER_STEP_MAX):
             try:
@@ -269,13 +278,18 @@ class _Run:
             if on_reply is not None:
                 on_reply(result)
 
-    def _check_committed(self, command: Command, before: int, result: object) -> None:
-        """A reply that says a transition happened must find it committed (DESIGN.md invariant 1)."""
-        changed = (isinstance(command, StartExecution) and isinstance(result, int) and before == 0) or (
+    def _check_committed(self, command: Command, before: tuple[int, dict[int, bool]], result: object) -> None:
+        """A reply that says a transition happened must find it committed (DESIGN.md invariant 1), and a result
+        may be accepted only for an attempt that was pending (invariant 3)."""
+        version, pending = before
+        changed = (isinstance(command, StartExecution) and isinstance(result, int) and version == 0) or (
             isinstance(command, StartAttempt | CompleteAttempt | Heartbeat) and result is True)
-        if changed and self._version(command.arn) <= before:
-            self.ledger.early_replies.append(f"{command.arn}: {type(command).__name__} answered {result!r} before "
+        if changed and self._committed(command.arn)[0] <= version:
+            self.ledger.bad_replies.append(f"{command.arn}: {type(command).__name__} answered {result!r} before "
                                              "its commit was visible")
+        if isinstance(command, CompleteAttempt) and result is True and command.scheduled_id not in pending:
+            self.ledger.bad_replies.append(f"{command.arn}: a result for attempt {command.scheduled_id}, which was "
+                                             "not pending, was accepted")
 
     # -- clients
 
@@ -321,7 +335,7 @@ class _Run:
                 try:
                     claims = self.node.engine.tokens.verify(token)
                 except InvalidToken:
-                    self.ledger.early_replies.append(f"{summary.arn}: carries a token that does not verify")
+                    self.ledger.bad_replies.append(f"{summary.arn}: carries a token that does not verify")
                     continue
                 self._follow(_Attempt(claims.execution_arn, claims.scheduled_id), 300, None)
 
@@ -331,9 +345,12 @@ class _Run:
         """An activity task reached matching (engine thread): a worker polls for it soon."""
         if dispatch.payload["kind"] != "activity":
             return
-        self.at(self.rng.choice((0, 0, 50, 1000)), lambda: self._take(dispatch))
+        incarnation = self._incarnation
+        self.at(self.rng.choice((0, 0, 50, 1000)), lambda: self._take(dispatch, incarnation))
 
-    def _take(self, dispatch: Dispatch) -> None:
+    def _take(self, dispatch: Dispatch, incarnation: int) -> None:
+        if incarnation != self._incarnation:
+            return  # the task was in the memory of a process that died: only the outbox row brings it back
         attempt = _Attempt(dispatch.execution_arn, dispatch.payload["scheduled_id"])
 
         def started(result: object) -> None:
@@ -377,9 +394,13 @@ class _Run:
 
     # -- reading the store
 
-    def _version(self, arn: str) -> int:
+    def _committed(self, arn: str) -> tuple[int, dict[int, bool]]:
+        """The execution's committed version and pending attempts (0 and none before it exists)."""
         blob = self.node.store.inner.load_execution(arn)
-        return 0 if blob is None else orjson.loads(blob)["version"]
+        if blob is None:
+            return 0, {}
+        state = ExecutionState.from_blob(blob)
+        return state.version, decider.pending_attempts(state)
 
     def _status(self, arn: str) -> str | None:
         blob = self.node.store.inner.load_execution(arn)
