@@ -194,7 +194,7 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     if not isinstance(variables, dict):
         raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
     machine_arn = scope.state_machine_arn("TestStateMachine")
-    try:  # on a store thread: an activity Task asks the store whether its activity exists
+    try:  # off the event loop: evaluating a state can take a while, and every other request waits on the loop
         run = await service.store_call(
             start_test, params["definition"], params.get("stateName"), text, variables,
             machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()), machine_arn,
