@@ -8,18 +8,20 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src" / "statewright"
 
 # package -> statewright packages it must not import
+# (DESIGN.md: api > integrations > engine > asl, store; the simulator drives the engine from above it)
 FORBIDDEN = {
-    "asl": {"engine", "store", "api", "cli"},
-    "engine": {"api", "cli"},
-    "store": {"engine", "api", "asl", "cli"},
-    "integrations": {"api", "cli"},
+    "asl": {"engine", "store", "api", "cli", "integrations", "sim"},
+    "engine": {"api", "cli", "integrations", "sim"},
+    "store": {"engine", "api", "asl", "cli", "integrations", "sim"},
+    "integrations": {"api", "cli", "sim"},
+    "sim": {"api", "cli", "integrations"},
     # the worker library runs beside AWS or statewright alike: it needs nothing of the server
-    "worker": {"engine", "api", "asl", "store", "integrations", "cli", "metrics"},
+    "worker": {"engine", "api", "asl", "store", "integrations", "cli", "metrics", "sim"},
 }
 # modules that must stay pure: no clock, randomness, threads, files or network
 PURE = ["asl", "engine/decider.py", "engine/execution.py", "engine/step.py", "engine/flows.py", "engine/fan_out.py",
         "engine/retry_catch.py", "engine/tasks.py", "engine/jsonpath_states.py", "engine/jsonata_states.py",
-        "engine/outcomes.py"]
+        "engine/outcomes.py", "engine/timers.py", "engine/outbox.py", "engine/limits.py", "sim/checkers.py"]
 IMPURE_MODULES = {"time", "random", "threading", "socket", "sqlite3", "os", "uuid", "asyncio", "datetime.now"}
 
 

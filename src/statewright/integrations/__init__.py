@@ -1,5 +1,7 @@
-"""What a started task attempt calls: activity workers (matching), HTTP endpoints, nested executions.
+"""The asynchronous edges a started attempt calls for outside I/O: activity workers (matching) and HTTP endpoints.
 
-Integrations receive committed dispatches from the engine, record the attempt as started through the engine
-before anything leaves, and report results back as engine commands. They must not import statewright.api.
+Above the engine in the layers: integrations receive committed dispatches from it, record the attempt as started
+through it before anything leaves, and hand results back as engine commands. Engine-to-engine work (nested
+executions, a child telling its parent, cascading stops) is not here: the engine applies it inside its tick
+(``engine/transfers.py``). Must not import statewright.api.
 """
