@@ -28,13 +28,13 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from server import ROLE_ARN, ServerProcess
+from statewright.sim.checkers import history_problems
 
 SEED_ENV = "STATEWRIGHT_CRASH_SEED"
 LOAD_THREADS = 4
 KILLS = 5
 SHARDS = 4
 DRAIN_DEADLINE_S = 30.0
-TERMINAL_EVENTS = {"ExecutionSucceeded", "ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut"}
 
 # -- the state machines, and what each should do with a given input (computed here, independently of the engine)
 
@@ -327,19 +327,7 @@ def check_execution(sfn, start: Start, page_size: int) -> tuple[bool, list[str]]
             problems.append(f"{where}: error/cause {got!r}, expected {(expected.error, expected.cause)!r}")
 
     events = full_history(sfn, start.arn, page_size)
-    ids = [event["id"] for event in events]
-    if ids != list(range(1, len(ids) + 1)):
-        duplicated = sorted(i for i, n in Counter(ids).items() if n > 1)
-        problems.append(f"{where}: event ids are not 1..{len(ids)} (duplicated: {duplicated}): {ids}")
-    types = [event["type"] for event in events]
-    if types.count("ExecutionStarted") != 1 or types[:1] != ["ExecutionStarted"]:
-        problems.append(f"{where}: ExecutionStarted is not exactly once and first: {types}")
-    terminal = [t for t in types if t in TERMINAL_EVENTS]
-    if len(terminal) != 1 or types[-1:] != terminal:
-        problems.append(f"{where}: not exactly one terminal event, last: {types}")
-    for event in events:
-        if event["previousEventId"] >= event["id"]:
-            problems.append(f"{where}: event {event['id']} has previousEventId {event['previousEventId']}")
+    problems += history_problems(where, events, closed=True)
     got_sequence = []
     for event in events:
         details = event.get("stateEnteredEventDetails") or event.get("stateExitedEventDetails") or {}
