@@ -24,18 +24,18 @@ from typing import Any
 
 import orjson
 
-from . import workloads
+from . import backlog, workloads
 from .client import Pool
 from .servers import Moto, Statewright
 
 QUICK = {"w1_n": 3000, "w2_n": 2000, "moto_n": 200, "dbos_n": 300, "w3_n": 5000, "w4_n": 20000, "w5_n": 200,
-         "moto_w5_n": 10, "half_load_s": 5.0}
+         "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="./dev bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"small sizes for a quick look: {QUICK}")
-    parser.add_argument("--only", default="W1,W2,W3,W4,W5", help="workloads to run (default all)")
+    parser.add_argument("--only", default="W1,W2,W3,W4,W5,W6", help="workloads to run (default all)")
     parser.add_argument("--w1-n", type=int, default=20_000, help="W1 executions on statewright (default 20000)")
     parser.add_argument("--concurrency", type=int, default=256, help="client connections to statewright (256)")
     parser.add_argument("--moto-n", type=int, default=1000, help="W1 executions on moto (default 1000)")
@@ -54,6 +54,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--w4-n", type=int, default=1_000_000, help="W4 sleeping executions (default 1000000)")
     parser.add_argument("--w5-n", type=int, default=1000, help="W5 Map executions on statewright (default 1000)")
     parser.add_argument("--moto-w5-n", type=int, default=50, help="W5 Map executions on moto (default 50)")
+    parser.add_argument("--w6-n", type=int, default=200_000,
+                        help="W6 activity tasks started with no worker polling, then drained (default 200000)")
+    parser.add_argument("--w6-workers", type=int, default=64, help="W6 long-polling workers draining (default 64)")
+    parser.add_argument("--moto-w6-n", type=int, default=5000,
+                        help="W6 start phase on moto, if its activity tasks wait for a worker (default 5000)")
     parser.add_argument("--no-peers", action="store_true", help="statewright only")
     parser.add_argument("--profile", action="store_true",
                         help="also run W1 and W2 once more under cProfile and print where the server's time goes")
@@ -150,6 +155,8 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         await w3(args, work, results, table)
     if "W4" in args.only:
         await w4(args, work, results, table)
+    if "W6" in args.only:
+        await w6(args, work, results, table, peers)
     results["table"] = table.render()
     return results
 
@@ -340,6 +347,69 @@ async def w4(args: argparse.Namespace, work: Path, results: dict, table: Table) 
               run["restart_to_serving_s"] < 10)
     table.add("W4 sleepers", "open-executions gauge after restart (s to count)",
               f"{fmt(run['open_gauge'])} ({fmt(run['open_gauge_after_restart_s'], 1)})")
+
+
+async def w6(args: argparse.Namespace, work: Path, results: dict, table: Table, peers: bool) -> None:
+    moto_run: dict[str, Any] | str = "not run"
+    if peers:
+        moto = Moto(work / "moto-w6.log")
+        moto.start()
+        try:
+            moto_run = await backlog.peer(moto, args.moto_w6_n, args.moto_concurrency)
+        finally:
+            moto.stop()
+    server = Statewright(work / "w6-statewright")
+    server.start()
+    try:
+        ours = await guarded(backlog.statewright(server, args.w6_n, args.w6_workers, args.concurrency))
+    finally:
+        server.stop()
+    results["w6"] = {"statewright": ours, "moto": moto_run}
+    add_w6(ours, moto_run, table)
+
+
+def add_w6(run: dict, moto: dict | str, table: Table) -> None:
+    mib, kib = 1024 * 1024, 1024
+    if "error" in run:
+        table.add("W6 backlog", "waiting activity tasks", f"failed: {run['error'][:60]}")
+        return
+    if isinstance(moto, str):
+        moto_growth = moto
+    elif not moto.get("supported"):
+        moto_growth = f"no activity tasks ({moto['short']})"
+    else:
+        moto_growth = (f"{fmt(moto['growth_per_1000_bytes'] / kib)} (n={moto['n']:,}, from "
+                       f"{moto['growth_from']:,})")
+    samples = run["samples"]
+    first, last = samples[1], samples[-1]
+    table.add("W6 backlog", f"server RSS at {first['started']:,} / {last['started']:,} waiting tasks, MiB",
+              f"{fmt(first['VmRSS'] / mib)} / {fmt(last['VmRSS'] / mib)}")
+    table.add("W6 backlog", "server RSS after each tenth of the starts, MiB",
+              " ".join(fmt(sample["VmRSS"] / mib) for sample in samples[1:]))
+    growth = run["growth_per_1000_bytes"]
+    table.add("W6 backlog", f"RSS growth per 1,000 waiting tasks past {run['growth_from'] or 0:,}, KiB (heap only)",
+              f"{fmt(None if growth is None else growth / kib, 1)} "
+              f"({fmt(None if growth is None else run['growth_anon_per_1000_bytes'] / kib, 1)})",
+              {"moto": moto_growth})
+    table.add("W6 backlog", "in memory at the end: outbox window / activity backlog",
+              f"{fmt(last.get('outbox_held'))} / {fmt(last.get('activity_backlog'))}")
+    table.add("W6 backlog", "start rate /s / outbox rows before kill -9",
+              f"{fmt(run['start_rate_per_s'])} / {fmt(run['outbox_rows'])}")
+    held = run["held_after_restart"] or {}
+    table.add("W6 backlog + kill -9", "restart to serving, s / to outbox read-back settled, s",
+              f"{run['restart_to_serving_s']:.2f} / {run['restart_to_settled_s']:.2f}")
+    table.add("W6 backlog + kill -9", "RSS once settled, MiB (window / backlog held)",
+              f"{fmt(run['rss_after_restart_bytes'] / mib)} ({fmt(held.get('outbox_held'))} / "
+              f"{fmt(held.get('activity_backlog'))})")
+    table.add("W6 drain", f"tasks/s ({run['workers']} workers)", fmt(run["tasks_per_s"]) +
+              (f" (STALLED at {run['tasks']:,})" if run["stalled"] else ""))
+    table.add("W6 drain", "server CPU us/task / writes per group commit",
+              f"{fmt(run['server_cpu_per_task_us'])} / {fmt(run['writes_per_commit'], 1)}")
+    table.add("W6 drain", "RSS peak while draining, MiB", fmt(run["rss_peak_drain_bytes"] / mib))
+    table.add("W6 drain", "succeeded / lost / delivered twice",
+              f"{fmt(run['succeeded'])} / {fmt(run['lost'])} / {fmt(run['delivered_twice'])}", {},
+              "none lost or doubled",
+              run["lost"] == 0 and run["delivered_twice"] == 0 and not run["stalled"])
 
 
 async def profile_server(work: Path, label: str, drive: Any, unit: str, unit_key: str) -> dict[str, Any]:

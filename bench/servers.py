@@ -34,11 +34,11 @@ def process_cpu_s(pid: int) -> float:
 
 
 def process_memory(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak RSS) in bytes."""
+    """VmRSS, VmHWM (peak RSS) and RssAnon (the heap's share of RSS, without mapped files) in bytes."""
     found = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         name, _, value = line.partition(":")
-        if name in ("VmRSS", "VmHWM"):
+        if name in ("VmRSS", "VmHWM", "RssAnon"):
             found[name] = int(value.split()[0]) * 1024
     return found
 
