@@ -22,8 +22,9 @@ class Limits:
     # Timers held in one shard's window. A commit offering one more drops the window, which reloads page by page
     # (earliest first): the rows are the truth, the window only their cache.
     timer_window_max: int = 100_000
-    # Dispatches of one shard held in memory, handed out or waiting to be. Beyond it, committed dispatches stay
-    # only in the outbox and are read back, oldest first, as the window drains.
+    # Dispatches held in memory over all shards: handed out to an integration or queued as a transfer and not yet
+    # done. Beyond it, committed dispatches stay only in the outbox rows and are read back, oldest first per shard,
+    # as the window drains.
     outbox_window_max: int = 10_000
     # Outbox rows read from a shard at a time (at start, and when its window has room again).
     outbox_page_rows_max: int = 1_000

@@ -14,6 +14,7 @@ every row a read has not reached sorts after its cursor: none is missed.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from ..store.base import Dispatch
@@ -28,6 +29,7 @@ class OutboxWindow:
     def __init__(self, limits: Limits | None = None) -> None:
         self._limits = limits or Limits()
         self._held: dict[Key, int] = {}  # -> shard
+        self._held_per_shard: Counter[int] = Counter()
         self._behind: dict[int, int] = {}  # shard -> the seq its read has passed
         self._paused: set[int] = set()  # behind, but not to be read until room_again
 
@@ -44,12 +46,18 @@ class OutboxWindow:
         if not self.has_room():
             self._behind[dispatch.shard_id] = 0
             return False
-        self._held[(dispatch.execution_arn, dispatch.dispatch_id)] = dispatch.shard_id
+        self._hold((dispatch.execution_arn, dispatch.dispatch_id), dispatch.shard_id)
         return True
 
     def release(self, execution_arn: str, dispatch_id: str) -> None:
         """Its row is gone, or its attempt is no longer pending: it leaves memory."""
-        self._held.pop((execution_arn, dispatch_id), None)
+        shard = self._held.pop((execution_arn, dispatch_id), None)
+        if shard is not None:
+            self._held_per_shard[shard] -= 1
+
+    def _hold(self, key: Key, shard_id: int) -> None:
+        self._held[key] = shard_id
+        self._held_per_shard[shard_id] += 1
 
     def holds(self, execution_arn: str, dispatch_id: str) -> bool:
         return (execution_arn, dispatch_id) in self._held
@@ -78,6 +86,7 @@ class OutboxWindow:
         self._behind.pop(shard_id, None)
         for key in [key for key, shard in self._held.items() if shard == shard_id]:
             del self._held[key]
+        self._held_per_shard.pop(shard_id, None)
 
     def behind(self) -> list[int]:
         """Shards to read back now."""
@@ -86,16 +95,19 @@ class OutboxWindow:
     def read(self, shard_id: int, reader: Reader) -> Iterator[Dispatch]:
         """One page of a behind shard's rows: yields (and holds) each row to hand out, while there is room."""
         after_seq = self._behind.get(shard_id)
-        if after_seq is None or not self.has_room():
+        room = self._limits.outbox_window_max - len(self._held)
+        if after_seq is None or room <= 0:
             return
-        page = reader(shard_id, after_seq, self._limits.outbox_page_rows_max)
+        # Rows past the room (and the held ones, which are passed over) would only be read again next time.
+        limit = min(self._limits.outbox_page_rows_max, room + self._held_per_shard[shard_id])
+        page = reader(shard_id, after_seq, limit)
         for dispatch in page:
             key = (dispatch.execution_arn, dispatch.dispatch_id)
             if key not in self._held:
                 if not self.has_room():
                     return  # the cursor stays before this row
-                self._held[key] = shard_id
+                self._hold(key, shard_id)
                 yield dispatch
             self._behind[shard_id] = dispatch.seq
-        if len(page) < self._limits.outbox_page_rows_max:
+        if len(page) < limit:
             del self._behind[shard_id]  # caught up: rows from now on are handed out as they commit
