@@ -63,7 +63,7 @@ def test_a_waiting_poller_takes_a_task_even_when_the_backlog_is_full():
     assert found.backlog_size() == 1
 
 
-def test_on_room_is_called_once_when_a_refused_backlog_drains_below_its_limit():
+def test_on_room_is_called_once_when_a_refused_backlog_drains_to_half_its_limit():
     found, _, rooms = matcher(2)
 
     async def scenario() -> None:
@@ -73,7 +73,7 @@ def test_on_room_is_called_once_when_a_refused_backlog_drains_below_its_limit():
         await found.poll(A, "w", 0)
 
     asyncio.run(scenario())
-    assert rooms == [1]  # once, as soon as there was room; not again while none was refused
+    assert rooms == [1]  # once, at half the limit; not again while none was refused
 
 
 def test_no_on_room_without_a_refusal():
@@ -98,3 +98,9 @@ def test_a_start_that_did_not_commit_drops_that_copy_and_the_poll_goes_on():
 
     assert asyncio.run(scenario()).payload["scheduled_id"] == 2
     assert found.backlog_size() == 0
+
+
+def test_a_task_offered_again_is_not_queued_twice():
+    found, _, _ = matcher(10)
+    assert found.offer(dispatch(A, 1)) and found.offer(dispatch(A, 1))
+    assert found.backlog_size() == 1

@@ -197,13 +197,16 @@ def test_stop_closes_an_open_execution(store):
     assert engine_value(engine, "statewright_open_executions", "statewright_open_executions") == 0
 
 
-def test_outbox_counts_activity_tasks_until_a_worker_takes_them(server, sfn, make_machine):
+def test_the_activity_backlog_counts_tasks_until_a_worker_takes_them(server, sfn, make_machine):
     activity = sfn.create_activity(name="metrics-outbox")["activityArn"]
     machine = make_machine({"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": activity, "End": True}}})
-    before = value(scrape(server.endpoint), "statewright_outbox_dispatches", "statewright_outbox_dispatches")
+    gauge = "statewright_activity_backlog_tasks"
+    before = value(scrape(server.endpoint), gauge, gauge)
     sfn.start_execution(stateMachineArn=machine)
-    waiting = value(scrape(server.endpoint), "statewright_outbox_dispatches", "statewright_outbox_dispatches")
-    assert waiting == before + 1
+    deadline = time.monotonic() + 10
+    while value(scrape(server.endpoint), gauge, gauge) == before and time.monotonic() < deadline:
+        time.sleep(0.01)  # the task crosses from the engine thread to the matcher just after the commit
+    assert value(scrape(server.endpoint), gauge, gauge) == before + 1
     task = sfn.get_activity_task(activityArn=activity, workerName="metrics")
-    assert value(scrape(server.endpoint), "statewright_outbox_dispatches", "statewright_outbox_dispatches") == before
+    assert value(scrape(server.endpoint), gauge, gauge) == before
     sfn.send_task_success(taskToken=task["taskToken"], output="{}")

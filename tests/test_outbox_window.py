@@ -20,9 +20,9 @@ class Rows:
         self.rows: dict[tuple[str, str], Dispatch] = {}
         self.seq = 0
 
-    def add(self, shard: int, name: str) -> Dispatch:
+    def add(self, shard: int, name: str, kind: str = "http") -> Dispatch:
         self.seq += 1
-        dispatch = Dispatch(shard, f"arn-{name}", name, {"kind": "activity"}, self.seq)
+        dispatch = Dispatch(shard, f"arn-{name}", name, {"kind": kind}, self.seq)
         self.rows[(dispatch.execution_arn, dispatch.dispatch_id)] = dispatch
         return dispatch
 
@@ -54,14 +54,21 @@ def test_a_reread_hands_out_again_what_memory_held():
     assert [d.dispatch_id for d in window.read(1, rows.read)] == ["a"]
 
 
-def test_a_given_back_dispatch_waits_until_there_is_room_again():
+def test_activity_tasks_are_not_held_so_a_backlog_of_them_blocks_nothing():
     rows, window = Rows(), OutboxWindow(LIMITS)
-    given = rows.add(2, "g")
-    assert window.committed(given)
-    window.read_again(given, paused=True)
-    assert window.behind() == []
+    tasks = [rows.add(0, f"t{i}", "activity") for i in range(10)]
+    assert all(window.committed(task) for task in tasks)
+    assert len(window) == 0 and window.committed(rows.add(0, "call"))
+
+
+def test_a_task_the_matcher_gave_back_waits_with_its_shards_tasks_until_room_again():
+    rows, window = Rows(), OutboxWindow(LIMITS)
+    given = rows.add(2, "g", "activity")
+    window.spill(given)
+    assert not window.committed(rows.add(2, "later", "activity"))  # the spilled shard's tasks wait
+    assert window.committed(rows.add(2, "call"))  # its other dispatches do not
     window.room_again()
-    assert [d.dispatch_id for d in window.read(2, rows.read)] == ["g"]
+    assert [d.dispatch_id for d in window.read(2, rows.read)] == ["g", "later"]
 
 
 operations = st.lists(st.one_of(

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..asl.definition import Definition, parse_definition
 from ..metrics import Metrics
-from ..store.base import Dispatch, ExecutionWrite, Store, StoreUnavailable
+from ..store.base import CommitOutcomeUnknown, Dispatch, ExecutionWrite, Store, StoreUnavailable
 from . import decider
 from .commands import (
     AckDispatch,
@@ -51,6 +51,7 @@ from .transfers import Stages, TransferContext, stages
 log = logging.getLogger("statewright.engine")
 
 LEASE_MS = 10_000
+STORE_RETRY_MS = 100  # the pause after the store failed to serve a timer or outbox read
 # Bugs the simulator's own tests plant (Engine(planted=...)) to show each fault's checker catches them.
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start"})
@@ -77,6 +78,8 @@ class _Batch:
     # (transfer, its stage's replies, first write index, end write index): goes on only if those writes land
     transfers: list[tuple[_Transfer, list[object], int, int]] = field(default_factory=list)
     group: int = 0  # the write group being staged (0: none): a transfer stage, or a start with its result
+    stage_group: int = 0  # the transfer stage's group, which a command's own group falls back to
+    last_write: dict[str, int] = field(default_factory=dict)  # each execution's last write in the batch, by index
 
 
 @dataclass(slots=True)
@@ -125,6 +128,8 @@ class Engine:
         self._transfer_context = TransferContext(store.get_state_machine, self._load, self.tokens)
         self._given_back: list[Dispatch] = []
         self._room_again = False
+        self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
+        self._reread_now: set[int] = set()  # shards re-read during this tick (their transfers start over)
         self._wakeup = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -201,11 +206,14 @@ class Engine:
                     return
             try:
                 self.tick(self.clock())
-            except Exception:  # a bug must not stop the engine; the failed commands were answered
-                log.exception("engine tick failed")
+            except Exception:  # a bug must not stop the engine, nor strand what memory held: read it all again
+                log.exception("engine tick failed; re-reading every shard")
+                self._reread(set(self.range_ids), list(self._cache.values()))
 
     def _idle_wait_s(self, now_ms: int) -> float:
-        if self._transfers or (self.outbox.behind() and self.outbox.has_room()):
+        if now_ms < self._store_retry_at_ms:  # the store failed a read: back off before trying again
+            return (self._store_retry_at_ms - now_ms) / 1000
+        if self._transfers or (self.outbox.has_room() and any(s in self.range_ids for s in self.outbox.behind())):
             return 0
         wait_ms = 1_000
         for window in self.windows.values():
@@ -218,25 +226,10 @@ class Engine:
         """One bounded engine step at time ``now_ms``; returns how many commands and transfers it handled."""
         self.metrics.at_tick()
         self._take_back()
-        self._read_outboxes()
-        budget = self.limits.tick_commands_max
-        work: list[tuple[Command | _Transfer, Reply]] = []
-        for window in self.windows.values():
-            if "refill-skips-overdue" in self.planted and window.loaded and window.horizon_ms < now_ms:
-                window.planted_lose_rows(now_ms)  # after a clock jump past the horizon, start afresh from now
-            try:
-                window.refill(now_ms, self.store.due_timers)
-            except StoreUnavailable as exc:  # the window is as it was; the next tick tries again
-                log.error("store unavailable loading timers of shard %d: %s", window.shard_id, exc)
-            for _, arn, timer_id in window.pop_due(now_ms, budget - len(work)):
-                if "lose-timeouts" in self.planted and timer_id.startswith("timeout-"):
-                    continue
-                work.append((FireTimer(arn, timer_id), None))
-        while self._transfers and len(work) < budget:
-            work.append((self._transfers.popleft(), None))
-        with self._wakeup:
-            while self._inbox and len(work) < budget:
-                work.append(self._inbox.popleft())
+        store_ok = now_ms >= self._store_retry_at_ms
+        if store_ok:
+            self._read_outboxes(now_ms)
+        work = self._gather(now_ms, store_ok)
         if not work:
             return 0
         batch = _Batch()
@@ -245,24 +238,54 @@ class Engine:
             if isinstance(item, _Transfer):
                 self._advance(item, batch, now_ms)
             else:
-                staged = len(batch.writes)
                 result = self._attempt(item, batch, now_ms)
-                if reply is not None:
-                    batch.replies.append((reply, result, staged if len(batch.writes) > staged else -1))
+                if reply is not None:  # it answers once the last write of its execution so far has landed
+                    batch.replies.append((reply, result, batch.last_write.get(item.arn, -1)))
             self.metrics.apply_seconds.observe(time.perf_counter() - started)
         if "reply-before-commit" in self.planted:
             self.deliver_replies([(reply, result) for reply, result, _ in batch.replies])
             batch.replies.clear()
-        failed = self._commit(batch) if batch.writes else {}
-        for transfer, replies, first, end in batch.transfers:
-            landed = not any(index in failed for index in range(first, end)) and not any(
-                isinstance(reply, EngineUnavailable) for reply in replies)  # e.g. a read failed: nothing staged
-            self._after_stage(transfer, replies, landed)
+        try:
+            failed = self._commit(batch, now_ms) if batch.writes else {}
+        except Exception:  # a bug after the commit: what it set in motion comes back with the re-read shards
+            log.exception("acting on a commit failed; re-reading its shards")
+            self._reread({write.shard_id for write in batch.writes} & self.range_ids.keys(), batch.states)
+            failed = {index: EngineUnavailable("the engine failed after the commit; retry the request")
+                      for index in range(len(batch.writes))}
         answers = [(reply, failed.get(index, result) if index >= 0 else result)
                    for reply, result, index in batch.replies]
         if answers:
             self.deliver_replies(answers)
+        self._after_stages(batch, failed)
         return len(work)
+
+    def _gather(self, now_ms: int, store_ok: bool) -> list[tuple[Command | _Transfer, Reply]]:
+        """This tick's work, within ``tick_commands_max``: due timers first, then transfers, then the inbox."""
+        budget = self.limits.tick_commands_max
+        work: list[tuple[Command | _Transfer, Reply]] = []
+        for window in self.windows.values():
+            if self.planted and "refill-skips-overdue" in self.planted and window.loaded \
+                    and window.horizon_ms < now_ms:
+                window.planted_lose_rows(now_ms)  # after a clock jump past the horizon, start afresh from now
+            if store_ok:
+                try:
+                    window.refill(now_ms, self.store.due_timers)
+                except StoreUnavailable as exc:  # the window is as it was; try again after a pause
+                    self._store_failed(now_ms, f"loading timers of shard {window.shard_id}", exc)
+            for _, arn, timer_id in window.pop_due(now_ms, budget - len(work)):
+                if self.planted and "lose-timeouts" in self.planted and timer_id.startswith("timeout-"):
+                    continue
+                work.append((FireTimer(arn, timer_id), None))
+        while self._transfers and len(work) < budget:
+            work.append((self._transfers.popleft(), None))
+        with self._wakeup:
+            while self._inbox and len(work) < budget:
+                work.append(self._inbox.popleft())
+        return work
+
+    def _store_failed(self, now_ms: int, what: str, exc: Exception) -> None:
+        log.error("store unavailable %s: %s", what, exc)
+        self._store_retry_at_ms = now_ms + STORE_RETRY_MS
 
     # -- applying commands
 
@@ -277,8 +300,10 @@ class Engine:
         except Exception as exc:
             log.exception("applying %s failed", type(command).__name__)
             return exc
+        finally:
+            batch.group = batch.stage_group  # a start staged with its result never leaks its group
         if isinstance(result, TaskNotPending) and isinstance(command, StartAttempt):
-            if "start-attempt-twice" in self.planted:
+            if self.planted and "start-attempt-twice" in self.planted:
                 return True
             self.outbox.release(command.arn, str(command.scheduled_id))  # its dispatch is stale: let it go
         return result
@@ -334,16 +359,12 @@ class Engine:
                 if pending.get(command.scheduled_id) is False:  # a result before its start was recorded (a
                     # child that closed at once, a token answered at once): the start lands with the result
                     opened = decider.start_attempt(current, definition, command.scheduled_id, None, now_ms)
-                if opened is not None:
-                    group, batch.group = batch.group, batch.group or -1 - len(batch.writes)  # lands with the result
+                if opened is not None:  # lands with the result (the group is reset when this command ends)
+                    batch.group = batch.group or -1 - len(batch.writes)
                     self._stage(batch, opened, current.version)
                     current = opened.state
                 decision = decider.complete_attempt(current, definition, command.scheduled_id, command.result,
                                                     now_ms, self.services)
-                if opened is not None:
-                    self._stage(batch, decision, current.version)
-                    batch.group = group
-                    return True
             elif isinstance(command, Heartbeat):
                 decision = decider.heartbeat(current, definition, command.scheduled_id, now_ms)
             else:
@@ -367,27 +388,36 @@ class Engine:
             self.outbox.read_again(transfer.dispatch)
             return
         first = len(batch.writes)
-        batch.group = len(batch.transfers) + 1  # a stage's writes land together or not at all
+        batch.group = batch.stage_group = len(batch.transfers) + 1  # a stage's writes land together or not at all
         try:
             replies = [self._attempt(command, batch, now_ms) for command in commands]
         finally:
-            batch.group = 0
+            batch.group = batch.stage_group = 0
         batch.transfers.append((transfer, replies, first, len(batch.writes)))
 
-    def _after_stage(self, transfer: _Transfer, replies: list[object], landed: bool) -> None:
-        dispatch = transfer.dispatch
-        if not landed:  # start over from the outbox row: every stage is safe to repeat
-            self.outbox.read_again(dispatch)
-        elif self.outbox.holds(dispatch.execution_arn, dispatch.dispatch_id):  # not re-read meanwhile
-            transfer.replies = replies
-            # First in line: what its stage caused (a child that closed at once) is queued behind it, so a parent
-            # records its attempt started and submitted before the child's result reaches it.
-            self._transfers.appendleft(transfer)
+    def _after_stages(self, batch: _Batch, failed: dict[int, Exception]) -> None:
+        """Transfers whose stage landed go on, in the order they ran, ahead of the ones their stage caused (a child
+        that closed at once), so a parent records its attempt started before the child's result reaches it."""
+        going_on: list[_Transfer] = []
+        for transfer, replies, first, end in batch.transfers:
+            dispatch = transfer.dispatch
+            if dispatch.shard_id not in self.range_ids:
+                continue  # the shard was lost: its next owner reads the dispatch back
+            landed = not any(index in failed for index in range(first, end)) and not any(
+                isinstance(reply, EngineUnavailable) for reply in replies)  # e.g. a read failed: nothing staged
+            if not landed:  # start over from the outbox row: every stage is safe to repeat
+                self.outbox.read_again(dispatch)
+            elif dispatch.shard_id not in self._reread_now:  # else its row is read back, and it starts again
+                transfer.replies = replies
+                going_on.append(transfer)
+        self._transfers.extendleft(reversed(going_on))
+        self._reread_now.clear()
 
     def _stage(self, batch: _Batch, decision: decider.Decision, expected_version: int) -> None:
         state = decision.state
         state.version = expected_version + 1
         batch.staged[state.arn] = state
+        batch.last_write[state.arn] = len(batch.writes)
         batch.states.append(state)
         batch.writes.append(ExecutionWrite(
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
@@ -397,16 +427,15 @@ class Engine:
 
     # -- committing, then acting
 
-    def _commit(self, batch: _Batch) -> dict[int, Exception]:
+    def _commit(self, batch: _Batch, now_ms: int) -> dict[int, Exception]:
         """Commit the batch; act on what landed. Returns the writes that did not land, by index."""
         started = time.perf_counter()
         try:
             result = self.store.commit(batch.writes, self.range_ids)
-        except Exception as exc:  # CommitOutcomeUnknown, or a failure before writing: the same path serves both
+        except Exception as exc:  # refused before writing, outcome unknown, or a bug: one path for all
             log.error("commit failed (%s); re-reading %d shards", exc, len({w.shard_id for w in batch.writes}))
             self._reread({write.shard_id for write in batch.writes}, batch.states)
-            failed = EngineUnavailable("the commit did not complete; retry the request")
-            return dict.fromkeys(range(len(batch.writes)), failed)
+            return self._landed_anyway(batch, isinstance(exc, CommitOutcomeUnknown), now_ms)
         self.metrics.committed(batch.writes, result, time.perf_counter() - started)
         for shard in result.lost_shards:
             log.error("shard %d was taken by another node; no longer serving it", shard)
@@ -434,12 +463,34 @@ class Engine:
                     self._hand_out(dispatch)
         return failures
 
+    def _landed_anyway(self, batch: _Batch, unknown: bool, now_ms: int) -> dict[int, Exception]:
+        """After a failed commit, which writes landed all the same: none if the store said nothing was written;
+        if the outcome is unknown, those whose row now holds their version (as Temporal re-reads after an unknown
+        write). Their callers hear of success; what they set in motion comes back with the re-read shards."""
+        failed = {index: EngineUnavailable("the commit did not complete; retry the request")
+                  for index in range(len(batch.writes))}
+        if not unknown:
+            return failed
+        try:
+            for index, write in enumerate(batch.writes):
+                blob = self.store.load_execution(write.arn)
+                if blob is not None and ExecutionState.from_blob(blob).version >= write.version:
+                    del failed[index]
+                    if self.probe is not None and index in batch.fired:
+                        self.probe.timer_applied(*batch.fired[index])
+        except StoreUnavailable as exc:  # still unknown: every caller retries
+            self._store_failed(now_ms, "reading back an unknown commit", exc)
+            return {index: EngineUnavailable("the commit's outcome is unknown; retry the request")
+                    for index in range(len(batch.writes))}
+        return failed
+
     def _reread(self, shards: set[int], states: list[ExecutionState]) -> None:
         """What memory says of these shards may be wrong: drop it, and read the rows again before serving."""
         for state in states:
             self._cache.pop(state.arn, None)
-        if "no-reread" in self.planted:
+        if self.planted and "no-reread" in self.planted:
             return
+        self._reread_now |= shards
         for shard in shards:
             self.windows[shard].forget()
             self.outbox.reread(shard)
@@ -449,25 +500,30 @@ class Engine:
     def _hand_out(self, dispatch: Dispatch) -> None:
         if dispatch.payload["kind"] in TRANSFER_KINDS:
             self._transfers.append(_Transfer(dispatch, stages(dispatch, self._transfer_context)))
-        else:
+            return
+        try:
             self.on_dispatch(dispatch)
+        except Exception:  # the integration could not take it: it stays in the outbox, read back later
+            log.exception("handing out a %s dispatch failed", dispatch.payload["kind"])
+            self.outbox.read_again(dispatch)
 
-    def _read_outboxes(self) -> None:
+    def _read_outboxes(self, now_ms: int) -> None:
         """Read back a page of each shard whose outbox memory cannot say everything (start, re-read, full)."""
         for shard in self.outbox.behind():
             if shard in self.range_ids:
                 try:
                     for dispatch in self.outbox.read(shard, self.store.pending_dispatches):
                         self._hand_out(dispatch)
-                except StoreUnavailable as exc:  # the cursor did not move; the next tick tries again
-                    log.error("store unavailable reading the outbox of shard %d: %s", shard, exc)
+                except StoreUnavailable as exc:  # the cursor did not move; try again after a pause
+                    self._store_failed(now_ms, f"reading the outbox of shard {shard}", exc)
+                    return
 
     def _take_back(self) -> None:
         with self._wakeup:
             given_back, self._given_back = self._given_back, []
             room_again, self._room_again = self._room_again, False
         for dispatch in given_back:
-            self.outbox.read_again(dispatch, paused=True)
+            self.outbox.spill(dispatch)
         if room_again:  # after the spills: room that came after a refusal covers it
             self.outbox.room_again()
 

@@ -28,13 +28,16 @@ class ActivityMatcher:
     """Lives on the event loop: ``offer`` and ``poll`` are both called there.
 
     ``on_room`` is called (on the event loop, at most once per refusal spell) when the backlog, after ``offer``
-    refused a task, drops below the limit again: the caller then re-offers what it kept in the outbox.
+    refused a task, has drained to half the limit: the caller then re-offers what it kept in the outbox, a batch at
+    a time rather than one task per poll. The backlog holds each dispatch once: the engine offers a shard's tasks
+    again whenever it re-reads the shard, and a copy already waiting is not queued twice.
     """
 
     def __init__(self, start_attempt: StartAttempt, limits: Limits | None = None) -> None:
         self._start_attempt = start_attempt
         self._tasks_max = (limits or Limits()).activity_backlog_tasks_max
         self._backlog: dict[str, deque[Dispatch]] = defaultdict(deque)
+        self._waiting: set[tuple[str, str]] = set()  # (execution ARN, dispatch id) of every task in a backlog
         self._size = 0  # tasks in every backlog together
         self._refused = False  # an offer was refused since the backlog last had room
         self._pollers: dict[str, deque[asyncio.Future]] = defaultdict(deque)
@@ -45,6 +48,8 @@ class ActivityMatcher:
         """A committed activity dispatch: hand it to a waiting poller or keep it in the backlog (True), or refuse
         it because the backlog is full (False): the caller keeps it in the outbox and offers it after ``on_room``."""
         activity_arn = dispatch.payload["resource"]
+        if (dispatch.execution_arn, dispatch.dispatch_id) in self._waiting:
+            return True  # offered again after a re-read: the copy here stands
         pollers = self._pollers[activity_arn]
         while pollers:
             waiter = pollers.popleft()
@@ -55,6 +60,7 @@ class ActivityMatcher:
             self._refused = True
             return False
         self._backlog[activity_arn].append(dispatch)
+        self._waiting.add((dispatch.execution_arn, dispatch.dispatch_id))
         self._size += 1
         return True
 
@@ -108,8 +114,9 @@ class ActivityMatcher:
 
     def _take(self, backlog: deque[Dispatch]) -> Dispatch:
         dispatch = backlog.popleft()
+        self._waiting.discard((dispatch.execution_arn, dispatch.dispatch_id))
         self._size -= 1
-        if self._refused and self._size < self._tasks_max:
+        if self._refused and self._size <= self._tasks_max // 2:
             self._refused = False
             self.on_room()
         return dispatch
@@ -117,6 +124,7 @@ class ActivityMatcher:
     def _put_back(self, dispatch: Dispatch) -> None:
         """A task taken but not handed out goes first in line again, even over the limit: it was accepted once."""
         self._backlog[dispatch.payload["resource"]].appendleft(dispatch)
+        self._waiting.add((dispatch.execution_arn, dispatch.dispatch_id))
         self._size += 1
 
     def release(self) -> None:
