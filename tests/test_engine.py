@@ -158,3 +158,28 @@ def test_a_full_inbox_refuses_callers_but_not_the_integrations_work(store):
     arn = "arn:aws:states:us-east-1:123456789012:execution:sleepy:one"
     engine.submit(StopExecution(arn, None, None), throttle=False)  # tied to a dispatch the outbox bounds
     assert engine.tick(1_700_000_000_000) == 3
+
+
+def test_a_parent_stopped_while_its_sync_child_starts_stops_the_child_too(store):
+    child_arn = "arn:aws:states:us-east-1:123456789012:stateMachine:kid-machine"
+    parent_arn = "arn:aws:states:us-east-1:123456789012:stateMachine:parent"
+    store.create_state_machine(StateMachineRecord(child_arn, "kid-machine", "STANDARD", json.dumps(
+        {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}}}), "role", "r1", 0, 0, {},
+        {}))
+    store.create_state_machine(StateMachineRecord(parent_arn, "parent", "STANDARD", json.dumps(
+        {"StartAt": "Run", "States": {"Run": {
+            "Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync:2", "End": True,
+            "Parameters": {"StateMachineArn": child_arn, "Name": "kid", "Input": {}}}}}), "role", "r1", 0, 0, {},
+        {}))
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    parent = "arn:aws:states:us-east-1:123456789012:execution:parent:p"
+    engine.submit(StartExecution(parent, parent_arn, "p", "r1", "role", "{}"))
+    engine.tick(clock.now_ms)  # the parent schedules the nested start
+    engine.submit(StopExecution(parent, "User", "stop"))
+    engine.tick(clock.now_ms)  # the child starts in the same batch as the parent's stop
+    for _ in range(5):
+        clock.now_ms += 1_000
+        engine.tick(clock.now_ms)
+    assert status(store, parent)["status"] == "ABORTED"
+    assert status(store, "arn:aws:states:us-east-1:123456789012:execution:kid-machine:kid")["status"] == "ABORTED"

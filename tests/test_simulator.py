@@ -86,3 +86,10 @@ def run_cli(command: str) -> list[str]:
     with contextlib.redirect_stdout(out):
         main(shlex.split(command)[1:])
     return out.getvalue().splitlines()
+
+
+def test_replies_ahead_of_their_commit_are_caught():
+    result = simulate(SimConfig(0, frozenset({"commit-fails"}), STEPS, fault_rate=0.2,
+                                planted=frozenset({"reply-before-commit"})))
+    assert any("before its commit was visible" in violation or "not in the store" in violation
+               for violation in result.violations)

@@ -201,7 +201,7 @@ class Engine:
                 if self._stopping:
                     return
                 if not self._inbox and not self._given_back and not self._room_again:
-                    self._wakeup.wait(self._idle_wait_s(self.clock()))
+                    self._wakeup.wait(self.idle_wait_s(self.clock()))
                 if self._stopping:
                     return
             try:
@@ -210,7 +210,8 @@ class Engine:
                 log.exception("engine tick failed; re-reading every shard")
                 self._reread(set(self.range_ids), list(self._cache.values()))
 
-    def _idle_wait_s(self, now_ms: int) -> float:
+    def idle_wait_s(self, now_ms: int) -> float:
+        """How long the engine thread may sleep when its inbox is empty: until the next timer, at most a second."""
         if now_ms < self._store_retry_at_ms:  # the store failed a read: back off before trying again
             return (self._store_retry_at_ms - now_ms) / 1000
         if self._transfers or (self.outbox.has_room() and any(s in self.range_ids for s in self.outbox.behind())):
@@ -315,8 +316,8 @@ class Engine:
         current = batch.staged.get(command.arn) or self._load(command.arn)
         if isinstance(command, StartExecution):
             if current is not None:
-                if current.is_open and current.input == command.input:
-                    return current.start_ms  # idempotent start
+                if current.is_open and current.input == command.input and current.parent == command.parent:
+                    return current.start_ms  # idempotent start (a child only for the parent attempt that made it)
                 return ExecutionAlreadyExists(command.arn)
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
                                    command.role_arn, command.input, now_ms, shard, parent=command.parent)
@@ -383,9 +384,13 @@ class Engine:
                 commands = transfer.stages.send(transfer.replies)
         except StopIteration:
             return  # done: its last stage removed the dispatch's row
-        except Exception:  # a bug: the dispatch is read back from the outbox and tried again
-            log.exception("a %s transfer failed", transfer.dispatch.payload["kind"])
+        except StoreUnavailable as exc:  # read back and tried again once the store answers
+            self._store_failed(now_ms, f"applying a {transfer.dispatch.payload['kind']} transfer", exc)
             self.outbox.read_again(transfer.dispatch)
+            return
+        except Exception:  # a bug: trying again would only repeat it; the execution's deadlines settle it
+            log.exception("a %s transfer failed", transfer.dispatch.payload["kind"])
+            self.outbox.release(transfer.dispatch.execution_arn, transfer.dispatch.dispatch_id)
             return
         first = len(batch.writes)
         batch.group = batch.stage_group = len(batch.transfers) + 1  # a stage's writes land together or not at all

@@ -78,7 +78,11 @@ def _start_child(dispatch: Dispatch, context: TransferContext) -> Stages:
     else:
         response = {"ExecutionArn": command.arn, "StartDate": start_ms}
         result = AttemptSucceeded(dumps(response)) if payload["pattern"] == "" else AttemptSubmitted(response)
-    yield [StartAttempt(parent_arn, scheduled_id), CompleteAttempt(parent_arn, scheduled_id, result)]
+    started, _ = yield [StartAttempt(parent_arn, scheduled_id), CompleteAttempt(parent_arn, scheduled_id, result)]
+    if started is not True and isinstance(result, AttemptSubmitted):
+        # The parent moved on (stopped, timed out, failed elsewhere) while its child started: nothing waits on the
+        # child now, and nothing else would stop it.
+        yield [StopExecution(command.arn, "States.Aborted", STOPPED_BY_PARENT)]
 
 
 def _child_start(dispatch: Dispatch, context: TransferContext) -> StartExecution:
@@ -92,6 +96,8 @@ def _child_start(dispatch: Dispatch, context: TransferContext) -> StartExecution
                           "Status Code: 400; Error Code: StateMachineDoesNotExist)")
     name = parameters.get("Name") or str(uuid.uuid5(_CHILD_NAMES, f"{dispatch.execution_arn}|"
                                                                  f"{payload['scheduled_id']}"))
+    if not isinstance(name, str):
+        raise _ChildError("StepFunctions.InvalidNameException", f"Invalid Name: '{dumps(name)}'")
     child_input = parameters.get("Input", {})
     text = child_input if isinstance(child_input, str) else dumps({} if child_input is None else child_input)
     try:

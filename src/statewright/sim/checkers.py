@@ -8,6 +8,7 @@ checkers compare it with the store at the end. The simulator and the test suite 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,10 +93,13 @@ class Ledger:
             self.early_timers.append(f"{arn}: timer {timer_id} due at {due_ms} applied at {now_ms}")
 
 
-def check_all(store: Store, ledger: Ledger, *, liveness: bool) -> list[str]:
-    """Every invariant; with ``liveness`` also that every acknowledged execution closed."""
+def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liveness: bool) -> list[str]:
+    """Every invariant over every execution of ``machines`` (children and starts whose reply was lost included)
+    and every acknowledged one; with ``liveness`` also that all of them closed."""
     problems = [*ledger.bad_replies, *ledger.early_timers]
-    for arn in sorted(ledger.acknowledged):
+    executions = {arn: None for arn in sorted(ledger.acknowledged)}
+    executions.update((arn, None) for machine in machines for arn in all_executions(store, machine))
+    for arn in executions:
         blob = store.load_execution(arn)
         if blob is None:
             problems.append(f"{arn}: acknowledged at start but not in the store")
@@ -111,6 +115,17 @@ def check_all(store: Store, ledger: Ledger, *, liveness: bool) -> list[str]:
     problems += [f"shard {shard}: range id {range_id} committed by {sorted(owners)}"
                  for (shard, range_id), owners in ledger.range_owners.items() if len(owners) > 1]
     return problems
+
+
+def all_executions(store: Store, machine: str, status: str | None = None) -> list[str]:
+    arns: list[str] = []
+    cursor = None
+    while True:
+        page = store.list_executions(machine, status, _HISTORY_PAGE, cursor)
+        arns += [summary.arn for summary in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            return arns
 
 
 def _status(blob: bytes) -> str:

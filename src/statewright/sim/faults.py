@@ -5,7 +5,7 @@
   commit-fails      the commit is refused before anything is written (CommitFailed)
   outcome-unknown   the commit is written, then CommitOutcomeUnknown is raised
   version-conflict  one write of the batch is sent with a wrong expected version: the store reports it not committed
-  busy              a read the engine serves from raises StoreUnavailable (SQLITE_BUSY)
+  busy              a read the engine serves from raises StoreUnavailable (SQLITE_BUSY, disk I/O)
   crash             the process dies right after a commit lands, before anyone hears of it (``Crash``)
 
 The other faults (duplicated, late and reordered task results, clock jumps, workers dying, crash-restart at random
@@ -67,9 +67,6 @@ class Faults:
     def quiet(self) -> None:
         self._quiet = True
 
-    @property
-    def total(self) -> int:
-        return sum(self.injected.values())
 
 
 class FaultyStore(Store):
@@ -155,6 +152,7 @@ class FaultyStore(Store):
         return self.inner.create_state_machine(record)
 
     def get_state_machine(self, arn: str) -> Any:
+        self._maybe_busy()
         return self.inner.get_state_machine(arn)
 
     def update_state_machine(self, record: Any) -> bool:
@@ -167,6 +165,7 @@ class FaultyStore(Store):
         return self.inner.list_state_machines(*args)
 
     def get_revision(self, state_machine_arn: str, revision_id: str) -> Any:
+        self._maybe_busy()
         return self.inner.get_revision(state_machine_arn, revision_id)
 
     def tag_resource(self, arn: str, tags: Any) -> None:

@@ -40,11 +40,11 @@ from ..engine.execution import ExecutionState
 from ..engine.limits import Limits
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.timers import WINDOW_MS
-from ..engine.tokens import InvalidToken
+from ..engine.tokens import InvalidToken, TaskTokens
 from ..store.base import ActivityRecord, Dispatch, StateMachineRecord
 from ..store.sqlite import SqliteStore
 from . import workload
-from .checkers import CLOSED, Ledger, check_all
+from .checkers import CLOSED, Ledger, all_executions, check_all
 from .faults import ALL_FAULTS, Crash, Faults, FaultyStore
 
 ACCOUNT = "123456789012"
@@ -162,7 +162,10 @@ class _Run:
         self.active = True
         self.started = 0
         self.tokens_answered: set[str] = set()
+        self.children_seen: set[str] = set()  # children whose input was looked at for a token
         self.machines: list[tuple[str, workload.MachineSpec]] = []
+        # A key drawn from the seed, so replays sign the same tokens (a real store draws a random one).
+        self.tokens = TaskTokens({"k1": self.rng.randbytes(32)}, "k1")
         self.node = self._boot()
         self._create_machines()
 
@@ -175,7 +178,7 @@ class _Run:
         inner = SqliteStore(self.path, SHARDS)
         store = FaultyStore(inner, self.faults, owner, self.ledger)
         limits = SIM_LIMITS if self.config.limits == "small" else Limits()
-        engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits,
+        engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
                         planted=self.config.planted)
         node = _Node(engine, store)
         engine.deliver_replies = node.replies.extend
@@ -214,6 +217,21 @@ class _Run:
     # -- running
 
     def run(self) -> SimResult:
+        violations: list[str] = []
+        try:
+            self._drive()
+            violations += self._quiescence()
+            machines = [arn for arn, _ in self.machines]
+            violations += check_all(self.node.store.inner, self.ledger, machines, liveness=True)
+        except Exception as exc:  # the run itself broke: a finding too, with the seed that replays it
+            violations.append(f"the simulation raised {type(exc).__name__}: {exc}")
+        closed = sum(1 for arn in self.ledger.acknowledged if self._status(arn) in CLOSED)
+        self.node.store.inner.close()
+        return SimResult(self.config, dict(self.faults.injected), violations, len(self.ledger.acknowledged),
+                         closed, self.now_ms - START_MS, len(self.ledger.attempts_started), len(self.tokens_answered))
+
+    def _drive(self) -> None:
+        """The active phase, then the faults stop and time runs on until every execution closed (or the bound)."""
         for step in range(self.config.steps):
             self.at(self.rng.choice((0, 10, 100, 500, 1000, 3000)), self._client_action)
             if step % 10 == 0:
@@ -226,14 +244,21 @@ class _Run:
             if step % 10 == 0:
                 self._answer_tokens()
                 if self._all_closed():
-                    break
+                    return
             if not self._step(deadline):
+                return
+
+    def _quiescence(self) -> list[str]:
+        """With nothing left to do, the engine must go idle: no tick finds work, and it would sleep."""
+        engine = self.node.engine
+        for _ in range(TICKS_PER_STEP_MAX):
+            if not engine.tick(self.now_ms):
                 break
-        violations = check_all(self.node.store.inner, self.ledger, liveness=True)
-        closed = sum(1 for arn in self.ledger.acknowledged if self._status(arn) in CLOSED)
-        self.node.store.inner.close()
-        return SimResult(self.config, dict(self.faults.injected), violations, len(self.ledger.acknowledged),
-                         closed, self.now_ms - START_MS, len(self.ledger.attempts_started), len(self.tokens_answered))
+        else:
+            return [f"the engine still finds work after {TICKS_PER_STEP_MAX} ticks with nothing left to do"]
+        if engine.idle_wait_s(self.now_ms) <= 0:
+            return ["the engine would spin: nothing to do, yet it would not sleep"]
+        return []
 
     def _step(self, deadline_ms: int | None = None) -> bool:
         """Run the next event (jumping the clock to it, or to the next timer), then tick until idle."""
@@ -306,7 +331,10 @@ class _Run:
         arn_machine, spec = self.rng.choice(self.machines[2:])
         if again and self.ledger.acknowledged:  # the same name again: idempotent or ExecutionAlreadyExists
             arn = self.rng.choice(sorted(self.ledger.acknowledged))
-            text = orjson.loads(self.node.store.inner.load_execution(arn))["input"]
+            blob = self.node.store.inner.load_execution(arn)
+            if blob is None:
+                return  # acknowledged but missing: the checkers report it
+            text = orjson.loads(blob)["input"]
             name = arn.rsplit(":", 1)[1]
             arn_machine = arn.rsplit(":", 1)[0].replace(":execution:", ":stateMachine:")
         else:
@@ -323,19 +351,19 @@ class _Run:
     def _answer_tokens(self) -> None:
         """Task tokens travel in the input of waitForTaskToken children: an approver answers each once found."""
         for machine_arn, _ in self.machines[:2]:
-            page = self.node.store.inner.list_executions(machine_arn, None, 1000, None)
-            for summary in page.items:
-                if summary.arn in self.tokens_answered:
+            for arn in all_executions(self.node.store.inner, machine_arn):
+                if arn in self.children_seen:
                     continue
-                data = orjson.loads(orjson.loads(self.node.store.inner.load_execution(summary.arn))["input"])
+                self.children_seen.add(arn)
+                data = orjson.loads(orjson.loads(self.node.store.inner.load_execution(arn))["input"])
                 token = data.get("token") if isinstance(data, dict) else None
                 if not isinstance(token, str):
                     continue
-                self.tokens_answered.add(summary.arn)
+                self.tokens_answered.add(arn)
                 try:
                     claims = self.node.engine.tokens.verify(token)
                 except InvalidToken:
-                    self.ledger.bad_replies.append(f"{summary.arn}: carries a token that does not verify")
+                    self.ledger.bad_replies.append(f"{arn}: carries a token that does not verify")
                     continue
                 self._follow(_Attempt(claims.execution_arn, claims.scheduled_id), 300, None)
 
@@ -407,4 +435,6 @@ class _Run:
         return None if blob is None else orjson.loads(blob)["status"]
 
     def _all_closed(self) -> bool:
-        return all(self._status(arn) in CLOSED for arn in self.ledger.acknowledged)
+        """No execution is RUNNING (children and starts whose reply was lost included)."""
+        inner = self.node.store.inner
+        return not any(inner.list_executions(arn, "RUNNING", 1, None).items for arn, _ in self.machines)

@@ -12,8 +12,8 @@ Contract (tests/store_contract.py runs it against every implementation):
 - Errors are classified: a write whose condition failed is *not committed* (CommitResult); a shard whose range id
   moved is *ownership lost* (CommitResult.lost_shards); a commit refused before writing is *not committed* too
   (CommitFailed); an I/O failure mid-commit is *outcome unknown* (CommitOutcomeUnknown): the caller must re-read
-  before going on. The reads the engine serves from (``load_execution``, ``due_timers``, ``pending_dispatches``)
-  raise StoreUnavailable when the database cannot answer.
+  before going on. The reads the engine serves from (``load_execution``, ``due_timers``, ``pending_dispatches``,
+  ``get_state_machine``, ``get_revision``) raise StoreUnavailable when the database cannot answer.
 - History rows are immutable; readers see only events below the row's committed next_event_id.
 - Dispatches (the outbox) are written and removed in the same commits as the transitions that create and
   consume them; ``pending_dispatches`` lists what a new owner must hand out again.

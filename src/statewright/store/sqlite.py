@@ -356,7 +356,8 @@ class SqliteStore(Store):
         return self.get_state_machine(record.arn)
 
     def get_state_machine(self, arn: str) -> StateMachineRecord | None:
-        row = self._db().execute("SELECT record FROM state_machines WHERE arn = ?", (arn,)).fetchone()
+        with _unavailable():
+            row = self._db().execute("SELECT record FROM state_machines WHERE arn = ?", (arn,)).fetchone()
         return StateMachineRecord(**orjson.loads(row[0])) if row else None
 
     def update_state_machine(self, record: StateMachineRecord) -> bool:
@@ -381,9 +382,10 @@ class SqliteStore(Store):
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
     def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
-        row = self._db().execute(
-            "SELECT definition, role_arn FROM revisions WHERE state_machine_arn = ? AND revision_id = ?",
-            (state_machine_arn, revision_id)).fetchone()
+        with _unavailable():
+            row = self._db().execute(
+                "SELECT definition, role_arn FROM revisions WHERE state_machine_arn = ? AND revision_id = ?",
+                (state_machine_arn, revision_id)).fetchone()
         return (row[0], row[1]) if row else None
 
     # -- tags
