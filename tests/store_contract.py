@@ -134,6 +134,20 @@ class DispatchAndActivityContract:
         committed(store, [first, second], ranges)
         assert store.pending_dispatches(0) == []
 
+    def test_dispatches_page_by_seq_and_later_commits_sort_after(self, store: Store) -> None:
+        ranges = own(store, 0)
+        arn = execution_arn("paging")
+        first = write(arn)
+        first.dispatches_added = [(str(n), {"n": n}) for n in range(5)]
+        committed(store, [first], ranges)
+        page = store.pending_dispatches(0, 0, 3)
+        assert [d.dispatch_id for d in page] == ["0", "1", "2"]
+        removed = write(arn, expected=1)
+        removed.dispatches_removed = ["0", "1", "2", "3", "4"]
+        removed.dispatches_added = [("late", {"n": 9})]
+        committed(store, [removed], ranges)
+        assert [d.dispatch_id for d in store.pending_dispatches(0, page[-1].seq, 3)] == ["late"]
+
     def test_a_conflicting_write_leaves_no_dispatch(self, store: Store) -> None:
         ranges = own(store, 0)
         bad = write(execution_arn("x"), expected=5)
@@ -510,6 +524,42 @@ class StoreContract(DispatchAndActivityContract):
         for shard, arn in arns.items():
             assert store.due_timers(shard, 0, 10_000) == [TimerRow(shard, 100 + shard, arn, "wait")]
         assert store.due_timers(2, 0, 10_000) == []
+
+    def test_due_timers_page_through_timers_due_at_the_same_millisecond(self, store: Store) -> None:
+        arns = [execution_arn(f"paged-{index}") for index in range(5)]
+        committed(store, [write(arn, added=[("a", 100), ("b", 100)]) for arn in arns], own(store, 0))
+        seen: list[tuple[str, str]] = []
+        after_ms, after_key = -1, None
+        while True:
+            rows = store.due_timers(0, after_ms, 1_000, 3, after_key)
+            seen += [(row.execution_arn, row.timer_id) for row in rows]
+            if len(rows) < 3:
+                break
+            after_ms, after_key = rows[-1].fire_at_ms, (rows[-1].execution_arn, rows[-1].timer_id)
+        assert seen == sorted((arn, timer) for arn in arns for timer in "ab")
+
+    # -- write groups
+
+    def test_a_write_group_lands_whole_or_not_at_all(self, store: Store) -> None:
+        ranges = own(store, 0, 1)
+        first, second, alone = execution_arn("g-1"), execution_arn("g-2"), execution_arn("g-alone")
+        committed(store, [write(first), write(second, shard=1)], ranges)
+        group = [write(first, expected=1), write(second, shard=1, expected=5)]  # the second's check fails
+        group[0].group = group[1].group = 7
+        result = store.commit([*group, write(alone)], ranges)
+        assert sorted(result.conflicts) == [0, 1]
+        assert store.load_execution(first) == blob(first, 1)  # its write went back with its group's
+        assert store.load_execution(alone) == blob(alone, 1)
+
+    def test_a_write_group_with_a_member_on_a_lost_shard_does_not_land(self, store: Store) -> None:
+        ranges = own(store, 0, 1)
+        first, second = execution_arn("lost-1"), execution_arn("lost-2")
+        stale = {**ranges, 1: ranges[1] - 1}  # shard 1 was taken by another owner since
+        group = [write(first), write(second, shard=1)]
+        group[0].group = group[1].group = 3
+        result = store.commit(group, stale)
+        assert result.lost_shards == {1} and not result.committed(0, group[0])
+        assert store.load_execution(first) is None
 
     # -- executions
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from statewright.engine.commands import Command, CompleteAttempt, StartAttempt
+from statewright.engine.commands import Command, CompleteAttempt, EngineUnavailable, StartAttempt
 from statewright.engine.limits import Limits
 from statewright.engine.outcomes import AttemptSucceeded
 from statewright.integrations.dispatcher import Dispatcher
@@ -42,15 +42,19 @@ class HeldEndpoint:
 
 
 class Engine:
-    """Takes commands as the engine would once they commit."""
+    """Takes commands as the engine would once they commit; ``unavailable`` commits fail first."""
 
-    def __init__(self, completions: int) -> None:
+    def __init__(self, completions: int, unavailable: int = 0) -> None:
         self.commands: list[Command] = []
         self._completions = completions
+        self._unavailable = unavailable
         self.completed = asyncio.Event()
 
     async def run(self, command: Command) -> bool:
         self.commands.append(command)
+        if isinstance(command, CompleteAttempt) and self._unavailable:
+            self._unavailable -= 1
+            raise EngineUnavailable("the commit did not complete; retry the request")
         if sum(isinstance(c, CompleteAttempt) for c in self.commands) == self._completions:
             self.completed.set()
         return True
@@ -97,3 +101,9 @@ def test_calls_beyond_the_limit_wait_for_a_slot_before_their_attempt_starts(tmp_
     assert kinds.count("StartAttempt") == kinds.count("CompleteAttempt") == 5
     outcomes = {c.scheduled_id: type(c.result) for c in engine.commands if isinstance(c, CompleteAttempt)}
     assert outcomes == dict.fromkeys(range(5), AttemptSucceeded)
+
+
+def test_a_result_the_engine_could_not_commit_is_sent_again_not_dropped(tmp_path):
+    engine = Engine(completions=3, unavailable=2)
+    asyncio.run(run_calls(tmp_path, engine, 1, Limits(), holding=1))
+    assert [type(c).__name__ for c in engine.commands] == ["StartAttempt", *["CompleteAttempt"] * 3]

@@ -154,8 +154,13 @@ class SqliteStore(Store):
             undispatched: list[tuple[int, str, str]] = []
             removed: list[tuple[int, int, str, str]] = []
             added: dict[tuple[int, int, str, str], None] = {}  # ordered set: a later write's removal cancels it
-            live = [(index, write) for index, write in enumerate(writes) if write.shard_id not in result.lost_shards]
-            result.conflicts = self._write_executions(db, live)
+            # A group with a member on a lost shard does not land at all (its members are reported as conflicts).
+            lost_groups = {write.group for write in writes if write.group and write.shard_id in result.lost_shards}
+            orphans = [index for index, write in enumerate(writes)
+                       if write.group in lost_groups and write.shard_id not in result.lost_shards]
+            live = [(index, write) for index, write in enumerate(writes)
+                    if write.shard_id not in result.lost_shards and write.group not in lost_groups]
+            result.conflicts = orphans + self._write_executions(db, live)
             conflicts = set(result.conflicts)
             for index, write in live:
                 if index in conflicts:
