@@ -1,11 +1,11 @@
 """W6 "backlog": activity tasks dispatched while no worker polls, across a kill -9, then drained.
 
 Three phases on one statewright data directory. *Start*: n executions of a one-Task machine on an activity, no
-worker polling, the server's RSS sampled after every tenth of the starts. The engine holds at most
-``Limits.outbox_window_max`` dispatches in memory; the rest stay only in the outbox rows, so RSS is to flatten once
-the window (and the cache of open executions) is full: the figure is the growth per 1,000 tasks past
+worker polling, the server's RSS sampled after every tenth of the starts. The activity matcher holds at most
+``Limits.activity_backlog_tasks_max`` tasks in memory; the rest stay only in the outbox rows, so RSS is to flatten
+once the backlog (and the cache of open executions) is full: the figure is the growth per 1,000 tasks past
 ``GROWTH_FROM_TASKS``. *Restart*: SIGKILL, spawn on the same directory, time to serving and to the outbox read-back
-filling the window again, and RSS then. *Drain*: long-polling workers answer every task; tasks/s, RSS peak, and
+filling the backlog again, and RSS then. *Drain*: long-polling workers answer every task; tasks/s, RSS peak, and
 each execution counted once (none lost, none delivered twice).
 
 The peer is probed first (does an activity Task wait, with a task for GetActivityTask?); only if it does is the
@@ -37,11 +37,11 @@ from .workloads import (
     wait_none_running,
 )
 
-# Twice the outbox window: by then the window and the cache of open executions (10,000 each) are both full, so
+# Past the matcher's backlog limit (20,000) and the cache of open executions (10,000): by then both are full, so
 # whatever RSS still gains per task is what the bounds did not catch.
-GROWTH_FROM_TASKS = 2 * Limits().outbox_window_max
+GROWTH_FROM_TASKS = Limits().activity_backlog_tasks_max + Limits().activity_backlog_tasks_max // 5
 SAMPLES = 10
-SETTLE_STILL_S = 2.0  # the read-back has settled when the window's size has not changed for this long
+SETTLE_STILL_S = 2.0  # the read-back has settled when the backlog's size has not changed for this long
 DRAIN_STALL_S = 60.0  # no task answered for this long while some are left: the drain is reported as stalled
 
 
@@ -103,7 +103,7 @@ def outbox_rows(server: Statewright) -> int:
 
 
 async def restart(server: Statewright, expected_held: int) -> dict[str, Any]:
-    """SIGKILL and spawn on the same data directory; then wait for the outbox read-back to fill the window."""
+    """SIGKILL and spawn on the same data directory; then wait for the outbox read-back to fill the backlog."""
     server.kill()
     serving_s = server.start()
     spawned = time.monotonic() - serving_s
@@ -115,8 +115,8 @@ async def restart(server: Statewright, expected_held: int) -> dict[str, Any]:
             now = time.monotonic()
             if found != last:
                 last, still_since = found, now
-            if found.get("outbox_held") == expected_held or (found.get("outbox_held") and now - still_since
-                                                              >= SETTLE_STILL_S):
+            if found.get("activity_backlog") == expected_held or (found.get("activity_backlog") and now - still_since
+                                                                  >= SETTLE_STILL_S):
                 break
             await asyncio.sleep(0.05)
         settled_s = time.monotonic() - spawned
@@ -199,7 +199,7 @@ async def statewright(server: Statewright, n: int, workers: int, concurrency: in
     finally:
         pool.close()
     started = n - result["start_errors"]
-    result.update(await restart(server, min(started, Limits().outbox_window_max)))
+    result.update(await restart(server, min(started, Limits().activity_backlog_tasks_max)))
     result.update(await drain(server, machine, activity, started, workers))
     result.update(workers=workers, lost=started - result["succeeded"])
     return result

@@ -93,3 +93,8 @@ def test_replies_ahead_of_their_commit_are_caught():
                                 planted=frozenset({"reply-before-commit"})))
     assert any("before its commit was visible" in violation or "not in the store" in violation
                for violation in result.violations)
+
+
+def test_timers_applied_before_they_are_due_are_caught():
+    result = simulate(SimConfig(0, frozenset(), STEPS, planted=frozenset({"timers-fire-early"})))
+    assert any("applied at" in violation for violation in result.violations)

@@ -54,7 +54,8 @@ LEASE_MS = 10_000
 STORE_RETRY_MS = 100  # the pause after the store failed to serve a timer or outbox read
 # Bugs the simulator's own tests plant (Engine(planted=...)) to show each fault's checker catches them.
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
-                     "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start"})
+                     "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
+                     "timers-fire-early"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
 
@@ -273,7 +274,8 @@ class Engine:
                     window.refill(now_ms, self.store.due_timers)
                 except StoreUnavailable as exc:  # the window is as it was; try again after a pause
                     self._store_failed(now_ms, f"loading timers of shard {window.shard_id}", exc)
-            for _, arn, timer_id in window.pop_due(now_ms, budget - len(work)):
+            early_ms = 5_000 if self.planted and "timers-fire-early" in self.planted else 0
+            for _, arn, timer_id in window.pop_due(now_ms + early_ms, budget - len(work)):
                 if self.planted and "lose-timeouts" in self.planted and timer_id.startswith("timeout-"):
                     continue
                 work.append((FireTimer(arn, timer_id), None))
