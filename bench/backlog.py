@@ -26,10 +26,11 @@ import orjson
 
 from statewright.engine.limits import Limits
 
-from .client import AwsError, Pool, list_all
+from .client import Pool, list_all
 from .servers import Child, Statewright
 from .workloads import (
     activity_definition,
+    answer_tasks,
     create_machine,
     metric_delta,
     scrape,
@@ -136,24 +137,16 @@ async def drain(server: Statewright, machine: str, activity: str, expected: int,
     answered: list[float] = []
     errors: list[str] = []
 
-    async def worker(index: int) -> None:
-        while True:
-            task = await worker_pool.call("GetActivityTask", {"activityArn": activity, "workerName": f"d{index}"})
-            if not task.get("taskToken"):
-                continue
-            received[orjson.loads(task["input"])["i"]] += 1
-            try:
-                await worker_pool.call("SendTaskSuccess", {"taskToken": task["taskToken"], "output": task["input"]})
-            except AwsError as error:
-                errors.append(str(error))
-                continue
-            answered.append(time.time())
+    def note(task: dict) -> None:
+        received[orjson.loads(task["input"])["i"]] += 1
+
 
     rss_peak = 0
     before = await scrape(pool)
     cpu = server.cpu_s()
     began = time.time()
-    running = [asyncio.create_task(worker(index)) for index in range(workers)]
+    running = [asyncio.create_task(answer_tasks(worker_pool, activity, f"d{index}", answered, errors, note))
+               for index in range(workers)]
     stalled = False
     try:
         progress, progress_at = 0, time.monotonic()

@@ -357,6 +357,22 @@ def activity_definition(activity_arn: str) -> dict:
     return {"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": activity_arn, "End": True}}}
 
 
+async def answer_tasks(pool: Pool, activity: str, worker_name: str, answered: list[float], errors: list[str],
+                       on_task: Callable[[dict], None] = lambda task: None) -> None:
+    """One long-polling worker, until cancelled: each task it gets is answered SendTaskSuccess with its input."""
+    while True:
+        task = await pool.call("GetActivityTask", {"activityArn": activity, "workerName": worker_name})
+        if not task.get("taskToken"):
+            continue
+        on_task(task)
+        try:
+            await pool.call("SendTaskSuccess", {"taskToken": task["taskToken"], "output": task["input"]})
+        except AwsError as error:
+            errors.append(str(error))
+            continue
+        answered.append(time.time())
+
+
 async def activities(server: Statewright, n: int, workers: int, concurrency: int,
                      half_load_s: float) -> dict[str, Any]:
     """Peak: n executions of one activity Task started as fast as they are answered, ``workers`` long-polling
@@ -369,19 +385,8 @@ async def activities(server: Statewright, n: int, workers: int, concurrency: int
     answered: list[float] = []
     errors: list[str] = []
 
-    async def worker(index: int) -> None:
-        while True:
-            task = await worker_pool.call("GetActivityTask", {"activityArn": activity, "workerName": f"w{index}"})
-            if not task.get("taskToken"):
-                continue
-            try:
-                await worker_pool.call("SendTaskSuccess", {"taskToken": task["taskToken"], "output": task["input"]})
-            except AwsError as error:
-                errors.append(str(error))
-                continue
-            answered.append(time.time())
-
-    running = [asyncio.create_task(worker(index)) for index in range(workers)]
+    running = [asyncio.create_task(answer_tasks(worker_pool, activity, f"w{index}", answered, errors))
+               for index in range(workers)]
     try:
         before = await scrape(pool)
         server_cpu, client_cpu = server.cpu_s(), client_cpu_s()
