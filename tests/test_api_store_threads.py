@@ -67,7 +67,6 @@ CASES = {
     "DescribeStateMachine": ("get_state_machine", {"stateMachineArn": MACHINE}, "StateMachineDoesNotExist"),
     "CreateStateMachine": ("create_state_machine", {"name": "gated", "definition": PASS, "roleArn": ROLE_ARN}, ""),
     "ListTagsForResource": ("get_state_machine", {"resourceArn": MACHINE}, "ResourceNotFound"),
-    "GetActivityTask": ("get_activity", {"activityArn": ACTIVITY}, "ActivityDoesNotExist"),
     "CreateActivity": ("create_activity", {"name": "gated"}, ""),
 }
 

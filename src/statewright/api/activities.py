@@ -71,8 +71,12 @@ async def list_activities(service: Service, params: dict, scope: Scope) -> dict:
 
 @handler("GetActivityTask")
 async def get_activity_task(service: Service, params: dict, scope: Scope) -> dict:
-    record = await _activity(service, params["activityArn"])
-    dispatch = await service.matcher.poll(record.arn, params.get("workerName"), POLL_SECONDS)
+    arn = params["activityArn"]
+    if len(arns.parse(arn, "activity")) != 1:
+        raise invalid_arn(f"Invalid ARN: {arn}")
+    if arn not in service.engine.activities:  # the set Task states see, kept with every Create/DeleteActivity
+        raise AwsError("ActivityDoesNotExist", f"Activity Does Not Exist: '{arn}'")
+    dispatch = await service.matcher.poll(arn, params.get("workerName"), POLL_SECONDS)
     if dispatch is None:
         return {}  # no task within the long poll: boto3 shows no taskToken
     payload = dispatch.payload
