@@ -118,8 +118,29 @@ class FaultyStore(Store):
     def shard_count(self) -> int:
         return self.inner.shard_count()
 
-    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int) -> int:
-        return self.inner.acquire_shard(shard_id, owner, lease_until_ms)
+    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int, now_ms: int | None = None) -> int | None:
+        return self.inner.acquire_shard(shard_id, owner, lease_until_ms, now_ms)
+
+    def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
+        return self.inner.renew_leases(owner, range_ids, lease_until_ms)
+
+    def release_shards(self, owner: str, range_ids: Mapping[int, int]) -> None:
+        self.inner.release_shards(owner, range_ids)
+
+    def shard_leases(self) -> Any:
+        return self.inner.shard_leases()
+
+    def register_node(self, node_id: str, address: str, lease_until_ms: int) -> None:
+        self.inner.register_node(node_id, address, lease_until_ms)
+
+    def remove_node(self, node_id: str) -> None:
+        self.inner.remove_node(node_id)
+
+    def nodes(self) -> Any:
+        return self.inner.nodes()
+
+    def count_open_executions(self) -> int:
+        return self.inner.count_open_executions()
 
     def list_executions(self, *args: Any) -> Any:
         return self.inner.list_executions(*args)

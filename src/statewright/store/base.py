@@ -8,7 +8,10 @@ Contract (tests/store_contract.py runs it against every implementation):
   included, so a batch may carry consecutive transitions of one execution. Consecutive writes that share a
   nonzero ``group`` commit together or not at all: if one fails its condition, all are reported. A commit that
   raises anything other than CommitOutcomeUnknown wrote nothing.
-- ``acquire_shard`` increments the shard's range id, which fences out every earlier owner's commits.
+- ``acquire_shard`` increments the shard's range id, which fences out every earlier owner's commits. It takes a
+  shard only if it is free (no owner, a lease that has ended, or the caller holds it already); a commit reads the
+  shard rows under a shared lock, so an acquisition waits for commits in flight and every later commit of an
+  earlier owner sees the new range id. Lease times are the callers' clocks (integer ms).
 - Errors are classified: a write whose condition failed is *not committed* (CommitResult); a shard whose range id
   moved is *ownership lost* (CommitResult.lost_shards); a commit refused before writing is *not committed* too
   (CommitFailed); an I/O failure mid-commit is *outcome unknown* (CommitOutcomeUnknown): the caller must re-read
@@ -75,6 +78,23 @@ class Dispatch:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A registered engine node: where the others reach it, and until when it counts as alive."""
+
+    node_id: str
+    address: str  # the base URL of its API (forwarded calls go there)
+    lease_until_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLease:
+    shard_id: int
+    range_id: int
+    owner: str | None  # None: released, free to take at once
+    lease_until_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class ActivityRecord:
     arn: str
     name: str
@@ -137,8 +157,36 @@ class Store(ABC):
     def shard_count(self) -> int: ...
 
     @abstractmethod
-    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int) -> int:
-        """Take the shard: bump and return its range id."""
+    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int, now_ms: int | None = None) -> int | None:
+        """Take the shard: bump and return its range id. With ``now_ms``, only if it is free (no owner, a lease
+        that ended at or before ``now_ms``, or ``owner`` holds it already); None if another owner's lease runs.
+        Without, unconditionally (a single node taking every shard of its own data directory)."""
+
+    @abstractmethod
+    def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
+        """Extend the leases ``owner`` holds at these range ids to ``lease_until_ms``; returns the shards renewed
+        (a shard taken by another node since is not)."""
+
+    @abstractmethod
+    def release_shards(self, owner: str, range_ids: Mapping[int, int]) -> None:
+        """Give up shards (owner cleared, lease ended) where ``owner`` still holds them at these range ids, so the
+        next owner takes them at once. The range id stays; the next acquisition bumps it."""
+
+    @abstractmethod
+    def shard_leases(self) -> list[ShardLease]:
+        """Every shard's lease, by shard id."""
+
+    # -- nodes
+    @abstractmethod
+    def register_node(self, node_id: str, address: str, lease_until_ms: int) -> None:
+        """Insert or refresh a node's record (it counts as alive until ``lease_until_ms``)."""
+
+    @abstractmethod
+    def remove_node(self, node_id: str) -> None: ...
+
+    @abstractmethod
+    def nodes(self) -> list[NodeRecord]:
+        """Every registered node, by id, live or not (the caller compares ``lease_until_ms`` with its clock)."""
 
     # -- executions
     @abstractmethod
@@ -147,6 +195,10 @@ class Store(ABC):
     @abstractmethod
     def load_execution(self, arn: str) -> bytes | None:
         """The committed mutable state of an execution, or None."""
+
+    @abstractmethod
+    def count_open_executions(self) -> int:
+        """How many executions are RUNNING (for metrics; may take a while on a large store)."""
 
     @abstractmethod
     def list_executions(self, state_machine_arn: str, status: str | None, limit: int,

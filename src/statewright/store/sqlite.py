@@ -23,8 +23,10 @@ from .base import (
     Dispatch,
     ExecutionSummary,
     ExecutionWrite,
+    NodeRecord,
     Page,
     ShardCountMismatch,
+    ShardLease,
     StateMachineRecord,
     Store,
     StoreUnavailable,
@@ -35,6 +37,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS shards (
     shard_id INTEGER PRIMARY KEY, range_id INTEGER NOT NULL, owner TEXT, lease_until_ms INTEGER);
+CREATE TABLE IF NOT EXISTS nodes (
+    node_id TEXT PRIMARY KEY, address TEXT NOT NULL, lease_until_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state_machines (
     arn TEXT PRIMARY KEY, name TEXT NOT NULL, record BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS revisions (
@@ -128,11 +132,49 @@ class SqliteStore(Store):
     def shard_count(self) -> int:
         return self._shard_count
 
-    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int) -> int:
+    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int, now_ms: int | None = None) -> int | None:
         with self._transaction() as db:
-            db.execute("UPDATE shards SET range_id = range_id + 1, owner = ?, lease_until_ms = ? WHERE shard_id = ?",
-                       (owner, lease_until_ms, shard_id))
+            free = "" if now_ms is None else " AND (owner IS NULL OR owner = ? OR lease_until_ms <= ?)"
+            taken = db.execute(f"UPDATE shards SET range_id = range_id + 1, owner = ?, lease_until_ms = ? "
+                               f"WHERE shard_id = ?{free}",
+                               (owner, lease_until_ms, shard_id, *(() if now_ms is None else (owner, now_ms))))
+            if not taken.rowcount:
+                return None
+            self._outbox_seqs.pop(shard_id, None)  # another owner may have written since: read the max again
             return db.execute("SELECT range_id FROM shards WHERE shard_id = ?", (shard_id,)).fetchone()[0]
+
+    def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
+        renewed: set[int] = set()
+        with self._transaction() as db:
+            for shard_id, range_id in range_ids.items():
+                if db.execute("UPDATE shards SET lease_until_ms = ? WHERE shard_id = ? AND range_id = ? "
+                              "AND owner = ?", (lease_until_ms, shard_id, range_id, owner)).rowcount:
+                    renewed.add(shard_id)
+        return renewed
+
+    def release_shards(self, owner: str, range_ids: Mapping[int, int]) -> None:
+        with self._transaction() as db:
+            db.executemany("UPDATE shards SET owner = NULL, lease_until_ms = 0 WHERE shard_id = ? AND range_id = ? "
+                           "AND owner = ?", [(shard, range_id, owner) for shard, range_id in range_ids.items()])
+
+    def shard_leases(self) -> list[ShardLease]:
+        rows = self._db().execute("SELECT shard_id, range_id, owner, COALESCE(lease_until_ms, 0) FROM shards "
+                                  "ORDER BY shard_id").fetchall()
+        return [ShardLease(*row) for row in rows]
+
+    # -- nodes
+
+    def register_node(self, node_id: str, address: str, lease_until_ms: int) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?)", (node_id, address, lease_until_ms))
+
+    def remove_node(self, node_id: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM nodes WHERE node_id = ?", (node_id,))
+
+    def nodes(self) -> list[NodeRecord]:
+        rows = self._db().execute("SELECT node_id, address, lease_until_ms FROM nodes ORDER BY node_id").fetchall()
+        return [NodeRecord(*row) for row in rows]
 
     # -- executions
 
@@ -245,6 +287,10 @@ class SqliteStore(Store):
         with _unavailable():
             row = self._db().execute("SELECT state FROM executions WHERE arn = ?", (arn,)).fetchone()
         return row[0] if row else None
+
+    def count_open_executions(self) -> int:
+        with _unavailable():
+            return self._db().execute("SELECT COUNT(*) FROM executions WHERE status = 'RUNNING'").fetchone()[0]
 
     def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
                         cursor: str | None) -> Page:
