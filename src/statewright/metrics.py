@@ -94,6 +94,19 @@ class Metrics:
             "HTTP call, the engine's own transfers) and not yet done; bounded by outbox_window_max",
             registry=registry)
         self.outbox.set_function(outbox_held)
+        # several nodes on one store (statewright serve --store postgresql://...)
+        self.shards_owned = Gauge(
+            "statewright_shards_owned", "Shards this node serves now", registry=registry)
+        self.lease_renewals = Counter(
+            "statewright_lease_renewals", "Shard lease renewals by outcome: renewed, lost (another node holds the "
+            "shard) or failed (the store did not answer)", ["outcome"], registry=registry)
+        self.fenced_writes = Counter(
+            "statewright_fenced_writes", "Execution writes the store rejected because another node took their "
+            "shard (its range id moved): what a paused or cut-off node tried after losing its lease",
+            registry=registry)
+        self.forwarded_calls = Counter(
+            "statewright_forwarded_calls", "Commands sent to the node that owns their shard, by outcome",
+            ["outcome"], registry=registry)
         self.open_executions = _OpenExecutions()
         self._scrape_time = _ScrapeTime(windows, clock, self.open_executions)
         registry.register(self._scrape_time)

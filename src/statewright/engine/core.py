@@ -52,6 +52,10 @@ log = logging.getLogger("statewright.engine")
 
 LEASE_MS = 10_000
 STORE_RETRY_MS = 100  # the pause after the store failed to serve a timer or outbox read
+# A shard stops being served this long before its lease ends unless renewed by then: room for a slow tick and for
+# clocks that differ between nodes. Past the lease, the range id fences out whatever a paused node still tries.
+LEASE_MARGIN_MS = 2_000
+FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could not take is sent again
 # Bugs the simulator's own tests plant (Engine(planted=...)) to show each fault's checker catches them.
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
@@ -90,6 +94,7 @@ class _Transfer:
     dispatch: Dispatch
     stages: Stages
     replies: list[object] | None = None
+    remote: list[Command] | None = None  # a stage sent to the node that owns its execution, awaiting replies
 
 
 class Engine:
@@ -120,7 +125,10 @@ class Engine:
         self.clock = clock
         self.shard_count = store.shard_count()
         self.range_ids: dict[int, int] = {}
+        self.lease_until_ms: dict[int, int] = {}  # shards held by a lease (several nodes): served until then
         self.windows: dict[int, TimerWindow] = {}
+        # Several nodes: sends a stage of engine-to-engine work to the node owning its execution (see _forward).
+        self.forward: Callable[[list[Command]], Future] | None = None
         self.outbox = OutboxWindow(self.limits)
         self._cache: OrderedDict[str, ExecutionState] = OrderedDict()
         self._definitions: OrderedDict[tuple[str, str], Definition] = OrderedDict()
@@ -129,6 +137,10 @@ class Engine:
         self._transfer_context = TransferContext(store.get_state_machine, self._load, self.tokens)
         self._given_back: list[Dispatch] = []
         self._room_again = False
+        self._ownership: list[Callable[[int], None]] = []  # shard changes asked for from other threads
+        self._forwarded: list[tuple[_Transfer, Future]] = []  # remote stages answered (or failed), to take back
+        self._remote: dict[int, _Transfer] = {}  # id -> transfers whose stage another node is applying
+        self._forward_retries: list[tuple[int, _Transfer]] = []  # (not before ms, transfer) to send again
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
         self._reread_now: set[int] = set()  # shards re-read during this tick (their transfers start over)
         self._wakeup = threading.Condition()
@@ -149,12 +161,75 @@ class Engine:
         """Single node: take every shard, fencing out any earlier owner; its timers and outbox load as it serves."""
         now_ms = self.clock()
         for shard in range(self.shard_count):
-            self.range_ids[shard] = self.store.acquire_shard(shard, self.node_id, now_ms + LEASE_MS)
-            self.windows[shard] = TimerWindow(shard, self.limits)
-            if "skip-timers-at-start" in self.planted:
-                self.windows[shard].planted_lose_rows(now_ms + WINDOW_MS)
-            if "no-outbox-read-at-start" not in self.planted:
-                self.outbox.reread(shard)
+            self._serve(shard, self.store.acquire_shard(shard, self.node_id, now_ms + LEASE_MS), None, now_ms)
+
+    def owns(self, shard_id: int) -> bool:
+        """Whether this engine serves the shard now (thread-safe; it may change at the next tick)."""
+        return shard_id in self.range_ids
+
+    def gain_shard(self, shard_id: int, range_id: int, lease_until_ms: int | None) -> None:
+        """Serve a shard just acquired at ``range_id`` (until ``lease_until_ms``, None: for good). Thread-safe:
+        applied at the start of the next tick."""
+        self._change_ownership(lambda now_ms: self._serve(shard_id, range_id, lease_until_ms, now_ms))
+
+    def renewed(self, shards: set[int], lease_until_ms: int) -> None:
+        """The leases of these shards now run until ``lease_until_ms``. Thread-safe."""
+        def extend(now_ms: int) -> None:
+            for shard in shards & self.lease_until_ms.keys():
+                self.lease_until_ms[shard] = max(self.lease_until_ms[shard], lease_until_ms)
+        self._change_ownership(extend)
+
+    def drop_shards(self, shards: set[int]) -> Future:
+        """Stop serving these shards. Thread-safe; the future resolves on the engine thread once no commit for
+        them is in flight, so the caller may then release their leases."""
+        done: Future = Future()
+
+        def drop(now_ms: int) -> None:
+            for shard in shards & self.range_ids.keys():
+                self._unserve(shard, "handed over")
+            done.set_result(None)
+        self._change_ownership(drop)
+        return done
+
+    def _change_ownership(self, change: Callable[[int], None]) -> None:
+        with self._wakeup:
+            self._ownership.append(change)
+            self._wakeup.notify()
+
+    def _serve(self, shard: int, range_id: int, lease_until_ms: int | None, now_ms: int) -> None:
+        for arn in [arn for arn, state in self._cache.items() if state.shard_id == shard]:
+            del self._cache[arn]  # another node may have changed them since this one last served the shard
+        self.range_ids[shard] = range_id
+        if lease_until_ms is None:
+            self.lease_until_ms.pop(shard, None)
+        else:
+            self.lease_until_ms[shard] = lease_until_ms
+        self.windows[shard] = TimerWindow(shard, self.limits)
+        if "skip-timers-at-start" in self.planted:
+            self.windows[shard].planted_lose_rows(now_ms + WINDOW_MS)
+        if "no-outbox-read-at-start" not in self.planted:
+            self.outbox.reread(shard)
+        self.metrics.shards_owned.set(len(self.range_ids))
+
+    def _unserve(self, shard: int, why: str) -> None:
+        """Forget everything of a shard this engine no longer serves; its next owner reads the rows."""
+        log.info("no longer serving shard %d: %s", shard, why)
+        self.range_ids.pop(shard, None)
+        self.lease_until_ms.pop(shard, None)
+        window = self.windows.pop(shard, None)
+        if window is not None:
+            window.forget()
+        self.outbox.forget(shard)
+        for arn in [arn for arn, state in self._cache.items() if state.shard_id == shard]:
+            del self._cache[arn]
+        self._drop_transfers({shard})
+        self.metrics.shards_owned.set(len(self.range_ids))
+
+    def _check_leases(self, now_ms: int) -> None:
+        """Stop serving a shard whose lease was not renewed in time (before it ends, by LEASE_MARGIN_MS)."""
+        for shard, until_ms in list(self.lease_until_ms.items()):
+            if now_ms >= until_ms - LEASE_MARGIN_MS:
+                self._unserve(shard, "its lease was not renewed in time")
 
     # -- running
 
@@ -201,7 +276,8 @@ class Engine:
             with self._wakeup:
                 if self._stopping:
                     return
-                if not self._inbox and not self._given_back and not self._room_again:
+                if not (self._inbox or self._given_back or self._room_again or self._ownership
+                        or self._forwarded):
                     self._wakeup.wait(self.idle_wait_s(self.clock()))
                 if self._stopping:
                     return
@@ -218,6 +294,10 @@ class Engine:
         if self._transfers or (self.outbox.has_room() and any(s in self.range_ids for s in self.outbox.behind())):
             return 0
         wait_ms = 1_000
+        for until_ms in self.lease_until_ms.values():
+            wait_ms = min(wait_ms, until_ms - LEASE_MARGIN_MS - now_ms)
+        for retry_at_ms, _ in self._forward_retries:
+            wait_ms = min(wait_ms, retry_at_ms - now_ms)
         for window in self.windows.values():
             due = window.next_due_ms()
             if due is not None:
@@ -227,7 +307,8 @@ class Engine:
     def tick(self, now_ms: int) -> int:
         """One bounded engine step at time ``now_ms``; returns how many commands and transfers it handled."""
         self.metrics.at_tick()
-        self._take_back()
+        self._take_back(now_ms)
+        self._check_leases(now_ms)
         store_ok = now_ms >= self._store_retry_at_ms
         if store_ok:
             self._read_outboxes(now_ms)
@@ -279,6 +360,11 @@ class Engine:
                 if self.planted and "lose-timeouts" in self.planted and timer_id.startswith("timeout-"):
                     continue
                 work.append((FireTimer(arn, timer_id), None))
+        if self._forward_retries:
+            due = [transfer for at_ms, transfer in self._forward_retries if at_ms <= now_ms]
+            self._forward_retries = [(at_ms, t) for at_ms, t in self._forward_retries if at_ms > now_ms]
+            for transfer in due:
+                self._send_remote(transfer)
         while self._transfers and len(work) < budget:
             work.append((self._transfers.popleft(), None))
         with self._wakeup:
@@ -394,6 +480,11 @@ class Engine:
             log.exception("a %s transfer failed", transfer.dispatch.payload["kind"])
             self.outbox.release(transfer.dispatch.execution_arn, transfer.dispatch.dispatch_id)
             return
+        target = shard_for(commands[0].arn, self.shard_count) if commands else None
+        if target is not None and target not in self.range_ids and self.forward is not None:
+            transfer.remote = commands  # another node owns the execution this stage is for
+            self._send_remote(transfer)
+            return
         first = len(batch.writes)
         batch.group = batch.stage_group = len(batch.transfers) + 1  # a stage's writes land together or not at all
         try:
@@ -444,11 +535,10 @@ class Engine:
             self._reread({write.shard_id for write in batch.writes}, batch.states)
             return self._landed_anyway(batch, isinstance(exc, CommitOutcomeUnknown), now_ms)
         self.metrics.committed(batch.writes, result, time.perf_counter() - started)
-        for shard in result.lost_shards:
-            log.error("shard %d was taken by another node; no longer serving it", shard)
-            self.range_ids.pop(shard, None)
-            self.windows.pop(shard).forget()
-            self.outbox.forget(shard)
+        for shard in result.lost_shards & self.range_ids.keys():
+            log.error("shard %d was taken by another node", shard)
+            self.metrics.fenced_writes.inc(sum(1 for write in batch.writes if write.shard_id == shard))
+            self._unserve(shard, "another node took it")
         failures: dict[int, Exception] = {}
         for index, (write, state) in enumerate(zip(batch.writes, batch.states, strict=True)):
             if not result.committed(index, write):
@@ -501,8 +591,46 @@ class Engine:
         for shard in shards:
             self.windows[shard].forget()
             self.outbox.reread(shard)
-        if self._transfers:  # they come back with the shard's rows; queued twice they would apply twice
+        self._drop_transfers(shards)
+
+    def _drop_transfers(self, shards: set[int]) -> None:
+        """Transfers of these shards come back with their rows; kept as well, they would apply twice."""
+        if self._transfers:
             self._transfers = deque(t for t in self._transfers if t.dispatch.shard_id not in shards)
+        for key in [key for key, transfer in self._remote.items() if transfer.dispatch.shard_id in shards]:
+            del self._remote[key]  # its replies, when they come, are dropped
+        self._forward_retries = [(at, t) for at, t in self._forward_retries if t.dispatch.shard_id not in shards]
+
+    # -- engine-to-engine work for executions another node owns
+
+    def _send_remote(self, transfer: _Transfer) -> None:
+        self._remote[id(transfer)] = transfer
+        try:
+            future = self.forward(transfer.remote)
+        except Exception as exc:  # the forwarder refused at once (shutting down, say): try again later
+            future = Future()
+            future.set_exception(exc)
+        future.add_done_callback(lambda done: self._forward_done(transfer, done))
+
+    def _forward_done(self, transfer: _Transfer, done: Future) -> None:
+        """Any thread: a remote stage was answered or failed; the engine takes it back at its next tick."""
+        with self._wakeup:
+            self._forwarded.append((transfer, done))
+            self._wakeup.notify()
+
+    def _take_back_forwarded(self, forwarded: list[tuple[_Transfer, Future]], now_ms: int) -> None:
+        for transfer, done in forwarded:
+            if self._remote.pop(id(transfer), None) is None:
+                continue  # its shard was lost or re-read meanwhile: the row brings the transfer back
+            replies = None if done.exception() is not None else done.result()
+            if replies is None or any(isinstance(reply, EngineUnavailable) for reply in replies):
+                log.warning("a %s stage for %s did not reach its node; sending it again",
+                            transfer.dispatch.payload["kind"], transfer.remote[0].arn)
+                self._forward_retries.append((now_ms + FORWARD_RETRY_MS, transfer))
+                continue
+            transfer.remote = None
+            transfer.replies = list(replies)
+            self._transfers.append(transfer)
 
     def _hand_out(self, dispatch: Dispatch) -> None:
         if dispatch.payload["kind"] in TRANSFER_KINDS:
@@ -525,10 +653,16 @@ class Engine:
                     self._store_failed(now_ms, f"reading the outbox of shard {shard}", exc)
                     return
 
-    def _take_back(self) -> None:
+    def _take_back(self, now_ms: int) -> None:
         with self._wakeup:
             given_back, self._given_back = self._given_back, []
             room_again, self._room_again = self._room_again, False
+            ownership, self._ownership = self._ownership, []
+            forwarded, self._forwarded = self._forwarded, []
+        for change in ownership:
+            change(now_ms)
+        if forwarded:
+            self._take_back_forwarded(forwarded, now_ms)
         for dispatch in given_back:
             self.outbox.spill(dispatch)
         if room_again:  # after the spills: room that came after a refusal covers it
@@ -545,7 +679,8 @@ class Engine:
         if blob is None:
             return None
         state = ExecutionState.from_blob(blob)
-        self._remember(state)
+        if state.shard_id in self.range_ids:  # another node's executions change behind this one's back
+            self._remember(state)
         return state
 
     def _remember(self, state: ExecutionState) -> None:
