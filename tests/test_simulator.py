@@ -10,11 +10,13 @@ import shlex
 import pytest
 
 from statewright.cli import main
-from statewright.sim.faults import ALL_FAULTS
+from statewright.sim.faults import ALL_FAULTS, CLUSTER_FAULTS, SINGLE_NODE_FAULTS
 from statewright.sim.simulator import SimConfig, replay_command, simulate
 
 CI_SEEDS = range(6)
+CLUSTER_SEEDS = range(4)
 STEPS = 200
+NODES = 3
 # Each fault, and a bug it exposes: the checker that must catch it is named in the comment.
 PLANTED_FOR = {
     "commit-fails": "no-reread",  # liveness: timers popped for a failed commit never fire
@@ -28,12 +30,24 @@ PLANTED_FOR = {
     "reordered-results": "results-for-any-attempt",  # an attempt answered twice
     "clock-jump": "refill-skips-overdue",  # liveness: timers due during the jump are skipped
     "worker-dies": "lose-timeouts",  # liveness: a dead worker's attempt never times out
+    # several nodes
+    "lease-stolen": "act-on-fenced-writes",  # a reply ahead of its commit: the fenced write never landed
+    "node-paused": "commit-without-fencing",  # two nodes commit for one shard at one range id
+    "store-cut-off": "serve-past-lease",  # after the faults, a shard served by two nodes
+    "node-leaves": "no-outbox-read-at-start",  # liveness: the new owner never hands out the old one's dispatches
+    "forward-lost": "forward-once",  # liveness: a child never started, a parent never told
+    "forward-duplicated": "results-for-any-attempt",  # an attempt answered twice
 }
 
 
 @pytest.fixture(scope="module")
 def ci_runs():
-    return [simulate(SimConfig(seed, frozenset(ALL_FAULTS), STEPS)) for seed in CI_SEEDS]
+    return [simulate(SimConfig(seed, frozenset(SINGLE_NODE_FAULTS), STEPS)) for seed in CI_SEEDS]
+
+
+@pytest.fixture(scope="module")
+def cluster_runs():
+    return [simulate(SimConfig(seed, frozenset(ALL_FAULTS), STEPS, NODES)) for seed in CLUSTER_SEEDS]
 
 
 def test_fixed_seeds_with_every_fault_keep_every_invariant(ci_runs):
@@ -46,6 +60,14 @@ def test_the_fixed_seeds_reach_workers_approvers_and_every_fault(ci_runs):
     assert all(result.attempts > 20 for result in ci_runs)
     assert sum(result.tokens for result in ci_runs) > 10
     injected = {name for result in ci_runs for name, count in result.injected.items() if count}
+    assert injected == set(SINGLE_NODE_FAULTS)
+
+
+def test_three_nodes_with_every_fault_keep_every_invariant_and_end_with_one_owner_per_shard(cluster_runs):
+    for result in cluster_runs:
+        assert result.violations == [], replay_command(result.config)
+        assert result.executions > 20 and result.closed == result.executions
+    injected = {name for result in cluster_runs for name, count in result.injected.items() if count}
     assert injected == set(ALL_FAULTS)
 
 
@@ -63,8 +85,9 @@ def test_every_fault_has_a_planted_bug():
 def test_a_planted_bug_is_caught_and_its_replay_command_reproduces_it(fault):
     planted = frozenset({PLANTED_FOR[fault]})
     caught = None
+    nodes = NODES if fault in CLUSTER_FAULTS else 1
     for seed in range(12):
-        result = simulate(SimConfig(seed, frozenset({fault}), STEPS, fault_rate=0.2, planted=planted))
+        result = simulate(SimConfig(seed, frozenset({fault}), STEPS, nodes, fault_rate=0.2, planted=planted))
         if result.violations:
             caught = result
             break

@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                           help=f"chance of each fault at each chance to fire (default {FAULT_RATE_DEFAULT})")
     simulate.add_argument("--steps", type=int, default=STEPS_DEFAULT,
                           help=f"client actions before the faults stop (default {STEPS_DEFAULT})")
-    simulate.add_argument("--nodes", type=int, default=1, help="engine nodes (only 1 until PostgreSQL)")
+    simulate.add_argument("--nodes", type=int, default=1,
+                          help="engine nodes sharing the store, with shard leases (default 1)")
     simulate.add_argument("--limits", choices=["small", "default"], default="small",
                           help="engine limits: small ones make paging and re-reads happen in every run (default), "
                                "or the server's defaults")
@@ -101,8 +102,6 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     unknown = set(names) - set(ALL_FAULTS)
     if unknown:
         parser.error(f"unknown fault(s) {', '.join(sorted(unknown))}; known: {', '.join(ALL_FAULTS)}")
-    if args.nodes != 1:
-        parser.error("--nodes: only 1 for now (several nodes come with the PostgreSQL store)")
     logging.disable(logging.ERROR)  # the engine logs every injected fault; the checkers report what matters
     seeds = [args.seed] if args.seed is not None else range(args.seeds)
     planted = frozenset(name for name in args.plant.split(",") if name)

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..asl.definition import Definition, parse_definition
 from ..metrics import Metrics
-from ..store.base import CommitOutcomeUnknown, Dispatch, ExecutionWrite, Store, StoreUnavailable
+from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
 from . import decider
 from .commands import (
     AckDispatch,
@@ -52,14 +52,12 @@ log = logging.getLogger("statewright.engine")
 
 LEASE_MS = 10_000
 STORE_RETRY_MS = 100  # the pause after the store failed to serve a timer or outbox read
-# A shard stops being served this long before its lease ends unless renewed by then: room for a slow tick and for
-# clocks that differ between nodes. Past the lease, the range id fences out whatever a paused node still tries.
-LEASE_MARGIN_MS = 2_000
 FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could not take is sent again
 # Bugs the simulator's own tests plant (Engine(planted=...)) to show each fault's checker catches them.
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
-                     "timers-fire-early"})
+                     "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing", "serve-past-lease",
+                     "forward-once"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
 
@@ -125,7 +123,8 @@ class Engine:
         self.clock = clock
         self.shard_count = store.shard_count()
         self.range_ids: dict[int, int] = {}
-        self.lease_until_ms: dict[int, int] = {}  # shards held by a lease (several nodes): served until then
+        # Shards held by a lease (several nodes): served until then, unless renewed (cluster/membership.py).
+        self.serve_until_ms: dict[int, int] = {}
         self.windows: dict[int, TimerWindow] = {}
         # Several nodes: sends a stage of engine-to-engine work to the node owning its execution (see _forward).
         self.forward: Callable[[list[Command]], Future] | None = None
@@ -167,16 +166,16 @@ class Engine:
         """Whether this engine serves the shard now (thread-safe; it may change at the next tick)."""
         return shard_id in self.range_ids
 
-    def gain_shard(self, shard_id: int, range_id: int, lease_until_ms: int | None) -> None:
-        """Serve a shard just acquired at ``range_id`` (until ``lease_until_ms``, None: for good). Thread-safe:
+    def gain_shard(self, shard_id: int, range_id: int, serve_until_ms: int | None) -> None:
+        """Serve a shard just acquired at ``range_id`` (until ``serve_until_ms``, None: for good). Thread-safe:
         applied at the start of the next tick."""
-        self._change_ownership(lambda now_ms: self._serve(shard_id, range_id, lease_until_ms, now_ms))
+        self._change_ownership(lambda now_ms: self._serve(shard_id, range_id, serve_until_ms, now_ms))
 
-    def renewed(self, shards: set[int], lease_until_ms: int) -> None:
-        """The leases of these shards now run until ``lease_until_ms``. Thread-safe."""
+    def renewed(self, shards: set[int], serve_until_ms: int) -> None:
+        """The leases of these shards were renewed: serve them until ``serve_until_ms``. Thread-safe."""
         def extend(now_ms: int) -> None:
-            for shard in shards & self.lease_until_ms.keys():
-                self.lease_until_ms[shard] = max(self.lease_until_ms[shard], lease_until_ms)
+            for shard in shards & self.serve_until_ms.keys():
+                self.serve_until_ms[shard] = max(self.serve_until_ms[shard], serve_until_ms)
         self._change_ownership(extend)
 
     def drop_shards(self, shards: set[int]) -> Future:
@@ -196,14 +195,14 @@ class Engine:
             self._ownership.append(change)
             self._wakeup.notify()
 
-    def _serve(self, shard: int, range_id: int, lease_until_ms: int | None, now_ms: int) -> None:
+    def _serve(self, shard: int, range_id: int, serve_until_ms: int | None, now_ms: int) -> None:
         for arn in [arn for arn, state in self._cache.items() if state.shard_id == shard]:
             del self._cache[arn]  # another node may have changed them since this one last served the shard
         self.range_ids[shard] = range_id
-        if lease_until_ms is None:
-            self.lease_until_ms.pop(shard, None)
+        if serve_until_ms is None:
+            self.serve_until_ms.pop(shard, None)
         else:
-            self.lease_until_ms[shard] = lease_until_ms
+            self.serve_until_ms[shard] = serve_until_ms
         self.windows[shard] = TimerWindow(shard, self.limits)
         if "skip-timers-at-start" in self.planted:
             self.windows[shard].planted_lose_rows(now_ms + WINDOW_MS)
@@ -215,7 +214,7 @@ class Engine:
         """Forget everything of a shard this engine no longer serves; its next owner reads the rows."""
         log.info("no longer serving shard %d: %s", shard, why)
         self.range_ids.pop(shard, None)
-        self.lease_until_ms.pop(shard, None)
+        self.serve_until_ms.pop(shard, None)
         window = self.windows.pop(shard, None)
         if window is not None:
             window.forget()
@@ -226,9 +225,11 @@ class Engine:
         self.metrics.shards_owned.set(len(self.range_ids))
 
     def _check_leases(self, now_ms: int) -> None:
-        """Stop serving a shard whose lease was not renewed in time (before it ends, by LEASE_MARGIN_MS)."""
-        for shard, until_ms in list(self.lease_until_ms.items()):
-            if now_ms >= until_ms - LEASE_MARGIN_MS:
+        """Stop serving a shard whose lease was not renewed in time (some margin before it ends)."""
+        if self.planted and "serve-past-lease" in self.planted:
+            return
+        for shard, until_ms in list(self.serve_until_ms.items()):
+            if now_ms >= until_ms:
                 self._unserve(shard, "its lease was not renewed in time")
 
     # -- running
@@ -294,8 +295,8 @@ class Engine:
         if self._transfers or (self.outbox.has_room() and any(s in self.range_ids for s in self.outbox.behind())):
             return 0
         wait_ms = 1_000
-        for until_ms in self.lease_until_ms.values():
-            wait_ms = min(wait_ms, until_ms - LEASE_MARGIN_MS - now_ms)
+        for until_ms in self.serve_until_ms.values():
+            wait_ms = min(wait_ms, until_ms - now_ms)
         for retry_at_ms, _ in self._forward_retries:
             wait_ms = min(wait_ms, retry_at_ms - now_ms)
         for window in self.windows.values():
@@ -528,8 +529,13 @@ class Engine:
     def _commit(self, batch: _Batch, now_ms: int) -> dict[int, Exception]:
         """Commit the batch; act on what landed. Returns the writes that did not land, by index."""
         started = time.perf_counter()
+        range_ids = self.range_ids
+        if self.planted and "commit-without-fencing" in self.planted:  # "refreshes" its range ids: no fencing
+            range_ids = {lease.shard_id: lease.range_id for lease in self.store.shard_leases()}
         try:
-            result = self.store.commit(batch.writes, self.range_ids)
+            result = self.store.commit(batch.writes, range_ids)
+            if self.planted and "act-on-fenced-writes" in self.planted:
+                result = CommitResult(result.conflicts, set())
         except Exception as exc:  # refused before writing, outcome unknown, or a bug: one path for all
             log.error("commit failed (%s); re-reading %d shards", exc, len({w.shard_id for w in batch.writes}))
             self._reread({write.shard_id for write in batch.writes}, batch.states)
@@ -624,6 +630,8 @@ class Engine:
                 continue  # its shard was lost or re-read meanwhile: the row brings the transfer back
             replies = None if done.exception() is not None else done.result()
             if replies is None or any(isinstance(reply, EngineUnavailable) for reply in replies):
+                if self.planted and "forward-once" in self.planted:
+                    continue
                 log.warning("a %s stage for %s did not reach its node; sending it again",
                             transfer.dispatch.payload["kind"], transfer.remote[0].arn)
                 self._forward_retries.append((now_ms + FORWARD_RETRY_MS, transfer))

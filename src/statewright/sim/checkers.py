@@ -79,6 +79,8 @@ class Ledger:
     timer_fires: Counter[tuple[str, str, int]] = field(default_factory=Counter)  # (arn, timer id, due ms) applied
     range_owners: dict[tuple[int, int], set[str]] = field(default_factory=lambda: defaultdict(set))
     bad_replies: list[str] = field(default_factory=list)  # replies ahead of their commit, results for no attempt
+    fence_problems: list[str] = field(default_factory=list)  # writes of a fenced node that the store let through
+    fenced_writes: int = 0  # writes sent with a range id that had moved (each must have been rejected)
 
     early_timers: list[str] = field(default_factory=list)
 
@@ -96,7 +98,7 @@ class Ledger:
 def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liveness: bool) -> list[str]:
     """Every invariant over every execution of ``machines`` (children and starts whose reply was lost included)
     and every acknowledged one; with ``liveness`` also that all of them closed."""
-    problems = [*ledger.bad_replies, *ledger.early_timers]
+    problems = [*ledger.bad_replies, *ledger.early_timers, *ledger.fence_problems]
     executions = {arn: None for arn in sorted(ledger.acknowledged)}
     executions.update((arn, None) for machine in machines for arn in all_executions(store, machine))
     for arn in executions:

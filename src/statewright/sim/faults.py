@@ -8,16 +8,23 @@
   busy              a read the engine serves from raises StoreUnavailable (SQLITE_BUSY, disk I/O)
   crash             the process dies right after a commit lands, before anyone hears of it (``Crash``)
 
+  lease-stolen      (several nodes) just before a commit another owner takes one of its shards: the commit must be
+                    fenced for that shard and the engine must stop serving it
+
 The other faults (duplicated, late and reordered task results, clock jumps, workers dying, crash-restart at random
-points) are the simulator's to inject; ``Faults`` only decides when and counts them. Everything is drawn from one
-``random.Random``, so a seed replays exactly.
+points; with several nodes a node paused past its lease, the store cut off from one node, a node leaving and coming
+back, forwarded calls lost or duplicated) are the simulator's to inject; ``Faults`` only decides when and counts
+them. Everything is drawn from one ``random.Random``, so a seed replays exactly.
+
+With several nodes the wrapper also checks the store's fencing: every write of a shard whose range id moved must be
+reported lost, never committed.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,7 +42,10 @@ from .checkers import Ledger
 
 STORE_FAULTS = ("commit-fails", "outcome-unknown", "version-conflict", "busy", "crash")
 CLIENT_FAULTS = ("duplicate-result", "late-result", "reordered-results", "clock-jump", "worker-dies", "restart")
-ALL_FAULTS = STORE_FAULTS + CLIENT_FAULTS
+CLUSTER_FAULTS = ("lease-stolen", "node-paused", "store-cut-off", "node-leaves", "forward-lost", "forward-duplicated")
+SINGLE_NODE_FAULTS = STORE_FAULTS + CLIENT_FAULTS
+ALL_FAULTS = SINGLE_NODE_FAULTS + CLUSTER_FAULTS
+THIEF = "sim-thief"  # the owner a stolen lease goes to: never a live node, its lease ends at once
 
 
 class Crash(BaseException):
@@ -72,24 +82,40 @@ class Faults:
 class FaultyStore(Store):
     """A real store behind named faults. Only the calls the engine makes on its hot path fail; the rest pass through."""
 
-    def __init__(self, inner: Store, faults: Faults, owner: str = "", ledger: Ledger | None = None) -> None:
+    def __init__(self, inner: Store, faults: Faults, owner: str = "", ledger: Ledger | None = None,
+                 cut_off: Callable[[], bool] = lambda: False, clock: Callable[[], int] = lambda: 0,
+                 cluster: bool = False) -> None:
         self.inner = inner
         self.faults = faults
         self.owner = owner  # the node (and incarnation) committing through this store, for the range-id check
         self.ledger = ledger
+        self.cut_off = cut_off  # True while the store is unreachable from this node
+        self.clock = clock
+        self.cluster = cluster  # several nodes: check fencing, steal leases
 
     def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult:
         faults = self.faults
+        if self.cut_off():
+            raise CommitFailed("injected: the store is unreachable from this node")
         if faults.fire("commit-fails"):
             raise CommitFailed("injected: the commit was refused before writing")
         if writes and faults.fire("version-conflict"):
             index = faults.rng.randrange(len(writes))
             writes = [*writes[:index], replace(writes[index], expected_version=writes[index].expected_version + 7),
                       *writes[index + 1:]]
+        shards = {write.shard_id for write in writes}
+        if self.cluster and shards and faults.fire("lease-stolen"):
+            self.inner.acquire_shard(faults.rng.choice(sorted(shards)), THIEF, self.clock())
+        current = {lease.shard_id: lease.range_id for lease in self.inner.shard_leases()} if self.cluster else {}
         result = self.inner.commit(writes, range_ids)
         if self.ledger is not None:
-            for shard in {write.shard_id for write in writes} - result.lost_shards:
+            for shard in shards - result.lost_shards:
                 self.ledger.range_owners[(shard, range_ids[shard])].add(self.owner)
+            fenced = {shard for shard in shards if self.cluster and current[shard] != range_ids.get(shard)}
+            for shard in fenced - result.lost_shards:
+                self.ledger.fence_problems.append(f"{self.owner} committed to shard {shard} at range id "
+                                                  f"{range_ids.get(shard)} while the store held {current[shard]}")
+            self.ledger.fenced_writes += sum(1 for write in writes if write.shard_id in fenced)
         if faults.fire("outcome-unknown"):
             raise CommitOutcomeUnknown("injected: written, then the connection dropped")
         if faults.fire("crash"):
@@ -110,33 +136,47 @@ class FaultyStore(Store):
         return self.inner.pending_dispatches(shard_id, after_seq, limit)
 
     def _maybe_busy(self) -> None:
+        self._reachable()
         if self.faults.fire("busy"):
             raise StoreUnavailable("injected: database is locked")
+
+    def _reachable(self) -> None:
+        if self.cut_off():
+            raise StoreUnavailable("injected: the store is unreachable from this node")
 
     # -- everything else passes through unchanged
 
     def shard_count(self) -> int:
         return self.inner.shard_count()
 
+    # membership's calls fail while the node is cut off from the store
+
     def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int, now_ms: int | None = None) -> int | None:
+        self._reachable()
         return self.inner.acquire_shard(shard_id, owner, lease_until_ms, now_ms)
 
     def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
+        self._reachable()
         return self.inner.renew_leases(owner, range_ids, lease_until_ms)
 
     def release_shards(self, owner: str, range_ids: Mapping[int, int]) -> None:
+        self._reachable()
         self.inner.release_shards(owner, range_ids)
 
     def shard_leases(self) -> Any:
+        self._reachable()
         return self.inner.shard_leases()
 
     def register_node(self, node_id: str, address: str, lease_until_ms: int) -> None:
+        self._reachable()
         self.inner.register_node(node_id, address, lease_until_ms)
 
     def remove_node(self, node_id: str) -> None:
+        self._reachable()
         self.inner.remove_node(node_id)
 
     def nodes(self) -> Any:
+        self._reachable()
         return self.inner.nodes()
 
     def count_open_executions(self) -> int:

@@ -9,10 +9,19 @@ the engine's time from the virtual clock, so a seed replays exactly; ``replay_co
 
 The simulated world is an event heap ordered by virtual time: client actions and worker actions are events; the
 engine ticks until it is idle after each one; when nothing is due the clock jumps to the next event or timer.
+
+With ``nodes`` > 1, that many engines share the store, each with its own store handle and its shard membership
+(cluster/membership.py) stepped on the virtual clock. A client calls a random node, which routes the command to
+the shard's owner as it last read it (a stale view sends it to the wrong node, which refuses it); engine-to-engine
+stages cross nodes through ``Engine.forward`` the same way. The cluster faults pause a node past its lease (it
+wakes in the middle of a tick, with its old clock reading, and commits), steal a lease mid-tick, cut one node off
+from the store, make a node leave gracefully and come back, and lose or duplicate forwarded calls. After the
+liveness phase every shard must have exactly one owner.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import json
@@ -20,28 +29,31 @@ import random
 import shutil
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..cluster.membership import EngineHooks, LeaseSettings, Membership
 from ..engine import decider
 from ..engine.commands import (
     Command,
     CompleteAttempt,
+    EngineUnavailable,
     Heartbeat,
     StartAttempt,
     StartExecution,
     StopExecution,
 )
-from ..engine.core import Engine
+from ..engine.core import Engine, shard_for
 from ..engine.execution import ExecutionState
 from ..engine.limits import Limits
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.timers import WINDOW_MS
 from ..engine.tokens import InvalidToken, TaskTokens
-from ..store.base import ActivityRecord, Dispatch, StateMachineRecord
+from ..store.base import ActivityRecord, Dispatch, StateMachineRecord, StoreUnavailable
 from ..store.sqlite import SqliteStore
 from . import workload
 from .checkers import CLOSED, Ledger, all_executions, check_all
@@ -61,6 +73,9 @@ FAULT_RATE_DEFAULT = 0.05
 # Small limits, so that paging, full windows and read-backs run in every simulation.
 SIM_LIMITS = Limits(tick_commands_max=64, refill_rows_max=16, timer_window_max=4096, outbox_window_max=24,
                     outbox_page_rows_max=8, inbox_commands_max=10_000, cached_executions_max=16)
+LEASES = LeaseSettings()  # the defaults a server runs with: 10 s leases renewed every 3 s
+FORWARD_TIMEOUT_MS = 2_000  # a forwarded call that was lost fails its sender after this
+SETTLE_MS = 4 * LEASES.lease_ms  # after the liveness phase: time for the membership to settle before it is checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +115,8 @@ def replay_command(config: SimConfig) -> str:
         parts.append(f"--fault-rate {config.fault_rate}")
     if config.limits != "small":
         parts.append(f"--limits {config.limits}")
+    if config.nodes != 1:
+        parts.append(f"--nodes {config.nodes}")
     if config.planted:
         parts.append(f"--plant {','.join(sorted(config.planted))}")
     return " ".join(parts)
@@ -119,8 +136,8 @@ def simulate_and_print(config: SimConfig) -> SimResult:
 
 
 def simulate(config: SimConfig) -> SimResult:
-    if config.nodes != 1:
-        raise ValueError("one node for now: several nodes come with the PostgreSQL store")
+    if config.nodes < 1:
+        raise ValueError(f"nodes must be at least 1, not {config.nodes}")
     root = Path(tempfile.mkdtemp(prefix="statewright-sim-", dir=_fast_tmp()))
     try:
         return _Run(config, root / "statewright.db").run()
@@ -143,9 +160,37 @@ class _Attempt:
 
 @dataclass
 class _Node:
+    index: int
     engine: Engine
     store: FaultyStore
+    membership: Membership | None = None  # None: one node, which takes every shard
     replies: list[tuple[Any, object]] = field(default_factory=list)
+    next_step_ms: int = 0  # when its membership wants to step again
+    paused_until_ms: int = 0  # a paused process: it neither ticks nor steps
+    paused_at_ms: int | None = None  # its clock reading when paused: its first tick after waking uses it
+    cut_off_until_ms: int = 0  # the store is unreachable from it until then
+    down_until_ms: int = 0  # it left and comes back (as a new process) then
+    leaving: Future | None = None  # a graceful leave waiting for the engine to let go
+
+    @property
+    def name(self) -> str:
+        return f"node-{self.index}"
+
+    def up(self, now_ms: int) -> bool:
+        """Answering calls (a leaving node ticks on until its engine let go, but takes no new calls)."""
+        return self.running(now_ms) and self.leaving is None
+
+    def running(self, now_ms: int) -> bool:
+        return now_ms >= self.down_until_ms and now_ms >= self.paused_until_ms
+
+
+@dataclass
+class _Collected:
+    """The replies of a forwarded stage, gathered from the target node's deliveries."""
+
+    future: Future
+    replies: list[object]
+    missing: int
 
 
 class _Run:
@@ -166,37 +211,53 @@ class _Run:
         self.machines: list[tuple[str, workload.MachineSpec]] = []
         # A key drawn from the seed, so replays sign the same tokens (a real store draws a random one).
         self.tokens = TaskTokens({"k1": self.rng.randbytes(32)}, "k1")
-        self.node = self._boot()
+        self.cluster = config.nodes > 1
+        self.reader = SqliteStore(path, SHARDS)  # the checkers' and clients' view of the store (never faulty)
+        self.nodes = [self._boot(index) for index in range(config.nodes)]
         self._create_machines()
 
     # -- the world
 
-    def _boot(self) -> _Node:
+    def _boot(self, index: int) -> _Node:
         """A new engine process over the same database (after a crash nothing but the store survives)."""
         self._incarnation += 1
-        owner = f"node-0.{self._incarnation}"
+        owner = f"node-{index}.{self._incarnation}"
         inner = SqliteStore(self.path, SHARDS)
-        store = FaultyStore(inner, self.faults, owner, self.ledger)
         limits = SIM_LIMITS if self.config.limits == "small" else Limits()
+        holder: list[_Node] = []
+        store = FaultyStore(inner, self.faults, owner, self.ledger, cut_off=lambda: self._cut_off(holder[0]),
+                            clock=lambda: self.now_ms, cluster=self.cluster)
         engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
                         planted=self.config.planted)
-        node = _Node(engine, store)
+        node = _Node(index, engine, store)
+        holder.append(node)
         engine.deliver_replies = node.replies.extend
-        engine.on_dispatch = self._dispatched
+        engine.on_dispatch = lambda dispatch: self._dispatched(node, dispatch)
         engine.probe = self.ledger
-        engine.acquire_all_shards()
+        if not self.cluster:
+            engine.acquire_all_shards()
+            return node
+        engine.forward = lambda commands: self._forward(node, commands)
+        node.membership = Membership(store, node.name, f"sim://{node.name}",
+                                     EngineHooks(engine.gain_shard, engine.renewed, engine.drop_shards), LEASES)
+        node.next_step_ms = self.now_ms
         return node
 
-    def _crash(self) -> None:
-        self.node.store.inner.close()
-        self.node = self._boot()
+    def _cut_off(self, node: _Node) -> bool:
+        return self.now_ms < node.cut_off_until_ms
+
+    def _crash(self, node: _Node) -> None:
+        node.store.inner.close()
+        fresh = self._boot(node.index)
+        self.nodes[node.index] = fresh
 
     def _create_machines(self) -> None:
-        store = self.node.store
+        store = self.reader
         activities = [f"arn:aws:states:{REGION}:{ACCOUNT}:activity:sim-{i}" for i in range(ACTIVITIES)]
         for arn in activities:
             store.create_activity(ActivityRecord(arn, arn.rsplit(":", 1)[1], START_MS))
-            self.node.engine.note_activity(arn, exists=True)
+            for node in self.nodes:
+                node.engine.note_activity(arn, exists=True)
         children: list[str] = []
         for index in range(MACHINES):
             spec = workload.generate(self.rng, activities, children if index >= 2 else ())
@@ -212,7 +273,44 @@ class _Run:
         heapq.heappush(self._events, (self.now_ms + max(delay_ms, 0), next(self._order), action))
 
     def submit(self, command: Command, on_reply: Callable[[object], None] | None = None) -> None:
-        self.node.engine.submit(command, (command, self._committed(command.arn), on_reply), throttle=False)
+        """A client's call: to the one node, or to a random node that routes it to the shard's owner."""
+        reply = (command, self._committed(command.arn), on_reply)
+        if not self.cluster:
+            self.nodes[0].engine.submit(command, reply, throttle=False)
+            return
+        entry = self.rng.choice([node for node in self.nodes if node.up(self.now_ms)] or self.nodes)
+        target = self._route(entry, command.arn)
+        if target is None or self.faults.fire("forward-lost"):
+            return  # the caller times out (and a worker's attempt times out in the engine)
+        target.engine.submit(command, reply, throttle=False)
+        if self.faults.fire("forward-duplicated"):
+            target.engine.submit(command, (command, reply[1], None), throttle=False)
+
+    def _route(self, entry: _Node, arn: str) -> _Node | None:
+        """Where ``entry`` sends a command for ``arn``: itself if it serves the shard, else the owner it last read
+        (a stale view picks a node that refuses). None: it knows no owner, or that node does not answer."""
+        shard = shard_for(arn, SHARDS)
+        if entry.engine.owns(shard) or entry.membership is None:
+            return entry
+        address = entry.membership.owner_address(shard)
+        target = next((node for node in self.nodes if f"sim://{node.name}" == address), None)
+        return target if target is not None and target.up(self.now_ms) else None
+
+    def _forward(self, origin: _Node, commands: list[Command]) -> Future:
+        """``Engine.forward`` of a node: the stage goes to its execution's owner; the future resolves with the
+        replies once that node committed them (or fails later, when the call was lost)."""
+        future: Future = Future()
+        target = self._route(origin, commands[0].arn)
+        if target is None or self.faults.fire("forward-lost"):
+            self.at(FORWARD_TIMEOUT_MS, lambda: future.set_exception(EngineUnavailable("the call timed out")))
+            return future
+        collected = _Collected(future, [None] * len(commands), len(commands))
+        for index, command in enumerate(commands):
+            target.engine.submit(command, (command, None, (collected, index)), throttle=False)
+        if self.faults.fire("forward-duplicated"):  # a retry of a call that did land: its replies go nowhere
+            for command in commands:
+                target.engine.submit(command, (command, None, None), throttle=False)
+        return future
 
     # -- running
 
@@ -222,11 +320,15 @@ class _Run:
             self._drive()
             violations += self._quiescence()
             machines = [arn for arn, _ in self.machines]
-            violations += check_all(self.node.store.inner, self.ledger, machines, liveness=True)
+            violations += check_all(self.reader, self.ledger, machines, liveness=True)
+            if self.cluster:
+                violations += self._one_owner_per_shard()
         except Exception as exc:  # the run itself broke: a finding too, with the seed that replays it
             violations.append(f"the simulation raised {type(exc).__name__}: {exc}")
         closed = sum(1 for arn in self.ledger.acknowledged if self._status(arn) in CLOSED)
-        self.node.store.inner.close()
+        for node in self.nodes:
+            node.store.inner.close()
+        self.reader.close()
         return SimResult(self.config, dict(self.faults.injected), violations, len(self.ledger.acknowledged),
                          closed, self.now_ms - START_MS, len(self.ledger.attempts_started), len(self.tokens_answered))
 
@@ -244,25 +346,45 @@ class _Run:
             if step % 10 == 0:
                 self._answer_tokens()
                 if self._all_closed():
-                    return
+                    break
             if not self._step(deadline):
-                return
+                break
+        if self.cluster:  # the membership settles once nothing fails any more
+            settle = self.now_ms + SETTLE_MS
+            while self._step(settle, keep_going=True):
+                pass
 
     def _quiescence(self) -> list[str]:
-        """With nothing left to do, the engine must go idle: no tick finds work, and it would sleep."""
-        engine = self.node.engine
-        for _ in range(TICKS_PER_STEP_MAX):
-            if not engine.tick(self.now_ms):
-                break
-        else:
-            return [f"the engine still finds work after {TICKS_PER_STEP_MAX} ticks with nothing left to do"]
-        if engine.idle_wait_s(self.now_ms) <= 0:
-            return ["the engine would spin: nothing to do, yet it would not sleep"]
+        """With nothing left to do, each engine must go idle: no tick finds work, and it would sleep."""
+        for node in self.nodes:
+            engine = node.engine
+            for _ in range(TICKS_PER_STEP_MAX):
+                if not engine.tick(self.now_ms):
+                    break
+            else:
+                return [f"{node.name} still finds work after {TICKS_PER_STEP_MAX} ticks with nothing left to do"]
+            if engine.idle_wait_s(self.now_ms) <= 0:
+                return [f"{node.name} would spin: nothing to do, yet it would not sleep"]
         return []
 
-    def _step(self, deadline_ms: int | None = None) -> bool:
+    def _one_owner_per_shard(self) -> list[str]:
+        """Once the faults stopped and the membership settled, each shard is served by exactly one node, the one
+        its lease names, at the lease's range id."""
+        problems = []
+        leases = {lease.shard_id: lease for lease in self.reader.shard_leases()}
+        for shard in range(SHARDS):
+            serving = [node for node in self.nodes if node.engine.owns(shard)]
+            lease = leases[shard]
+            if len(serving) != 1:
+                problems.append(f"shard {shard}: served by {[node.name for node in serving]} after the faults stopped")
+            elif serving[0].name != lease.owner or serving[0].engine.range_ids[shard] != lease.range_id:
+                problems.append(f"shard {shard}: served by {serving[0].name} at range id "
+                                f"{serving[0].engine.range_ids[shard]}, leased to {lease.owner} at {lease.range_id}")
+        return problems
+
+    def _step(self, deadline_ms: int | None = None, keep_going: bool = False) -> bool:
         """Run the next event (jumping the clock to it, or to the next timer), then tick until idle."""
-        next_ms = self._next_due_ms()
+        next_ms = self._next_due_ms(keep_going)
         if next_ms is None:
             return False
         if deadline_ms is not None and next_ms > deadline_ms:
@@ -273,30 +395,93 @@ class _Run:
         while self._events and self._events[0][0] <= self.now_ms:
             heapq.heappop(self._events)[2]()
         if self.faults.fire("restart", self.config.fault_rate / 5):
-            self._crash()
+            self._crash(self.rng.choice(self.nodes))
+        if self.cluster:
+            self._cluster_faults()
+            self._step_memberships()
         for _ in range(TICKS_PER_STEP_MAX):
-            try:
-                worked = self.node.engine.tick(self.now_ms)
-            except Crash:
-                self._crash()
-                continue
-            self._deliver()
+            worked = False
+            for node in list(self.nodes):
+                worked = self._tick(node) or worked
             if not worked:
                 break
         return True
 
-    def _next_due_ms(self) -> int | None:
+    def _tick(self, node: _Node) -> bool:
+        if not node.running(self.now_ms):
+            return False
+        now_ms = self.now_ms
+        if node.paused_at_ms is not None:  # woken in the middle of the tick it was paused in: its clock is old
+            now_ms, node.paused_at_ms = node.paused_at_ms, None
+        try:
+            worked = bool(node.engine.tick(now_ms))
+        except Crash:
+            self._crash(node)
+            return True
+        if node.leaving is not None and node.leaving.done():
+            self._finish_leaving(node)
+        self._deliver(node)
+        return worked
+
+    # -- the cluster
+
+    def _cluster_faults(self) -> None:
+        faults, rate = self.faults, self.config.fault_rate / 5
+        node = self.rng.choice(self.nodes)
+        if not node.up(self.now_ms):
+            return
+        if faults.fire("node-paused", rate):  # a GC pause, a stopped VM: past its lease, then it goes on
+            node.paused_until_ms = self.now_ms + self.rng.randint(LEASES.lease_ms, 3 * LEASES.lease_ms)
+            node.paused_at_ms = self.now_ms
+        elif faults.fire("store-cut-off", rate):
+            node.cut_off_until_ms = self.now_ms + self.rng.randint(LEASES.renew_ms, 3 * LEASES.lease_ms)
+        elif faults.fire("node-leaves", rate) and node.membership is not None:  # SIGTERM, back after a while
+            try:
+                node.leaving = node.membership.leave()
+            except StoreUnavailable:
+                self._crash(node)  # it could not even say goodbye: as if it died
+
+    def _finish_leaving(self, node: _Node) -> None:
+        with contextlib.suppress(StoreUnavailable):  # else its leases run out instead
+            node.membership.release_all()
+        node.store.inner.close()
+        fresh = self._boot(node.index)
+        fresh.down_until_ms = fresh.next_step_ms = self.now_ms + self.rng.randint(0, 30_000)
+        self.nodes[node.index] = fresh
+
+    def _step_memberships(self) -> None:
+        for node in self.nodes:
+            if node.running(self.now_ms) and node.next_step_ms <= self.now_ms and node.paused_at_ms is None:
+                node.next_step_ms = self.now_ms + node.membership.step(self.now_ms)
+
+    def _next_due_ms(self, keep_going: bool = False) -> int | None:
         candidates = [self._events[0][0]] if self._events else []
-        candidates += [due for window in self.node.engine.windows.values()
-                       if (due := window.next_due_ms()) is not None]
+        for node in self.nodes:
+            if not node.running(self.now_ms):  # a paused or departed node does nothing until it is back
+                candidates.append(max(node.paused_until_ms, node.down_until_ms, self.now_ms))
+                continue
+            engine = node.engine
+            candidates += [due for window in engine.windows.values() if (due := window.next_due_ms()) is not None]
+            if self.cluster:
+                candidates += [node.next_step_ms, *engine.serve_until_ms.values()]
+                candidates += [at_ms for at_ms, _ in engine._forward_retries]
         if candidates:
             return min(candidates)
         # Nothing in memory: timers beyond the windows' horizon load as time moves; step most of a window.
-        return self.now_ms + WINDOW_MS // 2 if not self._all_closed() else None
+        return self.now_ms + WINDOW_MS // 2 if keep_going or not self._all_closed() else None
 
-    def _deliver(self) -> None:
-        replies, self.node.replies[:] = list(self.node.replies), []
+    def _deliver(self, node: _Node) -> None:
+        replies, node.replies[:] = list(node.replies), []
         for (command, before, on_reply), result in replies:
+            if isinstance(on_reply, tuple):  # a forwarded stage's reply
+                collected, index = on_reply
+                collected.replies[index] = result
+                collected.missing -= 1
+                if collected.missing == 0 and not collected.future.done():
+                    collected.future.set_result(collected.replies)
+                continue
+            if before is None:
+                continue  # a duplicate whose replies nobody waits for
             self._check_committed(command, before, result)
             if isinstance(command, StartExecution) and isinstance(result, int):
                 self.ledger.acknowledged.setdefault(command.arn, result)
@@ -331,7 +516,7 @@ class _Run:
         arn_machine, spec = self.rng.choice(self.machines[2:])
         if again and self.ledger.acknowledged:  # the same name again: idempotent or ExecutionAlreadyExists
             arn = self.rng.choice(sorted(self.ledger.acknowledged))
-            blob = self.node.store.inner.load_execution(arn)
+            blob = self.reader.load_execution(arn)
             if blob is None:
                 return  # acknowledged but missing: the checkers report it
             text = orjson.loads(blob)["input"]
@@ -351,17 +536,17 @@ class _Run:
     def _answer_tokens(self) -> None:
         """Task tokens travel in the input of waitForTaskToken children: an approver answers each once found."""
         for machine_arn, _ in self.machines[:2]:
-            for arn in all_executions(self.node.store.inner, machine_arn):
+            for arn in all_executions(self.reader, machine_arn):
                 if arn in self.children_seen:
                     continue
                 self.children_seen.add(arn)
-                data = orjson.loads(orjson.loads(self.node.store.inner.load_execution(arn))["input"])
+                data = orjson.loads(orjson.loads(self.reader.load_execution(arn))["input"])
                 token = data.get("token") if isinstance(data, dict) else None
                 if not isinstance(token, str):
                     continue
                 self.tokens_answered.add(arn)
                 try:
-                    claims = self.node.engine.tokens.verify(token)
+                    claims = self.tokens.verify(token)
                 except InvalidToken:
                     self.ledger.bad_replies.append(f"{arn}: carries a token that does not verify")
                     continue
@@ -369,15 +554,14 @@ class _Run:
 
     # -- workers
 
-    def _dispatched(self, dispatch: Dispatch) -> None:
+    def _dispatched(self, node: _Node, dispatch: Dispatch) -> None:
         """An activity task reached matching (engine thread): a worker polls for it soon."""
         if dispatch.payload["kind"] != "activity":
             return
-        incarnation = self._incarnation
-        self.at(self.rng.choice((0, 0, 50, 1000)), lambda: self._take(dispatch, incarnation))
+        self.at(self.rng.choice((0, 0, 50, 1000)), lambda: self._take(node, dispatch))
 
-    def _take(self, dispatch: Dispatch, incarnation: int) -> None:
-        if incarnation != self._incarnation:
+    def _take(self, node: _Node, dispatch: Dispatch) -> None:
+        if self.nodes[node.index] is not node:
             return  # the task was in the memory of a process that died: only the outbox row brings it back
         attempt = _Attempt(dispatch.execution_arn, dispatch.payload["scheduled_id"])
 
@@ -392,7 +576,7 @@ class _Run:
             self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, "sim-worker-2"), started)
 
     def _deadlines(self, attempt: _Attempt) -> tuple[int, int | None]:
-        (event,) = self.node.store.inner.read_history(attempt.arn, attempt.scheduled_id - 1, 1, False)
+        (event,) = self.reader.read_history(attempt.arn, attempt.scheduled_id - 1, 1, False)
         details = event.get("activityScheduledEventDetails") or event.get("taskScheduledEventDetails") or {}
         return details.get("timeoutInSeconds", 300), details.get("heartbeatInSeconds")
 
@@ -424,17 +608,17 @@ class _Run:
 
     def _committed(self, arn: str) -> tuple[int, dict[int, bool]]:
         """The execution's committed version and pending attempts (0 and none before it exists)."""
-        blob = self.node.store.inner.load_execution(arn)
+        blob = self.reader.load_execution(arn)
         if blob is None:
             return 0, {}
         state = ExecutionState.from_blob(blob)
         return state.version, decider.pending_attempts(state)
 
     def _status(self, arn: str) -> str | None:
-        blob = self.node.store.inner.load_execution(arn)
+        blob = self.reader.load_execution(arn)
         return None if blob is None else orjson.loads(blob)["status"]
 
     def _all_closed(self) -> bool:
         """No execution is RUNNING (children and starts whose reply was lost included)."""
-        inner = self.node.store.inner
+        inner = self.reader
         return not any(inner.list_executions(arn, "RUNNING", 1, None).items for arn, _ in self.machines)

@@ -1,0 +1,1 @@
+"""Several engine nodes on one store: shard leases and membership."""

@@ -1,0 +1,196 @@
+"""Shard membership: which node serves which shard, kept in the store that every node shares.
+
+Each node registers itself (its id and the address the others reach it at) with a lease of its own, and every
+``renew_ms`` it renews that record and the leases of the shards it holds. The shards a node should hold are a
+deterministic function of the live nodes (rendezvous hashing: each shard goes to the node with the highest hash of
+(node, shard)), so every node computes the same assignment from the same rows, and a node joining or leaving moves
+only the shards it gains or gives up. A node takes a shard assigned to it once the shard is free: released by its
+holder, or its lease ended. Taking a shard bumps its range id, which fences out every write of an earlier holder
+(the store checks the range id inside each commit); the engine also stops serving a shard on its own before the
+lease ends unless it is renewed in time (``LeaseSettings.margin_ms``).
+
+A node that holds a shard now assigned to another hands it over: the engine stops serving it (no commit of it in
+flight), then the lease is released, and the new holder takes it at its next step, which comes at once when it is
+waiting for a hand-over (``step`` returns when it wants to run again).
+
+Everything here is driven by ``step(now_ms)`` with the caller's clock: a thread in ``statewright serve``, the
+virtual clock in the simulator. It must not import the engine; the engine is reached through the callbacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from ..store.base import NodeRecord, ShardLease, Store, StoreUnavailable
+
+log = logging.getLogger("statewright.cluster")
+
+HANDOVER_POLL_MS = 50  # how soon a node waiting for a shard to be released looks again
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSettings:
+    lease_ms: int = 10_000  # how long a node record and a shard lease last without renewal
+    renew_ms: int = 3_000  # how often they are renewed
+    # The engine stops serving a shard this long before its lease ends unless renewed by then: room for a slow
+    # tick and for clocks that differ between nodes. Past the lease, the range id fences out whatever a paused
+    # node still tries.
+    margin_ms: int = 2_000
+
+    def __post_init__(self) -> None:
+        if not 0 < self.renew_ms * 2 < self.lease_ms - self.margin_ms or self.margin_ms < 0:
+            raise ValueError(f"the renewal interval ({self.renew_ms} ms) must be under half of the lease "
+                             f"({self.lease_ms} ms) less its margin ({self.margin_ms} ms), so one missed renewal "
+                             "does not lose the shards")
+
+    def serve_until_ms(self, lease_until_ms: int) -> int:
+        return lease_until_ms - self.margin_ms
+
+
+@dataclass(slots=True)
+class EngineHooks:
+    """What membership tells the engine (each thread-safe; see Engine.gain_shard, renewed, drop_shards)."""
+
+    gained: Callable[[int, int, int], None]  # (shard, range id, serve until ms)
+    renewed: Callable[[set[int], int], None]  # (shards, serve until ms)
+    drop: Callable[[set[int]], Future]  # resolves once no commit of these shards is in flight
+
+
+def assign(shard_id: int, node_ids: Sequence[str]) -> str | None:
+    """The node that should hold the shard: rendezvous hashing over the live nodes' ids."""
+    return max(node_ids, key=lambda node: _weight(node, shard_id), default=None)
+
+
+def _weight(node_id: str, shard_id: int) -> bytes:
+    return hashlib.blake2b(f"{node_id}/{shard_id}".encode(), digest_size=8).digest()
+
+
+class Membership:
+    def __init__(self, store: Store, node_id: str, address: str, hooks: EngineHooks,
+                 settings: LeaseSettings | None = None, *, wait_for_drops_s: float = 0.0) -> None:
+        """``wait_for_drops_s``: how long ``step`` waits for the engine to let go of a shard being handed over
+        (a server waits a little so the new holder takes it at once; the simulator, ticking the engine itself,
+        does not wait and releases at its next step)."""
+        self.store = store
+        self.node_id = node_id
+        self.address = address
+        self.hooks = hooks
+        self.settings = settings or LeaseSettings()
+        self.wait_for_drops_s = wait_for_drops_s
+        self.held: dict[int, tuple[int, int]] = {}  # shard -> (range id, lease until ms)
+        self._dropping: dict[int, tuple[int, Future]] = {}  # shard -> (range id, the engine's drop)
+        self._leases: list[ShardLease] = []
+        self._nodes: dict[str, NodeRecord] = {}
+        self._left = False
+        self.renewals = {"renewed": 0, "lost": 0, "failed": 0}
+
+    # -- what other parts ask
+
+    def owner_address(self, shard_id: int) -> str | None:
+        """The address of the node holding the shard, as of the last read of the store (None: unknown, free)."""
+        leases = self._leases
+        if shard_id >= len(leases) or leases[shard_id].owner is None:
+            return None
+        node = self._nodes.get(leases[shard_id].owner)
+        return node.address if node is not None else None
+
+    def live_nodes(self, now_ms: int) -> list[NodeRecord]:
+        return [node for node in self._nodes.values() if node.lease_until_ms > now_ms]
+
+    def refresh(self) -> None:
+        """Read the leases and nodes again now (after a call found a shard moved)."""
+        self._leases = self.store.shard_leases()
+        self._nodes = {node.node_id: node for node in self.store.nodes()}
+
+    # -- the upkeep
+
+    def step(self, now_ms: int) -> int:
+        """Renew, hand over and take shards; returns the ms until the next step is wanted."""
+        if self._left:
+            return self.settings.renew_ms
+        until_ms = now_ms + self.settings.lease_ms
+        try:
+            self.store.register_node(self.node_id, self.address, until_ms)
+            self._renew(now_ms, until_ms)
+            self.refresh()
+        except StoreUnavailable as exc:  # the engine stops serving the shards itself before their leases end
+            log.warning("could not renew leases: %s", exc)
+            self.renewals["failed"] += 1
+            self._forget_expired(now_ms)
+            return self.settings.renew_ms
+        live = sorted(node.node_id for node in self.live_nodes(now_ms))
+        wanted = {shard for shard in range(len(self._leases)) if assign(shard, live) == self.node_id}
+        self._hand_over(set(self.held) - wanted)
+        waiting = self._take(wanted, now_ms, until_ms)
+        return HANDOVER_POLL_MS if waiting or self._dropping else self.settings.renew_ms
+
+    def leave(self) -> Future:
+        """Graceful stop, first half: leave the membership (the others reassign at once) and have the engine let
+        go of every shard; once the returned future resolves, ``release_all`` lets the new holders take them."""
+        self._left = True
+        self.store.remove_node(self.node_id)
+        return self.hooks.drop(set(self.held) | set(self._dropping))
+
+    def release_all(self) -> None:
+        """Graceful stop, second half (the engine has let go): release every lease this node holds."""
+        range_ids = {shard: range_id for shard, (range_id, _) in self.held.items()}
+        range_ids.update((shard, range_id) for shard, (range_id, _) in self._dropping.items())
+        self.store.release_shards(self.node_id, range_ids)
+        self.held.clear()
+        self._dropping.clear()
+
+    def _renew(self, now_ms: int, until_ms: int) -> None:
+        if not self.held:
+            return
+        serving = {shard: range_id for shard, (range_id, _) in self.held.items()}
+        renewed = self.store.renew_leases(self.node_id, serving, until_ms)
+        lost = set(serving) - renewed
+        for shard in lost:
+            log.error("lost the lease of shard %d to another node", shard)
+            del self.held[shard]
+        if lost:
+            self.renewals["lost"] += len(lost)
+            self.hooks.drop(lost)
+        self._forget_expired(now_ms)  # renewed too late: the engine stopped serving them; take them afresh
+        for shard in renewed & self.held.keys():
+            self.held[shard] = (serving[shard], until_ms)
+        self.renewals["renewed"] += len(renewed)
+        self.hooks.renewed(renewed & self.held.keys(), self.settings.serve_until_ms(until_ms))
+
+    def _forget_expired(self, now_ms: int) -> None:
+        """Shards whose serving deadline passed unrenewed: the engine let go of them itself."""
+        for shard, (_, until_ms) in list(self.held.items()):
+            if now_ms >= self.settings.serve_until_ms(until_ms):
+                del self.held[shard]
+    def _hand_over(self, shards: set[int]) -> None:
+        for shard in shards - self._dropping.keys():
+            range_id, _ = self.held.pop(shard)
+            self._dropping[shard] = (range_id, self.hooks.drop({shard}))
+        for shard, (range_id, dropped) in list(self._dropping.items()):
+            try:
+                dropped.result(timeout=self.wait_for_drops_s)
+            except TimeoutError:
+                continue  # the engine has not let go yet: release at a later step
+            self.store.release_shards(self.node_id, {shard: range_id})
+            del self._dropping[shard]
+
+    def _take(self, wanted: set[int], now_ms: int, until_ms: int) -> bool:
+        """Acquire the wanted shards that are free; True if some are still held by another node."""
+        waiting = False
+        for shard in sorted(wanted - self.held.keys() - self._dropping.keys()):
+            lease = self._leases[shard]
+            if lease.owner not in (None, self.node_id) and lease.lease_until_ms > now_ms:
+                waiting = True  # its holder hands it over at its next step, or its lease runs out
+                continue
+            range_id = self.store.acquire_shard(shard, self.node_id, until_ms, now_ms)
+            if range_id is None:
+                waiting = True
+                continue
+            log.info("took shard %d at range id %d", shard, range_id)
+            self.held[shard] = (range_id, until_ms)
+            self.hooks.gained(shard, range_id, self.settings.serve_until_ms(until_ms))
+        return waiting
