@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import time
 from typing import Any
 
@@ -32,6 +33,7 @@ log = logging.getLogger("statewright.api")
 PATH = "/_statewright/commands"
 SIGNATURE_HEADER = "x-statewright-signature"
 SIGNATURE_WINDOW_MS = 60_000  # how far a request's signed time may be from the receiver's clock, either way
+_SIGNATURE = re.compile(r"(\d{1,15})\.([0-9a-f]{64})", re.ASCII)
 
 
 def sign(secret: bytes, body: bytes, now_ms: int | None = None) -> str:
@@ -42,12 +44,13 @@ def sign(secret: bytes, body: bytes, now_ms: int | None = None) -> str:
 
 def verify(secret: bytes, signature: str, body: bytes) -> str | None:
     """None if ``signature`` signs ``body`` with ``secret`` at a time near now; else why not."""
-    signed, _, digest = signature.partition(".")
-    if not signed.isdigit() or not digest:
+    parsed = _SIGNATURE.fullmatch(signature)
+    if parsed is None:
         return f"no valid {SIGNATURE_HEADER} header"
-    if not hmac.compare_digest(digest, _digest(secret, int(signed), body)):
+    signed_ms = int(parsed.group(1))
+    if not hmac.compare_digest(parsed.group(2), _digest(secret, signed_ms, body)):
         return "the request is not signed with this cluster's secret"
-    if abs(time.time_ns() // 1_000_000 - int(signed)) > SIGNATURE_WINDOW_MS:
+    if abs(time.time_ns() // 1_000_000 - signed_ms) > SIGNATURE_WINDOW_MS:
         return "the request's signature is too old (or the nodes' clocks differ by more than a minute)"
     return None
 

@@ -62,6 +62,8 @@ class Directory(Protocol):
 class Forwarder:
     def __init__(self, directory: Directory, secret: str, shard_count: int, metrics: Metrics, *,
                  deadline_s: float = DEADLINE_S) -> None:
+        if not secret:
+            raise ValueError("forwarding between nodes needs a cluster secret")
         self.directory = directory
         self.secret = secret.encode()
         self.shard_count = shard_count
@@ -108,7 +110,7 @@ class Forwarder:
             if address is None:
                 problem = f"no node holds shard {shard}"
             else:
-                replies, problem = await self._send(address, body, deadline - loop.time())
+                replies, problem = await self._send(address, body, len(commands), deadline - loop.time())
                 if replies is not None:
                     self._outcomes["answered"].inc()
                     return replies
@@ -122,7 +124,8 @@ class Forwarder:
                 await asyncio.sleep(min(pause, remaining))
                 pause = min(pause * 2, LAST_RETRY_S)
 
-    async def _send(self, address: str, body: bytes, remaining_s: float) -> tuple[list[object] | None, str]:
+    async def _send(self, address: str, body: bytes, count: int,
+                    remaining_s: float) -> tuple[list[object] | None, str]:
         """One try: (the replies, "") or (None, what went wrong, to try again). Raises if trying again is no use."""
         client = self._client
         if client is None:
@@ -148,6 +151,8 @@ class Forwarder:
                                     "check that every node has the same cluster secret")
         try:
             replies = decode_replies(response.content)
+            if len(replies) != count:
+                raise MalformedMessage(f"{len(replies)} replies to {count} commands")
         except MalformedMessage as exc:
             raise EngineUnavailable(f"{address} answered something this node cannot read: {exc}") from None
         if any(isinstance(reply, ShardNotOwned) for reply in replies):

@@ -131,15 +131,14 @@ class Service:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._use_loop(loop)
-        if self.forwarder is None:  # one node: it serves every shard
-            return await self.engine.submit(command, loop.create_future(), throttle=throttle)
-        if self.engine.owns(shard_for(command.arn, self.engine.shard_count)):
-            (reply,) = await self.run_here([command], throttle=throttle)
-            if not isinstance(reply, ShardNotOwned):
-                if isinstance(reply, BaseException):
-                    raise reply
-                return reply
-        return await self.forwarder.forward(command, throttle=throttle)
+        forwarder = self.forwarder
+        if forwarder is None or self._serves(command):
+            try:
+                return await self.engine.submit(command, loop.create_future(), throttle=throttle)
+            except EngineUnavailable:
+                if forwarder is None or self._serves(command):
+                    raise
+        return await forwarder.forward(command, throttle=throttle)
 
     async def run_here(self, commands: list[Command], *, throttle: bool) -> list[object]:
         """This node's engine's replies to ``commands`` once committed, in order, errors as exception instances.
@@ -152,11 +151,13 @@ class Service:
             *(self.engine.submit(command, loop.create_future(), throttle=throttle) for command in commands),
             return_exceptions=True)
         for index, reply in enumerate(replies):
-            if isinstance(reply, EngineUnavailable):
-                shard = shard_for(commands[index].arn, self.engine.shard_count)
-                if not self.engine.owns(shard):
-                    replies[index] = ShardNotOwned(shard)
+            if isinstance(reply, EngineUnavailable) and not self._serves(commands[index]):
+                replies[index] = ShardNotOwned(shard_for(commands[index].arn, self.engine.shard_count))
         return replies
+
+    def _serves(self, command: Command) -> bool:
+        """Whether this node's engine serves the command's shard now."""
+        return self.engine.owns(shard_for(command.arn, self.engine.shard_count))
 
     def close(self) -> None:
         """Wait for running store calls to finish; call before closing the store."""
