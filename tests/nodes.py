@@ -19,6 +19,7 @@ from statewright.api.app import App
 from statewright.api.forwarding import Forwarder
 from statewright.api.service import Service
 from statewright.engine.core import Engine, shard_for
+from statewright.engine.limits import Limits
 from statewright.store.sqlite import SqliteStore
 
 SHARDS = 4
@@ -49,14 +50,15 @@ class _ShardsByHand(Engine):
 
 
 class Node:
-    def __init__(self, db: Path, node_id: str, *, secret: str | None = SECRET, deadline_s: float = 15.0) -> None:
+    def __init__(self, db: Path, node_id: str, *, secret: str | None = SECRET, deadline_s: float = 15.0,
+                 limits: Limits | None = None) -> None:
         self.node_id = node_id
         self.store = SqliteStore(db, SHARDS)
-        self.engine = _ShardsByHand(self.store, node_id=node_id)
+        self.engine = _ShardsByHand(self.store, node_id=node_id, limits=limits)
         self.directory = StoreDirectory(self.store)
         forwarder = None if secret is None else Forwarder(self.directory, secret, SHARDS, self.engine.metrics,
                                                           deadline_s=deadline_s)
-        self.service = Service(self.store, self.engine, ACCOUNT, forwarder=forwarder)
+        self.service = Service(self.store, self.engine, ACCOUNT, limits=limits, forwarder=forwarder)
         self.server = Threaded(App(self.service), lifespan="on")
         self.endpoint = self.server.endpoint
         self.running = False

@@ -16,6 +16,7 @@ from nodes import SECRET, SHARDS, Node, name_on
 from server import ROLE_ARN, history, wait_closed
 from statewright.api import cluster
 from statewright.engine import commands
+from statewright.engine.limits import Limits
 
 A_SHARDS = {0, 1}
 B_SHARDS = set(range(SHARDS)) - A_SHARDS
@@ -231,6 +232,25 @@ def test_a_command_that_finds_its_shard_gone_at_the_tick_is_forwarded(tmp_path):
         assert isinstance(asyncio.run(run()), int)
         assert wait_closed(b.client(), command.arn)["status"] == "SUCCEEDED"
         assert a.metric(ANSWERED) == 1
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_full_inbox_at_the_owner_throttles_the_caller(tmp_path):
+    a = Node(tmp_path / "shared.db", "a").start()
+    b = Node(tmp_path / "shared.db", "b", limits=Limits(inbox_commands_max=0)).start()  # refuses every API call
+    try:
+        a.take(A_SHARDS)
+        b.take(B_SHARDS)
+        sfn = a.client()
+        arn = machine(sfn, PASS)
+        with pytest.raises(ClientError) as throttled:
+            sfn.start_execution(stateMachineArn=arn, name=name_on(arn, B_SHARDS, uuid.uuid4().hex))
+        assert code(throttled) == "ThrottlingException"
+        run = sfn.start_execution(stateMachineArn=arn, name=name_on(arn, A_SHARDS, uuid.uuid4().hex),
+                                  input='{"who": "a"}')
+        assert wait_closed(sfn, run["executionArn"])["status"] == "SUCCEEDED"  # A's own inbox has room
     finally:
         a.close()
         b.close()
