@@ -97,7 +97,7 @@ def test_a_refusal_keeps_its_arn_and_a_shard_not_owned_its_shard():
     b'{"v": 1, "throttle": true, "commands": [{"type": "DropTables", "arn": "a"}]}',
     b'{"v": 1, "throttle": true, "commands": [{"type": "FireTimer", "arn": "a"}]}',
     b'{"v": 1, "throttle": true, "commands": [{"type": "FireTimer", "arn": "a", "timer_id": "t", "x": 1}]}',
-    b'{"v": 1, "throttle": true, "commands": [7]}',
+    b'{"v": 1, "throttle": true, "commands": [7]}', b'{"v": 1, "throttle": true, "commands": ["ab"]}',
     b'{"v": 1, "throttle": true, "commands": [{"type": "CompleteAttempt", "arn": "a", "scheduled_id": 1, '
     b'"result": {"type": "AttemptExploded"}}]}',
 ])
@@ -108,6 +108,7 @@ def test_bad_commands_are_refused(data):
 
 @pytest.mark.parametrize("data", [
     b"{}", b'{"v": 1, "replies": [{}]}', b'{"v": 1, "replies": [{"error": "TaskNotPending"}]}',
+    b'{"v": 1, "replies": ["ab", ["ok"]]}',
     orjson.dumps({"v": 0, "replies": []}),
 ])
 def test_bad_replies_are_refused(data):

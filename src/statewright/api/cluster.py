@@ -76,8 +76,8 @@ async def serve_commands(service: Service, scope: dict, body: bytes) -> tuple[in
     replies: list[Any]
     try:
         replies = await service.run_here(commands, throttle=throttle)
-    except InboxFull as full:  # the sender's caller hears ThrottlingException, as from its own node
-        replies = [full] * len(commands)
+    except InboxFull as full:  # the sender's caller hears ThrottlingException, as from its own node (throttled
+        replies = [full] * len(commands)  # requests are the API's, one command each)
     return 200, encode_replies(replies)
 
 

@@ -154,7 +154,7 @@ def decode_commands(data: bytes) -> tuple[list[Command], bool]:
         if not isinstance(throttle, bool):
             raise TypeError(f"throttle is {throttle!r}")
         return [_command(item) for item in message["commands"]], throttle
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise MalformedMessage(f"not a list of commands: {exc!r}") from None
 
 
@@ -169,7 +169,7 @@ def decode_replies(data: bytes) -> list[object]:
     message = _envelope(data, "replies")
     try:
         return [_unreply(item) for item in message["replies"]]
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise MalformedMessage(f"not a list of replies: {exc!r}") from None
 
 
