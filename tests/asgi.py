@@ -62,10 +62,12 @@ async def call(app: App, operation: str, params: dict) -> tuple[int, dict]:
 class Threaded:
     """uvicorn serving ``app`` on 127.0.0.1 from a thread of this process."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, lifespan: str = "off") -> None:
+        """With ``lifespan="on"`` the app serves as under ``statewright serve``: attached to the loop at start
+        (dispatches flow), its engine stopped and its connections to other nodes closed on exit."""
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, lifespan="off",
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, lifespan=lifespan,
                                                      log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, name="test-uvicorn", daemon=True)
 

@@ -14,14 +14,14 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
-from . import activities, executions, state_machines  # noqa: F401  (modules register their handlers)
+from . import activities, cluster, executions, state_machines  # noqa: F401  (modules register their handlers)
 from .arns import Scope
 from .errors import AwsError, throttled
 from .model import operation_names, validate_request
@@ -48,13 +48,21 @@ class App:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send, lambda: self.service.dispatcher.attach(asyncio.get_running_loop()),
-                            self.service.engine.stop)
+            await _lifespan(receive, send, self.service)
             return
         if scope["type"] != "http":
             return
         if scope["method"] == "GET" and scope["path"] == "/metrics":
             await _send_metrics(self.metrics.exposition(), send)
+            return
+        if scope["path"] == cluster.PATH:
+            try:
+                status, answer = await cluster.serve_commands(self.service, scope, await _read_body(receive))
+            except AwsError as error:  # a body over the limit
+                status, answer = error.status, orjson.dumps(error.body())
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": answer})
             return
         started = time.perf_counter()
         request_id = next(self._request_ids)
@@ -159,13 +167,14 @@ async def _send_metrics(text: bytes, send: Any) -> None:
     await send({"type": "http.response.body", "body": text})
 
 
-async def _lifespan(receive: Any, send: Any, on_startup: Callable[[], None], on_shutdown: Callable[[], None]) -> None:
+async def _lifespan(receive: Any, send: Any, service: Service) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
-            on_startup()
+            service.attach(asyncio.get_running_loop())
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
-            on_shutdown()  # here, not after the server returns: uvicorn re-raises SIGTERM once it has shut down
+            service.engine.stop()  # here, not after the server returns: uvicorn re-raises SIGTERM once it has shut down
+            await service.detach()
             await send({"type": "lifespan.shutdown.complete"})
             return

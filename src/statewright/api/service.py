@@ -4,6 +4,10 @@ Handlers run on the event loop and never call the store there: ``Service.store_c
 small thread pool of the service's own (a networked store would otherwise stall every request while one waits).
 The one read on the hot path, StartExecution's state machine, comes from a one-second cache that answers a hit
 without leaving the loop.
+
+Every command bound for the engine goes through ``Service.run``. With several nodes (a ``Forwarder``), a command
+whose shard this node's engine does not serve is forwarded to the node that does; so is one the engine answers
+"not my shard" (the shard moved between the check and the engine's tick): callers never see a shard move.
 """
 
 from __future__ import annotations
@@ -12,16 +16,19 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..engine.commands import Command
-from ..engine.core import Engine, answer
+from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
+from ..engine.core import Engine, answer, shard_for
 from ..engine.limits import Limits
 from ..integrations.activities import ActivityMatcher
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.http import Connections, HttpTasks
 from ..store.base import StateMachineRecord, Store
 from .arns import Scope
+
+if TYPE_CHECKING:
+    from .forwarding import Forwarder
 
 _MACHINE_CACHE_S = 1.0
 _MACHINE_CACHE_SIZE = 10_000
@@ -50,9 +57,12 @@ def seconds(epoch_ms: int) -> float:
 
 class Service:
     def __init__(self, store: Store, engine: Engine, account_id: str, connections: Connections | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, forwarder: Forwarder | None = None) -> None:
         self.store = store
         self.engine = engine
+        self.forwarder = forwarder  # several nodes: how commands reach the shards another node serves
+        if forwarder is not None:
+            engine.forward = forwarder.engine_hook
         self.account_id = account_id
         self.clock = engine.clock
         self.limits = limits or Limits()
@@ -104,18 +114,60 @@ class Service:
         self._machines.pop(arn, None)
         self._machine_reads.pop(arn, None)  # the next caller reads again, after the change
 
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve on ``loop`` (the server's, at start): replies, dispatches and forwarded calls go through it."""
+        self._use_loop(loop)
+        self.dispatcher.attach(loop)
+
+    async def detach(self) -> None:
+        """The server is stopping: close the connections to other nodes (the engine has stopped)."""
+        if self.forwarder is not None:
+            await self.forwarder.aclose()
+
     async def run(self, command: Command, *, throttle: bool = True) -> Any:
-        """Hand a command to the engine and wait for the commit that holds it; with ``throttle`` raises InboxFull
-        (the API answers ThrottlingException) when the engine's inbox is full."""
+        """Hand a command to the engine serving its shard (here or, through the forwarder, on another node) and
+        wait for the commit that holds it; with ``throttle`` raises InboxFull (the API answers
+        ThrottlingException) when that engine's inbox is full."""
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # the first request: the engine now replies through this loop
-            self._loop = loop
-            self.engine.deliver_replies = self._deliver_replies
-        return await self.engine.submit(command, loop.create_future(), throttle=throttle)
+        if self._loop is not loop:
+            self._use_loop(loop)
+        forwarder = self.forwarder
+        if forwarder is None or self._serves(command):
+            try:
+                return await self.engine.submit(command, loop.create_future(), throttle=throttle)
+            except EngineUnavailable:
+                if forwarder is None or self._serves(command):
+                    raise
+        return await forwarder.forward(command, throttle=throttle)
+
+    async def run_here(self, commands: list[Command], *, throttle: bool) -> list[object]:
+        """This node's engine's replies to ``commands`` once committed, in order, errors as exception instances.
+        An engine that failed a command because it does not serve its shard (any more) answers ShardNotOwned, so
+        the caller knows to find the owner."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._use_loop(loop)
+        replies = await asyncio.gather(
+            *(self.engine.submit(command, loop.create_future(), throttle=throttle) for command in commands),
+            return_exceptions=True)
+        for index, reply in enumerate(replies):
+            if isinstance(reply, EngineUnavailable) and not self._serves(commands[index]):
+                replies[index] = ShardNotOwned(shard_for(commands[index].arn, self.engine.shard_count))
+        return replies
+
+    def _serves(self, command: Command) -> bool:
+        """Whether this node's engine serves the command's shard now."""
+        return self.engine.owns(shard_for(command.arn, self.engine.shard_count))
 
     def close(self) -> None:
         """Wait for running store calls to finish; call before closing the store."""
         self._store_threads.shutdown(wait=True)
+
+    def _use_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.engine.deliver_replies = self._deliver_replies  # the engine replies through this loop
+        if self.forwarder is not None:
+            self.forwarder.attach(loop)
 
     def _deliver_replies(self, replies: list[tuple[asyncio.Future, object]]) -> None:
         """On the engine thread: pass a tick's replies to the event loop in one hop."""

@@ -1,16 +1,24 @@
-"""What the engine is asked to do (commands) and the errors it answers with.
+"""What the engine is asked to do (commands), the errors it answers with, and their wire format between nodes.
 
-Commands are plain frozen data, so they can be queued, replayed by the simulator and later forwarded to another
-node. Whoever submits one keeps its reply handle beside it (``Engine.submit(command, reply)``); the engine answers
+Commands are plain frozen data, so they can be queued, replayed by the simulator and forwarded to another node.
+Whoever submits one keeps its reply handle beside it (``Engine.submit(command, reply)``); the engine answers
 ``(reply, result)`` only after the commit that holds the command's transition has landed (or with an error, when
 there is nothing to commit).
+
+The wire format (``encode_commands`` ... ``decode_replies``) is JSON through orjson: each command and attempt result
+an object naming its type and its fields by name, so a field added later with a default still reads what an older
+node sent; the envelope carries a version, and a node refuses one it does not speak rather than guess.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
-from .outcomes import AttemptResult
+import orjson
+
+from .outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
 
 
 class EngineError(Exception):
@@ -35,6 +43,14 @@ class TaskNotPending(EngineError):
 
 class EngineUnavailable(Exception):
     """The commit failed or this node no longer owns the shard: the caller may retry."""
+
+
+class ShardNotOwned(EngineUnavailable):
+    """This node does not serve the command's shard (now): another node does, or will once it takes the lease."""
+
+    def __init__(self, shard_id: int) -> None:
+        super().__init__(f"this node does not own shard {shard_id}")
+        self.shard_id = shard_id
 
 
 class InboxFull(Exception):
@@ -107,3 +123,104 @@ class AckDispatch:
 
 
 Command = StartExecution | StopExecution | FireTimer | StartAttempt | CompleteAttempt | Heartbeat | AckDispatch
+
+
+# -- the wire format between nodes
+
+WIRE_VERSION = 1
+_COMMANDS: dict[str, type] = {cls.__name__: cls for cls in (
+    StartExecution, StopExecution, FireTimer, StartAttempt, CompleteAttempt, Heartbeat, AckDispatch)}
+_RESULTS: dict[str, type] = {cls.__name__: cls for cls in (AttemptSucceeded, AttemptFailed, AttemptSubmitted)}
+_REFUSALS: dict[str, type[EngineError]] = {cls.__name__: cls for cls in (
+    ExecutionAlreadyExists, ExecutionDoesNotExist, TaskNotPending)}
+_RETRYABLE: dict[str, type[Exception]] = {cls.__name__: cls for cls in (EngineUnavailable, InboxFull)}
+
+
+class MalformedMessage(ValueError):
+    """Bytes that are not a message of this wire format (or of another version of it)."""
+
+
+def encode_commands(commands: Sequence[Command], *, throttle: bool = True) -> bytes:
+    """Commands for the node owning their shard; ``throttle`` says whether a full inbox there refuses them
+    (InboxFull) or takes them anyway, as ``Engine.submit`` does."""
+    return orjson.dumps({"v": WIRE_VERSION, "throttle": throttle, "commands": [_fields(c) for c in commands]})
+
+
+def decode_commands(data: bytes) -> tuple[list[Command], bool]:
+    """The commands and the throttle flag of ``encode_commands``; MalformedMessage for anything else."""
+    message = _envelope(data, "commands")
+    try:
+        throttle = message["throttle"]
+        if not isinstance(throttle, bool):
+            raise TypeError(f"throttle is {throttle!r}")
+        return [_command(item) for item in message["commands"]], throttle
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MalformedMessage(f"not a list of commands: {exc!r}") from None
+
+
+def encode_replies(replies: Sequence[object]) -> bytes:
+    """The engine's replies, in order: values (ints, bools, None) or the exceptions it answered with. An exception
+    that is not one of the engine's own (a bug at the owner) travels as EngineUnavailable with its message."""
+    return orjson.dumps({"v": WIRE_VERSION, "replies": [_reply(reply) for reply in replies]})
+
+
+def decode_replies(data: bytes) -> list[object]:
+    """Replies of ``encode_replies``: values as they were, exceptions as instances (to raise or to pass on)."""
+    message = _envelope(data, "replies")
+    try:
+        return [_unreply(item) for item in message["replies"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MalformedMessage(f"not a list of replies: {exc!r}") from None
+
+
+def _envelope(data: bytes, what: str) -> dict:
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedMessage(f"not JSON: {exc}") from None
+    if not isinstance(message, dict) or not isinstance(message.get(what), list):
+        raise MalformedMessage(f"not a message of {what}")
+    if message.get("v") != WIRE_VERSION:
+        raise MalformedMessage(f"wire format version {message.get('v')!r}; this node speaks {WIRE_VERSION}")
+    return message
+
+
+def _fields(value: Any) -> dict:
+    encoded = {"type": type(value).__name__}
+    for field in fields(value):
+        item = getattr(value, field.name)
+        encoded[field.name] = _fields(item) if isinstance(item, AttemptResult) else item
+    return encoded
+
+
+def _command(item: dict) -> Command:
+    item = dict(item)
+    kind = _COMMANDS[item.pop("type")]
+    if kind is CompleteAttempt:
+        result = dict(item["result"])
+        item["result"] = _RESULTS[result.pop("type")](**result)
+    return kind(**item)
+
+
+def _reply(reply: object) -> dict:
+    if not isinstance(reply, BaseException):
+        return {"ok": reply}
+    name = type(reply).__name__
+    if isinstance(reply, ShardNotOwned):
+        return {"error": name, "shard": reply.shard_id}
+    if name in _REFUSALS:
+        return {"error": name, "arn": reply.arn}
+    if name in _RETRYABLE:
+        return {"error": name, "message": str(reply)}
+    return {"error": EngineUnavailable.__name__, "message": f"{name}: {reply}"}
+
+
+def _unreply(item: dict) -> object:
+    if "ok" in item:
+        return item["ok"]
+    name = item["error"]
+    if name == ShardNotOwned.__name__:
+        return ShardNotOwned(item["shard"])
+    if name in _REFUSALS:
+        return _REFUSALS[name](item["arn"])
+    return _RETRYABLE.get(name, EngineUnavailable)(item["message"])

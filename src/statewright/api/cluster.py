@@ -1,0 +1,85 @@
+"""The internal endpoint between nodes: ``POST /_statewright/commands`` applies engine commands forwarded by another
+node of the cluster to this node's engine and answers their replies once they committed.
+
+Requests are authenticated with the shared cluster secret, which never crosses the wire: the sender signs the
+request's time and body with HMAC-SHA256 (header ``x-statewright-signature: <epoch ms>.<hex digest>``), and the
+receiver accepts it only if the digest matches (``hmac.compare_digest``) and the time is within SIGNATURE_WINDOW_MS
+of its own clock. Sending the secret itself would give it to anyone who sees one request on a network without TLS,
+for good; a signature gives them one body, usable for a minute. A replay within that minute changes nothing:
+every command is safe to apply twice (a start is idempotent by name and input, a stop by the execution's state, an
+attempt's start or result is refused once it is no longer pending). Nodes' clocks must agree within the window.
+
+A node without a secret (not in cluster mode) answers 404, as for any path it does not serve; a missing, stale or
+wrong signature is answered 403 and nothing is applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import time
+from typing import Any
+
+import orjson
+
+from ..engine.commands import InboxFull, MalformedMessage, decode_commands, encode_replies
+from .errors import AwsError
+from .service import Service
+
+log = logging.getLogger("statewright.api")
+
+PATH = "/_statewright/commands"
+SIGNATURE_HEADER = "x-statewright-signature"
+SIGNATURE_WINDOW_MS = 60_000  # how far a request's signed time may be from the receiver's clock, either way
+_SIGNATURE = re.compile(r"(\d{1,15})\.([0-9a-f]{64})", re.ASCII)
+
+
+def sign(secret: bytes, body: bytes, now_ms: int | None = None) -> str:
+    """The signature header's value for ``body`` sent at ``now_ms`` (default: now)."""
+    signed_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    return f"{signed_ms}.{_digest(secret, signed_ms, body)}"
+
+
+def verify(secret: bytes, signature: str, body: bytes) -> str | None:
+    """None if ``signature`` signs ``body`` with ``secret`` at a time near now; else why not."""
+    parsed = _SIGNATURE.fullmatch(signature)
+    if parsed is None:
+        return f"no valid {SIGNATURE_HEADER} header"
+    signed_ms = int(parsed.group(1))
+    if not hmac.compare_digest(parsed.group(2), _digest(secret, signed_ms, body)):
+        return "the request is not signed with this cluster's secret"
+    if abs(time.time_ns() // 1_000_000 - signed_ms) > SIGNATURE_WINDOW_MS:
+        return "the request's signature is too old (or the nodes' clocks differ by more than a minute)"
+    return None
+
+
+def _digest(secret: bytes, signed_ms: int, body: bytes) -> str:
+    return hmac.new(secret, b"%d." % signed_ms + body, hashlib.sha256).hexdigest()
+
+
+async def serve_commands(service: Service, scope: dict, body: bytes) -> tuple[int, bytes]:
+    """Answer one forwarded request: (status, body)."""
+    forwarder = service.forwarder
+    if forwarder is None or scope["method"] != "POST":
+        return _error(AwsError("UnknownOperationException", f"{scope['method']} {PATH} is not served here", 404))
+    signature = dict(scope["headers"]).get(SIGNATURE_HEADER.encode(), b"").decode("latin-1")
+    refused = verify(forwarder.secret, signature, body)
+    if refused is not None:
+        log.warning("refused forwarded commands from %s: %s", (scope.get("client") or ("?",))[0], refused)
+        return _error(AwsError("AccessDeniedException", refused, 403))
+    try:
+        commands, throttle = decode_commands(body)
+    except MalformedMessage as exc:
+        return _error(AwsError("SerializationException", str(exc)))
+    replies: list[Any]
+    try:
+        replies = await service.run_here(commands, throttle=throttle)
+    except InboxFull as full:  # the sender's caller hears ThrottlingException, as from its own node (throttled
+        replies = [full] * len(commands)  # requests are the API's, one command each)
+    return 200, encode_replies(replies)
+
+
+def _error(error: AwsError) -> tuple[int, bytes]:
+    return error.status, orjson.dumps(error.body())
