@@ -44,17 +44,12 @@ class StoreDirectory:
         self.refreshes += 1
 
 
-class _ShardsByHand(Engine):
-    def acquire_all_shards(self) -> None:
-        """Shards come from ``Node.take``, not all at start."""
-
-
 class Node:
     def __init__(self, db: Path, node_id: str, *, secret: str | None = SECRET, deadline_s: float = 15.0,
                  limits: Limits | None = None) -> None:
         self.node_id = node_id
         self.store = SqliteStore(db, SHARDS)
-        self.engine = _ShardsByHand(self.store, node_id=node_id, limits=limits)
+        self.engine = Engine(self.store, node_id=node_id, limits=limits)
         self.directory = StoreDirectory(self.store)
         forwarder = None if secret is None else Forwarder(self.directory, secret, SHARDS, self.engine.metrics,
                                                           deadline_s=deadline_s)
@@ -65,7 +60,7 @@ class Node:
 
     def start(self) -> Node:
         self.store.register_node(self.node_id, self.endpoint, _now_ms() + _FOR_GOOD_MS)
-        self.engine.start()
+        self.engine.start(all_shards=False)  # shards come from ``take``
         self.server.__enter__()
         self.running = True
         return self

@@ -34,7 +34,7 @@ PLANTED_FOR = {
     "lease-stolen": "act-on-fenced-writes",  # a reply ahead of its commit: the fenced write never landed
     "node-paused": "commit-without-fencing",  # two nodes commit for one shard at one range id
     "store-cut-off": "serve-past-lease",  # after the faults, a shard served by two nodes
-    "node-leaves": "no-outbox-read-at-start",  # liveness: the new owner never hands out the old one's dispatches
+    "node-leaves": "skip-timers-at-start",  # liveness: a Wait on a shard that moved never fires
     "forward-lost": "forward-once",  # liveness: a child never started, a parent never told
     "forward-duplicated": "results-for-any-attempt",  # an attempt answered twice
 }

@@ -234,8 +234,11 @@ class Engine:
 
     # -- running
 
-    def start(self) -> None:
-        self.acquire_all_shards()
+    def start(self, *, all_shards: bool = True) -> None:
+        """Run ticks on a thread of the engine's own. ``all_shards``: a single node takes every shard first; in a
+        cluster the membership hands shards to the engine as it acquires them."""
+        if all_shards:
+            self.acquire_all_shards()
         self._thread = threading.Thread(target=self._run, name="statewright-engine", daemon=True)
         self._thread.start()
 

@@ -1,0 +1,68 @@
+"""A node's membership on a thread of its own, on the wall clock: what ``statewright serve`` runs in a cluster.
+
+It steps as often as the membership asks (every ``renew_ms``; at once while a hand-over is under way) and when woken
+(another node joined or left: ``wake``). Joining and leaving tell the other nodes through ``poke`` (the API's signed
+internal call), so shards move in milliseconds instead of waiting for the next renewal.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from .membership import Membership
+
+log = logging.getLogger("statewright.cluster")
+
+LEAVE_TIMEOUT_S = 10.0  # how long a graceful stop waits for the engine to let go of its shards
+
+
+class MembershipLoop:
+    def __init__(self, membership: Membership, clock: Callable[[], int],
+                 poke: Callable[[list[str]], None] = lambda addresses: None) -> None:
+        self.membership = membership
+        self.clock = clock
+        self.poke = poke  # tells the nodes at these addresses to step now
+        self._woken = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="statewright-membership", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Step now (thread-safe): the membership changed."""
+        self._woken.set()
+
+    def stop(self) -> None:
+        """Graceful: leave, let the engine drain and drop every shard, release the leases, tell the others."""
+        self._stopping = True
+        self._woken.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            self.membership.leave().result(timeout=LEAVE_TIMEOUT_S)
+            self.membership.release_all()
+        except Exception:  # the leases run out instead: the others take over after one lease period
+            log.exception("could not hand the shards over")
+        self.poke(self._others())
+
+    def _run(self) -> None:
+        first = True
+        while not self._stopping:
+            try:
+                delay_ms = self.membership.step(self.clock())
+            except Exception:  # a bug: keep renewing; the engine drops what it cannot renew in time
+                log.exception("membership step failed")
+                delay_ms = self.membership.settings.renew_ms
+            if first:  # joined: the others hand this node its shards at once
+                first = False
+                self.poke(self._others())
+            self._woken.wait(delay_ms / 1000)
+            self._woken.clear()
+
+    def _others(self) -> list[str]:
+        return [node.address for node in self.membership.live_nodes(self.clock())
+                if node.node_id != self.membership.node_id]
