@@ -178,6 +178,8 @@ class OpenCount:
 class Store(ABC):
     """Durable storage for one statewright cluster (one data directory or one database)."""
 
+    location: str  # where the data is, for messages (a path, or a database URL without its password)
+
     # -- shards
     @abstractmethod
     def shard_count(self) -> int: ...

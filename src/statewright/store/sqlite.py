@@ -74,7 +74,7 @@ SCHEMA_VERSION = 1  # recorded in meta 'schema_version'; a database without one 
 class SqliteStore(Store):
     def __init__(self, path: str | Path, shard_count: int | None) -> None:
         """Open (or create) the database; ``shard_count`` None opens an existing one with whatever count it has."""
-        self.path = str(path)
+        self.path = self.location = str(path)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
