@@ -2,8 +2,9 @@
 
 Starts what it needs: statewright (a fresh temporary data directory per workload, or with ``--store`` a fresh
 database on that PostgreSQL), moto's server with its Step Functions interpreter switched on, and DBOS (a library:
-a child process runs the W1 workflow on SQLite and, when reachable, on PostgreSQL). The load generator is this process (asyncio + uvloop, keep-alive connections);
-its CPU is reported apart from the servers'. ``--quick`` runs small sizes; ``--help`` lists every size.
+a child process runs the W1 workflow on SQLite and, when reachable, on PostgreSQL). The load generator is this
+process (asyncio + uvloop, keep-alive connections); its CPU is reported apart from the servers'. ``--quick`` runs
+small sizes; ``--help`` lists every size.
 """
 
 from __future__ import annotations

@@ -4,12 +4,13 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from postgres import POSTGRES, create_schema
 from server import ROLE_ARN, ServerProcess
 
 
@@ -38,9 +39,6 @@ def make_machine(sfn):
     return make
 
 
-POSTGRES = os.environ.get("STATEWRIGHT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """A fresh database on the test PostgreSQL for this run, dropped at the end; its URL. No PostgreSQL is a
@@ -62,7 +60,4 @@ def postgres_database() -> Iterator[str]:
 @pytest.fixture
 def postgres_schema(postgres_database: str) -> str:
     """The URL of an empty schema of its own in the run's database (a fresh store per test, cheaply)."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_database, autocommit=True) as db:
-        db.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-    return f"{postgres_database}?options={quote(f'-c search_path={name}')}"
+    return create_schema(postgres_database)

@@ -3,6 +3,7 @@ racing, a newer schema, fencing across handles while a commit is in flight, and 
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -10,7 +11,9 @@ from contextlib import contextmanager
 
 import psycopg
 import pytest
+from psycopg import sql
 
+from postgres import create_schema
 from statewright.store import open_store
 from statewright.store.base import CommitFailed, CommitOutcomeUnknown, SchemaTooNew, Store, StoreUnavailable
 from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore
@@ -19,10 +22,30 @@ from store_contract import StoreContract, blob, committed, execution_arn, write
 WAIT_S = 30  # bounded waits for another connection to reach a state, not timing assertions
 
 
+@pytest.fixture(scope="module")
+def contract_schema(postgres_database: str) -> str:
+    return create_schema(postgres_database)
+
+
+def empty(url: str) -> None:
+    """Delete every row a store wrote, except the schema version: the store opened next is as empty as on a new
+    schema, without the cost of creating its tables again (DDL is the slow part of a PostgreSQL test)."""
+    with psycopg.connect(url, autocommit=True) as db:
+        tables = [row[0] for row in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                                               "AND tablename <> 'meta'")]
+        with db.transaction():
+            for table in tables:
+                db.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))
+            db.execute("DELETE FROM meta WHERE key <> 'schema_version'")
+
+
 class TestPostgresStore(StoreContract):
     @pytest.fixture(autouse=True)
-    def _schema(self, postgres_schema: str) -> None:
-        self.url = postgres_schema
+    def _schema(self, contract_schema: str) -> Iterator[None]:
+        """One schema for the suite, emptied after each test (the first test finds it new and migrates it)."""
+        self.url = contract_schema
+        yield
+        empty(contract_schema)
 
     def make_store(self, shard_count: int) -> Store:
         return PostgresStore(self.url, shard_count)
@@ -215,3 +238,31 @@ def test_a_chain_of_one_executions_writes_lands_whole_and_a_broken_chain_row_by_
         assert (store.load_execution(arn), store.load_execution(other)) == (blob(arn, 4), blob(other, 2))
     finally:
         store.close()
+
+
+def test_outbox_seqs_keep_rising_as_the_shard_moves_between_handles(postgres_schema: str) -> None:
+    first, second = PostgresStore(postgres_schema, 2), PostgresStore(postgres_schema, 2)
+    try:
+        def dispatch(store: Store, name: str, ranges: dict[int, int]) -> None:
+            added = write(execution_arn(name))
+            added.dispatches_added = [(name, {"n": name})]
+            committed(store, [added], ranges)
+
+        dispatch(first, "a", {0: first.acquire_shard(0, "node-a", 60_000)})
+        dispatch(second, "b", {0: second.acquire_shard(0, "node-b", 60_000)})
+        again = {0: first.acquire_shard(0, "node-a", 60_000)}  # first counted seqs under its old range id
+        dispatch(first, "c", again)
+        pending = second.pending_dispatches(0)
+        assert [row.dispatch_id for row in pending] == ["a", "b", "c"]
+        assert [row.seq for row in pending] == sorted({row.seq for row in pending})
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_server_that_refuses_connections_is_unavailable(postgres_database: str) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with pytest.raises(StoreUnavailable):
+        PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/nowhere", 4)

@@ -7,8 +7,9 @@ round trips, one up to the execution rows and one with the rest and COMMIT.
 
 Fencing: a commit reads its shards' rows ``FOR SHARE`` in its own transaction; ``acquire_shard`` updates the row,
 which waits for those commits and makes every later commit of an earlier owner see the new range id. Outbox
-``seq`` is per shard, counted in memory from the shard's maximum read once after acquisition: nothing orders one
-shard's commits against another's.
+``seq`` is per shard, counted in memory from the shard's maximum, read once per acquisition: nothing orders one
+shard's commits against another's. Connections live until ``close`` (one per thread that ever called the store:
+the engine's and the API's store threads).
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ class PostgresStore(Store):
         self._local = threading.local()
         self._connections: set[psycopg.Connection] = set()
         self._lock = threading.Lock()  # guards _connections and _outbox_seqs
-        self._outbox_seqs: dict[int, int] = {}
+        # shard -> (the range id it was counted under, the last seq used): a new acquisition (another range id)
+        # reads the maximum again, since another owner may have written since, whichever thread acquired.
+        self._outbox_seqs: dict[int, tuple[int, int]] = {}
         try:
             self._initialize(shard_count)
         except BaseException:
@@ -181,11 +184,7 @@ class PostgresStore(Store):
         rows = self._rows(f"UPDATE shards SET range_id = range_id + 1, owner = %s, lease_until_ms = %s "
                           f"WHERE shard_id = %s{free} RETURNING range_id",
                           (owner, lease_until_ms, shard_id, *(() if now_ms is None else (owner, now_ms))))
-        if not rows:
-            return None
-        with self._lock:
-            self._outbox_seqs.pop(shard_id, None)  # another owner may have written since: read the max again
-        return rows[0][0]
+        return rows[0][0] if rows else None
 
     def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
         shards = sorted(range_ids)
@@ -242,7 +241,7 @@ class PostgresStore(Store):
         shards = sorted({write.shard_id for write in writes})
         with self._lock:
             unsequenced = sorted({write.shard_id for write, added in zip(writes, payloads, strict=True)
-                                  if added and write.shard_id not in self._outbox_seqs})
+                                  if added and self._counted_under(write.shard_id) != range_ids.get(write.shard_id)})
         db: psycopg.Connection | None = None
         try:
             db = self._db()
@@ -269,8 +268,8 @@ class PostgresStore(Store):
                 found = dict(maxima.fetchall())
                 with self._lock:
                     for shard in unsequenced:
-                        if shard not in result.lost_shards:
-                            self._outbox_seqs.setdefault(shard, found.get(shard) or 0)
+                        if shard not in result.lost_shards and self._counted_under(shard) != range_ids[shard]:
+                            self._outbox_seqs[shard] = (range_ids[shard], found.get(shard) or 0)
         except psycopg.Error as exc:
             _roll_back(db)
             raise CommitFailed(str(exc)) from exc
@@ -357,13 +356,17 @@ class PostgresStore(Store):
                 seqs = [self._next_seq(shard) for shard, _, _ in dispatches]
             db.execute(_INSERT_DISPATCHES, (*_columns(list(dispatches), 3), list(dispatches.values()), seqs))
 
+    def _counted_under(self, shard_id: int) -> int | None:
+        counted = self._outbox_seqs.get(shard_id)
+        return None if counted is None else counted[0]
+
     def _next_seq(self, shard_id: int) -> int:
         """The next outbox seq of a shard: above every seq it used since this store took it, even once those
         rows are gone, so a reader paging by seq never misses a row written behind its cursor. (A seq skipped by
         a rolled-back commit is a harmless gap.)"""
-        seq = self._outbox_seqs[shard_id] + 1
-        self._outbox_seqs[shard_id] = seq
-        return seq
+        range_id, seq = self._outbox_seqs[shard_id]
+        self._outbox_seqs[shard_id] = (range_id, seq + 1)
+        return seq + 1
 
     def load_execution(self, arn: str) -> bytes | None:
         rows = self._rows("SELECT state FROM executions WHERE arn = %s", (arn,))
