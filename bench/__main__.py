@@ -1,9 +1,10 @@
 """``./dev bench``: statewright against its peers in one run; prints a table of figures, ratios and targets.
 
-Starts what it needs: statewright (a fresh temporary data directory per workload), moto's server with its
-Step Functions interpreter switched on, and DBOS (a library: a child process runs the W1 workflow on SQLite and,
-when reachable, on PostgreSQL). The load generator is this process (asyncio + uvloop, keep-alive connections);
-its CPU is reported apart from the servers'. ``--quick`` runs small sizes; ``--help`` lists every size.
+Starts what it needs: statewright (a fresh temporary data directory per workload, or with ``--store`` a fresh
+database on that PostgreSQL), moto's server with its Step Functions interpreter switched on, and DBOS (a library:
+a child process runs the W1 workflow on SQLite and, when reachable, on PostgreSQL). The load generator is this
+process (asyncio + uvloop, keep-alive connections); its CPU is reported apart from the servers'. ``--quick`` runs
+small sizes; ``--help`` lists every size.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import orjson
 
 from . import backlog, workloads
 from .client import Pool
-from .servers import Moto, Statewright
+from .servers import Moto, Statewright, drop_databases
 
 QUICK = {"w1_n": 3000, "w2_n": 2000, "moto_n": 200, "dbos_n": 300, "w3_n": 5000, "w4_n": 20000, "w5_n": 200,
          "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000}
@@ -60,10 +61,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--moto-w6-n", type=int, default=5000,
                         help="W6 start phase on moto, if its activity tasks wait for a worker (default 5000)")
     parser.add_argument("--no-peers", action="store_true", help="statewright only")
+    parser.add_argument("--store", metavar="URL", default=None,
+                        help="a PostgreSQL server (postgresql://...): each statewright server keeps its data in a "
+                             "fresh database there (dropped at the end) instead of SQLite")
     parser.add_argument("--profile", action="store_true",
                         help="also run W1 and W2 once more under cProfile and print where the server's time goes")
     parser.add_argument("--out", type=Path, help="write every figure as JSON to this file")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary data directories and logs")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary data directories, databases and logs")
     args = parser.parse_args(argv)
     if args.quick:
         for name, value in QUICK.items():
@@ -162,7 +166,7 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 async def w1_w5(args: argparse.Namespace, work: Path, results: dict, table: Table, peers: bool) -> None:
-    server = Statewright(work / "w1-statewright")
+    server = Statewright(work / "w1-statewright", postgres=args.store)
     server.start()
     pool = Pool(server.endpoint, args.concurrency)
     moto = Moto(work / "moto.log") if peers else None
@@ -173,7 +177,8 @@ async def w1_w5(args: argparse.Namespace, work: Path, results: dict, table: Tabl
             half_rate = ours["executions_per_s"] / 2
             half = await workloads.latency_at_rate(server, pool, workloads.chain_definition(), workloads.chain_input,
                                                    half_rate, args.half_load_s, "w1-half")
-            results["w1"] = {"statewright": ours, "statewright_half_load": half}
+            results["w1"] = {"statewright": ours, "statewright_half_load": half,
+                             "store": "PostgreSQL (one node)" if args.store else "SQLite"}
         if "W5" in args.only:
             results.setdefault("w5", {})["statewright"] = await workloads.run_to_end(
                 server, pool, workloads.MAP_DEFINITION, lambda index: workloads.MAP_INPUT, args.w5_n,
@@ -222,6 +227,7 @@ async def guarded(coroutine: Any) -> dict[str, Any]:
 
 def add_w1(w1: dict, table: Table, peers: bool) -> None:
     ours, half = w1["statewright"], w1["statewright_half_load"]
+    table.add("W1 chain", "statewright's store", w1["store"])
     moto = w1.get("moto") if peers else "not run"
     dbos_sqlite = w1.get("dbos/sqlite") if peers else "not run"
     dbos_pg = w1.get("dbos/postgres") if peers else "not run"
@@ -277,7 +283,7 @@ def add_w5(w5: dict, table: Table, peers: bool) -> None:
 
 
 async def w2(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
-    server = Statewright(work / "w2-statewright")
+    server = Statewright(work / "w2-statewright", postgres=args.store)
     server.start()
     try:
         run = await guarded(workloads.activities(server, args.w2_n, args.w2_workers, args.concurrency,
@@ -304,7 +310,7 @@ async def w2(args: argparse.Namespace, work: Path, results: dict, table: Table) 
 async def w3(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
     out = {}
     for restart in (False, True):
-        server = Statewright(work / f"w3-statewright-{'restart' if restart else 'steady'}")
+        server = Statewright(work / f"w3-statewright-{'restart' if restart else 'steady'}", postgres=args.store)
         server.start()
         try:
             out["restart" if restart else "steady"] = await workloads.timers(
@@ -328,7 +334,7 @@ async def w3(args: argparse.Namespace, work: Path, results: dict, table: Table) 
 
 
 async def w4(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
-    server = Statewright(work / "w4-statewright")
+    server = Statewright(work / "w4-statewright", postgres=args.store)
     server.start()
     try:
         run = await workloads.sleepers(server, args.w4_n, args.concurrency)
@@ -358,7 +364,7 @@ async def w6(args: argparse.Namespace, work: Path, results: dict, table: Table, 
             moto_run = await backlog.peer(moto, args.moto_w6_n, args.moto_concurrency)
         finally:
             moto.stop()
-    server = Statewright(work / "w6-statewright")
+    server = Statewright(work / "w6-statewright", postgres=args.store)
     server.start()
     try:
         ours = await guarded(backlog.statewright(server, args.w6_n, args.w6_workers, args.concurrency))
@@ -412,10 +418,11 @@ def add_w6(run: dict, moto: dict | str, table: Table) -> None:
               run["lost"] == 0 and run["delivered_twice"] == 0 and not run["stalled"])
 
 
-async def profile_server(work: Path, label: str, drive: Any, unit: str, unit_key: str) -> dict[str, Any]:
+async def profile_server(work: Path, label: str, drive: Any, unit: str, unit_key: str,
+                         store: str | None) -> dict[str, Any]:
     """A workload once more with the server under cProfile: each thread's top functions by own and total time."""
     profile_dir = work / f"profile-{label}"
-    server = Statewright(work / f"{label}-profiled", profile_dir=profile_dir)
+    server = Statewright(work / f"{label}-profiled", profile_dir=profile_dir, postgres=store)
     server.start()
     try:
         run = await drive(server)
@@ -448,14 +455,14 @@ async def profile_w1(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         finally:
             pool.close()
 
-    return await profile_server(work, "w1", drive, "transition", "transitions")
+    return await profile_server(work, "w1", drive, "transition", "transitions", args.store)
 
 
 async def profile_w2(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     async def drive(server: Statewright) -> dict[str, Any]:
         return await workloads.activities(server, args.w2_n, args.w2_workers, args.concurrency, 1.0)
 
-    return await profile_server(work, "w2", drive, "task", "tasks")
+    return await profile_server(work, "w2", drive, "task", "tasks", args.store)
 
 
 def print_profile(profile: dict[str, Any]) -> None:
@@ -492,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+            if args.store:
+                drop_databases(args.store)
     results["date"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["wall_s"] = time.time() - started
     print()

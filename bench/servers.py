@@ -1,4 +1,5 @@
-"""The processes a benchmark measures: statewright on a temporary data directory and moto's server.
+"""The processes a benchmark measures: statewright on a temporary data directory (or a fresh PostgreSQL database)
+and moto's server.
 
 Each is a child process on a free loopback port. CPU time and memory come from /proc (all threads of the
 process), so what is measured is the server alone, not the load generator.
@@ -14,8 +15,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import orjson
+import psycopg
+from psycopg import sql
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,17 +119,29 @@ class Child:
 class Statewright(Child):
     name = "statewright"
 
-    def __init__(self, data_dir: Path, shards: int = 64, profile_dir: Path | None = None) -> None:
+    def __init__(self, data_dir: Path, shards: int = 64, profile_dir: Path | None = None,
+                 postgres: str | None = None) -> None:
+        """``postgres``: the URL of a PostgreSQL server; the store is then a fresh database there (see
+        ``drop_databases``) instead of SQLite in ``data_dir``."""
         super().__init__(data_dir.parent / f"{data_dir.name}.log")
         self.data_dir = data_dir
         self.shards = shards
         self.profile_dir = profile_dir
+        self.postgres = postgres
+        self.database = database_name(data_dir.name)
+        self.store: str | None = None
 
     def start(self) -> float:
-        """Start (or restart on the same data directory); returns seconds from spawn to serving."""
+        """Start (or restart on the same data); returns seconds from spawn to serving."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.postgres and self.store is None:
+            with psycopg.connect(self.postgres, autocommit=True) as admin:
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database)))
+            self.store = str(urlsplit(self.postgres)._replace(path=f"/{self.database}").geturl())
         spawned = time.monotonic()
         serve = ["serve", "--port", str(self.port), "--data-dir", str(self.data_dir), "--shards", str(self.shards)]
+        if self.store:
+            serve += ["--store", self.store]
         if self.profile_dir is None:
             self._spawn([sys.executable, "-m", "statewright", *serve])
         else:
@@ -145,7 +161,24 @@ class Statewright(Child):
         super().stop()
 
     def database_bytes(self) -> int:
+        if self.store:
+            with psycopg.connect(self.postgres, autocommit=True) as admin:
+                return admin.execute("SELECT pg_database_size(%s)", (self.database,)).fetchone()[0]
         return sum(path.stat().st_size for path in self.data_dir.glob("statewright.db*"))
+
+
+def database_name(label: str) -> str:
+    """The database a statewright server of this run gets on PostgreSQL (one per server label)."""
+    return f"statewright_bench_{os.getpid()}_{label.replace('-', '_')}"
+
+
+def drop_databases(postgres: str) -> None:
+    """Drop every database this run created on the PostgreSQL server at ``postgres``."""
+    with psycopg.connect(postgres, autocommit=True) as admin:
+        names = [row[0] for row in admin.execute("SELECT datname FROM pg_database WHERE datname LIKE %s",
+                                                 (database_name("") + "%",))]
+        for name in names:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 class Moto(Child):

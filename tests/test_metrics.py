@@ -159,12 +159,11 @@ def test_timer_lateness_lag_and_open_count(store):
     engine.tick(now[0])
     # The count of RUNNING rows is taken in a snapshot opened by the engine thread between commits: an execution
     # started after the snapshot is counted once, by the engine, not twice.
-    engine.metrics.open_executions.request(store.path)
-    connection = engine.metrics.open_executions.pending
+    engine.metrics.open_executions.request(store.open_count)
     start(engine, "late")
     engine.tick(now[0])  # the snapshot is taken at the top of the tick, before this tick's commit
     assert engine.metrics.open_executions.pending is None
-    engine.metrics.open_executions.finish(connection)
+    engine.metrics.open_executions.finish()
     assert engine_value(engine, "statewright_open_executions", "statewright_open_executions") == 2
 
     now[0] += 5_250  # both waits were due 250 ms ago
@@ -185,10 +184,9 @@ def test_stop_closes_an_open_execution(store):
     now = [1_700_000_000_000]
     engine = Engine(store, clock=lambda: now[0])
     engine.acquire_all_shards()
-    engine.metrics.open_executions.request(store.path)
-    connection = engine.metrics.open_executions.pending
+    engine.metrics.open_executions.request(store.open_count)
     engine.tick(now[0])
-    engine.metrics.open_executions.finish(connection)
+    engine.metrics.open_executions.finish()
     command = start(engine, "stopped")
     engine.tick(now[0])
     assert engine_value(engine, "statewright_open_executions", "statewright_open_executions") == 1

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from statewright.engine.tokens import InvalidToken, TaskTokens
+from statewright.store import open_store
 from statewright.store.sqlite import SqliteStore
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:m:e"
@@ -60,3 +61,16 @@ def test_keys_command_rotates_and_lists(tmp_path, store):
     assert listed.stdout.split("\n")[:2] == ["k1", "k2  (signs new tokens)"]
     refused = subprocess.run([*run, "retire", "k2", "--data-dir", str(tmp_path)], capture_output=True, text=True)
     assert refused.returncode != 0 and "current" in refused.stderr
+
+
+def test_keys_command_on_postgresql(postgres_schema):
+    store = open_store(postgres_schema, 2)
+    try:
+        TaskTokens.load(store)
+    finally:
+        store.close()
+    run = [sys.executable, "-m", "statewright", "keys"]
+    rotated = subprocess.run([*run, "rotate", "--store", postgres_schema], capture_output=True, text=True)
+    assert rotated.returncode == 0, rotated.stderr
+    listed = subprocess.run([*run, "list", "--store", postgres_schema], capture_output=True, text=True)
+    assert listed.stdout.split("\n")[:2] == ["k1", "k2  (signs new tokens)"]

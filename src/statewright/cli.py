@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
+import sys
 from pathlib import Path
 
 from .api.server import ServerConfig, serve
 from .engine.tokens import TaskTokens
 from .sim.faults import ALL_FAULTS
 from .sim.simulator import FAULT_RATE_DEFAULT, STEPS_DEFAULT, SimConfig, simulate_and_print
-from .store.sqlite import SqliteStore
+from .store import is_postgres_url, open_store
+from .store.base import SchemaTooNew, StoreUnavailable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--port", type=int, default=defaults.port, help=f"port to listen on (default {defaults.port})")
     run.add_argument("--data-dir", type=Path, default=defaults.data_dir,
                      help=f"directory for the SQLite database; created if missing (default {defaults.data_dir})")
+    run.add_argument("--store", default=os.environ.get("STATEWRIGHT_STORE") or None, metavar="URL",
+                     help="a postgresql:// URL: keep the data in that PostgreSQL database instead of --data-dir "
+                          "(default $STATEWRIGHT_STORE, else SQLite)")
     run.add_argument("--shards", type=int, default=defaults.shards,
                      help=f"number of shards, fixed when the data directory is created (default {defaults.shards})")
     run.add_argument("--account-id", default=defaults.account_id,
@@ -53,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     keys.add_argument("key_id", nargs="?", help="the key to retire (with retire)")
     keys.add_argument("--data-dir", type=Path, default=defaults.data_dir,
                       help=f"the server's data directory (default {defaults.data_dir})")
+    keys.add_argument("--store", default=os.environ.get("STATEWRIGHT_STORE") or None, metavar="URL",
+                      help="the server's postgresql:// URL, if it keeps its data there (default $STATEWRIGHT_STORE)")
     simulate = commands.add_parser(
         "simulate", help="run the deterministic simulator",
         description="Run the real engine on a virtual clock over a real SQLite store with named faults, random "
@@ -80,11 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         return _simulate(parser, args)
     if args.shards < 1:
         parser.error("--shards must be at least 1")
+    if args.store and not is_postgres_url(args.store):
+        parser.error(f"--store takes a postgresql:// URL, not {args.store!r} (SQLite lives in --data-dir)")
     tuned = dataclasses.replace(limits, inbox_commands_max=args.inbox_commands_max,
                                 http_calls_concurrent_max=args.http_calls_concurrent_max,
                                 activity_backlog_tasks_max=args.activity_backlog_tasks_max)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
-                              args.connections, tuned))
+                              args.connections, tuned, args.store))
 
 
 def _positive(text: str) -> int:
@@ -114,10 +124,19 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _keys(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    database = args.data_dir.expanduser() / "statewright.db"
-    if not database.exists():
-        parser.error(f"no statewright data in {args.data_dir}; pass the server's --data-dir")
-    store = SqliteStore(database, None)
+    if args.store:
+        if not is_postgres_url(args.store):
+            parser.error(f"--store takes a postgresql:// URL, not {args.store!r}")
+        target = args.store
+    else:
+        target = args.data_dir.expanduser() / "statewright.db"
+        if not target.exists():
+            parser.error(f"no statewright data in {args.data_dir}; pass the server's --data-dir or --store")
+    try:
+        store = open_store(target, None)
+    except (LookupError, SchemaTooNew, StoreUnavailable) as exc:
+        print(f"statewright: {exc}", file=sys.stderr)
+        return 1
     try:
         if args.action == "rotate":
             print(f"signing with {TaskTokens.rotate(store)} from the next server start")

@@ -6,7 +6,7 @@ applied FireTimer, ``committed`` once per batch; the API calls ``ApiMetrics.requ
 Hooks only add to prometheus-client's counters and histograms; anything that needs a scan (per-shard timer lag,
 open executions, the activity backlog) is computed at scrape time from values the engine and the API keep.
 
-Open executions are counted once from the database (a snapshot taken on the engine thread between two commits,
+Open executions are counted once from the store (a read snapshot fixed on the engine thread between two commits,
 so the count and the engine's later +1/-1 per commit line up exactly) and then maintained per commit.
 
 Imports nothing from statewright: the engine and the API import this module, not the other way round.
@@ -15,7 +15,6 @@ Imports nothing from statewright: the engine and the API import this module, not
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
@@ -53,6 +52,14 @@ class _Write(Protocol):  # the fields of store.base.ExecutionWrite read here
 
 class _Result(Protocol):  # store.base.CommitResult
     def committed(self, index: int, write: Any) -> bool: ...
+
+
+class _OpenCount(Protocol):  # store.base.OpenCount
+    def snapshot(self) -> None: ...
+
+    def count(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class Metrics:
@@ -143,9 +150,10 @@ class Metrics:
 
     # -- serving
 
-    def count_open_executions(self, sqlite_path: str) -> threading.Thread:
-        """Start the one count of RUNNING executions in the background (the engine must be ticking)."""
-        thread = threading.Thread(target=self.open_executions.count, args=(sqlite_path,),
+    def count_open_executions(self, open_count: Callable[[], _OpenCount]) -> threading.Thread:
+        """Start the one count of RUNNING executions in the background (the engine must be ticking);
+        ``open_count`` is the store's ``Store.open_count``."""
+        thread = threading.Thread(target=self.open_executions.count, args=(open_count,),
                                   name="statewright-metrics-count", daemon=True)
         thread.start()
         return thread
@@ -196,15 +204,16 @@ class ApiMetrics:
 
 
 class _OpenExecutions:
-    """RUNNING executions: one database count at a snapshot, plus the engine's +1/-1 per commit since then.
+    """RUNNING executions: one store count at a snapshot, plus the engine's +1/-1 per commit since then.
 
-    The snapshot is opened on the engine thread between commits (``take_snapshot``), where ``delta`` is exact;
+    The snapshot is fixed on the engine thread between commits (``take_snapshot``), where ``delta`` is exact;
     the slow count then runs on another thread inside that snapshot while the engine goes on.
     """
 
     def __init__(self) -> None:
         self.delta = 0  # written by the engine thread only
-        self.pending: sqlite3.Connection | None = None  # a connection waiting for its snapshot
+        self.pending: _OpenCount | None = None  # a count waiting for its snapshot
+        self._counting: _OpenCount | None = None
         self._delta_at_snapshot = 0
         self._snapshot_taken = threading.Event()
         self._base: int | None = None  # RUNNING rows at the snapshot minus delta at the snapshot
@@ -212,40 +221,37 @@ class _OpenExecutions:
     def value(self) -> int | None:
         return None if self._base is None else self._base + self.delta
 
-    def request(self, sqlite_path: str) -> None:
+    def request(self, open_count: Callable[[], _OpenCount]) -> None:
         self._snapshot_taken.clear()
-        self.pending = sqlite3.connect(sqlite_path, isolation_level=None, check_same_thread=False, timeout=30)
+        self._counting = self.pending = open_count()  # connecting, if it must, happens here: not on the engine
 
     def take_snapshot(self) -> None:
-        db, self.pending = self.pending, None
+        counting, self.pending = self.pending, None
         try:
-            db.execute("BEGIN")
-            db.execute("SELECT count(*) FROM shards").fetchone()  # the first read fixes the WAL snapshot
+            counting.snapshot()
             self._delta_at_snapshot = self.delta
-        except sqlite3.Error:
+        except Exception:  # the store's error: the count is given up, the engine goes on
             log.exception("could not open a snapshot to count open executions")
-            db.close()
-        else:
-            self._snapshot_taken.set()
+            counting.close()
+            self._counting = None
+        self._snapshot_taken.set()
 
-    def finish(self, db: sqlite3.Connection) -> None:
-        try:
-            running = db.execute("SELECT count(*) FROM executions WHERE status = ?", (_RUNNING,)).fetchone()[0]
-            db.execute("COMMIT")
-        finally:
-            db.close()
-        self._base = running - self._delta_at_snapshot
+    def finish(self) -> None:
+        counting, self._counting = self._counting, None
+        if counting is not None:
+            self._base = counting.count() - self._delta_at_snapshot
 
-    def count(self, sqlite_path: str) -> None:
+    def count(self, open_count: Callable[[], _OpenCount]) -> None:
         try:
-            self.request(sqlite_path)
-            db = self.pending
+            self.request(open_count)
             if not self._snapshot_taken.wait(_SNAPSHOT_WAIT_S):
                 log.warning("the engine did not tick within %.0f s; open executions stay uncounted",
                             _SNAPSHOT_WAIT_S)
+                self.pending = None
+                self._counting.close()
                 return
-            self.finish(db)
-        except sqlite3.Error:
+            self.finish()
+        except Exception:
             log.exception("counting open executions failed")
 
 

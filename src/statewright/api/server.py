@@ -17,8 +17,8 @@ import uvicorn
 from ..engine.core import Engine
 from ..engine.limits import Limits
 from ..integrations.http import Connections
-from ..store.base import ShardCountMismatch
-from ..store.sqlite import SqliteStore
+from ..store import open_store
+from ..store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
 from .app import App
 from .service import Service
 
@@ -35,6 +35,7 @@ class ServerConfig:
     region: str = "us-east-1"
     connections: Path | None = None  # HTTP Task credentials by ConnectionArn (see README)
     limits: Limits = field(default_factory=Limits)
+    store: str | None = None  # a postgresql:// URL: PostgreSQL instead of the data directory's SQLite
 
 
 class DataDirInUse(Exception):
@@ -71,23 +72,37 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def serve(config: ServerConfig) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _open(config: ServerConfig) -> tuple[Store, int | None, str]:
+    """The store, the data directory's lock (None on PostgreSQL, which several nodes share), and where the data
+    is, for the log."""
+    if config.store:
+        store = open_store(config.store, config.shards)
+        return store, None, f"{store.location} ({store.shard_count()} shards, PostgreSQL)"
     data_dir = config.data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock_data_dir(data_dir)
     try:
-        lock = _lock_data_dir(data_dir)
+        store = open_store(data_dir / "statewright.db", config.shards)
+    except BaseException:
+        os.close(lock)
+        raise
+    return store, lock, f"{data_dir} ({store.shard_count()} shards, SQLite)"
+
+
+def serve(config: ServerConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
         connections = Connections(config.connections)
-        store = SqliteStore(data_dir / "statewright.db", config.shards)
-    except (DataDirInUse, ShardCountMismatch, ValueError, OSError) as exc:
+        store, lock, where = _open(config)
+    except (DataDirInUse, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError, OSError) as exc:
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
     engine = Engine(store, limits=config.limits)
     service = Service(store, engine, config.account_id, connections, config.limits)
     engine.start()
-    engine.metrics.count_open_executions(store.path)
+    engine.metrics.count_open_executions(store.open_count)
     app = App(service, config.region)
-    print(f"statewright: data in {data_dir} ({store.shard_count()} shards, SQLite)", flush=True)
+    print(f"statewright: data in {where}", flush=True)
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
                                     lifespan="on", proxy_headers=False, server_header=False),
@@ -98,5 +113,6 @@ def serve(config: ServerConfig) -> int:
         engine.stop()
         service.close()
         store.close()
-        os.close(lock)
+        if lock is not None:
+            os.close(lock)
     return 0

@@ -17,6 +17,7 @@ Contract (tests/store_contract.py runs it against every implementation):
   (CommitFailed); an I/O failure mid-commit is *outcome unknown* (CommitOutcomeUnknown): the caller must re-read
   before going on. The reads the engine serves from (``load_execution``, ``due_timers``, ``pending_dispatches``,
   ``get_state_machine``, ``get_revision``) raise StoreUnavailable when the database cannot answer.
+- A database records its schema version; one newer than the code raises SchemaTooNew on opening.
 - History rows are immutable; readers see only events below the row's committed next_event_id.
 - Dispatches (the outbox) are written and removed in the same commits as the transitions that create and
   consume them; ``pending_dispatches`` lists what a new owner must hand out again.
@@ -44,6 +45,10 @@ class CommitOutcomeUnknown(Exception):
 
 class ShardCountMismatch(Exception):
     """The data directory was created with another shard count, which cannot change."""
+
+
+class SchemaTooNew(Exception):
+    """The database was written by a newer statewright (a schema version above this code's): upgrade to open it."""
 
 
 @dataclass(slots=True)
@@ -149,8 +154,31 @@ class Page:
     next_cursor: str | None
 
 
+class OpenCount:
+    """A count of RUNNING executions as of one instant, in steps that may run on different threads: made by
+    ``Store.open_count`` (it may connect), ``snapshot`` fixes the instant (cheap: call it where the count must line
+    up with other books, e.g. between two commits), ``count`` counts what was committed before it (slow; once),
+    ``close`` gives it up uncounted. This default, for a store without read snapshots, counts in ``snapshot``."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._running: int | None = None
+
+    def snapshot(self) -> None:
+        self._running = self._store.count_open_executions()
+
+    def count(self) -> int:
+        assert self._running is not None, "count() before snapshot()"
+        return self._running
+
+    def close(self) -> None:
+        self._running = None
+
+
 class Store(ABC):
     """Durable storage for one statewright cluster (one data directory or one database)."""
+
+    location: str  # where the data is, for messages (a path, or a database URL without its password)
 
     # -- shards
     @abstractmethod
@@ -199,6 +227,10 @@ class Store(ABC):
     @abstractmethod
     def count_open_executions(self) -> int:
         """How many executions are RUNNING (for metrics; may take a while on a large store)."""
+
+    def open_count(self) -> OpenCount:
+        """Prepare an exact count of RUNNING executions at an instant the caller picks (see OpenCount)."""
+        return OpenCount(self)
 
     @abstractmethod
     def list_executions(self, state_machine_arn: str, status: str | None, limit: int,

@@ -24,7 +24,9 @@ from .base import (
     ExecutionSummary,
     ExecutionWrite,
     NodeRecord,
+    OpenCount,
     Page,
+    SchemaTooNew,
     ShardCountMismatch,
     ShardLease,
     StateMachineRecord,
@@ -32,6 +34,7 @@ from .base import (
     StoreUnavailable,
     TimerRow,
 )
+from .shared import groups, insert_row, prefix_range, record_blob, update_row
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,12 +68,13 @@ CREATE TABLE IF NOT EXISTS tags (
     resource_arn TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     PRIMARY KEY (resource_arn, key)) WITHOUT ROWID;
 """
+SCHEMA_VERSION = 1  # recorded in meta 'schema_version'; a database without one was written at version 1
 
 
 class SqliteStore(Store):
     def __init__(self, path: str | Path, shard_count: int | None) -> None:
         """Open (or create) the database; ``shard_count`` None opens an existing one with whatever count it has."""
-        self.path = str(path)
+        self.path = self.location = str(path)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -82,8 +86,15 @@ class SqliteStore(Store):
             raise
 
     def _initialize(self, shard_count: int | None) -> None:
-        self._db().executescript(_SCHEMA)
+        db = self._db()
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone():
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
+                raise SchemaTooNew(f"{self.path} holds statewright schema version {row[0]}, newer than this "
+                                   f"statewright's ({SCHEMA_VERSION}): upgrade statewright to open it")
+        db.executescript(_SCHEMA)
         with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             if shard_count is not None:
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('shard_count', ?)", (str(shard_count),))
             row = db.execute("SELECT value FROM meta WHERE key='shard_count'").fetchone()
@@ -257,8 +268,8 @@ class SqliteStore(Store):
     def _write_executions(db: sqlite3.Connection, live: list[tuple[int, ExecutionWrite]]) -> list[int]:
         """Write the execution rows; returns the indexes whose condition failed. All rows go in two statements;
         only if some condition failed (never, with one owner per shard) are they redone one by one to find which."""
-        inserts = [_insert_row(write) for _, write in live if write.expected_version == 0]
-        updates = [_update_row(write) for _, write in live if write.expected_version != 0]
+        inserts = [insert_row(write) for _, write in live if write.expected_version == 0]
+        updates = [update_row(write) for _, write in live if write.expected_version != 0]
         db.execute("SAVEPOINT executions")
         changed = (db.executemany(_INSERT_EXECUTION, inserts).rowcount
                    + db.executemany(_UPDATE_EXECUTION, updates).rowcount)
@@ -268,14 +279,14 @@ class SqliteStore(Store):
         db.execute("ROLLBACK TO executions")
         db.execute("RELEASE executions")
         conflicts: list[int] = []
-        for members in _groups(live):  # a group's writes land together or not at all
+        for members in groups(live):  # a group's writes land together or not at all
             db.execute("SAVEPOINT write_group")
             failed = False
             for _, write in members:
                 if write.expected_version == 0:
-                    cursor = db.execute(_INSERT_EXECUTION, _insert_row(write))
+                    cursor = db.execute(_INSERT_EXECUTION, insert_row(write))
                 else:
-                    cursor = db.execute(_UPDATE_EXECUTION, _update_row(write))
+                    cursor = db.execute(_UPDATE_EXECUTION, update_row(write))
                 failed = failed or cursor.rowcount != 1
             if failed:
                 db.execute("ROLLBACK TO write_group")
@@ -291,6 +302,9 @@ class SqliteStore(Store):
     def count_open_executions(self) -> int:
         with _unavailable():
             return self._db().execute("SELECT COUNT(*) FROM executions WHERE status = 'RUNNING'").fetchone()[0]
+
+    def open_count(self) -> OpenCount:
+        return _SqliteOpenCount(self.path)
 
     def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
                         cursor: str | None) -> Page:
@@ -375,7 +389,7 @@ class SqliteStore(Store):
     def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
         rows = self._db().execute(
             "SELECT arn, name, created_ms FROM activities WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
-            (*_prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
+            (*prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
         items = [ActivityRecord(*row) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
@@ -399,7 +413,7 @@ class SqliteStore(Store):
     def create_state_machine(self, record: StateMachineRecord) -> StateMachineRecord:
         with self._transaction() as db:
             inserted = db.execute("INSERT OR IGNORE INTO state_machines VALUES (?, ?, ?)",
-                                  (record.arn, record.name, _record_blob(record))).rowcount
+                                  (record.arn, record.name, record_blob(record))).rowcount
             if inserted:
                 db.execute("INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?)",
                            (record.arn, record.revision_id, record.definition, record.role_arn))
@@ -414,7 +428,7 @@ class SqliteStore(Store):
     def update_state_machine(self, record: StateMachineRecord) -> bool:
         with self._transaction() as db:
             updated = db.execute("UPDATE state_machines SET record = ? WHERE arn = ?",
-                                 (_record_blob(record), record.arn)).rowcount
+                                 (record_blob(record), record.arn)).rowcount
             if updated:
                 db.execute("INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?)",
                            (record.arn, record.revision_id, record.definition, record.role_arn))
@@ -428,7 +442,7 @@ class SqliteStore(Store):
     def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
         rows = self._db().execute(
             "SELECT record FROM state_machines WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
-            (*_prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
+            (*prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
         items = [StateMachineRecord(**orjson.loads(row[0])) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
@@ -455,6 +469,29 @@ class SqliteStore(Store):
         return dict(rows.fetchall())
 
 
+class _SqliteOpenCount(OpenCount):
+    """The count in a read transaction of a connection of its own: its first read fixes the WAL snapshot, and
+    the count later sees exactly the commits before it."""
+
+    def __init__(self, path: str) -> None:
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+
+    def snapshot(self) -> None:
+        with _unavailable():
+            self._db.execute("BEGIN")
+            self._db.execute("SELECT count(*) FROM shards").fetchone()
+
+    def count(self) -> int:
+        try:
+            with _unavailable():
+                return self._db.execute("SELECT count(*) FROM executions WHERE status = 'RUNNING'").fetchone()[0]
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+
 @contextmanager
 def _unavailable() -> Iterator[None]:
     try:
@@ -463,36 +500,7 @@ def _unavailable() -> Iterator[None]:
         raise StoreUnavailable(str(exc)) from exc
 
 
-def _record_blob(record: StateMachineRecord) -> bytes:
-    return orjson.dumps({name: getattr(record, name) for name in record.__dataclass_fields__})
-
-
 _INSERT_EXECUTION = "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _UPDATE_EXECUTION = ("UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ? "
                      "WHERE arn = ? AND version = ?")
 
-
-def _groups(live: list[tuple[int, ExecutionWrite]]) -> list[list[tuple[int, ExecutionWrite]]]:
-    """Consecutive writes sharing a nonzero group, each other write alone."""
-    groups: list[list[tuple[int, ExecutionWrite]]] = []
-    for index, write in live:
-        if write.group and groups and groups[-1][-1][1].group == write.group:
-            groups[-1].append((index, write))
-        else:
-            groups.append([(index, write)])
-    return groups
-
-
-def _insert_row(write: ExecutionWrite) -> tuple:
-    return (write.arn, write.state_machine_arn, write.name, write.shard_id, write.status, write.start_ms,
-            write.stop_ms, write.version, write.state)
-
-
-def _update_row(write: ExecutionWrite) -> tuple:
-    return write.status, write.stop_ms, write.version, write.state, write.arn, write.expected_version
-
-
-def _prefix_range(arn_prefix: str, cursor: str | None) -> tuple[str, str]:
-    """Bounds (exclusive) of the ARNs after ``cursor`` that start with ``arn_prefix``. Within one prefix ARN order
-    is name order, and the bounds keep the scan on the primary key."""
-    return max(cursor or "", arn_prefix), arn_prefix[:-1] + chr(ord(arn_prefix[-1]) + 1)

@@ -1,0 +1,654 @@
+"""The networked store: PostgreSQL through psycopg 3, for one node or several sharing one database.
+
+Each thread gets its own connection (autocommit; transactions are explicit), replaced once it breaks, so a call
+after the server came back succeeds. The engine's batches arrive as one transaction each (group commit) whose
+statements carry whole columns as arrays (``unnest``), sent in pipeline mode: in the usual case a commit is two
+round trips, one up to the execution rows and one with the rest and COMMIT.
+
+Fencing: a commit reads its shards' rows ``FOR SHARE`` in its own transaction; ``acquire_shard`` updates the row,
+which waits for those commits and makes every later commit of an earlier owner see the new range id. Outbox
+``seq`` is per shard, counted in memory from the shard's maximum, read once per acquisition: nothing orders one
+shard's commits against another's. Connections live until ``close`` (one per thread that ever called the store:
+the engine's and the API's store threads).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from .base import (
+    ActivityRecord,
+    CommitFailed,
+    CommitOutcomeUnknown,
+    CommitResult,
+    Dispatch,
+    ExecutionSummary,
+    ExecutionWrite,
+    NodeRecord,
+    OpenCount,
+    Page,
+    SchemaTooNew,
+    ShardCountMismatch,
+    ShardLease,
+    StateMachineRecord,
+    Store,
+    StoreUnavailable,
+    TimerRow,
+)
+from .shared import groups, insert_row, prefix_range, record_blob, update_row
+
+# Each entry is one schema version; a database records the last one applied (meta 'schema_version'). Add a new
+# entry for every change, never edit one that shipped. ARNs and ids are "C"-collated: their order is byte order,
+# as in SQLite and Python, whatever the database's locale.
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
+        # Rows updated on every acquisition and renewal: room on the page keeps those updates HOT.
+        "CREATE TABLE shards (shard_id integer PRIMARY KEY, range_id bigint NOT NULL, owner text, "
+        "lease_until_ms bigint) WITH (fillfactor = 50)",
+        'CREATE TABLE nodes (node_id text COLLATE "C" PRIMARY KEY, address text NOT NULL, '
+        "lease_until_ms bigint NOT NULL)",
+        'CREATE TABLE state_machines (arn text COLLATE "C" PRIMARY KEY, name text NOT NULL, record bytea NOT NULL)',
+        'CREATE TABLE revisions (state_machine_arn text COLLATE "C" NOT NULL, revision_id text COLLATE "C" NOT NULL, '
+        "definition text NOT NULL, role_arn text NOT NULL, PRIMARY KEY (state_machine_arn, revision_id))",
+        'CREATE TABLE executions (arn text COLLATE "C" PRIMARY KEY, state_machine_arn text COLLATE "C" NOT NULL, '
+        "name text NOT NULL, shard_id integer NOT NULL, status text NOT NULL, start_ms bigint NOT NULL, "
+        "stop_ms bigint, version bigint NOT NULL, state bytea NOT NULL) WITH (fillfactor = 80)",
+        "CREATE INDEX executions_by_machine ON executions (state_machine_arn, start_ms DESC, arn DESC)",
+        'CREATE TABLE history (execution_arn text COLLATE "C" NOT NULL, first_event_id bigint NOT NULL, '
+        "last_event_id bigint NOT NULL, events bytea NOT NULL, PRIMARY KEY (execution_arn, first_event_id))",
+        'CREATE TABLE timers (shard_id integer NOT NULL, fire_at_ms bigint NOT NULL, execution_arn text COLLATE "C" '
+        'NOT NULL, timer_id text COLLATE "C" NOT NULL, PRIMARY KEY (shard_id, fire_at_ms, execution_arn, timer_id))',
+        'CREATE TABLE outbox (shard_id integer NOT NULL, execution_arn text COLLATE "C" NOT NULL, dispatch_id text '
+        'COLLATE "C" NOT NULL, payload bytea NOT NULL, seq bigint NOT NULL, '
+        "PRIMARY KEY (shard_id, execution_arn, dispatch_id))",
+        "CREATE INDEX outbox_by_seq ON outbox (shard_id, seq)",
+        'CREATE TABLE activities (arn text COLLATE "C" PRIMARY KEY, name text NOT NULL, created_ms bigint NOT NULL)',
+        'CREATE TABLE tags (resource_arn text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, '
+        "value text NOT NULL, PRIMARY KEY (resource_arn, key))",
+    ),
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+_MIGRATION_LOCK = 0x5354_5754_5343_4831  # the advisory lock nodes starting at once take in turn to migrate
+
+
+class PostgresStore(Store):
+    def __init__(self, dsn: str, shard_count: int | None) -> None:
+        """Open the database at ``dsn`` (a libpq URL or key=value string), migrating its schema first;
+        ``shard_count`` None opens an existing one with whatever count it has."""
+        params = conninfo_to_dict(dsn)
+        params.setdefault("connect_timeout", "10")  # an unreachable host fails the call instead of hanging it
+        params.setdefault("application_name", "statewright")
+        self._conninfo = make_conninfo(**params)
+        # Where the data is, for messages: no password, it is printed.
+        self.location = (f"postgresql://{params.get('user', '')}@{params.get('host', '')}:"
+                         f"{params.get('port', 5432)}/{params.get('dbname', '')}")
+        self._local = threading.local()
+        self._connections: set[psycopg.Connection] = set()
+        self._lock = threading.Lock()  # guards _connections and _outbox_seqs
+        # shard -> (the range id it was counted under, the last seq used): a new acquisition (another range id)
+        # reads the maximum again, since another owner may have written since, whichever thread acquired.
+        self._outbox_seqs: dict[int, tuple[int, int]] = {}
+        try:
+            self._initialize(shard_count)
+        except BaseException:
+            self.close()
+            raise
+
+    def _initialize(self, shard_count: int | None) -> None:
+        with self._transaction() as db:
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            version = _schema_version(db)
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNew(f"{self.location} holds statewright schema version {version}, newer than this "
+                                   f"statewright's ({SCHEMA_VERSION}): upgrade statewright to open it")
+            for statements in _MIGRATIONS[version:]:
+                for statement in statements:
+                    db.execute(statement)
+            if version < SCHEMA_VERSION:
+                db.execute("INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE "
+                           "SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
+            if shard_count is not None:
+                db.execute("INSERT INTO meta VALUES ('shard_count', %s) ON CONFLICT DO NOTHING", (str(shard_count),))
+            row = db.execute("SELECT value FROM meta WHERE key = 'shard_count'").fetchone()
+            if row is None:  # raising rolls the migration back: opening an empty database creates nothing
+                raise LookupError(f"{self.location} holds no statewright data yet; start `statewright serve "
+                                  f"--store` on it")
+            self._shard_count = int(row[0])
+            if shard_count is not None and self._shard_count != shard_count:
+                raise ShardCountMismatch(
+                    f"{self.location} was created with {self._shard_count} shards; the shard count cannot change "
+                    f"(start with --shards {self._shard_count}, or use a new database)")
+            db.execute("INSERT INTO shards (shard_id, range_id) SELECT generate_series(0, %s - 1), 0 "
+                       "ON CONFLICT DO NOTHING", (self._shard_count,))
+
+    # -- connections
+
+    def _connect(self) -> psycopg.Connection:
+        db = psycopg.connect(self._conninfo, autocommit=True)
+        with self._lock:
+            self._connections.add(db)
+        return db
+
+    def _release(self, db: psycopg.Connection) -> None:
+        with self._lock:
+            self._connections.discard(db)
+        db.close()
+
+    def _db(self) -> psycopg.Connection:
+        """This thread's connection; a new one if there is none or the last one broke (the server went away)."""
+        db: psycopg.Connection | None = getattr(self._local, "db", None)
+        if db is None or db.closed:
+            if db is not None:
+                self._release(db)
+            db = self._local.db = self._connect()
+        return db
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection]:
+        with _unavailable():
+            db = self._db()
+            with db.transaction():
+                yield db
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with _unavailable():
+            return self._db().execute(sql, params, binary=True).fetchall()
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> None:
+        with _unavailable():
+            self._db().execute(sql, params)
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, set()
+        for db in connections:
+            db.close()
+        self._local = threading.local()
+
+    # -- shards
+
+    def shard_count(self) -> int:
+        return self._shard_count
+
+    def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int, now_ms: int | None = None) -> int | None:
+        free = "" if now_ms is None else " AND (owner IS NULL OR owner = %s OR lease_until_ms <= %s)"
+        # The UPDATE locks the row: it waits for the commits holding it FOR SHARE, and later ones see the new id.
+        rows = self._rows(f"UPDATE shards SET range_id = range_id + 1, owner = %s, lease_until_ms = %s "
+                          f"WHERE shard_id = %s{free} RETURNING range_id",
+                          (owner, lease_until_ms, shard_id, *(() if now_ms is None else (owner, now_ms))))
+        return rows[0][0] if rows else None
+
+    def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
+        shards = sorted(range_ids)
+        with self._transaction() as db:
+            _lock_in_order(db, shards)
+            rows = db.execute("UPDATE shards s SET lease_until_ms = %s FROM unnest(%s::integer[], %s::bigint[]) "
+                              "AS u(shard_id, range_id) WHERE s.shard_id = u.shard_id AND s.range_id = u.range_id "
+                              "AND s.owner = %s RETURNING s.shard_id",
+                              (lease_until_ms, shards, [range_ids[shard] for shard in shards], owner)).fetchall()
+        return {row[0] for row in rows}
+
+    def release_shards(self, owner: str, range_ids: Mapping[int, int]) -> None:
+        shards = sorted(range_ids)
+        with self._transaction() as db:
+            _lock_in_order(db, shards)
+            db.execute("UPDATE shards s SET owner = NULL, lease_until_ms = 0 FROM unnest(%s::integer[], "
+                       "%s::bigint[]) AS u(shard_id, range_id) WHERE s.shard_id = u.shard_id "
+                       "AND s.range_id = u.range_id AND s.owner = %s",
+                       (shards, [range_ids[shard] for shard in shards], owner))
+
+    def shard_leases(self) -> list[ShardLease]:
+        rows = self._rows("SELECT shard_id, range_id, owner, COALESCE(lease_until_ms, 0) FROM shards "
+                          "ORDER BY shard_id")
+        return [ShardLease(*row) for row in rows]
+
+    # -- nodes
+
+    def register_node(self, node_id: str, address: str, lease_until_ms: int) -> None:
+        self._execute("INSERT INTO nodes VALUES (%s, %s, %s) ON CONFLICT (node_id) DO UPDATE "
+                      "SET address = EXCLUDED.address, lease_until_ms = EXCLUDED.lease_until_ms",
+                      (node_id, address, lease_until_ms))
+
+    def remove_node(self, node_id: str) -> None:
+        self._execute("DELETE FROM nodes WHERE node_id = %s", (node_id,))
+
+    def nodes(self) -> list[NodeRecord]:
+        return [NodeRecord(*row) for row in self._rows("SELECT node_id, address, lease_until_ms FROM nodes "
+                                                       "ORDER BY node_id")]
+
+    # -- executions
+
+    def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult:
+        """One transaction. Round trip 1: BEGIN, the shard rows FOR SHARE, the execution rows written as if every
+        shard were still ours (under a savepoint, undone when one is not or a row's check fails). Round trip 2:
+        history, timers, outbox and COMMIT. Anything failing before COMMIT was sent wrote nothing (PostgreSQL
+        commits a transaction only on COMMIT): CommitFailed; from then on the outcome is unknown."""
+        result = CommitResult()
+        if not writes:
+            return result
+        # Serialized before anything is sent: an event that is not JSON raises here and nothing is written.
+        histories = [orjson.dumps(write.events) if write.events else None for write in writes]
+        payloads = [[(dispatch_id, orjson.dumps(payload)) for dispatch_id, payload in write.dispatches_added]
+                    for write in writes]
+        shards = sorted({write.shard_id for write in writes})
+        with self._lock:
+            unsequenced = sorted({write.shard_id for write, added in zip(writes, payloads, strict=True)
+                                  if added and self._counted_under(write.shard_id) != range_ids.get(write.shard_id)})
+        db: psycopg.Connection | None = None
+        try:
+            db = self._db()
+            with db.pipeline():
+                db.execute("BEGIN")
+                owners = db.execute("SELECT shard_id, range_id FROM shards WHERE shard_id = ANY(%s) "
+                                    "ORDER BY shard_id FOR SHARE", (shards,))
+                maxima = db.execute("SELECT shard_id, MAX(seq) FROM outbox WHERE shard_id = ANY(%s) "
+                                    "GROUP BY shard_id", (unsequenced,)) if unsequenced else None
+                db.execute("SAVEPOINT executions")
+                optimistic = _queue_rows(db, list(enumerate(writes)))
+            current = dict(owners.fetchall())
+            result.lost_shards = {shard for shard in shards if current.get(shard) != range_ids.get(shard)}
+            # A group with a member on a lost shard does not land at all (its members are reported as conflicts).
+            lost_groups = {write.group for write in writes if write.group and write.shard_id in result.lost_shards}
+            orphans = [index for index, write in enumerate(writes)
+                       if write.group in lost_groups and write.shard_id not in result.lost_shards]
+            live = [(index, write) for index, write in enumerate(writes)
+                    if write.shard_id not in result.lost_shards and write.group not in lost_groups]
+            if len(live) < len(writes) or not _landed(optimistic):
+                db.execute("ROLLBACK TO SAVEPOINT executions")
+                result.conflicts = orphans + self._write_rows(db, live)
+            if maxima is not None:
+                found = dict(maxima.fetchall())
+                with self._lock:
+                    for shard in unsequenced:
+                        if shard not in result.lost_shards and self._counted_under(shard) != range_ids[shard]:
+                            self._outbox_seqs[shard] = (range_ids[shard], found.get(shard) or 0)
+        except psycopg.Error as exc:
+            _roll_back(db)
+            raise CommitFailed(str(exc)) from exc
+        except BaseException:  # a bug: nothing was committed; never leave the transaction (and its locks) open
+            _roll_back(db)
+            raise
+        conflicts = set(result.conflicts)
+        try:
+            with db.pipeline():
+                self._queue_rest(db, [(write, histories[index], payloads[index]) for index, write in live
+                                      if index not in conflicts])
+                db.execute("COMMIT")
+        except psycopg.Error as exc:
+            _roll_back(db)
+            raise CommitOutcomeUnknown(str(exc)) from exc
+        except BaseException:
+            _roll_back(db)
+            raise
+        return result
+
+    def _write_rows(self, db: psycopg.Connection, live: list[tuple[int, ExecutionWrite]]) -> list[int]:
+        """Write the execution rows of ``live`` (after a rollback to the savepoint); returns the indexes whose
+        condition failed. In bulk first; only if some condition failed are the rows redone one by one, in batch
+        order, to find which (a write group together or not at all)."""
+        with db.pipeline():
+            bulk = _queue_rows(db, live)
+        if _landed(bulk):
+            return []
+        db.execute("ROLLBACK TO SAVEPOINT executions")
+        conflicts: list[int] = []
+        for members in groups(live):
+            if len(members) > 1:
+                db.execute("SAVEPOINT write_group")
+            for _, write in members:
+                if write.expected_version == 0:
+                    written = db.execute(_INSERT_EXECUTION, insert_row(write)).rowcount
+                else:
+                    written = db.execute(_UPDATE_EXECUTION, update_row(write)).rowcount
+                if written != 1:
+                    if len(members) > 1:
+                        db.execute("ROLLBACK TO SAVEPOINT write_group")
+                    conflicts += [index for index, _ in members]
+                    break
+            if len(members) > 1:
+                db.execute("RELEASE SAVEPOINT write_group")
+        return conflicts
+
+    def _queue_rest(self, db: psycopg.Connection,
+                    landed: list[tuple[ExecutionWrite, bytes | None, list[tuple[str, bytes]]]]) -> None:
+        """Queue the history, timer and outbox statements of the writes that landed, in batch order."""
+        history: dict[tuple[str, int], tuple[int, bytes]] = {}  # a later row of the same key replaces it
+        removed: list[tuple[int, int, str, str]] = []
+        added: dict[tuple[int, int, str, str], None] = {}  # ordered set: a later write's removal cancels it
+        undispatched: list[tuple[int, str, str]] = []
+        dispatches: dict[tuple[int, str, str], bytes] = {}
+        for write, events, payloads in landed:
+            if events is not None:
+                history[(write.arn, write.events[0]["id"])] = (write.events[-1]["id"], events)
+            # Deletes run before inserts below; a timer added by an earlier write of this batch and removed by a
+            # later one must not come back, so the removal also drops the pending insert.
+            for timer_id, fire_at in write.timers_removed:
+                row = (write.shard_id, fire_at, write.arn, timer_id)
+                added.pop(row, None)
+                removed.append(row)
+            for timer_id, fire_at in write.timers_added:
+                added[(write.shard_id, fire_at, write.arn, timer_id)] = None
+            for dispatch_id in write.dispatches_removed:
+                key = (write.shard_id, write.arn, dispatch_id)
+                dispatches.pop(key, None)
+                undispatched.append(key)
+            for dispatch_id, payload in payloads:
+                dispatches[(write.shard_id, write.arn, dispatch_id)] = payload
+        if history:
+            db.execute(_INSERT_HISTORY, ([arn for arn, _ in history], [first for _, first in history],
+                                         *_columns(list(history.values()), 2)))
+        if removed:
+            db.execute(_DELETE_TIMERS, _columns(removed, 4))
+        if added:
+            db.execute(_INSERT_TIMERS, _columns(list(added), 4))
+        if undispatched:
+            db.execute(_DELETE_DISPATCHES, _columns(undispatched, 3))
+        if dispatches:
+            with self._lock:  # seqs are unique even if two threads commit; commits come from one thread, though
+                seqs = [self._next_seq(shard) for shard, _, _ in dispatches]
+            db.execute(_INSERT_DISPATCHES, (*_columns(list(dispatches), 3), list(dispatches.values()), seqs))
+
+    def _counted_under(self, shard_id: int) -> int | None:
+        counted = self._outbox_seqs.get(shard_id)
+        return None if counted is None else counted[0]
+
+    def _next_seq(self, shard_id: int) -> int:
+        """The next outbox seq of a shard: above every seq it used since this store took it, even once those
+        rows are gone, so a reader paging by seq never misses a row written behind its cursor. (A seq skipped by
+        a rolled-back commit is a harmless gap.)"""
+        range_id, seq = self._outbox_seqs[shard_id]
+        self._outbox_seqs[shard_id] = (range_id, seq + 1)
+        return seq + 1
+
+    def load_execution(self, arn: str) -> bytes | None:
+        rows = self._rows("SELECT state FROM executions WHERE arn = %s", (arn,))
+        return rows[0][0] if rows else None
+
+    def count_open_executions(self) -> int:
+        return self._rows(_COUNT_OPEN)[0][0]
+
+    def open_count(self) -> OpenCount:
+        with _unavailable():
+            return _PostgresOpenCount(self)
+
+    def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
+                        cursor: str | None) -> Page:
+        sql = ("SELECT arn, state_machine_arn, name, status, start_ms, stop_ms FROM executions "
+               "WHERE state_machine_arn = %s")
+        args: list[Any] = [state_machine_arn]
+        if status:
+            sql += " AND status = %s"
+            args.append(status)
+        if cursor:
+            try:
+                start_ms, arn = orjson.loads(cursor)
+                args += [int(start_ms), int(start_ms), str(arn)]
+            except (ValueError, TypeError):
+                raise ValueError(f"not a cursor of list_executions: {cursor!r}") from None
+            sql += " AND (start_ms < %s OR (start_ms = %s AND arn < %s))"
+        sql += " ORDER BY start_ms DESC, arn DESC LIMIT %s"
+        rows = self._rows(sql, [*args, limit + 1])
+        items = [ExecutionSummary(*row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return Page(items, orjson.dumps([items[-1].start_ms, items[-1].arn]).decode() if more else None)
+
+    def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:
+        # Every row read holds at least one wanted event, so ``limit`` rows are enough.
+        if reverse:
+            bound = after_event_id or 1 << 62
+            rows = self._rows("SELECT events FROM history WHERE execution_arn = %s AND first_event_id < %s "
+                              "ORDER BY first_event_id DESC LIMIT %s", (arn, bound, limit))
+            events: list[dict[str, Any]] = []
+            for (blob,) in rows:
+                events += [event for event in reversed(orjson.loads(blob)) if event["id"] < bound]
+            return events[:limit]
+        rows = self._rows("SELECT events FROM history WHERE execution_arn = %s AND last_event_id > %s "
+                          "ORDER BY first_event_id LIMIT %s", (arn, after_event_id, limit))
+        events = []
+        for (blob,) in rows:
+            events += [event for event in orjson.loads(blob) if event["id"] > after_event_id]
+        return events[:limit]
+
+    def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
+                   after_key: tuple[str, str] | None = None) -> list[TimerRow]:
+        if after_key is None:
+            bound, args = "fire_at_ms > %s", [after_ms]
+        else:
+            bound, args = "(fire_at_ms, execution_arn, timer_id) > (%s, %s, %s)", [after_ms, *after_key]
+        rows = self._rows(f"SELECT shard_id, fire_at_ms, execution_arn, timer_id FROM timers WHERE shard_id = %s "
+                          f"AND {bound} AND fire_at_ms <= %s ORDER BY fire_at_ms, execution_arn, timer_id LIMIT %s",
+                          (shard_id, *args, until_ms, limit))
+        return [TimerRow(*row) for row in rows]
+
+    def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
+        rows = self._rows("SELECT shard_id, execution_arn, dispatch_id, payload, seq FROM outbox WHERE shard_id = %s "
+                          "AND seq > %s ORDER BY seq LIMIT %s", (shard_id, after_seq, limit))
+        return [Dispatch(shard, arn, dispatch_id, orjson.loads(payload), seq)
+                for shard, arn, dispatch_id, payload, seq in rows]
+
+    # -- activities
+
+    def create_activity(self, record: ActivityRecord) -> ActivityRecord:
+        self._execute("INSERT INTO activities VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                      (record.arn, record.name, record.created_ms))
+        return self.get_activity(record.arn)
+
+    def get_activity(self, arn: str) -> ActivityRecord | None:
+        rows = self._rows("SELECT arn, name, created_ms FROM activities WHERE arn = %s", (arn,))
+        return ActivityRecord(*rows[0]) if rows else None
+
+    def delete_activity(self, arn: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM activities WHERE arn = %s", (arn,))
+            db.execute("DELETE FROM tags WHERE resource_arn = %s", (arn,))
+
+    def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
+        rows = self._rows("SELECT arn, name, created_ms FROM activities WHERE arn > %s AND arn < %s "
+                          "ORDER BY arn LIMIT %s", (*prefix_range(arn_prefix, cursor), limit + 1))
+        items = [ActivityRecord(*row) for row in rows[:limit]]
+        return Page(items, items[-1].arn if len(rows) > limit else None)
+
+    # -- settings
+
+    def get_setting(self, key: str) -> str | None:
+        rows = self._rows("SELECT value FROM meta WHERE key = %s", (f"setting:{key}",))
+        return rows[0][0] if rows else None
+
+    def put_setting_if_absent(self, key: str, value: str) -> str:
+        self._execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT DO NOTHING", (f"setting:{key}", value))
+        return self.get_setting(key)
+
+    def put_setting(self, key: str, value: str) -> None:
+        self._execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                      (f"setting:{key}", value))
+
+    # -- state machines
+
+    def create_state_machine(self, record: StateMachineRecord) -> StateMachineRecord:
+        with self._transaction() as db:
+            inserted = db.execute("INSERT INTO state_machines VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                                  (record.arn, record.name, record_blob(record))).rowcount
+            if inserted:
+                db.execute(_INSERT_REVISION, (record.arn, record.revision_id, record.definition, record.role_arn))
+                return record
+        return self.get_state_machine(record.arn)
+
+    def get_state_machine(self, arn: str) -> StateMachineRecord | None:
+        rows = self._rows("SELECT record FROM state_machines WHERE arn = %s", (arn,))
+        return StateMachineRecord(**orjson.loads(rows[0][0])) if rows else None
+
+    def update_state_machine(self, record: StateMachineRecord) -> bool:
+        with self._transaction() as db:
+            updated = db.execute("UPDATE state_machines SET record = %s WHERE arn = %s",
+                                 (record_blob(record), record.arn)).rowcount
+            if updated:
+                db.execute(_INSERT_REVISION, (record.arn, record.revision_id, record.definition, record.role_arn))
+        return bool(updated)
+
+    def delete_state_machine(self, arn: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM state_machines WHERE arn = %s", (arn,))
+            db.execute("DELETE FROM tags WHERE resource_arn = %s", (arn,))
+
+    def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
+        rows = self._rows("SELECT record FROM state_machines WHERE arn > %s AND arn < %s ORDER BY arn LIMIT %s",
+                          (*prefix_range(arn_prefix, cursor), limit + 1))
+        items = [StateMachineRecord(**orjson.loads(row[0])) for row in rows[:limit]]
+        return Page(items, items[-1].arn if len(rows) > limit else None)
+
+    def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
+        rows = self._rows("SELECT definition, role_arn FROM revisions WHERE state_machine_arn = %s "
+                          "AND revision_id = %s", (state_machine_arn, revision_id))
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    # -- tags
+
+    def tag_resource(self, arn: str, tags: Mapping[str, str]) -> None:
+        if tags:
+            self._execute("INSERT INTO tags SELECT %s, * FROM unnest(%s::text[], %s::text[]) ON CONFLICT "
+                          "(resource_arn, key) DO UPDATE SET value = EXCLUDED.value",
+                          (arn, list(tags), list(tags.values())))
+
+    def untag_resource(self, arn: str, keys: Sequence[str]) -> None:
+        if keys:
+            self._execute("DELETE FROM tags WHERE resource_arn = %s AND key = ANY(%s::text[])", (arn, list(keys)))
+
+    def list_tags(self, arn: str) -> dict[str, str]:
+        return dict(self._rows("SELECT key, value FROM tags WHERE resource_arn = %s ORDER BY key", (arn,)))
+
+
+class _PostgresOpenCount(OpenCount):
+    """The count in a REPEATABLE READ transaction of a connection of its own: its first statement fixes the
+    snapshot, and the count later sees exactly the commits before it."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._db = store._connect()
+
+    def snapshot(self) -> None:
+        with _unavailable():
+            self._db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")  # one round trip
+
+    def count(self) -> int:
+        try:
+            with _unavailable():
+                return self._db.execute(_COUNT_OPEN).fetchone()[0]
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._store._release(self._db)
+
+
+@contextmanager
+def _unavailable() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.OperationalError as exc:  # refused, gone, shut down, a lost connection: cannot answer now
+        raise StoreUnavailable(str(exc)) from exc
+
+
+def _schema_version(db: psycopg.Connection) -> int:
+    if db.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
+        return 0
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _lock_in_order(db: psycopg.Connection, shards: list[int]) -> None:
+    """Lock shard rows in shard order, the order commits take them FOR SHARE, so the two cannot deadlock."""
+    db.execute("SELECT 1 FROM shards WHERE shard_id = ANY(%s) ORDER BY shard_id FOR UPDATE", (shards,))
+
+
+def _roll_back(db: psycopg.Connection | None) -> None:
+    if db is not None and not db.closed:
+        with suppress(psycopg.Error):
+            db.execute("ROLLBACK")
+
+
+_Queued = tuple[list[psycopg.Cursor], int] | None
+
+
+def _queue_rows(db: psycopg.Connection, live: list[tuple[int, ExecutionWrite]]) -> _Queued:
+    """Queue the execution rows of ``live`` as one INSERT and one UPDATE; returns their cursors and the rows they
+    must change. The writes of one execution become one row change: the first one's condition, the last one's
+    values. None (nothing queued) if a write does not follow on from the one before it: then only writing the
+    rows one by one, in order, tells which land."""
+    first: dict[str, ExecutionWrite] = {}
+    last: dict[str, ExecutionWrite] = {}
+    for _, write in live:
+        previous = last.get(write.arn)
+        if previous is None:
+            first[write.arn] = write
+        elif write.expected_version != previous.version:
+            return None
+        last[write.arn] = write
+    inserts = [(first[arn], last[arn]) for arn in first if first[arn].expected_version == 0]
+    updates = [(first[arn], last[arn]) for arn in first if first[arn].expected_version != 0]
+    cursors = []
+    if inserts:
+        cursors.append(db.execute(_INSERT_EXECUTIONS, (
+            [one.arn for one, _ in inserts], [one.state_machine_arn for one, _ in inserts],
+            [one.name for one, _ in inserts], [one.shard_id for one, _ in inserts],
+            [end.status for _, end in inserts], [one.start_ms for one, _ in inserts],
+            [end.stop_ms for _, end in inserts], [end.version for _, end in inserts],
+            [end.state for _, end in inserts])))
+    if updates:
+        cursors.append(db.execute(_UPDATE_EXECUTIONS, (
+            [one.arn for one, _ in updates], [one.expected_version for one, _ in updates],
+            [end.status for _, end in updates], [end.stop_ms for _, end in updates],
+            [end.version for _, end in updates], [end.state for _, end in updates])))
+    return cursors, len(first)
+
+
+def _landed(queued: _Queued) -> bool:
+    if queued is None:
+        return False
+    cursors, expected = queued
+    return sum(cursor.rowcount for cursor in cursors) == expected
+
+
+def _columns(rows: list[tuple], width: int) -> list[list[Any]]:
+    return [[row[column] for row in rows] for column in range(width)]
+
+
+
+# Array parameters go as %b (binary): a bytea array in text would be hex-escaped, several times slower to send.
+_INSERT_EXECUTIONS = (
+    "INSERT INTO executions SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::integer[], %b::text[], "
+    "%b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[]) ON CONFLICT DO NOTHING")
+_UPDATE_EXECUTIONS = (
+    "UPDATE executions e SET status = u.status, stop_ms = u.stop_ms, version = u.version, state = u.state "
+    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bytea[]) "
+    "AS u(arn, expected, status, stop_ms, version, state) WHERE e.arn = u.arn AND e.version = u.expected")
+_INSERT_EXECUTION = "INSERT INTO executions VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+_UPDATE_EXECUTION = ("UPDATE executions SET status = %s, stop_ms = %s, version = %s, state = %s "
+                     "WHERE arn = %s AND version = %s")
+_INSERT_HISTORY = (
+    "INSERT INTO history SELECT * FROM unnest(%b::text[], %b::bigint[], %b::bigint[], %b::bytea[]) "
+    "ON CONFLICT (execution_arn, first_event_id) DO UPDATE "
+    "SET last_event_id = EXCLUDED.last_event_id, events = EXCLUDED.events")
+_DELETE_TIMERS = (
+    "DELETE FROM timers t USING unnest(%b::integer[], %b::bigint[], %b::text[], %b::text[]) "
+    "AS u(shard_id, fire_at_ms, execution_arn, timer_id) WHERE t.shard_id = u.shard_id "
+    "AND t.fire_at_ms = u.fire_at_ms AND t.execution_arn = u.execution_arn AND t.timer_id = u.timer_id")
+_INSERT_TIMERS = ("INSERT INTO timers SELECT * FROM unnest(%b::integer[], %b::bigint[], %b::text[], %b::text[]) "
+                  "ON CONFLICT DO NOTHING")
+_DELETE_DISPATCHES = (
+    "DELETE FROM outbox o USING unnest(%b::integer[], %b::text[], %b::text[]) AS u(shard_id, execution_arn, "
+    "dispatch_id) WHERE o.shard_id = u.shard_id AND o.execution_arn = u.execution_arn "
+    "AND o.dispatch_id = u.dispatch_id")
+_INSERT_DISPATCHES = (
+    "INSERT INTO outbox SELECT * FROM unnest(%b::integer[], %b::text[], %b::text[], %b::bytea[], %b::bigint[]) "
+    "ON CONFLICT (shard_id, execution_arn, dispatch_id) DO UPDATE SET payload = EXCLUDED.payload, seq = EXCLUDED.seq")
+_INSERT_REVISION = "INSERT INTO revisions VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+_COUNT_OPEN = "SELECT count(*) FROM executions WHERE status = 'RUNNING'"
+

@@ -1,0 +1,54 @@
+"""`statewright serve --store postgresql://...`: a real server process on the test PostgreSQL, driven by boto3."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from server import ROLE_ARN, ServerProcess, free_port, history, wait_closed
+from test_metrics import open_executions
+
+WAIT_THEN_PASS = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 1, "Next": "P"},
+                                             "P": {"Type": "Pass", "Result": {"done": True}, "ResultPath": "$.result",
+                                                   "End": True}}}
+SLEEPER = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}}}
+
+
+def test_serve_on_postgresql_runs_a_wait_to_the_end_and_keeps_it_across_a_restart(tmp_path, postgres_schema):
+    node = ServerProcess(tmp_path / "data", shards=4, extra_args=("--store", postgres_schema)).start()
+    try:
+        sfn = node.client()
+        machine = sfn.create_state_machine(name="waits", definition=json.dumps(WAIT_THEN_PASS),
+                                           roleArn=ROLE_ARN)["stateMachineArn"]
+        run = sfn.start_execution(stateMachineArn=machine, input='{"n": 1}')["executionArn"]
+        described = wait_closed(sfn, run)
+        assert described["status"] == "SUCCEEDED"
+        assert json.loads(described["output"]) == {"n": 1, "result": {"done": True}}
+        assert [event["type"] for event in history(sfn, run)] == [
+            "ExecutionStarted", "WaitStateEntered", "WaitStateExited", "PassStateEntered", "PassStateExited",
+            "ExecutionSucceeded"]
+        sleeper = sfn.create_state_machine(name="sleeps", definition=json.dumps(SLEEPER),
+                                           roleArn=ROLE_ARN)["stateMachineArn"]
+        sfn.start_execution(stateMachineArn=sleeper)
+        assert open_executions(node.endpoint) == 1
+        assert not (tmp_path / "data" / "statewright.db").exists()  # nothing went to SQLite
+
+        node.kill()
+        node.start()  # the same database: everything committed is there, the count is taken again
+        assert sfn.describe_execution(executionArn=run)["status"] == "SUCCEEDED"
+        assert open_executions(node.endpoint) == 1
+    finally:
+        node.stop()
+
+
+def test_serve_refuses_another_shard_count_and_a_store_that_is_not_postgresql(tmp_path, postgres_schema):
+    node = ServerProcess(tmp_path / "data", shards=4, extra_args=("--store", postgres_schema)).start()
+    node.stop()
+    refused = subprocess.run([sys.executable, "-m", "statewright", "serve", "--port", str(free_port()), "--store",
+                              postgres_schema, "--shards", "5"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1
+    assert "was created with 4 shards" in refused.stderr and "--shards 4" in refused.stderr
+    wrong = subprocess.run([sys.executable, "-m", "statewright", "serve", "--store", str(tmp_path / "x.db")],
+                           capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "postgresql://" in wrong.stderr

@@ -1,0 +1,268 @@
+"""The store contract against PostgresStore, plus what only a networked, shared database can show: migrations
+racing, a newer schema, fencing across handles while a commit is in flight, and the server connection dying."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from postgres import create_schema
+from statewright.store import open_store
+from statewright.store.base import CommitFailed, CommitOutcomeUnknown, SchemaTooNew, Store, StoreUnavailable
+from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore
+from store_contract import StoreContract, blob, committed, execution_arn, write
+
+WAIT_S = 30  # bounded waits for another connection to reach a state, not timing assertions
+
+
+@pytest.fixture(scope="module")
+def contract_schema(postgres_database: str) -> str:
+    return create_schema(postgres_database)
+
+
+def empty(url: str) -> None:
+    """Delete every row a store wrote, except the schema version: the store opened next is as empty as on a new
+    schema, without the cost of creating its tables again (DDL is the slow part of a PostgreSQL test)."""
+    with psycopg.connect(url, autocommit=True) as db:
+        tables = [row[0] for row in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                                               "AND tablename <> 'meta'")]
+        with db.transaction():
+            for table in tables:
+                db.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))
+            db.execute("DELETE FROM meta WHERE key <> 'schema_version'")
+
+
+class TestPostgresStore(StoreContract):
+    @pytest.fixture(autouse=True)
+    def _schema(self, contract_schema: str) -> Iterator[None]:
+        """One schema for the suite, emptied after each test (the first test finds it new and migrates it)."""
+        self.url = contract_schema
+        yield
+        empty(contract_schema)
+
+    def make_store(self, shard_count: int) -> Store:
+        return PostgresStore(self.url, shard_count)
+
+    def reopen_store(self, shard_count: int) -> Store:
+        return open_store(self.url, shard_count)
+
+
+@pytest.fixture
+def admin(postgres_schema: str) -> Iterator[psycopg.Connection]:
+    """A connection of the test's own, on the schema the stores use."""
+    with psycopg.connect(postgres_schema, autocommit=True) as db:
+        yield db
+
+
+@contextmanager
+def locked(url: str, table: str) -> Iterator[None]:
+    """Hold ``table`` locked from a connection of its own (the admin connection keeps watching: inside a
+    transaction pg_stat_activity would not change)."""
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("BEGIN")
+        db.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        yield
+        db.execute("ROLLBACK")
+
+
+def named(url: str, application: str) -> str:
+    """The URL with an application_name, so the test can find that store's backends in pg_stat_activity."""
+    return f"{url}&application_name={application}"
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, "the other connection never got there"
+        time.sleep(0.01)
+
+
+def waiting_on_a_lock(admin: psycopg.Connection, application: str) -> bool:
+    return admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                         "AND wait_event_type = 'Lock'", (application,)).fetchone()[0] > 0
+
+
+def terminate(admin: psycopg.Connection, application: str, waiting: bool = False) -> int:
+    """Kill the store's backends (``waiting``: only those waiting on a lock); how many there were."""
+    return admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s "
+                         "AND (NOT %s OR wait_event_type = 'Lock')", (application, waiting)).fetchone()[0]
+
+
+def in_thread(function: Callable[[], object]) -> tuple[threading.Thread, list]:
+    """Run ``function`` on a thread; the list gets its result or the exception it raised."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(function())
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_nodes_migrating_at_once_end_with_one_schema(postgres_schema: str, admin: psycopg.Connection) -> None:
+    barrier = threading.Barrier(4)
+
+    def start() -> PostgresStore:
+        barrier.wait()
+        return PostgresStore(postgres_schema, 8)
+
+    started = [in_thread(start) for _ in range(4)]
+    for thread, _ in started:
+        thread.join(WAIT_S)
+    stores = [outcome[0] for _, outcome in started]
+    try:
+        assert all(isinstance(store, PostgresStore) for store in stores), stores
+        assert admin.execute("SELECT key, value FROM meta ORDER BY key").fetchall() == [
+            ("schema_version", str(SCHEMA_VERSION)), ("shard_count", "8")]
+        assert admin.execute("SELECT count(*), min(range_id), max(range_id) FROM shards").fetchone() == (8, 0, 0)
+        ranges = {store.acquire_shard(0, f"node-{index}", 1_000) for index, store in enumerate(stores)}
+        assert ranges == {1, 2, 3, 4}  # one shards table: every node's acquisition bumps the same row
+    finally:
+        for store in stores:
+            if isinstance(store, PostgresStore):
+                store.close()
+
+
+def test_a_schema_newer_than_the_code_refuses_to_open(postgres_schema: str, admin: psycopg.Connection) -> None:
+    PostgresStore(postgres_schema, 4).close()
+    admin.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    with pytest.raises(SchemaTooNew, match="upgrade statewright"):
+        PostgresStore(postgres_schema, 4)
+    with pytest.raises(SchemaTooNew):
+        PostgresStore(postgres_schema, None)
+
+
+def test_opening_an_empty_database_without_a_shard_count_creates_nothing(postgres_schema: str,
+                                                                          admin: psycopg.Connection) -> None:
+    with pytest.raises(LookupError, match="no statewright data"):
+        PostgresStore(postgres_schema, None)
+    assert admin.execute("SELECT to_regclass('meta')").fetchone()[0] is None
+
+
+def test_acquisition_waits_for_a_commit_in_flight_and_fences_the_next(postgres_schema: str,
+                                                                      admin: psycopg.Connection) -> None:
+    first = PostgresStore(named(postgres_schema, "first"), 4)
+    second = PostgresStore(named(postgres_schema, "second"), 4)
+    try:
+        ranges = {2: first.acquire_shard(2, "node-a", 60_000)}
+        arn, later = execution_arn("in-flight"), execution_arn("after-the-move")
+        # Hold the commit after it read the shard FOR SHARE: its history insert waits on this table lock.
+        with locked(postgres_schema, "history"):
+            commit, committing = in_thread(lambda: first.commit([write(arn, shard=2, history=[{"id": 1}])], ranges))
+            wait_until(lambda: waiting_on_a_lock(admin, "first"))
+            acquire, acquiring = in_thread(lambda: second.acquire_shard(2, "node-b", 60_000))
+            wait_until(lambda: waiting_on_a_lock(admin, "second"))  # on the shard row, behind the commit
+            assert acquiring == []
+        commit.join(WAIT_S)
+        acquire.join(WAIT_S)
+        assert committing[0].lost_shards == set()  # it held the shard first: it landed
+        assert acquiring == [ranges[2] + 1]
+        assert second.load_execution(arn) == blob(arn, 1)
+        result = first.commit([write(later, shard=2)], ranges)  # the earlier owner is fenced from now on
+        assert result.lost_shards == {2}
+        assert second.load_execution(later) is None
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_read_after_the_connection_was_killed_is_unavailable_and_a_later_one_succeeds(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(named(postgres_schema, "killed"), 4)
+    try:
+        arn = execution_arn("survivor")
+        committed(store, [write(arn)], {0: store.acquire_shard(0, "node-a", 60_000)})
+        assert terminate(admin, "killed") == 1
+        with pytest.raises(StoreUnavailable):
+            store.load_execution(arn)
+        assert store.load_execution(arn) == blob(arn, 1)
+    finally:
+        store.close()
+
+
+def test_a_commit_killed_before_it_wrote_failed_and_one_killed_while_writing_is_unknown(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(named(postgres_schema, "commits"), 4)
+    try:
+        ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
+        before, during, after = execution_arn("before"), execution_arn("during"), execution_arn("after")
+        for table, expected, arn in (("shards", CommitFailed, before), ("history", CommitOutcomeUnknown, during)):
+            with locked(postgres_schema, table):  # the commit stops at this table
+                thread, outcome = in_thread(lambda arn=arn: store.commit([write(arn, history=[{"id": 1}])], ranges))
+                wait_until(lambda: waiting_on_a_lock(admin, "commits"))
+                assert terminate(admin, "commits", waiting=True) == 1  # the committing thread's connection
+                thread.join(WAIT_S)
+            assert type(outcome[0]) is expected
+            assert store.load_execution(arn) is None  # killed before COMMIT either way; only the first knew it
+        committed(store, [write(after)], ranges)  # a new connection: the store goes on
+        assert store.load_execution(after) == blob(after, 1)
+    finally:
+        store.close()
+
+
+def test_the_open_count_sees_the_commits_before_its_snapshot(postgres_schema: str) -> None:
+    store = PostgresStore(postgres_schema, 2)
+    try:
+        ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
+        committed(store, [write(execution_arn("early"))], ranges)
+        count = store.open_count()
+        count.snapshot()
+        committed(store, [write(execution_arn("late"))], ranges)
+        assert count.count() == 1
+        assert store.count_open_executions() == 2
+    finally:
+        store.close()
+
+
+def test_a_chain_of_one_executions_writes_lands_whole_and_a_broken_chain_row_by_row(postgres_schema: str) -> None:
+    store = PostgresStore(postgres_schema, 2)
+    try:
+        ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
+        arn, other = execution_arn("chained"), execution_arn("other")
+        committed(store, [write(arn), write(arn, expected=1), write(other), write(arn, expected=2)], ranges)
+        assert store.load_execution(arn) == blob(arn, 3)
+        # A write that does not follow on from the one before it is checked against the row as it is then.
+        result = store.commit([write(arn, expected=3), write(arn, expected=3), write(other, expected=1)], ranges)
+        assert result.conflicts == [1]
+        assert (store.load_execution(arn), store.load_execution(other)) == (blob(arn, 4), blob(other, 2))
+    finally:
+        store.close()
+
+
+def test_outbox_seqs_keep_rising_as_the_shard_moves_between_handles(postgres_schema: str) -> None:
+    first, second = PostgresStore(postgres_schema, 2), PostgresStore(postgres_schema, 2)
+    try:
+        def dispatch(store: Store, name: str, ranges: dict[int, int]) -> None:
+            added = write(execution_arn(name))
+            added.dispatches_added = [(name, {"n": name})]
+            committed(store, [added], ranges)
+
+        dispatch(first, "a", {0: first.acquire_shard(0, "node-a", 60_000)})
+        dispatch(second, "b", {0: second.acquire_shard(0, "node-b", 60_000)})
+        again = {0: first.acquire_shard(0, "node-a", 60_000)}  # first counted seqs under its old range id
+        dispatch(first, "c", again)
+        pending = second.pending_dispatches(0)
+        assert [row.dispatch_id for row in pending] == ["a", "b", "c"]
+        assert [row.seq for row in pending] == sorted({row.seq for row in pending})
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_server_that_refuses_connections_is_unavailable(postgres_database: str) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with pytest.raises(StoreUnavailable):
+        PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/nowhere", 4)
