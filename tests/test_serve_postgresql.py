@@ -15,8 +15,12 @@ WAIT_THEN_PASS = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 1,
 SLEEPER = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}}}
 
 
+def node_args(store: str) -> tuple[str, ...]:
+    return ("--store", store, "--cluster-secret", "s")
+
+
 def test_serve_on_postgresql_runs_a_wait_to_the_end_and_keeps_it_across_a_restart(tmp_path, postgres_schema):
-    node = ServerProcess(tmp_path / "data", shards=4, extra_args=("--store", postgres_schema)).start()
+    node = ServerProcess(tmp_path / "data", shards=4, extra_args=node_args(postgres_schema)).start()
     try:
         sfn = node.client()
         machine = sfn.create_state_machine(name="waits", definition=json.dumps(WAIT_THEN_PASS),
@@ -43,10 +47,11 @@ def test_serve_on_postgresql_runs_a_wait_to_the_end_and_keeps_it_across_a_restar
 
 
 def test_serve_refuses_another_shard_count_and_a_store_that_is_not_postgresql(tmp_path, postgres_schema):
-    node = ServerProcess(tmp_path / "data", shards=4, extra_args=("--store", postgres_schema)).start()
+    node = ServerProcess(tmp_path / "data", shards=4, extra_args=node_args(postgres_schema)).start()
     node.stop()
     refused = subprocess.run([sys.executable, "-m", "statewright", "serve", "--port", str(free_port()), "--store",
-                              postgres_schema, "--shards", "5"], capture_output=True, text=True, timeout=60)
+                              postgres_schema, "--cluster-secret", "s", "--shards", "5"], capture_output=True,
+                             text=True, timeout=60)
     assert refused.returncode == 1
     assert "was created with 4 shards" in refused.stderr and "--shards 4" in refused.stderr
     wrong = subprocess.run([sys.executable, "-m", "statewright", "serve", "--store", str(tmp_path / "x.db")],

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from .api.server import ServerConfig, serve
+from .cluster.membership import LeaseSettings
 from .engine.tokens import TaskTokens
 from .sim.faults import ALL_FAULTS
 from .sim.simulator import FAULT_RATE_DEFAULT, STEPS_DEFAULT, SimConfig, simulate_and_print
@@ -31,6 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--store", default=os.environ.get("STATEWRIGHT_STORE") or None, metavar="URL",
                      help="a postgresql:// URL: keep the data in that PostgreSQL database instead of --data-dir "
                           "(default $STATEWRIGHT_STORE, else SQLite)")
+    run.add_argument("--cluster-secret", default=None, metavar="S",
+                     help="with --store: the secret every node of the cluster shares, which signs the calls they "
+                          "forward to each other (default $STATEWRIGHT_CLUSTER_SECRET)")
+    run.add_argument("--advertise", default=None, metavar="URL",
+                     help="with --store: the URL the other nodes reach this one at (default http://HOST:PORT)")
+    run.add_argument("--lease-ms", type=_positive, default=defaults.leases.lease_ms, metavar="MS",
+                     help=f"with --store: how long a shard lease lasts unrenewed (default {defaults.leases.lease_ms})")
+    run.add_argument("--lease-renew-ms", type=_positive, default=defaults.leases.renew_ms, metavar="MS",
+                     help=f"with --store: how often leases are renewed (default {defaults.leases.renew_ms})")
     run.add_argument("--shards", type=int, default=defaults.shards,
                      help=f"number of shards, fixed when the data directory is created (default {defaults.shards})")
     run.add_argument("--account-id", default=defaults.account_id,
@@ -90,11 +100,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--shards must be at least 1")
     if args.store and not is_postgres_url(args.store):
         parser.error(f"--store takes a postgresql:// URL, not {args.store!r} (SQLite lives in --data-dir)")
+    secret = args.cluster_secret or os.environ.get("STATEWRIGHT_CLUSTER_SECRET") or None
+    try:
+        leases = LeaseSettings(args.lease_ms, args.lease_renew_ms)
+    except ValueError as exc:
+        parser.error(f"--lease-ms / --lease-renew-ms: {exc}")
     tuned = dataclasses.replace(limits, inbox_commands_max=args.inbox_commands_max,
                                 http_calls_concurrent_max=args.http_calls_concurrent_max,
                                 activity_backlog_tasks_max=args.activity_backlog_tasks_max)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
-                              args.connections, tuned, args.store))
+                              args.connections, tuned, args.store, secret, args.advertise, leases))
 
 
 def _positive(text: str) -> int:

@@ -55,9 +55,9 @@ class App:
         if scope["method"] == "GET" and scope["path"] == "/metrics":
             await _send_metrics(self.metrics.exposition(), send)
             return
-        if scope["path"] == cluster.PATH:
+        if scope["path"] in cluster.PATHS:
             try:
-                status, answer = await cluster.serve_commands(self.service, scope, await _read_body(receive))
+                status, answer = await cluster.serve_internal(self.service, scope, await _read_body(receive))
             except AwsError as error:  # a body over the limit
                 status, answer = error.status, orjson.dumps(error.body())
             await send({"type": "http.response.start", "status": status,
@@ -174,6 +174,8 @@ async def _lifespan(receive: Any, send: Any, service: Service) -> None:
             service.attach(asyncio.get_running_loop())
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            # A cluster node hands its shards over first (the engine drains and lets go), while it still runs.
+            await asyncio.get_running_loop().run_in_executor(None, service.leave)
             service.engine.stop()  # here, not after the server returns: uvicorn re-raises SIGTERM once it has shut down
             await service.detach()
             await send({"type": "lifespan.shutdown.complete"})

@@ -1,5 +1,7 @@
-"""The internal endpoint between nodes: ``POST /_statewright/commands`` applies engine commands forwarded by another
-node of the cluster to this node's engine and answers their replies once they committed.
+"""The internal endpoints between nodes: ``POST /_statewright/commands`` applies engine commands forwarded by another
+node of the cluster to this node's engine and answers their replies once they committed; ``POST
+/_statewright/membership`` (an empty body) tells a node that another joined or left, so it steps its membership at
+once and shards move in milliseconds rather than at the next lease renewal.
 
 Requests are authenticated with the shared cluster secret, which never crosses the wire: the sender signs the
 request's time and body with HMAC-SHA256 (header ``x-statewright-signature: <epoch ms>.<hex digest>``), and the
@@ -22,6 +24,7 @@ import re
 import time
 from typing import Any
 
+import httpx
 import orjson
 
 from ..engine.commands import InboxFull, MalformedMessage, decode_commands, encode_replies
@@ -31,6 +34,9 @@ from .service import Service
 log = logging.getLogger("statewright.api")
 
 PATH = "/_statewright/commands"
+MEMBERSHIP_PATH = "/_statewright/membership"
+PATHS = (PATH, MEMBERSHIP_PATH)
+POKE_TIMEOUT_S = 1.0
 SIGNATURE_HEADER = "x-statewright-signature"
 SIGNATURE_WINDOW_MS = 60_000  # how far a request's signed time may be from the receiver's clock, either way
 _SIGNATURE = re.compile(r"(\d{1,15})\.([0-9a-f]{64})", re.ASCII)
@@ -59,16 +65,35 @@ def _digest(secret: bytes, signed_ms: int, body: bytes) -> str:
     return hmac.new(secret, b"%d." % signed_ms + body, hashlib.sha256).hexdigest()
 
 
-async def serve_commands(service: Service, scope: dict, body: bytes) -> tuple[int, bytes]:
-    """Answer one forwarded request: (status, body)."""
+async def serve_internal(service: Service, scope: dict, body: bytes) -> tuple[int, bytes]:
+    """Answer one request from another node: (status, body)."""
     forwarder = service.forwarder
     if forwarder is None or scope["method"] != "POST":
-        return _error(AwsError("UnknownOperationException", f"{scope['method']} {PATH} is not served here", 404))
+        return _error(AwsError("UnknownOperationException",
+                               f"{scope['method']} {scope['path']} is not served here", 404))
     signature = dict(scope["headers"]).get(SIGNATURE_HEADER.encode(), b"").decode("latin-1")
     refused = verify(forwarder.secret, signature, body)
     if refused is not None:
-        log.warning("refused forwarded commands from %s: %s", (scope.get("client") or ("?",))[0], refused)
+        log.warning("refused a call to %s from %s: %s", scope["path"], (scope.get("client") or ("?",))[0], refused)
         return _error(AwsError("AccessDeniedException", refused, 403))
+    if scope["path"] == MEMBERSHIP_PATH:
+        service.membership_changed()
+        return 200, b"{}"
+    return await _serve_commands(service, body)
+
+
+def poke(secret: bytes, addresses: list[str]) -> None:
+    """Tell these nodes the membership changed (blocking, best effort: they step at their next renewal anyway)."""
+    with httpx.Client(timeout=POKE_TIMEOUT_S) as client:
+        for address in addresses:
+            try:
+                client.post(address.rstrip("/") + MEMBERSHIP_PATH, content=b"",
+                            headers={SIGNATURE_HEADER: sign(secret, b"")})
+            except httpx.HTTPError as exc:
+                log.info("could not tell %s the membership changed: %s", address, exc)
+
+
+async def _serve_commands(service: Service, body: bytes) -> tuple[int, bytes]:
     try:
         commands, throttle = decode_commands(body)
     except MalformedMessage as exc:

@@ -6,6 +6,7 @@ import asyncio
 import fcntl
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,12 +15,16 @@ from types import FrameType
 
 import uvicorn
 
+from ..cluster.loop import MembershipLoop
+from ..cluster.membership import EngineHooks, LeaseSettings, Membership
 from ..engine.core import Engine
 from ..engine.limits import Limits
 from ..integrations.http import Connections
 from ..store import open_store
 from ..store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
+from . import cluster
 from .app import App
+from .forwarding import Forwarder
 from .service import Service
 
 log = logging.getLogger("statewright")
@@ -36,6 +41,11 @@ class ServerConfig:
     connections: Path | None = None  # HTTP Task credentials by ConnectionArn (see README)
     limits: Limits = field(default_factory=Limits)
     store: str | None = None  # a postgresql:// URL: PostgreSQL instead of the data directory's SQLite
+    # A node of a cluster (on PostgreSQL): the secret every node shares, the URL the others reach this one at
+    # (default: http://host:port), and its shard leases.
+    cluster_secret: str | None = None
+    advertise: str | None = None
+    leases: LeaseSettings = field(default_factory=LeaseSettings)
 
 
 class DataDirInUse(Exception):
@@ -89,20 +99,56 @@ def _open(config: ServerConfig) -> tuple[Store, int | None, str]:
     return store, lock, f"{data_dir} ({store.shard_count()} shards, SQLite)"
 
 
+def _join(store: Store, engine: Engine, address: str, config: ServerConfig) -> MembershipLoop:
+    """A cluster node's membership: it takes the shards assigned to it as their leases come free."""
+    renewals = engine.metrics.lease_renewals
+    hooks = EngineHooks(engine.gain_shard, engine.renewed, engine.drop_shards,
+                        lambda outcome, shards: renewals.labels(outcome).inc(shards))
+    membership = Membership(store, address, address, hooks, config.leases, wait_for_drops_s=1.0)
+    secret = config.cluster_secret.encode()
+    loop = MembershipLoop(membership, engine.clock, lambda addresses: cluster.poke(secret, addresses))
+    return loop
+
+
+def _reachable_host(host: str) -> str:
+    """The host other nodes reach this one at, when it listens on every interface."""
+    return socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
+
+
 def serve(config: ServerConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per forwarded call otherwise
     try:
         connections = Connections(config.connections)
         store, lock, where = _open(config)
     except (DataDirInUse, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError, OSError) as exc:
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
-    engine = Engine(store, limits=config.limits)
-    service = Service(store, engine, config.account_id, connections, config.limits)
-    engine.start()
+    address = config.advertise or f"http://{_reachable_host(config.host)}:{config.port}"
+    engine = Engine(store, node_id=address, limits=config.limits)
+    node = None  # a cluster node's membership
+    if config.store:
+        if not config.cluster_secret:
+            print("statewright: a node on PostgreSQL needs the cluster's secret: pass --cluster-secret S (or set "
+                  "STATEWRIGHT_CLUSTER_SECRET), the same on every node", file=sys.stderr)
+            store.close()
+            return 1
+        node = _join(store, engine, address, config)
+        service = Service(store, engine, config.account_id, connections, config.limits,
+                          Forwarder(node.membership, config.cluster_secret, store.shard_count(), engine.metrics))
+        service.membership_changed = node.wake
+        service.leave = node.stop
+        engine.start(all_shards=False)
+        node.start()
+    else:
+        service = Service(store, engine, config.account_id, connections, config.limits)
+        engine.start()
     engine.metrics.count_open_executions(store.open_count)
     app = App(service, config.region)
     print(f"statewright: data in {where}", flush=True)
+    if node is not None:
+        print(f"statewright: cluster node {address} (leases {config.leases.lease_ms} ms, renewed every "
+              f"{config.leases.renew_ms} ms)", flush=True)
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
                                     lifespan="on", proxy_headers=False, server_header=False),

@@ -61,6 +61,9 @@ class Service:
         self.store = store
         self.engine = engine
         self.forwarder = forwarder  # several nodes: how commands reach the shards another node serves
+        # Several nodes: step the membership now (another node joined or left); hand the shards over (shutdown).
+        self.membership_changed: Callable[[], None] = lambda: None
+        self.leave: Callable[[], None] = lambda: None
         if forwarder is not None:
             engine.forward = forwarder.engine_hook
         self.account_id = account_id

@@ -58,6 +58,7 @@ class EngineHooks:
     gained: Callable[[int, int, int], None]  # (shard, range id, serve until ms)
     renewed: Callable[[set[int], int], None]  # (shards, serve until ms)
     drop: Callable[[set[int]], Future]  # resolves once no commit of these shards is in flight
+    counted: Callable[[str, int], None] = lambda outcome, shards: None  # renewals: renewed, lost or failed
 
 
 def assign(shard_id: int, node_ids: Sequence[str]) -> str | None:
@@ -86,7 +87,6 @@ class Membership:
         self._leases: list[ShardLease] = []
         self._nodes: dict[str, NodeRecord] = {}
         self._left = False
-        self.renewals = {"renewed": 0, "lost": 0, "failed": 0}
 
     # -- what other parts ask
 
@@ -119,7 +119,7 @@ class Membership:
             self.refresh()
         except StoreUnavailable as exc:  # the engine stops serving the shards itself before their leases end
             log.warning("could not renew leases: %s", exc)
-            self.renewals["failed"] += 1
+            self.hooks.counted("failed", len(self.held))
             self._forget_expired(now_ms)
             return self.settings.renew_ms
         live = sorted(node.node_id for node in self.live_nodes(now_ms))
@@ -153,12 +153,12 @@ class Membership:
             log.error("lost the lease of shard %d to another node", shard)
             del self.held[shard]
         if lost:
-            self.renewals["lost"] += len(lost)
+            self.hooks.counted("lost", len(lost))
             self.hooks.drop(lost)
         self._forget_expired(now_ms)  # renewed too late: the engine stopped serving them; take them afresh
         for shard in renewed & self.held.keys():
             self.held[shard] = (serving[shard], until_ms)
-        self.renewals["renewed"] += len(renewed)
+        self.hooks.counted("renewed", len(renewed))
         self.hooks.renewed(renewed & self.held.keys(), self.settings.serve_until_ms(until_ms))
 
     def _forget_expired(self, now_ms: int) -> None:
