@@ -141,7 +141,7 @@ class Statewright(Child):
         spawned = time.monotonic()
         serve = ["serve", "--port", str(self.port), "--data-dir", str(self.data_dir), "--shards", str(self.shards)]
         if self.store:
-            serve += ["--store", self.store]
+            serve += ["--store", self.store, "--cluster-secret", "bench"]
         if self.profile_dir is None:
             self._spawn([sys.executable, "-m", "statewright", *serve])
         else:
