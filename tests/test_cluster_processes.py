@@ -491,6 +491,7 @@ def test_rolling_restart_of_all_three_under_a_trickle_loses_nothing(cluster, wor
     assert len(workload.acknowledged) >= 20
 
 
+@pytest.mark.xfail(strict=True, reason="cross-node activity matching: issue 9 part 4")
 def test_a_worker_polling_only_node_a_completes_tasks_of_executions_owned_by_b_and_c(cluster):
     load = Workload(cluster, poll_nodes={0})
     try:
@@ -504,7 +505,7 @@ def test_a_worker_polling_only_node_a_completes_tasks_of_executions_owned_by_b_a
                  == cluster.nodes[index].endpoint), 3)]
             for name in picked:
                 load.start_one("activity", name)
-        load.check(finish_s=30)  # far more than a local task takes: it never arrives if A cannot match it
+        load.check(finish_s=20)  # far more than a local task takes: it never arrives if A cannot match it
         assert load.tasks_done == 6
     finally:
         load.close()
