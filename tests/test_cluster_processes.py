@@ -505,7 +505,7 @@ def test_a_worker_polling_only_node_a_completes_tasks_of_executions_owned_by_b_a
                  == cluster.nodes[index].endpoint), 3)]
             for name in picked:
                 load.start_one("activity", name)
-        load.check(finish_s=20)  # far more than a local task takes: it never arrives if A cannot match it
+        load.check(finish_s=12)  # far more than a local task takes: it never arrives if A cannot match it
         assert load.tasks_done == 6
     finally:
         load.close()
