@@ -23,11 +23,12 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path, shards: int = 8, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, data_dir: Path, shards: int = 8, extra_args: tuple[str, ...] = (),
+                 port: int | None = None) -> None:
         self.data_dir = data_dir
         self.shards = shards
         self.extra_args = extra_args
-        self.port = free_port()
+        self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"

@@ -1,0 +1,537 @@
+"""Three real ``statewright serve`` nodes on loopback sharing the test PostgreSQL (issue 9, deliverable 7).
+
+Each test starts three subprocesses on one fresh schema with short leases and 8 shards, runs a mixed workload
+through boto3 (chains of Pass, Waits, an activity worker, a ``.waitForTaskToken`` callback, Parallel and Map, a
+nested ``startExecution.sync:2``), hurts the cluster (SIGKILL, SIGSTOP/SIGCONT, a rolling restart), and checks that
+every acknowledged execution completes exactly once with its expected output and that the shards end up where the
+membership's rendezvous hashing puts them. Every wait is bounded; nothing asserts a duration.
+
+The node ids are their addresses (``http://127.0.0.1:PORT``), so the fixture picks ports whose assignment gives every
+node at least two shards: killing or pausing any node always moves shards.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+from prometheus_client.parser import text_string_to_metric_families
+
+from server import ROLE_ARN, ServerProcess, free_port
+from statewright.cluster.membership import assign
+from statewright.engine.core import shard_for
+
+SHARDS = 8
+LEASE_MS = 4000  # --lease-ms 3000 is refused with --lease-renew-ms 500: renewals must fit twice in lease - 2 s margin
+RENEW_MS = 500
+SECRET = "cluster-processes-test-secret"
+SETTLE_S = 45  # bound on a membership change (a dead node's leases: 4 s; a forwarded call's deadline: 15 s)
+FINISH_S = 120  # bound on the workload draining after the faults
+RETRYABLE = {"ServiceUnavailable", "ThrottlingException", "InternalFailure", "InternalServerError"}
+
+# -- the workload's state machines and what each returns for input {"n": n, ...}
+
+CHAIN = {"StartAt": "A", "States": {
+    "A": {"Type": "Pass", "Parameters": {"n.$": "$.n", "a": 1}, "Next": "B"},
+    "B": {"Type": "Pass", "Parameters": {"n.$": "$.n", "a.$": "$.a", "b": 2}, "Next": "C"},
+    "C": {"Type": "Pass", "Result": "c", "ResultPath": "$.c", "End": True}}}
+WAIT = {"StartAt": "W", "States": {
+    "W": {"Type": "Wait", "SecondsPath": "$.secs", "Next": "P"},
+    "P": {"Type": "Pass", "Result": True, "ResultPath": "$.waited", "End": True}}}
+FAN_OUT = {"StartAt": "Par", "States": {
+    "Par": {"Type": "Parallel", "ResultPath": "$.par", "Next": "Map", "Branches": [
+        {"StartAt": "X", "States": {"X": {"Type": "Pass", "Result": "x", "End": True}}},
+        {"StartAt": "Y", "States": {"Y": {"Type": "Pass", "Parameters": {"n.$": "$.n"}, "End": True}}}]},
+    "Map": {"Type": "Map", "ItemsPath": "$.items", "ResultPath": "$.mapped", "End": True,
+            "ItemProcessor": {"StartAt": "I", "States": {
+                "I": {"Type": "Pass", "Parameters": {"item.$": "$"}, "End": True}}}}}}
+HOLDER = {"StartAt": "H", "States": {"H": {"Type": "Pass", "End": True}}}  # holds the callback's token in its input
+
+
+def activity_machine(activity_arn: str) -> dict:
+    # A task handed to a poll whose answer died with its node is started but never reaches the worker: it times
+    # out and is retried (on whichever node owns the shard by then).
+    return {"StartAt": "Work", "States": {"Work": {
+        "Type": "Task", "Resource": activity_arn, "TimeoutSeconds": 5, "ResultPath": "$.r", "End": True,
+        "Retry": [{"ErrorEquals": ["States.Timeout"], "IntervalSeconds": 1, "MaxAttempts": 10}]}}}
+
+
+def callback_machine(holder_arn: str) -> dict:
+    return {"StartAt": "Ask", "States": {"Ask": {
+        "Type": "Task", "Resource": "arn:aws:states:::states:startExecution.waitForTaskToken", "End": True,
+        "TimeoutSeconds": 300, "ResultPath": "$.reply",
+        "Parameters": {"StateMachineArn": holder_arn, "Name.$": "$.child",
+                       "Input": {"token.$": "$$.Task.Token", "n.$": "$.n"}}}}}
+
+
+def nested_machine(chain_arn: str) -> dict:
+    return {"StartAt": "Child", "States": {"Child": {
+        "Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync:2", "End": True,
+        "Parameters": {"StateMachineArn": chain_arn, "Input": {"n.$": "$.n"}},
+        "ResultSelector": {"out.$": "$.Output", "status.$": "$.Status"}, "ResultPath": "$.child"}}}
+
+
+def chain_output(n: int) -> dict:
+    return {"n": n, "a": 1, "b": 2, "c": "c"}
+
+
+KINDS = ("chain", "wait", "activity", "callback", "fan_out", "nested")
+
+
+def job(kind: str, n: int) -> tuple[dict, dict]:
+    """(input, expected output) of the n-th execution of ``kind``."""
+    if kind == "chain":
+        return {"n": n}, chain_output(n)
+    if kind == "wait":
+        given = {"n": n, "secs": 1 + n % 2}
+        return given, {**given, "waited": True}
+    if kind == "activity":
+        return {"n": n}, {"n": n, "r": {"twice": 2 * n}}
+    if kind == "callback":
+        given = {"n": n, "child": f"holder-{n}-{uuid.uuid4().hex[:8]}"}
+        return given, {**given, "reply": {"ok": n}}
+    if kind == "fan_out":
+        given = {"n": n, "items": [1, 2, 3]}
+        return given, {**given, "par": ["x", {"n": n}], "mapped": [{"item": 1}, {"item": 2}, {"item": 3}]}
+    return {"n": n}, {"n": n, "child": {"out": chain_output(n), "status": "SUCCEEDED"}}
+
+
+# -- the cluster
+
+
+def client(endpoint: str):
+    """retries off (the tests retry across nodes themselves); the read timeout outlasts a 60 s long poll."""
+    return boto3.client("stepfunctions", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                        aws_secret_access_key="test",
+                        config=Config(retries={"max_attempts": 0}, read_timeout=70, connect_timeout=2,
+                                      max_pool_connections=20))
+
+
+def metrics(endpoint: str) -> dict[str, float]:
+    """Every sample of the node's /metrics: 'name{label="v"}' (or 'name') -> value."""
+    with urllib.request.urlopen(f"{endpoint}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{key}="{value}"' for key, value in sorted(sample.labels.items()))
+            samples[sample.name + (f"{{{labels}}}" if labels else "")] = sample.value
+    return samples
+
+
+class Cluster:
+    def __init__(self, tmp_path, store: str, size: int = 3) -> None:
+        ports = _ports_sharing_out(size)
+        self.nodes = [ServerProcess(tmp_path / f"node{index}", shards=SHARDS, port=port, extra_args=(
+            "--store", store, "--cluster-secret", SECRET, "--lease-ms", str(LEASE_MS), "--lease-renew-ms",
+            str(RENEW_MS))) for index, port in enumerate(ports)]
+        self.up: set[int] = set()  # the nodes the test's clients may talk to (not killed, not paused)
+        self._clients = {}
+
+    def start(self) -> Cluster:
+        self.nodes[0].start()  # the first creates the schema; the others then start at once
+        threads = [threading.Thread(target=node.start) for node in self.nodes[1:]]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.up = set(range(len(self.nodes)))
+        self.wait_for_assignment()
+        return self
+
+    def client(self, index: int):
+        if index not in self._clients:
+            self._clients[index] = client(self.nodes[index].endpoint)
+        return self._clients[index]
+
+    def expected_owned(self, live: set[int]) -> dict[int, int]:
+        """How many shards each live node holds once the membership settled (rendezvous hashing, as membership.py)."""
+        ids = {self.nodes[index].endpoint: index for index in live}
+        owners = [ids[assign(shard, sorted(ids))] for shard in range(SHARDS)]
+        return {index: owners.count(index) for index in live}
+
+    def owned(self, index: int) -> int:
+        return int(metrics(self.nodes[index].endpoint)["statewright_shards_owned"])
+
+    def wait_for_assignment(self, live: set[int] | None = None) -> dict[int, int]:
+        """Wait (bounded) until every live node serves exactly the shards assigned to it: 8 in all."""
+        live = self.up if live is None else live
+        expected = self.expected_owned(live)
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            owned = {index: self.owned(index) for index in live}
+            if owned == expected:
+                assert sum(owned.values()) == SHARDS
+                return owned
+            assert time.monotonic() < deadline, f"shards owned {owned}, expected {expected}; logs: {self.logs()}"
+            time.sleep(0.1)
+
+    def any_node(self, call: str | Callable, deadline_s: float = 60, **params):
+        """``call(client)``, or the operation named ``call`` with ``params``, on the up nodes in turn until it
+        succeeds or raises a non-retryable error."""
+        deadline = time.monotonic() + deadline_s
+        for attempt in itertools.count():
+            up = sorted(self.up)
+            sfn = self.client(up[attempt % len(up)])
+            try:
+                return call(sfn) if callable(call) else getattr(sfn, call)(**params)
+            except (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError):
+                pass
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] not in RETRYABLE:
+                    raise
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no node answered within {deadline_s} s")
+            time.sleep(0.1)
+
+    def logs(self) -> str:
+        return ", ".join(str(node.log_path) for node in self.nodes)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            if node.process is not None and node.process.poll() is None:
+                node.process.send_signal(signal.SIGCONT)  # a paused node would not hear SIGTERM
+        threads = [threading.Thread(target=node.stop) for node in self.nodes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
+def _ports_sharing_out(size: int) -> list[int]:
+    """Free ports whose addresses, as node ids, get every node at least two of the shards."""
+    while True:
+        ports = [free_port() for _ in range(size)]
+        ids = [f"http://127.0.0.1:{port}" for port in ports]
+        owners = [assign(shard, ids) for shard in range(SHARDS)]
+        if len(set(ports)) == size and all(owners.count(node) >= 2 for node in ids):
+            return ports
+
+
+@pytest.fixture
+def cluster(tmp_path, postgres_schema) -> Iterator[Cluster]:
+    nodes = Cluster(tmp_path, postgres_schema).start()
+    yield nodes
+    nodes.close()
+
+
+# -- the workload
+
+
+class Workload:
+    """Starts executions of every kind at a steady trickle on the up nodes; activity workers poll every node (or
+    only ``poll_nodes``); a thread answers the callbacks. ``check`` waits for all of them and checks them."""
+
+    def __init__(self, cluster: Cluster, poll_nodes: set[int] | None = None) -> None:
+        self.cluster = cluster
+        self.prefix = uuid.uuid4().hex[:8]
+        sfn = cluster.client(0)
+        # CreateActivity on every node (it is idempotent): a node knows only the activities that existed when it
+        # started and those created through it (issue 9 part 5; see the xfail test at the end)
+        self.activity = sfn.create_activity(name=f"work-{self.prefix}")["activityArn"]
+        for index in range(1, len(cluster.nodes)):
+            cluster.client(index).create_activity(name=f"work-{self.prefix}")
+        chain = self._machine(sfn, "chain", CHAIN)
+        holder = self._machine(sfn, "holder", HOLDER)
+        self.holder = holder
+        self.machines = {
+            "chain": chain, "wait": self._machine(sfn, "wait", WAIT),
+            "activity": self._machine(sfn, "activity", activity_machine(self.activity)),
+            "callback": self._machine(sfn, "callback", callback_machine(holder)),
+            "fan_out": self._machine(sfn, "fan_out", FAN_OUT),
+            "nested": self._machine(sfn, "nested", nested_machine(chain))}
+        self.acknowledged: dict[str, tuple[str, dict]] = {}  # execution ARN -> (kind, expected output)
+        self.callbacks: list[tuple[str, int]] = []  # (holder execution ARN, n) still to answer
+        self.errors: list[str] = []
+        self.tasks_done = 0
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._counter = itertools.count()
+        self._threads: list[threading.Thread] = []
+        polled = set(range(len(cluster.nodes))) if poll_nodes is None else poll_nodes
+        # clients are made here, on the test's thread (boto3's default session is not thread-safe)
+        for index in sorted(polled):
+            self._spawn(self._worker, index, client(cluster.nodes[index].endpoint))
+        self._spawn(self._answer_callbacks)
+
+    def _machine(self, sfn, name: str, definition: dict) -> str:
+        return sfn.create_state_machine(name=f"{name}-{self.prefix}", definition=json.dumps(definition),
+                                        roleArn=ROLE_ARN)["stateMachineArn"]
+
+    def _spawn(self, target, *args) -> threading.Thread:
+        thread = threading.Thread(target=self._guarded, args=(target, *args), daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return thread
+
+    def _guarded(self, target, *args) -> None:
+        try:
+            target(*args)
+        except Exception as exc:  # reported by check()
+            self.errors.append(f"{target.__name__}: {type(exc).__name__}: {exc}")
+
+    def start_one(self, kind: str | None = None, name: str | None = None) -> str:
+        """Start one execution (retrying the same name and input on another node until one acknowledges it)."""
+        n = next(self._counter)
+        kind = kind or KINDS[n % len(KINDS)]
+        given, expected = job(kind, n)
+        name = name or f"{kind}-{n}-{self.prefix}"
+        machine = self.machines[kind]
+        arn = machine.replace(":stateMachine:", ":execution:") + f":{name}"
+
+        def start(sfn):
+            try:
+                return sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(given))["executionArn"]
+            except ClientError as exc:  # an earlier try landed and it already closed: it is ours
+                if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":
+                    return arn
+                raise
+        assert self.cluster.any_node(start) == arn
+        with self._lock:
+            self.acknowledged[arn] = (kind, expected)
+            if kind == "callback":
+                self.callbacks.append((self.holder.replace(":stateMachine:", ":execution:") + f":{given['child']}", n))
+        return arn
+
+    def trickle(self, count: int, pause_s: float = 0.05, until: threading.Event | None = None) -> threading.Thread:
+        """Start ``count`` executions in the background, one every ``pause_s`` (or until ``until`` is set)."""
+        def run() -> None:
+            for _ in range(count):
+                if self.stopping.is_set() or (until is not None and until.is_set()):
+                    return
+                self.start_one()
+                time.sleep(pause_s)
+        return self._spawn(run)
+
+    def wait_started(self, count: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(self.acknowledged) < count:
+            assert not self.errors, self.errors
+            assert time.monotonic() < deadline, f"only {len(self.acknowledged)} starts acknowledged"
+            time.sleep(0.05)
+
+    def _worker(self, index: int, sfn) -> None:
+        while not self.stopping.is_set():
+            if index not in self.cluster.up:
+                time.sleep(0.2)
+                continue
+            try:
+                task = sfn.get_activity_task(activityArn=self.activity, workerName=f"worker-{index}")
+            except (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError):
+                time.sleep(0.2)
+                continue
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] in RETRYABLE:
+                    continue
+                raise
+            if not task.get("taskToken"):
+                continue
+            output = json.dumps({"twice": 2 * json.loads(task["input"])["n"]})
+            try:  # any node: the token carries its shard, and the call reaches its owner
+                self.cluster.any_node("send_task_success", taskToken=task["taskToken"], output=output)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TaskTimedOut":  # timed out meanwhile: its retry comes again
+                    raise
+                continue
+            with self._lock:
+                self.tasks_done += 1
+
+    def _answer_callbacks(self) -> None:
+        while not self.stopping.is_set():
+            with self._lock:
+                pending = list(self.callbacks)
+            for holder_arn, n in pending:
+                try:
+                    given = self.cluster.any_node("describe_execution", executionArn=holder_arn)
+                except ClientError as exc:
+                    if exc.response["Error"]["Code"] == "ExecutionDoesNotExist":
+                        continue  # not started yet
+                    raise
+                token = json.loads(given["input"])["token"]
+                self.cluster.any_node("send_task_success", taskToken=token, output=json.dumps({"ok": n}))
+                with self._lock:
+                    self.callbacks.remove((holder_arn, n))
+            time.sleep(0.1)
+
+    def check(self, finish_s: float = FINISH_S) -> None:
+        """Every acknowledged execution closes (bounded wait), SUCCEEDED, with one ExecutionSucceeded and its
+        expected output; so does every execution the workload's machines ran (children and holders too)."""
+        deadline = time.monotonic() + finish_s
+        open_arns = set(self.acknowledged)
+        while open_arns:
+            assert not self.errors, self.errors
+            for arn in sorted(open_arns):
+                described = self.cluster.any_node("describe_execution", executionArn=arn)
+                if described["status"] != "RUNNING":
+                    open_arns.discard(arn)
+            assert time.monotonic() < deadline, (
+                f"{len(open_arns)} executions still running, e.g. {sorted(open_arns)[:3]}; logs: {self.cluster.logs()}")
+            time.sleep(0.2)
+        self.stopping.set()
+        assert not self.errors, self.errors
+        for arn, (kind, expected) in sorted(self.acknowledged.items()):
+            described = self.cluster.any_node("describe_execution", executionArn=arn)
+            assert described["status"] == "SUCCEEDED", (arn, described)
+            assert json.loads(described["output"]) == expected, (arn, kind)
+            types = [event["type"] for event in self.history(arn)]
+            assert types.count("ExecutionSucceeded") == 1 and types[-1] == "ExecutionSucceeded", (arn, types)
+            assert types.count("ExecutionStarted") == 1, (arn, types)
+        for kind, machine in [*self.machines.items(), ("holder", self.holder)]:
+            listed = self.list_executions(machine)
+            assert all(execution["status"] == "SUCCEEDED" for execution in listed), (kind, listed)
+            if kind not in ("chain", "holder"):  # chain also runs nested's children; holder runs the callbacks'
+                assert len(listed) == sum(1 for k, _ in self.acknowledged.values() if k == kind)
+        children = sum(1 for k, _ in self.acknowledged.values() if k == "nested")
+        assert len(self.list_executions(self.machines["chain"])) == children + sum(
+            1 for k, _ in self.acknowledged.values() if k == "chain")
+        assert len(self.list_executions(self.holder)) == sum(
+            1 for k, _ in self.acknowledged.values() if k == "callback")
+
+    def history(self, arn: str) -> list[dict]:
+        events, token = [], None
+        while True:
+            page = self.cluster.any_node("get_execution_history", executionArn=arn, maxResults=1000,
+                                         **({"nextToken": token} if token else {}))
+            events += page["events"]
+            token = page.get("nextToken")
+            if not token:
+                return events
+
+    def list_executions(self, machine: str) -> list[dict]:
+        listed, token = [], None
+        while True:
+            page = self.cluster.any_node("list_executions", stateMachineArn=machine, maxResults=1000,
+                                         **({"nextToken": token} if token else {}))
+            listed += page["executions"]
+            token = page.get("nextToken")
+            if not token:
+                return listed
+
+    def close(self) -> None:
+        self.stopping.set()
+
+
+@pytest.fixture
+def workload(cluster) -> Iterator[Workload]:
+    load = Workload(cluster)
+    yield load
+    load.close()
+
+
+def busiest(cluster: Cluster) -> int:
+    """The node holding the most shards (each holds at least two)."""
+    return max(sorted(cluster.up), key=cluster.owned)
+
+
+# -- the tests
+
+
+def test_sigkill_one_node_under_a_mixed_workload_loses_nothing(cluster, workload):
+    run = workload.trickle(120)
+    workload.wait_started(40)
+    victim = busiest(cluster)
+    cluster.up.discard(victim)
+    cluster.nodes[victim].kill()
+    owned = cluster.wait_for_assignment()  # the killed node's shards are served by the other two
+    assert sum(owned.values()) == SHARDS
+    run.join(FINISH_S)
+    workload.check()
+    assert len(workload.acknowledged) == 120
+    assert workload.tasks_done >= sum(1 for kind, _ in workload.acknowledged.values() if kind == "activity")
+
+
+def test_sigstop_past_the_lease_then_sigcont_corrupts_nothing(cluster, workload):
+    run = workload.trickle(120)
+    workload.wait_started(40)
+    paused = busiest(cluster)
+    cluster.up.discard(paused)
+    cluster.nodes[paused].process.send_signal(signal.SIGSTOP)  # mid-workload: it may hold work in flight
+    try:
+        time.sleep(LEASE_MS / 1000 + 1)  # past its lease: the others take its shards
+        cluster.wait_for_assignment()
+    finally:
+        cluster.nodes[paused].process.send_signal(signal.SIGCONT)
+    cluster.up.add(paused)
+    cluster.wait_for_assignment()  # it renews its node record and gets its shards back, at new range ids
+    run.join(FINISH_S)
+    workload.check()
+    woken = metrics(cluster.nodes[paused].endpoint)
+    fenced = woken.get("statewright_fenced_writes_total", 0)
+    lost = woken.get('statewright_lease_renewals_total{outcome="lost"}', 0)
+    # Whether the paused node had a commit under way when it stopped is up to the scheduler: print, not assert.
+    print(f"paused node: fenced writes {fenced:g}, leases found lost on waking {lost:g}")
+    assert sum(cluster.owned(index) for index in cluster.up) == SHARDS
+
+
+def test_rolling_restart_of_all_three_under_a_trickle_loses_nothing(cluster, workload):
+    enough = threading.Event()
+    run = workload.trickle(10_000, pause_s=0.1, until=enough)
+    for index in range(len(cluster.nodes)):
+        workload.wait_started(len(workload.acknowledged) + 5)
+        cluster.up.discard(index)
+        cluster.nodes[index].stop()  # SIGTERM: drains, releases its leases, the others take over at once
+        cluster.wait_for_assignment()
+        cluster.nodes[index].start()
+        cluster.up.add(index)
+        cluster.wait_for_assignment()  # back, and holding its shards again
+    workload.wait_started(len(workload.acknowledged) + 5)
+    enough.set()
+    run.join(FINISH_S)
+    workload.check()
+    assert len(workload.acknowledged) >= 20
+
+
+@pytest.mark.xfail(strict=True, reason="cross-node activity matching: issue 9 part 4")
+def test_a_worker_polling_only_node_a_completes_tasks_of_executions_owned_by_b_and_c(cluster):
+    load = Workload(cluster, poll_nodes={0})
+    try:
+        owners = {shard: assign(shard, sorted(node.endpoint for node in cluster.nodes)) for shard in range(SHARDS)}
+        machine = load.machines["activity"]
+        prefix = machine.replace(":stateMachine:", ":execution:")
+        for index in (1, 2):
+            names = (f"on-{index}-{i}-{load.prefix}" for i in itertools.count())
+            picked = [name for name in itertools.islice(
+                (name for name in names if owners[shard_for(f"{prefix}:{name}", SHARDS)]
+                 == cluster.nodes[index].endpoint), 3)]
+            for name in picked:
+                load.start_one("activity", name)
+        load.check(finish_s=12)  # far more than a local task takes: it never arrives if A cannot match it
+        assert load.tasks_done == 6
+    finally:
+        load.close()
+
+
+@pytest.mark.xfail(strict=True, reason="activities are not refreshed across nodes: issue 9 part 5")
+def test_an_activity_created_at_one_node_is_known_to_the_others(cluster):
+    name = f"made-at-a-{uuid.uuid4().hex[:8]}"
+    arn = cluster.client(0).create_activity(name=name)["activityArn"]
+    assert cluster.client(1).describe_activity(activityArn=arn)["name"] == name  # a read from the store: fine
+    machine = cluster.client(0).create_state_machine(
+        name=f"uses-{name}", roleArn=ROLE_ARN, definition=json.dumps({"StartAt": "T", "States": {"T": {
+            "Type": "Task", "Resource": arn, "TimeoutSeconds": 30, "End": True}}}))["stateMachineArn"]
+    owners = [assign(shard, sorted(node.endpoint for node in cluster.nodes)) for shard in range(SHARDS)]
+    prefix = machine.replace(":stateMachine:", ":execution:")
+    run = next(f"run-{i}" for i in itertools.count()
+               if owners[shard_for(f"{prefix}:run-{i}", SHARDS)] == cluster.nodes[1].endpoint)
+    execution = cluster.client(0).start_execution(stateMachineArn=machine, name=run)["executionArn"]
+    sfn = cluster.client(1)
+    deadline = time.monotonic() + 10
+    while True:  # bounded: the task is scheduled by B, which owns the execution
+        types = [event["type"] for event in sfn.get_execution_history(executionArn=execution)["events"]]
+        if "ActivityScheduled" in types or sfn.describe_execution(executionArn=execution)["status"] != "RUNNING":
+            break
+        assert time.monotonic() < deadline, types
+        time.sleep(0.05)
+    assert sfn.describe_execution(executionArn=execution)["status"] == "RUNNING", types
+    task = sfn.get_activity_task(activityArn=arn, workerName="b")  # B owns it: same-node matching
+    sfn.send_task_success(taskToken=task["taskToken"], output="{}")
