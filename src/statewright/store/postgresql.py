@@ -79,6 +79,9 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 _MIGRATION_LOCK = 0x5354_5754_5343_4831  # the advisory lock nodes starting at once take in turn to migrate
 
 
+IDLE_IN_TRANSACTION_MS = 1_000  # a commit holds its transaction for milliseconds; see _connect
+
+
 class PostgresStore(Store):
     def __init__(self, dsn: str, shard_count: int | None) -> None:
         """Open the database at ``dsn`` (a libpq URL or key=value string), migrating its schema first;
@@ -133,6 +136,10 @@ class PostgresStore(Store):
 
     def _connect(self) -> psycopg.Connection:
         db = psycopg.connect(self._conninfo, autocommit=True)
+        # A node paused in the middle of a commit holds its shard rows FOR SHARE; the node taking the shard over
+        # would wait on that lock, its lease renewals with it. The server ends such a transaction well within a
+        # lease's margin, so the lock goes and the paused node's commit fails when it wakes.
+        db.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
         with self._lock:
             self._connections.add(db)
         return db
