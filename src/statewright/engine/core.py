@@ -56,7 +56,7 @@ FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could n
 # Bugs the simulator's own tests plant (Engine(planted=...)) to show each fault's checker catches them.
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
-                     "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing", "serve-past-lease",
+                     "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
                      "forward-once"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
@@ -226,8 +226,6 @@ class Engine:
 
     def _check_leases(self, now_ms: int) -> None:
         """Stop serving a shard whose lease was not renewed in time (some margin before it ends)."""
-        if self.planted and "serve-past-lease" in self.planted:
-            return
         for shard, until_ms in list(self.serve_until_ms.items()):
             if now_ms >= until_ms:
                 self._unserve(shard, "its lease was not renewed in time")

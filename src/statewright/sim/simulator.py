@@ -434,7 +434,7 @@ class _Run:
             node.paused_until_ms = self.now_ms + self.rng.randint(LEASES.lease_ms, 3 * LEASES.lease_ms)
             node.paused_at_ms = self.now_ms
         elif faults.fire("store-cut-off", rate):
-            node.cut_off_until_ms = self.now_ms + self.rng.randint(LEASES.renew_ms, 3 * LEASES.lease_ms)
+            node.cut_off_until_ms = self.now_ms + self.rng.randint(500, 2 * LEASES.lease_ms)  # often within a lease
         elif faults.fire("node-leaves", rate) and node.membership is not None:  # SIGTERM, back after a while
             try:
                 node.leaving = node.membership.leave()
@@ -462,9 +462,10 @@ class _Run:
                 continue
             engine = node.engine
             candidates += [due for window in engine.windows.values() if (due := window.next_due_ms()) is not None]
-            if self.cluster:
-                candidates += [node.next_step_ms, *engine.serve_until_ms.values()]
-                candidates += [at_ms for at_ms, _ in engine._forward_retries]
+            if self.cluster:  # only ahead: what is due now, this step's ticks and membership steps handle
+                ahead = [node.next_step_ms, *engine.serve_until_ms.values(),
+                         *(at_ms for at_ms, _ in engine._forward_retries)]
+                candidates += [due for due in ahead if due > self.now_ms]
         if candidates:
             return min(candidates)
         # Nothing in memory: timers beyond the windows' horizon load as time moves; step most of a window.
