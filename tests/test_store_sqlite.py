@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from statewright.store.base import Store
-from statewright.store.sqlite import SqliteStore
+from statewright.store.base import SchemaTooNew, Store
+from statewright.store.sqlite import SCHEMA_VERSION, SqliteStore
 from store_contract import StoreContract, execution_arn
 
 # Runs in a child process: commit one transition, then die by SIGKILL the moment commit returns, before any
@@ -71,3 +71,17 @@ def test_database_is_in_wal_mode(tmp_path: Path) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         db.close()
+
+
+def test_a_schema_newer_than_the_code_refuses_to_open(tmp_path: Path) -> None:
+    path = tmp_path / "statewright.db"
+    SqliteStore(path, 1).close()
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        with db:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    finally:
+        db.close()
+    with pytest.raises(SchemaTooNew, match="upgrade statewright"):
+        SqliteStore(path, 1)
