@@ -14,7 +14,7 @@ import pytest
 from psycopg import sql
 
 from postgres import create_schema
-from statewright.store import open_store
+from statewright.store import open_store, postgresql
 from statewright.store.base import CommitFailed, CommitOutcomeUnknown, SchemaTooNew, Store, StoreUnavailable
 from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore
 from store_contract import StoreContract, blob, committed, execution_arn, write
@@ -211,7 +211,14 @@ def test_a_commit_killed_before_it_wrote_failed_and_one_killed_while_writing_is_
         store.close()
 
 
-def test_the_open_count_sees_the_commits_before_its_snapshot(postgres_schema: str) -> None:
+@pytest.fixture
+def short_idle_limit(monkeypatch: pytest.MonkeyPatch) -> float:
+    """Sessions idle in a transaction end after 0.1 s instead of a second: the seconds to wait past it."""
+    monkeypatch.setattr(postgresql, "IDLE_IN_TRANSACTION_MS", 100)
+    return 0.3
+
+
+def test_the_open_count_sees_the_commits_before_its_snapshot(postgres_schema: str, short_idle_limit: float) -> None:
     store = PostgresStore(postgres_schema, 2)
     try:
         ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
@@ -219,8 +226,24 @@ def test_the_open_count_sees_the_commits_before_its_snapshot(postgres_schema: st
         count = store.open_count()
         count.snapshot()
         committed(store, [write(execution_arn("late"))], ranges)
+        time.sleep(short_idle_limit)  # the count may come later than other transactions may stay idle
         assert count.count() == 1
         assert store.count_open_executions() == 2
+    finally:
+        store.close()
+
+
+def test_a_session_ended_idle_in_a_transaction_is_unavailable_and_the_next_call_reconnects(
+        postgres_schema: str, short_idle_limit: float) -> None:
+    store = PostgresStore(postgres_schema, 2)
+    try:
+        arn = execution_arn("paused")
+        committed(store, [write(arn)], {0: store.acquire_shard(0, "node-a", 60_000)})
+        store._db().execute("BEGIN")  # as a node paused between two statements of a commit leaves it
+        time.sleep(short_idle_limit)
+        with pytest.raises(StoreUnavailable):
+            store.load_execution(arn)
+        assert store.load_execution(arn) == blob(arn, 1)
     finally:
         store.close()
 

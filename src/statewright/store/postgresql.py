@@ -541,8 +541,11 @@ class _PostgresOpenCount(OpenCount):
         self._db = store._connect()
 
     def snapshot(self) -> None:
+        # Its transaction waits idle between the snapshot (the engine thread) and the count (another thread), and
+        # holds no row lock: the idle-in-transaction limit of the other connections does not apply to it.
         with _unavailable():
-            self._db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")  # one round trip
+            self._db.execute("SET idle_in_transaction_session_timeout = 0; "
+                             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")  # one round trip
 
     def count(self) -> int:
         try:
@@ -559,7 +562,9 @@ class _PostgresOpenCount(OpenCount):
 def _unavailable() -> Iterator[None]:
     try:
         yield
-    except psycopg.OperationalError as exc:  # refused, gone, shut down, a lost connection: cannot answer now
+    # Refused, gone, shut down, a lost connection, or a session the server ended (an InternalError, by its
+    # SQLSTATE class): the database cannot answer now; the next call reconnects.
+    except (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout) as exc:
         raise StoreUnavailable(str(exc)) from exc
 
 
