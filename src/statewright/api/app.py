@@ -21,6 +21,7 @@ import orjson
 
 from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
+from ..store.base import StoreUnavailable
 from . import activities, cluster, executions, state_machines  # noqa: F401  (modules register their handlers)
 from .arns import Scope
 from .errors import AwsError, throttled
@@ -72,7 +73,7 @@ class App:
             return
         except AwsError as error:
             status, body = error.status, error.body()
-        except EngineUnavailable as exc:
+        except (EngineUnavailable, StoreUnavailable) as exc:  # the shard moved, the database is away: retry
             status, body = 503, {"__type": "ServiceUnavailable", "message": str(exc)}
         except Exception:
             log.exception("request %s failed", request_id)
