@@ -6,6 +6,9 @@ import json
 import subprocess
 import sys
 
+import psycopg
+from botocore.exceptions import ClientError
+
 from server import ROLE_ARN, ServerProcess, free_port, history, wait_closed
 from test_metrics import open_executions
 
@@ -57,3 +60,27 @@ def test_serve_refuses_another_shard_count_and_a_store_that_is_not_postgresql(tm
     wrong = subprocess.run([sys.executable, "-m", "statewright", "serve", "--store", str(tmp_path / "x.db")],
                            capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "postgresql://" in wrong.stderr
+
+
+def test_connections_cut_by_the_database_get_a_retryable_error_and_the_node_carries_on(tmp_path, postgres_schema):
+    node = ServerProcess(tmp_path / "data", shards=4, extra_args=node_args(postgres_schema)).start()
+    try:
+        sfn = node.client()
+        machine = sfn.create_state_machine(name="waits", definition=json.dumps(WAIT_THEN_PASS),
+                                           roleArn=ROLE_ARN)["stateMachineArn"]
+        before = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+        with psycopg.connect(postgres_schema, autocommit=True) as admin:  # as a restarting database server would
+            cut = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]
+        assert cut > 0
+        for _ in range(3):  # each answer is a success or a retryable 503, never a 500
+            try:
+                sfn.describe_state_machine(stateMachineArn=machine)
+                sfn.start_execution(stateMachineArn=machine)
+            except ClientError as error:
+                assert error.response["ResponseMetadata"]["HTTPStatusCode"] == 503, error.response
+        after = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+        for run in (before, after):
+            assert wait_closed(sfn, run)["status"] == "SUCCEEDED"
+    finally:
+        node.stop()
