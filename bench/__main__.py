@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from . import backlog, workloads
+from . import backlog, cluster, workloads
 from .client import Pool
 from .servers import Moto, Statewright, drop_databases
 
@@ -60,6 +60,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--w6-workers", type=int, default=64, help="W6 long-polling workers draining (default 64)")
     parser.add_argument("--moto-w6-n", type=int, default=5000,
                         help="W6 start phase on moto, if its activity tasks wait for a worker (default 5000)")
+    parser.add_argument("--w7-n", type=int, default=6000, help="W7 chain executions per node count (default 6000)")
+    parser.add_argument("--w7-quota", type=float, default=0.3,
+                        help="W7 CPU quota of each node, in cores (cgroup v1 cpu.cfs_quota_us; default 0.3)")
     parser.add_argument("--no-peers", action="store_true", help="statewright only")
     parser.add_argument("--store", metavar="URL", default=None,
                         help="a PostgreSQL server (postgresql://...): each statewright server keeps its data in a "
@@ -161,8 +164,30 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         await w4(args, work, results, table)
     if "W6" in args.only:
         await w6(args, work, results, table, peers)
+    if "W7" in args.only:
+        await w7(args, work, results, table)
     results["table"] = table.render()
     return results
+
+
+async def w7(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    """Several nodes on PostgreSQL (opt-in: --only W7 --store postgresql://...): scale-out, failover, hand-over."""
+    if not args.store:
+        table.add("W7 cluster", "nodes on one PostgreSQL", "not run: pass --store postgresql://...")
+        return
+    run = await cluster.w7(work, args.store, args.w7_n, args.concurrency, args.w7_quota)
+    results["w7"] = run
+    one = run["scale_out"][0]["transitions_per_s"]
+    for point in run["scale_out"]:
+        ratio = point["transitions_per_s"] / one
+        table.add("W7 cluster", f"committed transitions/s, {point['nodes']} node(s) at {args.w7_quota} core each",
+                  f"{point['transitions_per_s']:,.0f} ({ratio:.2f}x one node)",
+                  target=">= 2.5x one node" if point["nodes"] == 3 else "",
+                  verdict=ratio >= 2.5 if point["nodes"] == 3 else None)
+    table.add("W7 cluster", "SIGKILL of 1 of 3 nodes: every shard served again after, s", f"{run['failover_s']:.2f}",
+              target="< 11 s (one lease + 1 s)", verdict=run["failover_s"] < 11)
+    table.add("W7 cluster", "SIGTERM of 1 of 3 nodes: every shard served again after, ms",
+              f"{run['handover_s'] * 1000:.0f}", target="< 100 ms", verdict=run["handover_s"] < 0.1)
 
 
 async def w1_w5(args: argparse.Namespace, work: Path, results: dict, table: Table, peers: bool) -> None:

@@ -12,14 +12,18 @@ node takes it. Past the deadline the call raises EngineUnavailable, which the AP
 Sending a command again is safe: the engine applies each command at most once (a start is idempotent by name and
 input, a stop by the execution's state, an attempt's start or result is refused once it is not pending).
 
-httpx carries the calls: an asyncio client with a pool of kept-alive connections per node, so a forwarded call
-costs one request on an open connection, not a connection per call as the HTTP Task's h11 client makes.
+Calls to one node are batched, as the engine batches commits: at most REQUESTS_PER_NODE_MAX requests are in flight
+to a node, and whatever calls queue up meanwhile go together in the next request (up to BATCH_COMMANDS_MAX
+commands), each caller getting its own replies back. Under load one request carries many commands, so the cost of
+a request (httpx's pool, the HTTP round trip, the signature) is shared instead of paid per call; a lone call still
+goes at once. httpx carries the requests on kept-alive connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from concurrent.futures import Future
 from typing import Any, Protocol
 
@@ -46,7 +50,8 @@ ATTEMPT_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 1.0
 FIRST_RETRY_S = 0.02
 LAST_RETRY_S = 0.5  # the longest pause between tries, doubled from FIRST_RETRY_S
-CONNECTIONS_PER_NODE_MAX = 64
+REQUESTS_PER_NODE_MAX = 4  # requests in flight to one node; calls arriving meanwhile wait for the next
+BATCH_COMMANDS_MAX = 512  # commands in one request
 
 
 class Directory(Protocol):
@@ -73,6 +78,7 @@ class Forwarder:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: httpx.AsyncClient | None = None
         self._refreshing: asyncio.Future | None = None
+        self._lanes: dict[tuple[str, bool], _Lane] = {}  # (address, throttle) -> calls waiting for a request
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Forward on ``loop`` (the server's event loop): the engine's calls are scheduled there."""
@@ -101,7 +107,6 @@ class Forwarder:
         """The replies of the owning node to ``commands`` (all for one execution), in order; an error reply is an
         exception instance in the list. Raises EngineUnavailable if no owner answered within the deadline."""
         shard = shard_for(commands[0].arn, self.shard_count)
-        body = encode_commands(commands, throttle=throttle)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.deadline_s
         pause = FIRST_RETRY_S
@@ -110,7 +115,7 @@ class Forwarder:
             if address is None:
                 problem = f"no node holds shard {shard}"
             else:
-                replies, problem = await self._send(address, body, len(commands), deadline - loop.time())
+                replies, problem = await self._send(address, commands, throttle, deadline - loop.time())
                 if replies is not None:
                     self._outcomes["answered"].inc()
                     return replies
@@ -124,20 +129,69 @@ class Forwarder:
                 await asyncio.sleep(min(pause, remaining))
                 pause = min(pause * 2, LAST_RETRY_S)
 
-    async def _send(self, address: str, body: bytes, count: int,
+    async def _send(self, address: str, commands: list[Command], throttle: bool,
                     remaining_s: float) -> tuple[list[object] | None, str]:
-        """One try: (the replies, "") or (None, what went wrong, to try again). Raises if trying again is no use."""
+        """One try, in the next request to ``address``: (the replies, "") or (None, what went wrong, to try
+        again). Raises if trying again is no use."""
+        lane = self._lanes.get((address, throttle))
+        if lane is None:
+            lane = self._lanes[(address, throttle)] = _Lane()
+        waiter: asyncio.Future = asyncio.get_running_loop().create_future()
+        lane.calls.append((commands, waiter))
+        if lane.requests < REQUESTS_PER_NODE_MAX:
+            lane.requests += 1
+            sender = asyncio.ensure_future(self._drain(address, throttle, lane))
+            lane.senders.add(sender)  # held, or the loop may drop the task before it ends
+            sender.add_done_callback(lane.senders.discard)
+        try:
+            replies, problem = await asyncio.wait_for(asyncio.shield(waiter), max(remaining_s, 0.001))
+        except TimeoutError:
+            return None, f"{address} did not answer in time"
+        if replies is not None and any(isinstance(reply, ShardNotOwned) for reply in replies):
+            self._outcomes["not_owner"].inc()
+            return None, f"{address} no longer serves the shard"
+        return replies, problem
+
+    async def _drain(self, address: str, throttle: bool, lane: _Lane) -> None:
+        """Send the lane's waiting calls, a batch per request, until none wait."""
+        try:
+            while lane.calls:
+                batch: list[tuple[list[Command], asyncio.Future]] = []
+                count = 0
+                while lane.calls and count < BATCH_COMMANDS_MAX:
+                    batch.append(lane.calls.popleft())
+                    count += len(batch[-1][0])
+                try:
+                    replies, problem = await self._post(
+                        address, [command for commands, _ in batch for command in commands], throttle)
+                except Exception as exc:  # a setup error (another secret) or a reply this node cannot read
+                    for _, waiter in batch:
+                        if not waiter.done():
+                            waiter.set_exception(exc)
+                    continue
+                offset = 0
+                for commands, waiter in batch:
+                    mine = None if replies is None else replies[offset:offset + len(commands)]
+                    offset += len(commands)
+                    if not waiter.done():
+                        waiter.set_result((mine, problem))
+        finally:
+            lane.requests -= 1
+
+    async def _post(self, address: str, commands: list[Command], throttle: bool) -> tuple[list[object] | None, str]:
+        """One request: (the replies, "") or (None, what went wrong, to try again). Raises if trying again is no
+        use."""
         client = self._client
         if client is None:
             client = self._client = httpx.AsyncClient(
                 trust_env=False,  # a proxy from the environment is for outside calls, not between nodes
-                limits=httpx.Limits(max_connections=CONNECTIONS_PER_NODE_MAX,
-                                    max_keepalive_connections=CONNECTIONS_PER_NODE_MAX))
-        attempt_s = max(min(remaining_s, ATTEMPT_TIMEOUT_S), 0.001)
+                limits=httpx.Limits(max_connections=REQUESTS_PER_NODE_MAX * 4,
+                                    max_keepalive_connections=REQUESTS_PER_NODE_MAX * 4))
+        body = encode_commands(commands, throttle=throttle)
         try:
             response = await client.post(
                 address.rstrip("/") + PATH, content=body, headers={SIGNATURE_HEADER: sign(self.secret, body)},
-                timeout=httpx.Timeout(attempt_s, connect=min(attempt_s, CONNECT_TIMEOUT_S)))
+                timeout=httpx.Timeout(ATTEMPT_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
         except httpx.TransportError as exc:  # refused, reset, timed out: the node is gone or going
             self._outcomes["unreachable"].inc()
             return None, f"{address}: {type(exc).__name__} {exc}".rstrip()
@@ -151,13 +205,10 @@ class Forwarder:
                                     "check that every node has the same cluster secret")
         try:
             replies = decode_replies(response.content)
-            if len(replies) != count:
-                raise MalformedMessage(f"{len(replies)} replies to {count} commands")
+            if len(replies) != len(commands):
+                raise MalformedMessage(f"{len(replies)} replies to {len(commands)} commands")
         except MalformedMessage as exc:
             raise EngineUnavailable(f"{address} answered something this node cannot read: {exc}") from None
-        if any(isinstance(reply, ShardNotOwned) for reply in replies):
-            self._outcomes["not_owner"].inc()
-            return None, f"{address} no longer serves the shard"
         return replies, ""
 
     async def _refresh(self) -> None:
@@ -168,3 +219,12 @@ class Forwarder:
             await asyncio.shield(self._refreshing)
         except Exception as exc:  # the store is unreachable: the last read still stands; the deadline bounds this
             log.warning("reading the cluster's shard owners failed: %s", exc)
+
+
+class _Lane:
+    """The calls waiting for the next request to one node, and how many requests to it are in flight."""
+
+    def __init__(self) -> None:
+        self.calls: deque[tuple[list[Command], asyncio.Future]] = deque()
+        self.requests = 0
+        self.senders: set[asyncio.Future] = set()

@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +111,13 @@ def _join(store: Store, engine: Engine, address: str, config: ServerConfig) -> M
     return loop
 
 
+def _on_exit(service: Service) -> None:
+    """SIGTERM or SIGINT, on the event loop: answer waiting long polls now, and hand the shards over at once (on
+    a thread: the engine drains meanwhile) rather than after uvicorn has closed every connection."""
+    service.matcher.release()
+    threading.Thread(target=service.leave, name="statewright-leave", daemon=True).start()
+
+
 def _reachable_host(host: str) -> str:
     """The host other nodes reach this one at, when it listens on every interface."""
     return socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
@@ -152,7 +160,7 @@ def serve(config: ServerConfig) -> int:
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
                                     lifespan="on", proxy_headers=False, server_header=False),
-                     on_exit=service.matcher.release)
+                     on_exit=lambda: _on_exit(service))
     try:
         server.run()
     finally:

@@ -26,6 +26,8 @@ class MembershipLoop:
         self.poke = poke  # tells the nodes at these addresses to step now
         self._woken = threading.Event()
         self._stopping = False
+        self._stop_lock = threading.Lock()
+        self._left = threading.Event()  # the first stop finished
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -37,8 +39,19 @@ class MembershipLoop:
         self._woken.set()
 
     def stop(self) -> None:
-        """Graceful: leave, let the engine drain and drop every shard, release the leases, tell the others."""
-        self._stopping = True
+        """Graceful: leave, let the engine drain and drop every shard, release the leases, tell the others. Safe to
+        call again (and from several threads): later calls wait for the first to finish."""
+        with self._stop_lock:
+            if self._stopping:
+                self._left.wait()
+                return
+            self._stopping = True
+        try:
+            self._leave()
+        finally:
+            self._left.set()
+
+    def _leave(self) -> None:
         self._woken.set()
         if self._thread is not None:
             self._thread.join()

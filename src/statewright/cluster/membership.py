@@ -122,11 +122,15 @@ class Membership:
             self.hooks.counted("failed", len(self.held))
             self._forget_expired(now_ms)
             return self.settings.renew_ms
-        live = sorted(node.node_id for node in self.live_nodes(now_ms))
+        others = [node for node in self.live_nodes(now_ms) if node.node_id != self.node_id]
+        live = sorted([self.node_id, *(node.node_id for node in others)])
         wanted = {shard for shard in range(len(self._leases)) if assign(shard, live) == self.node_id}
         self._hand_over(set(self.held) - wanted)
-        waiting = self._take(wanted, now_ms, until_ms)
-        return HANDOVER_POLL_MS if waiting or self._dropping else self.settings.renew_ms
+        if self._take(wanted, now_ms, until_ms) or self._dropping:
+            return HANDOVER_POLL_MS
+        # A node that stopped renewing drops out when its record's lease ends: step right then, so its shards
+        # move one lease after it died rather than up to a renewal later.
+        return min([self.settings.renew_ms, *(node.lease_until_ms - now_ms + 1 for node in others)])
 
     def leave(self) -> Future:
         """Graceful stop, first half: leave the membership (the others reassign at once) and have the engine let
