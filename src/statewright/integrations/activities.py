@@ -5,6 +5,12 @@ activity's backlog. The backlog in memory is a cache: the durable backlog is the
 starts. Before a task is returned, the owning shard records the attempt as started; a duplicate copy, or a task
 whose execution moved on, is refused there and the poll goes on, so one attempt reaches one worker.
 
+With several nodes, the tasks of executions another node owns are claimed from the store (``claim``): a poll
+that finds no task here looks there, and waits to be told to look again: when the store says another node
+committed a task of its activity (``notice``), and now and then in case such a word was lost (``look_again``). A
+poll that claimed a task wakes the next waiting one, since there may be more. Claimed or local, a task is handed
+out only once its owner recorded the start.
+
 The backlog holds at most ``Limits.activity_backlog_tasks_max`` tasks over all activities. At the limit ``offer``
 refuses a task no poller is waiting for; it stays in the outbox, and ``on_room`` tells the caller when to offer
 again.
@@ -13,15 +19,21 @@ again.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
 
 from ..engine.commands import EngineUnavailable
 from ..engine.limits import Limits
-from ..store.base import Dispatch
+from ..store.base import Dispatch, StoreUnavailable
+
+log = logging.getLogger("statewright.integrations")
 
 # (dispatch, worker name) -> whether the attempt is now started for this worker
 StartAttempt = Callable[[Dispatch, str | None], Awaitable[bool]]
+# activity ARN -> a task of another node's claimed from the store for a while, or None
+Claim = Callable[[str], Awaitable[Dispatch | None]]
+_LOOK = object()  # what a waiting poll is woken with to look in the store
 
 
 class ActivityMatcher:
@@ -33,8 +45,10 @@ class ActivityMatcher:
     again whenever it re-reads the shard, and a copy already waiting is not queued twice.
     """
 
-    def __init__(self, start_attempt: StartAttempt, limits: Limits | None = None) -> None:
+    def __init__(self, start_attempt: StartAttempt, limits: Limits | None = None, claim: Claim | None = None) -> None:
         self._start_attempt = start_attempt
+        self._claim = claim
+        self._notices: dict[str, int] = defaultdict(int)  # per activity: how many times the store said look
         self._tasks_max = (limits or Limits()).activity_backlog_tasks_max
         self._backlog: dict[str, deque[Dispatch]] = defaultdict(deque)
         self._waiting: set[tuple[str, str]] = set()  # (execution ARN, dispatch id) of every task in a backlog
@@ -77,7 +91,7 @@ class ActivityMatcher:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
-            dispatch = await self._next(activity_arn, deadline - loop.time())
+            dispatch = await self._next(activity_arn, deadline)
             if dispatch is None:
                 return None
             try:
@@ -90,12 +104,57 @@ class ActivityMatcher:
             if started:
                 return dispatch
 
-    async def _next(self, activity_arn: str, remaining_s: float) -> Dispatch | None:
-        backlog = self._backlog[activity_arn]
-        if backlog:
-            return self._take(backlog)
-        if remaining_s <= 0 or self._closed:
+    def notice(self, activity_arn: str) -> None:
+        """Another node committed a task of this activity: one waiting poll looks in the store."""
+        self._notices[activity_arn] += 1
+        self._wake(activity_arn)
+
+    def look_again(self) -> None:
+        """Word of a task may have been lost (a watch reconnecting, a claim that ran out): one waiting poll of
+        each activity looks in the store."""
+        for activity_arn in list(self._pollers):
+            self._wake(activity_arn)
+
+    def _wake(self, activity_arn: str) -> None:
+        pollers = self._pollers.get(activity_arn)
+        while pollers:
+            waiter = pollers.popleft()
+            if not waiter.done():
+                waiter.set_result(_LOOK)
+                return
+
+    async def _next(self, activity_arn: str, deadline: float) -> Dispatch | None:
+        loop = asyncio.get_running_loop()
+        look = self._claim is not None
+        while True:
+            backlog = self._backlog[activity_arn]
+            if backlog:
+                return self._take(backlog)
+            if look:
+                noticed = self._notices[activity_arn]
+                claimed = await self._claimed(activity_arn)
+                if claimed is not None:
+                    self._wake(activity_arn)  # there may be more: the next poll looks too
+                    return claimed
+                look = self._notices[activity_arn] != noticed  # word came while it looked: look again
+                continue  # a task of this node's may have come meanwhile
+            remaining_s = deadline - loop.time()
+            if remaining_s <= 0 or self._closed:
+                return None
+            found = await self._wait(activity_arn, remaining_s)
+            if found is not _LOOK:
+                return found  # a task, or None: the time is up or the server is stopping
+            look = True
+
+    async def _claimed(self, activity_arn: str) -> Dispatch | None:
+        try:
+            return await self._claim(activity_arn)
+        except StoreUnavailable as exc:  # this poll waits; the next look (or notice) tries again
+            log.warning("could not claim a task of %s: %s", activity_arn, exc)
             return None
+
+    async def _wait(self, activity_arn: str, remaining_s: float) -> object:
+        """A task offered here, _LOOK, or None (time is up, or the server is stopping)."""
         waiter = asyncio.get_running_loop().create_future()
         self._pollers[activity_arn].append(waiter)
         try:
@@ -103,7 +162,7 @@ class ActivityMatcher:
         except TimeoutError:
             return waiter.result() if waiter.done() and not waiter.cancelled() else None
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+            if waiter.done() and not waiter.cancelled() and isinstance(waiter.result(), Dispatch):
                 self._put_back(waiter.result())
             raise
         finally:
