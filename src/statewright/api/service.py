@@ -162,6 +162,7 @@ class Service:
         self._use_loop(loop)
         self.dispatcher.attach(loop)
         if self.forwarder is not None:
+            self.engine.on_removed = lambda keys: loop.call_soon_threadsafe(self.matcher.discard, keys)
             self._stop_watching = self.store.watch_activity_tasks(
                 lambda activity_arn: loop.call_soon_threadsafe(self.matcher.notice, activity_arn))
             self._looking = loop.call_later(LOOK_AGAIN_S, self._look_again)
@@ -172,6 +173,7 @@ class Service:
 
     async def detach(self) -> None:
         """The server is stopping: stop watching, close the connections to other nodes (the engine has stopped)."""
+        self.engine.on_removed = None
         if self._looking is not None:
             self._looking.cancel()
         if self._stop_watching is not None:

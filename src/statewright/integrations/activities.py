@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict, deque
+from collections import OrderedDict, defaultdict, deque
 from collections.abc import Awaitable, Callable
 
 from ..engine.commands import EngineUnavailable
@@ -34,6 +34,7 @@ StartAttempt = Callable[[Dispatch, str | None], Awaitable[bool]]
 # activity ARN -> a task of another node's claimed from the store for a while, or None
 Claim = Callable[[str], Awaitable[Dispatch | None]]
 _LOOK = object()  # what a waiting poll is woken with to look in the store
+Key = tuple[str, str]  # (execution ARN, dispatch id)
 
 
 class ActivityMatcher:
@@ -50,9 +51,8 @@ class ActivityMatcher:
         self._claim = claim
         self._notices: dict[str, int] = defaultdict(int)  # per activity: how many times the store said look
         self._tasks_max = (limits or Limits()).activity_backlog_tasks_max
-        self._backlog: dict[str, deque[Dispatch]] = defaultdict(deque)
-        self._waiting: set[tuple[str, str]] = set()  # (execution ARN, dispatch id) of every task in a backlog
-        self._size = 0  # tasks in every backlog together
+        self._backlog: dict[str, OrderedDict[Key, Dispatch]] = defaultdict(OrderedDict)  # per activity, oldest first
+        self._activity_of: dict[Key, str] = {}  # every task in a backlog
         self._refused = False  # an offer was refused since the backlog last had room
         self._pollers: dict[str, deque[asyncio.Future]] = defaultdict(deque)
         self._closed = False
@@ -62,7 +62,8 @@ class ActivityMatcher:
         """A committed activity dispatch: hand it to a waiting poller or keep it in the backlog (True), or refuse
         it because the backlog is full (False): the caller keeps it in the outbox and offers it after ``on_room``."""
         activity_arn = dispatch.payload["resource"]
-        if (dispatch.execution_arn, dispatch.dispatch_id) in self._waiting:
+        key = (dispatch.execution_arn, dispatch.dispatch_id)
+        if key in self._activity_of:
             return True  # offered again after a re-read: the copy here stands
         pollers = self._pollers[activity_arn]
         while pollers:
@@ -70,16 +71,24 @@ class ActivityMatcher:
             if not waiter.done():
                 waiter.set_result(dispatch)
                 return True
-        if self._size >= self._tasks_max:
+        if len(self._activity_of) >= self._tasks_max:
             self._refused = True
             return False
-        self._backlog[activity_arn].append(dispatch)
-        self._waiting.add((dispatch.execution_arn, dispatch.dispatch_id))
-        self._size += 1
+        self._backlog[activity_arn][key] = dispatch
+        self._activity_of[key] = activity_arn
         return True
 
     def backlog_size(self) -> int:
-        return self._size
+        return len(self._activity_of)
+
+    def discard(self, keys: list[Key]) -> None:
+        """These dispatches' rows are gone (their attempts started, maybe for a worker at another node, or ended):
+        drop the copies waiting here, which nobody could start any more."""
+        for key in keys:
+            activity_arn = self._activity_of.pop(key, None)
+            if activity_arn is not None:
+                del self._backlog[activity_arn][key]
+                self._left()
 
     async def poll(self, activity_arn: str, worker_name: str | None, timeout_s: float) -> Dispatch | None:
         """Wait up to ``timeout_s`` for a task of this activity; the returned attempt is started for this worker.
@@ -171,20 +180,25 @@ class ActivityMatcher:
             if waiter in self._pollers[activity_arn]:
                 self._pollers[activity_arn].remove(waiter)
 
-    def _take(self, backlog: deque[Dispatch]) -> Dispatch:
-        dispatch = backlog.popleft()
-        self._waiting.discard((dispatch.execution_arn, dispatch.dispatch_id))
-        self._size -= 1
-        if self._refused and self._size <= self._tasks_max // 2:
+    def _take(self, backlog: OrderedDict[Key, Dispatch]) -> Dispatch:
+        key, dispatch = backlog.popitem(last=False)
+        del self._activity_of[key]
+        self._left()
+        return dispatch
+
+    def _left(self) -> None:
+        """A task left the backlog: after a refusal, say when it has drained to half."""
+        if self._refused and len(self._activity_of) <= self._tasks_max // 2:
             self._refused = False
             self.on_room()
-        return dispatch
 
     def _put_back(self, dispatch: Dispatch) -> None:
         """A task taken but not handed out goes first in line again, even over the limit: it was accepted once."""
-        self._backlog[dispatch.payload["resource"]].appendleft(dispatch)
-        self._waiting.add((dispatch.execution_arn, dispatch.dispatch_id))
-        self._size += 1
+        key, activity_arn = (dispatch.execution_arn, dispatch.dispatch_id), dispatch.payload["resource"]
+        backlog = self._backlog[activity_arn]
+        backlog[key] = dispatch
+        backlog.move_to_end(key, last=False)
+        self._activity_of[key] = activity_arn
 
     def release(self) -> None:
         """The server is stopping: answer every waiting poll with no task, and take no new waits."""

@@ -50,7 +50,18 @@ from .shared import activity_of, groups, insert_row, prefix_range, record_blob, 
 # as in SQLite and Python, whatever the database's locale.
 log = logging.getLogger("statewright.store")
 
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+def _file_activity_tasks(db: psycopg.Connection) -> None:
+    """Migration 2: the tasks already in the outbox under their activity. Parsed here: PostgreSQL's JSON refuses a
+    payload holding an escaped NUL."""
+    rows = db.execute("SELECT shard_id, execution_arn, dispatch_id, payload FROM outbox").fetchall()
+    filed = [(activity, shard, arn, dispatch_id) for shard, arn, dispatch_id, payload in rows
+             if (activity := activity_of(orjson.loads(payload))) is not None]
+    db.cursor().executemany("UPDATE outbox SET activity_arn = %s WHERE shard_id = %s AND execution_arn = %s "
+                            "AND dispatch_id = %s", filed)
+
+
+# A statement, or a function of the migrating transaction's connection.
+_MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection], None], ...], ...] = (
     (
         "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
         # Rows updated on every acquisition and renewal: room on the page keeps those updates HOT.
@@ -80,9 +91,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 2: activity tasks claimed by their activity's ARN from any node (claim_activity_task)
         'ALTER TABLE outbox ADD COLUMN activity_arn text COLLATE "C", '
         "ADD COLUMN claimed_until_ms bigint NOT NULL DEFAULT 0",
-        # json, not jsonb: a payload may hold an escaped NUL, which jsonb refuses
-        "UPDATE outbox SET activity_arn = convert_from(payload, 'UTF8')::json ->> 'resource' "
-        "WHERE convert_from(payload, 'UTF8')::json ->> 'kind' = 'activity'",
+        _file_activity_tasks,
         "CREATE INDEX outbox_by_activity ON outbox (activity_arn, claimed_until_ms) WHERE activity_arn IS NOT NULL",
     ),
 )
@@ -125,7 +134,10 @@ class PostgresStore(Store):
                                    f"statewright's ({SCHEMA_VERSION}): upgrade statewright to open it")
             for statements in _MIGRATIONS[version:]:
                 for statement in statements:
-                    db.execute(statement)
+                    if callable(statement):
+                        statement(db)
+                    else:
+                        db.execute(statement)
             if version < SCHEMA_VERSION:
                 db.execute("INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE "
                            "SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
