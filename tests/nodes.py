@@ -1,4 +1,5 @@
-"""Several statewright nodes in the test's process: each its own store connection to ONE SQLite file, its own engine
+"""Several statewright nodes in the test's process: each its own store connection to ONE SQLite file (or one
+PostgreSQL schema, given its URL), its own engine
 and its own uvicorn server on a free port, with the shards split between them by hand (the shard leases in the
 store, then ``Engine.gain_shard``), as membership will do it.
 
@@ -20,7 +21,8 @@ from statewright.api.forwarding import Forwarder
 from statewright.api.service import Service
 from statewright.engine.core import Engine, shard_for
 from statewright.engine.limits import Limits
-from statewright.store.sqlite import SqliteStore
+from statewright.store import open_store
+from statewright.store.base import Store
 
 SHARDS = 4
 SECRET = "cluster-secret-for-tests"
@@ -28,32 +30,38 @@ _FOR_GOOD_MS = 3_600_000  # the tests' leases outlast them: nothing renews them
 
 
 class StoreDirectory:
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.refreshes = 0
         self._owners: dict[int, str] = {}
+        self._addresses: dict[str, str] = {}
         self.refresh()
 
     def owner_address(self, shard_id: int) -> str | None:
         return self._owners.get(shard_id)
 
+    def others(self, node_id: str) -> list[str]:
+        """Every registered node's address but ``node_id``'s, as of the last refresh (the tests' nodes live on)."""
+        return [address for node, address in self._addresses.items() if node != node_id]
+
     def refresh(self) -> None:
-        addresses = {node.node_id: node.address for node in self.store.nodes()}
+        self._addresses = addresses = {node.node_id: node.address for node in self.store.nodes()}
         self._owners = {lease.shard_id: addresses[lease.owner] for lease in self.store.shard_leases()
                         if lease.owner in addresses}
         self.refreshes += 1
 
 
 class Node:
-    def __init__(self, db: Path, node_id: str, *, secret: str | None = SECRET, deadline_s: float = 15.0,
+    def __init__(self, db: Path | str, node_id: str, *, secret: str | None = SECRET, deadline_s: float = 15.0,
                  limits: Limits | None = None) -> None:
         self.node_id = node_id
-        self.store = SqliteStore(db, SHARDS)
+        self.store = open_store(db, SHARDS)
         self.engine = Engine(self.store, node_id=node_id, limits=limits)
         self.directory = StoreDirectory(self.store)
         forwarder = None if secret is None else Forwarder(self.directory, secret, SHARDS, self.engine.metrics,
                                                           deadline_s=deadline_s)
         self.service = Service(self.store, self.engine, ACCOUNT, limits=limits, forwarder=forwarder)
+        self.service.peers = lambda: self.directory.others(node_id)
         self.server = Threaded(App(self.service), lifespan="on")
         self.endpoint = self.server.endpoint
         self.running = False

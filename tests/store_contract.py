@@ -37,6 +37,8 @@ OTHER_MACHINE = f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:billing"
 US_EAST = f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:"
 DEFINITION = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}'
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/statewright"
+ACTIVITY = f"arn:aws:states:us-east-1:{ACCOUNT}:activity:charge"
+OTHER_ACTIVITY = f"arn:aws:states:us-east-1:{ACCOUNT}:activity:ship"
 
 
 # -- building blocks
@@ -60,6 +62,11 @@ def write(arn: str, *, shard: int = 0, expected: int = 0, version: int | None = 
     version = expected + 1 if version is None else version
     return ExecutionWrite(shard, arn, machine, arn.rsplit(":", 1)[1], status, start_ms, stop_ms, expected, version,
                           blob(arn, version), list(history), list(added), list(removed))
+
+
+def task(activity_arn: str, n: int) -> dict[str, Any]:
+    """An activity task's dispatch payload, as the engine writes it (the store reads its kind and resource)."""
+    return {"kind": "activity", "resource": activity_arn, "scheduled_id": n, "attempt": 1, "input": {"n": n}, "n": n}
 
 
 def blob(arn: str, version: int) -> bytes:
@@ -154,6 +161,47 @@ class DispatchAndActivityContract:
         bad.dispatches_added = [("3", {"k": 1})]
         assert store.commit([bad], ranges).conflicts == [0]
         assert store.pending_dispatches(0) == []
+
+    def test_a_claim_takes_a_task_of_that_activity_from_any_shard_once_until_it_ends(self, store: Store) -> None:
+        ranges = own(store, 0, 1)
+        first, second = write(execution_arn("one")), write(execution_arn("two"), shard=1)
+        first.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", {"kind": "http", "resource": ACTIVITY}),
+                                  ("5", task(OTHER_ACTIVITY, 2))]
+        second.dispatches_added = [("3", task(ACTIVITY, 3))]
+        committed(store, [first, second], ranges)
+        claimed = [store.claim_activity_task(ACTIVITY, 1_000, 6_000) for _ in range(2)]
+        assert sorted(claim.payload["n"] for claim in claimed) == [1, 3]
+        assert {(claim.shard_id, claim.dispatch_id) for claim in claimed} == {(0, "3"), (1, "3")}
+        assert store.claim_activity_task(ACTIVITY, 5_999, 9_000) is None  # both held; the HTTP row is no task
+        assert store.claim_activity_task(ACTIVITY, 6_000, 9_000) is not None  # a claim that ended is free again
+        assert store.claim_activity_task(OTHER_ACTIVITY, 1_000, 6_000).payload == task(OTHER_ACTIVITY, 2)
+
+    def test_a_claim_skips_the_shards_asked_and_never_finds_a_removed_task(self, store: Store) -> None:
+        ranges = own(store, 0, 1)
+        first, second = write(execution_arn("one")), write(execution_arn("two"), shard=1)
+        first.dispatches_added = [("3", task(ACTIVITY, 1))]
+        second.dispatches_added = [("3", task(ACTIVITY, 2))]
+        committed(store, [first, second], ranges)
+        assert store.claim_activity_task(ACTIVITY, 1_000, 2_000, [0, 1]) is None
+        assert store.claim_activity_task(ACTIVITY, 1_000, 2_000, [1]).execution_arn == execution_arn("one")
+        started = write(execution_arn("two"), shard=1, expected=1)
+        started.dispatches_removed = ["3"]
+        committed(store, [started], ranges)
+        assert store.claim_activity_task(ACTIVITY, 9_000, 10_000, [0]) is None
+
+    def test_a_claim_through_one_handle_holds_against_another(self, store: Store) -> None:
+        ranges = own(store, 0)
+        added = write(execution_arn("one"))
+        added.dispatches_added = [("3", task(ACTIVITY, 1)), ("7", task(ACTIVITY, 2))]
+        committed(store, [added], ranges)
+        other = self.reopen_store(SHARDS)
+        try:
+            mine, theirs = store.claim_activity_task(ACTIVITY, 1_000, 5_000), other.claim_activity_task(
+                ACTIVITY, 1_000, 5_000)
+            assert {mine.dispatch_id, theirs.dispatch_id} == {"3", "7"}
+            assert other.claim_activity_task(ACTIVITY, 1_000, 5_000) is None
+        finally:
+            other.close()
 
     def test_activities_create_get_list_delete(self, store: Store) -> None:
         prefix = f"arn:aws:states:us-east-1:{ACCOUNT}:activity:"

@@ -104,3 +104,38 @@ def test_a_task_offered_again_is_not_queued_twice():
     found, _, _ = matcher(10)
     assert found.offer(dispatch(A, 1)) and found.offer(dispatch(A, 1))
     assert found.backlog_size() == 1
+
+
+def test_discarded_tasks_leave_the_backlog_and_make_room():
+    found, _, rooms = matcher(2)
+
+    async def scenario() -> Dispatch | None:
+        for n in range(3):
+            found.offer(dispatch(A, n))
+        found.discard([(dispatch(A, 0).execution_arn, "0"), (dispatch(A, 9).execution_arn, "9")])
+        return await found.poll(A, "w", 0)
+
+    assert asyncio.run(scenario()).payload["scheduled_id"] == 1  # the started one is not handed out again
+    assert rooms == [1] and found.backlog_size() == 0
+
+
+def test_a_poll_claims_from_the_store_when_nothing_is_here_and_a_notice_wakes_a_waiting_one():
+    claimable: list[Dispatch] = [dispatch(A, 1)]
+    claims: list[str] = []
+
+    async def claim(activity_arn: str) -> Dispatch | None:
+        claims.append(activity_arn)
+        return claimable.pop() if claimable else None
+
+    found = ActivityMatcher(Starts(), Limits(), claim)
+
+    async def scenario() -> list[Dispatch | None]:
+        first = await found.poll(A, "w", 30)
+        waiting = asyncio.ensure_future(found.poll(A, "w", 30))
+        await asyncio.sleep(0)
+        claimable.append(dispatch(A, 2))
+        found.notice(A)
+        return [first, await waiting]
+
+    assert [task.payload["scheduled_id"] for task in asyncio.run(scenario())] == [1, 2]
+    assert claims == [A, A, A]  # first poll; second poll finds nothing, then looks again when told

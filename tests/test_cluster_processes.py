@@ -236,11 +236,7 @@ class Workload:
         self.cluster = cluster
         self.prefix = uuid.uuid4().hex[:8]
         sfn = cluster.client(0)
-        # CreateActivity on every node (it is idempotent): a node knows only the activities that existed when it
-        # started and those created through it (issue 9 part 5; see the xfail test at the end)
-        self.activity = sfn.create_activity(name=f"work-{self.prefix}")["activityArn"]
-        for index in range(1, len(cluster.nodes)):
-            cluster.client(index).create_activity(name=f"work-{self.prefix}")
+        self.activity = sfn.create_activity(name=f"work-{self.prefix}")["activityArn"]  # every node hears of it
         chain = self._machine(sfn, "chain", CHAIN)
         holder = self._machine(sfn, "holder", HOLDER)
         self.holder = holder
@@ -491,7 +487,6 @@ def test_rolling_restart_of_all_three_under_a_trickle_loses_nothing(cluster, wor
     assert len(workload.acknowledged) >= 20
 
 
-@pytest.mark.xfail(strict=True, reason="cross-node activity matching: issue 9 part 4")
 def test_a_worker_polling_only_node_a_completes_tasks_of_executions_owned_by_b_and_c(cluster):
     load = Workload(cluster, poll_nodes={0})
     try:
@@ -511,7 +506,6 @@ def test_a_worker_polling_only_node_a_completes_tasks_of_executions_owned_by_b_a
         load.close()
 
 
-@pytest.mark.xfail(strict=True, reason="activities are not refreshed across nodes: issue 9 part 5")
 def test_an_activity_created_at_one_node_is_known_to_the_others(cluster):
     name = f"made-at-a-{uuid.uuid4().hex[:8]}"
     arn = cluster.client(0).create_activity(name=name)["activityArn"]

@@ -17,7 +17,7 @@ from postgres import create_schema
 from statewright.store import open_store, postgresql
 from statewright.store.base import CommitFailed, CommitOutcomeUnknown, SchemaTooNew, Store, StoreUnavailable
 from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore
-from store_contract import StoreContract, blob, committed, execution_arn, write
+from store_contract import ACTIVITY, StoreContract, blob, committed, execution_arn, task, write
 
 WAIT_S = 30  # bounded waits for another connection to reach a state, not timing assertions
 
@@ -289,3 +289,46 @@ def test_a_server_that_refuses_connections_is_unavailable(postgres_database: str
         port = unused.getsockname()[1]
     with pytest.raises(StoreUnavailable):
         PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/nowhere", 4)
+
+
+def test_a_commit_adding_tasks_wakes_every_watcher_with_their_activities(postgres_schema: str) -> None:
+    committing, watching = PostgresStore(postgres_schema, 4), PostgresStore(postgres_schema, 4)
+    seen: list[str] = []
+    stop = watching.watch_activity_tasks(seen.append)
+    try:
+        wait_until(lambda: watching_listens(postgres_schema))
+        ranges = {0: committing.acquire_shard(0, "node-a", 60_000)}
+        added = write(execution_arn("watched"))
+        added.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", task(ACTIVITY, 2)), ("5", {"kind": "http"})]
+        committed(committing, [added], ranges)
+        wait_until(lambda: seen == [ACTIVITY])  # one word per activity and commit, however many tasks
+    finally:
+        stop()
+        committing.close()
+        watching.close()
+
+
+def watching_listens(url: str) -> bool:
+    with psycopg.connect(url, autocommit=True) as db:
+        return db.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'").fetchone()[0] > 0
+
+
+def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(postgres_schema, 4)
+    ranges = {1: store.acquire_shard(1, "node-a", 60_000)}
+    added = write(execution_arn("old"), shard=1)
+    added.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", {"kind": "http", "input": "\u0000"})]
+    committed(store, [added], ranges)
+    store.close()
+    # Back to version 1, as a database written before it: no claim columns.
+    admin.execute("DROP INDEX outbox_by_activity")
+    admin.execute("ALTER TABLE outbox DROP COLUMN activity_arn, DROP COLUMN claimed_until_ms")
+    admin.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        assert store.claim_activity_task(ACTIVITY, 1_000, 2_000).dispatch_id == "3"
+        assert admin.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            str(SCHEMA_VERSION),)
+    finally:
+        store.close()

@@ -12,7 +12,7 @@ import pytest
 
 from statewright.store.base import SchemaTooNew, Store
 from statewright.store.sqlite import SCHEMA_VERSION, SqliteStore
-from store_contract import StoreContract, execution_arn
+from store_contract import ACTIVITY, StoreContract, committed, execution_arn, task, write
 
 # Runs in a child process: commit one transition, then die by SIGKILL the moment commit returns, before any
 # close, checkpoint or interpreter shutdown could flush anything.
@@ -85,3 +85,23 @@ def test_a_schema_newer_than_the_code_refuses_to_open(tmp_path: Path) -> None:
         db.close()
     with pytest.raises(SchemaTooNew, match="upgrade statewright"):
         SqliteStore(path, 1)
+
+
+def test_a_version_1_file_gets_its_tasks_filed_under_their_activity(tmp_path: Path) -> None:
+    path = tmp_path / "statewright.db"
+    store = SqliteStore(path, 2)
+    ranges = {1: store.acquire_shard(1, "node-a", 60_000)}
+    added = write(execution_arn("old"), shard=1)
+    added.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", {"kind": "http", "input": "\u0000"})]
+    committed(store, [added], ranges)
+    store.close()
+    with sqlite3.connect(path) as db:  # as written before version 2: no claim columns
+        db.execute("ALTER TABLE outbox DROP COLUMN activity_arn")
+        db.execute("ALTER TABLE outbox DROP COLUMN claimed_until_ms")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    store = SqliteStore(path, 2)
+    try:
+        assert store.claim_activity_task(ACTIVITY, 1_000, 2_000).dispatch_id == "3"
+        assert store.claim_activity_task(ACTIVITY, 1_000, 2_000) is None
+    finally:
+        store.close()

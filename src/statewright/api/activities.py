@@ -12,7 +12,7 @@ from ..store.base import ActivityRecord
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn
-from .service import Service, handler, seconds
+from .service import ACTIVITY, Service, handler, seconds
 
 POLL_SECONDS = 60
 
@@ -33,7 +33,7 @@ async def create_activity(service: Service, params: dict, scope: Scope) -> dict:
     arns.check_name(name)
     record = await service.store_call(_create, service, ActivityRecord(scope.arn(f"activity:{name}"), name,
                                                                        service.clock()), params.get("tags"))
-    service.engine.note_activity(record.arn, exists=True)
+    await service.changed(ACTIVITY, record.arn)
     return {"activityArn": record.arn, "creationDate": seconds(record.created_ms)}
 
 
@@ -56,7 +56,7 @@ async def delete_activity(service: Service, params: dict, scope: Scope) -> dict:
     arn = params["activityArn"]
     arns.parse(arn, "activity")
     await service.store_call(service.store.delete_activity, arn)
-    service.engine.note_activity(arn, exists=False)
+    await service.changed(ACTIVITY, arn)
     return {}
 
 
@@ -75,6 +75,8 @@ async def get_activity_task(service: Service, params: dict, scope: Scope) -> dic
     if len(arns.parse(arn, "activity")) != 1:
         raise invalid_arn(f"Invalid ARN: {arn}")
     if arn not in service.engine.activities:  # the set Task states see, kept with every Create/DeleteActivity
+        await service.refresh(ACTIVITY, arn)  # word of its creation through another node may have been lost
+    if arn not in service.engine.activities:
         raise AwsError("ActivityDoesNotExist", f"Activity Does Not Exist: '{arn}'")
     dispatch = await service.matcher.poll(arn, params.get("workerName"), POLL_SECONDS)
     if dispatch is None:

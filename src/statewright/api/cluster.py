@@ -1,7 +1,9 @@
 """The internal endpoints between nodes: ``POST /_statewright/commands`` applies engine commands forwarded by another
 node of the cluster to this node's engine and answers their replies once they committed; ``POST
 /_statewright/membership`` (an empty body) tells a node that another joined or left, so it steps its membership at
-once and shards move in milliseconds rather than at the next lease renewal.
+once and shards move in milliseconds rather than at the next lease renewal; ``POST /_statewright/changed``
+(``{"kind": "stateMachine" | "activity", "arn": ...}``) tells it that a state machine or an activity changed
+through another node, so it drops or re-reads what it keeps of it before that node answers its client.
 
 Requests are authenticated with the shared cluster secret, which never crosses the wire: the sender signs the
 request's time and body with HMAC-SHA256 (header ``x-statewright-signature: <epoch ms>.<hex digest>``), and the
@@ -29,13 +31,14 @@ import orjson
 
 from ..engine.commands import InboxFull, MalformedMessage, decode_commands, encode_replies
 from .errors import AwsError
-from .service import Service
+from .service import CHANGED_KINDS, Service
 
 log = logging.getLogger("statewright.api")
 
 PATH = "/_statewright/commands"
 MEMBERSHIP_PATH = "/_statewright/membership"
-PATHS = (PATH, MEMBERSHIP_PATH)
+CHANGED_PATH = "/_statewright/changed"
+PATHS = (PATH, MEMBERSHIP_PATH, CHANGED_PATH)
 POKE_TIMEOUT_S = 1.0
 SIGNATURE_HEADER = "x-statewright-signature"
 SIGNATURE_WINDOW_MS = 60_000  # how far a request's signed time may be from the receiver's clock, either way
@@ -79,6 +82,8 @@ async def serve_internal(service: Service, scope: dict, body: bytes) -> tuple[in
     if scope["path"] == MEMBERSHIP_PATH:
         service.membership_changed()
         return 200, b"{}"
+    if scope["path"] == CHANGED_PATH:
+        return await _serve_changed(service, body)
     return await _serve_commands(service, body)
 
 
@@ -91,6 +96,18 @@ def poke(secret: bytes, addresses: list[str]) -> None:
                             headers={SIGNATURE_HEADER: sign(secret, b"")})
             except httpx.HTTPError as exc:
                 log.info("could not tell %s the membership changed: %s", address, exc)
+
+
+async def _serve_changed(service: Service, body: bytes) -> tuple[int, bytes]:
+    try:
+        change = orjson.loads(body)
+        kind, arn = change["kind"], change["arn"]
+        if kind not in CHANGED_KINDS or not isinstance(arn, str):
+            raise ValueError(f"not a change: {change!r}")
+    except (ValueError, TypeError, KeyError) as exc:
+        return _error(AwsError("SerializationException", str(exc)))
+    await service.refresh(kind, arn)
+    return 200, b"{}"
 
 
 async def _serve_commands(service: Service, body: bytes) -> tuple[int, bytes]:

@@ -39,7 +39,7 @@ from ..engine.commands import (
 )
 from ..engine.core import shard_for
 from ..metrics import Metrics
-from .cluster import PATH, SIGNATURE_HEADER, sign
+from .cluster import CHANGED_PATH, PATH, SIGNATURE_HEADER, sign
 
 log = logging.getLogger("statewright.api")
 
@@ -52,6 +52,10 @@ FIRST_RETRY_S = 0.02
 LAST_RETRY_S = 0.5  # the longest pause between tries, doubled from FIRST_RETRY_S
 REQUESTS_PER_NODE_MAX = 4  # requests in flight to one node; calls arriving meanwhile wait for the next
 BATCH_COMMANDS_MAX = 512  # commands in one request
+CONNECTIONS_PER_NODE_MAX = 16  # forwarded requests and announcements together
+# How long a change waits for the other nodes to hear of it; one that does not hears of it through its next miss
+# (activities) or its cache's expiry (state machine records, within a second).
+ANNOUNCE_TIMEOUT_S = 1.0
 
 
 class Directory(Protocol):
@@ -129,6 +133,28 @@ class Forwarder:
                 await asyncio.sleep(min(pause, remaining))
                 pause = min(pause * 2, LAST_RETRY_S)
 
+    async def announce(self, addresses: list[str], body: bytes) -> None:
+        """POST a change (see cluster.py) to these nodes at once; waits at most ANNOUNCE_TIMEOUT_S for them."""
+        if not addresses:
+            return
+        client = self._http()
+        headers = {SIGNATURE_HEADER: sign(self.secret, body)}
+        answers = await asyncio.gather(*(
+            client.post(address.rstrip("/") + CHANGED_PATH, content=body, headers=headers,
+                        timeout=ANNOUNCE_TIMEOUT_S) for address in addresses), return_exceptions=True)
+        for address, answer in zip(addresses, answers, strict=True):
+            if isinstance(answer, BaseException) or answer.status_code != 200:
+                log.warning("could not tell %s of a change: %s", address,
+                            answer if isinstance(answer, BaseException) else answer.status_code)
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                trust_env=False,  # a proxy from the environment is for outside calls, not between nodes
+                limits=httpx.Limits(max_connections=CONNECTIONS_PER_NODE_MAX,
+                                    max_keepalive_connections=CONNECTIONS_PER_NODE_MAX))
+        return self._client
+
     async def _send(self, address: str, commands: list[Command], throttle: bool,
                     remaining_s: float) -> tuple[list[object] | None, str]:
         """One try, in the next request to ``address``: (the replies, "") or (None, what went wrong, to try
@@ -181,12 +207,7 @@ class Forwarder:
     async def _post(self, address: str, commands: list[Command], throttle: bool) -> tuple[list[object] | None, str]:
         """One request: (the replies, "") or (None, what went wrong, to try again). Raises if trying again is no
         use."""
-        client = self._client
-        if client is None:
-            client = self._client = httpx.AsyncClient(
-                trust_env=False,  # a proxy from the environment is for outside calls, not between nodes
-                limits=httpx.Limits(max_connections=REQUESTS_PER_NODE_MAX * 4,
-                                    max_keepalive_connections=REQUESTS_PER_NODE_MAX * 4))
+        client = self._http()
         body = encode_commands(commands, throttle=throttle)
         try:
             response = await client.post(

@@ -146,6 +146,7 @@ def serve(config: ServerConfig) -> int:
                           Forwarder(node.membership, config.cluster_secret, store.shard_count(), engine.metrics))
         service.membership_changed = node.wake
         service.leave = node.stop
+        service.peers = node.others
         engine.start(all_shards=False)
         node.start()
     else:

@@ -3,7 +3,8 @@
 Handlers run on the event loop and never call the store there: ``Service.store_call`` runs a store call on a
 small thread pool of the service's own (a networked store would otherwise stall every request while one waits).
 The one read on the hot path, StartExecution's state machine, comes from a one-second cache that answers a hit
-without leaving the loop.
+without leaving the loop. A change through any node reaches every node's cache before its client hears of it
+(``changed``).
 
 Every command bound for the engine goes through ``Service.run``. With several nodes (a ``Forwarder``), a command
 whose shard this node's engine does not serve is forwarded to the node that does; so is one the engine answers
@@ -18,18 +19,27 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import orjson
+
 from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
 from ..engine.core import Engine, answer, shard_for
 from ..engine.limits import Limits
 from ..integrations.activities import ActivityMatcher
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.http import Connections, HttpTasks
-from ..store.base import StateMachineRecord, Store
+from ..store.base import Dispatch, StateMachineRecord, Store
 from .arns import Scope
 
 if TYPE_CHECKING:
     from .forwarding import Forwarder
 
+# A task claimed from another node's shard is kept from other claims this long: time for its start to reach the
+# owner (which decides who gets it); a claimer that died frees it after this.
+CLAIM_MS = 5_000
+LOOK_AGAIN_S = 1.0  # how often waiting polls look in the store in case word of a task was lost
+# What ``changed`` says changed: the state machine records cached by ``state_machine``, and the engine's activities.
+STATE_MACHINE, ACTIVITY = "stateMachine", "activity"
+CHANGED_KINDS = (STATE_MACHINE, ACTIVITY)
 _MACHINE_CACHE_S = 1.0
 _MACHINE_CACHE_SIZE = 10_000
 # Store calls running at once for API handlers; more wait in the pool's queue. SQLite gives each thread its own
@@ -64,6 +74,7 @@ class Service:
         # Several nodes: step the membership now (another node joined or left); hand the shards over (shutdown).
         self.membership_changed: Callable[[], None] = lambda: None
         self.leave: Callable[[], None] = lambda: None
+        self.peers: Callable[[], list[str]] = lambda: []  # several nodes: the other live nodes' addresses
         if forwarder is not None:
             engine.forward = forwarder.engine_hook
         self.account_id = account_id
@@ -76,7 +87,11 @@ class Service:
         self._machines_forgotten = 0  # bumped by every forget: a read that started before it must not be cached
         # Integrations' commands are tied to dispatches the outbox window already bounds: never throttled.
         self.dispatcher = Dispatcher(lambda command: self.run(command, throttle=False), engine.give_back)
-        self.matcher = ActivityMatcher(self.dispatcher.start_attempt, self.limits)
+        # Several nodes: polls also claim the tasks of other nodes' shards from the store.
+        self.matcher = ActivityMatcher(self.dispatcher.start_attempt, self.limits,
+                                       None if forwarder is None else self._claim_task)
+        self._stop_watching: Callable[[], None] | None = None
+        self._looking: asyncio.TimerHandle | None = None
         self.matcher.on_room = engine.room_again  # tasks it refused while full wait in the outbox until then
         self.dispatcher.register("activity", self.matcher.offer)
         self.connections = connections or Connections()
@@ -112,18 +127,57 @@ class Service:
             self._machines[arn] = (record, time.monotonic())
         return record
 
+    async def changed(self, kind: str, arn: str) -> None:
+        """A change to a state machine or an activity committed through this node: refresh what this node keeps
+        of it and tell every other live node to (best effort, bounded), before the client hears it is done."""
+        await self.refresh(kind, arn)
+        if self.forwarder is not None:
+            await self.forwarder.announce(self.peers(), orjson.dumps({"kind": kind, "arn": arn}))
+
+    async def refresh(self, kind: str, arn: str) -> None:
+        """Drop or re-read what this node keeps of a resource that changed (``kind``: CHANGED_KINDS). Reading the
+        store, rather than taking the change from the message, keeps the last word right when messages cross."""
+        if kind == STATE_MACHINE:
+            self.forget_state_machine(arn)
+        elif kind == ACTIVITY:
+            self.engine.note_activity(arn, await self.store_call(self.store.get_activity, arn) is not None)
+        else:
+            raise ValueError(f"not a kind of change: {kind!r}")
+
     def forget_state_machine(self, arn: str) -> None:
         self._machines_forgotten += 1
         self._machines.pop(arn, None)
         self._machine_reads.pop(arn, None)  # the next caller reads again, after the change
 
+    async def _claim_task(self, activity_arn: str) -> Dispatch | None:
+        """A task of this activity from a shard another node serves (this node's own reach the matcher from its
+        engine), claimed for CLAIM_MS."""
+        now_ms = self.clock()
+        served = [shard for shard in range(self.engine.shard_count) if self.engine.owns(shard)]
+        return await self.store_call(self.store.claim_activity_task, activity_arn, now_ms, now_ms + CLAIM_MS, served)
+
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Serve on ``loop`` (the server's, at start): replies, dispatches and forwarded calls go through it."""
+        """Serve on ``loop`` (the server's, at start): replies, dispatches and forwarded calls go through it.
+        Several nodes: watch for other nodes' activity tasks, and look again now and then."""
         self._use_loop(loop)
         self.dispatcher.attach(loop)
+        if self.forwarder is not None:
+            self.engine.on_removed = lambda keys: loop.call_soon_threadsafe(self.matcher.discard, keys)
+            self._stop_watching = self.store.watch_activity_tasks(
+                lambda activity_arn: loop.call_soon_threadsafe(self.matcher.notice, activity_arn))
+            self._looking = loop.call_later(LOOK_AGAIN_S, self._look_again)
+
+    def _look_again(self) -> None:
+        self.matcher.look_again()
+        self._looking = asyncio.get_running_loop().call_later(LOOK_AGAIN_S, self._look_again)
 
     async def detach(self) -> None:
-        """The server is stopping: close the connections to other nodes (the engine has stopped)."""
+        """The server is stopping: stop watching, close the connections to other nodes (the engine has stopped)."""
+        self.engine.on_removed = None
+        if self._looking is not None:
+            self._looking.cancel()
+        if self._stop_watching is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._stop_watching)
         if self.forwarder is not None:
             await self.forwarder.aclose()
 

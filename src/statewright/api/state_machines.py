@@ -10,7 +10,7 @@ from ..store.base import StateMachineRecord
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn, state_machine_does_not_exist
-from .service import Service, handler, seconds
+from .service import STATE_MACHINE, Service, handler, seconds
 
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 _DEFAULT_LOGGING = {"level": "OFF", "includeExecutionData": False}
@@ -62,7 +62,7 @@ async def create_state_machine(service: Service, params: dict, scope: Scope) -> 
         description=params.get("versionDescription", ""),
     )
     stored = await service.store_call(_create, service, record, params.get("tags", []))
-    service.forget_state_machine(record.arn)
+    await service.changed(STATE_MACHINE, record.arn)  # every node's cache may hold "no such machine"
     if stored is not record and not _same_request(stored, record):
         raise AwsError("StateMachineAlreadyExists", f"State Machine Already Exists: '{record.arn}'")
     return {"stateMachineArn": stored.arn, "creationDate": seconds(stored.created_ms)}
@@ -130,7 +130,7 @@ async def update_state_machine(service: Service, params: dict, scope: Scope) -> 
         updated.updated_ms += 1
     if not await service.store_call(service.store.update_state_machine, updated):
         raise state_machine_does_not_exist(record.arn)
-    service.forget_state_machine(record.arn)
+    await service.changed(STATE_MACHINE, record.arn)
     return {"updateDate": seconds(updated.updated_ms), "revisionId": updated.revision_id}
 
 
@@ -139,7 +139,7 @@ async def delete_state_machine(service: Service, params: dict, scope: Scope) -> 
     # Deleting is idempotent on AWS; running executions finish on the revision they started with.
     arn = arns.state_machine(params["stateMachineArn"])
     await service.store_call(service.store.delete_state_machine, arn)
-    service.forget_state_machine(arn)
+    await service.changed(STATE_MACHINE, arn)
     return {}
 
 

@@ -60,7 +60,7 @@ class MembershipLoop:
             self.membership.release_all()
         except Exception:  # the leases run out instead: the others take over after one lease period
             log.exception("could not hand the shards over")
-        self.poke(self._others())
+        self.poke(self.others())
 
     def _run(self) -> None:
         first = True
@@ -72,10 +72,11 @@ class MembershipLoop:
                 delay_ms = self.membership.settings.renew_ms
             if first:  # joined: the others hand this node its shards at once
                 first = False
-                self.poke(self._others())
+                self.poke(self.others())
             self._woken.wait(delay_ms / 1000)
             self._woken.clear()
 
-    def _others(self) -> list[str]:
+    def others(self) -> list[str]:
+        """The other live nodes' addresses, as last read."""
         return [node.address for node in self.membership.live_nodes(self.clock())
                 if node.node_id != self.membership.node_id]

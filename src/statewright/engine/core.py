@@ -116,6 +116,9 @@ class Engine:
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.
         self.on_dispatch: Callable[[Dispatch], None] = lambda dispatch: None
+        # Several nodes: called on the engine thread, once per commit, with the (execution ARN, dispatch id) of
+        # the dispatches it removed, so the activity matcher drops copies that a worker at another node started.
+        self.on_removed: Callable[[list[tuple[str, str]]], None] | None = None
         # Called on the engine thread once per tick with every (reply, result) whose commit landed (or that needed
         # none). The default resolves concurrent futures; an event loop passes its own replies back in one hop.
         self.deliver_replies: Callable[[list[tuple[Reply, object]]], None] = answer
@@ -547,6 +550,7 @@ class Engine:
             self.metrics.fenced_writes.inc(sum(1 for write in batch.writes if write.shard_id == shard))
             self._unserve(shard, "another node took it")
         failures: dict[int, Exception] = {}
+        removed: list[tuple[str, str]] | None = None if self.on_removed is None else []
         for index, (write, state) in enumerate(zip(batch.writes, batch.states, strict=True)):
             if not result.committed(index, write):
                 failures[index] = EngineUnavailable("the execution changed concurrently; retry")
@@ -561,10 +565,14 @@ class Engine:
                 window.offer(fire_at_ms, state.arn, timer_id)
             for dispatch_id in write.dispatches_removed:
                 self.outbox.release(state.arn, dispatch_id)
+                if removed is not None:
+                    removed.append((state.arn, dispatch_id))
             for dispatch_id, payload in write.dispatches_added:
                 dispatch = Dispatch(state.shard_id, state.arn, dispatch_id, payload)
                 if self.outbox.committed(dispatch):
                     self._hand_out(dispatch)
+        if removed:
+            self.on_removed(removed)
         return failures
 
     def _landed_anyway(self, batch: _Batch, unknown: bool, now_ms: int) -> dict[int, Exception]:

@@ -135,6 +135,11 @@ class FaultyStore(Store):
         self._maybe_busy()
         return self.inner.pending_dispatches(shard_id, after_seq, limit)
 
+    def claim_activity_task(self, activity_arn: str, now_ms: int, until_ms: int,
+                            skip_shards: Sequence[int] = ()) -> Dispatch | None:
+        self._maybe_busy()
+        return self.inner.claim_activity_task(activity_arn, now_ms, until_ms, skip_shards)
+
     def _maybe_busy(self) -> None:
         self._reachable()
         if self.faults.fire("busy"):

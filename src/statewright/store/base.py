@@ -20,13 +20,15 @@ Contract (tests/store_contract.py runs it against every implementation):
 - A database records its schema version; one newer than the code raises SchemaTooNew on opening.
 - History rows are immutable; readers see only events below the row's committed next_event_id.
 - Dispatches (the outbox) are written and removed in the same commits as the transitions that create and
-  consume them; ``pending_dispatches`` lists what a new owner must hand out again.
+  consume them; ``pending_dispatches`` lists what a new owner must hand out again. An activity task's payload
+  has ``kind`` "activity" and the activity's ARN in ``resource``: ``claim_activity_task`` finds it by that ARN,
+  from any node.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,6 +254,19 @@ class Store(ABC):
     def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
         """The shard's outbox: up to ``limit`` dispatches committed and not yet removed whose ``seq`` is above
         ``after_seq``, in the order they were written (seq ascending; a later commit's rows sort after)."""
+
+    @abstractmethod
+    def claim_activity_task(self, activity_arn: str, now_ms: int, until_ms: int,
+                            skip_shards: Sequence[int] = ()) -> Dispatch | None:
+        """One pending task of this activity from any shard but ``skip_shards`` that no claim holds at ``now_ms``,
+        claimed until ``until_ms``: no other claim, from any node, gets it before then. None if there is none.
+        A claim only spares the others a useless start; the owner's StartAttempt still decides who gets it."""
+
+    def watch_activity_tasks(self, seen: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``seen(activity ARN)`` (on a thread of the store's) soon after every commit, by any node, that adds
+        a task of that activity, until the returned function is called. This default never calls it: the store
+        has no way to tell other processes (pollers look again now and then instead)."""
+        return lambda: None
 
     # -- activities
     @abstractmethod

@@ -14,8 +14,9 @@ the engine's and the API's store threads).
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -42,12 +43,25 @@ from .base import (
     StoreUnavailable,
     TimerRow,
 )
-from .shared import groups, insert_row, prefix_range, record_blob, update_row
+from .shared import activity_of, groups, insert_row, prefix_range, record_blob, update_row
 
 # Each entry is one schema version; a database records the last one applied (meta 'schema_version'). Add a new
 # entry for every change, never edit one that shipped. ARNs and ids are "C"-collated: their order is byte order,
 # as in SQLite and Python, whatever the database's locale.
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+log = logging.getLogger("statewright.store")
+
+def _file_activity_tasks(db: psycopg.Connection) -> None:
+    """Migration 2: the tasks already in the outbox under their activity. Parsed here: PostgreSQL's JSON refuses a
+    payload holding an escaped NUL."""
+    rows = db.execute("SELECT shard_id, execution_arn, dispatch_id, payload FROM outbox").fetchall()
+    filed = [(activity, shard, arn, dispatch_id) for shard, arn, dispatch_id, payload in rows
+             if (activity := activity_of(orjson.loads(payload))) is not None]
+    db.cursor().executemany("UPDATE outbox SET activity_arn = %s WHERE shard_id = %s AND execution_arn = %s "
+                            "AND dispatch_id = %s", filed)
+
+
+# A statement, or a function of the migrating transaction's connection.
+_MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection], None], ...], ...] = (
     (
         "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
         # Rows updated on every acquisition and renewal: room on the page keeps those updates HOT.
@@ -74,9 +88,18 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'CREATE TABLE tags (resource_arn text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, '
         "value text NOT NULL, PRIMARY KEY (resource_arn, key))",
     ),
+    (  # 2: activity tasks claimed by their activity's ARN from any node (claim_activity_task)
+        'ALTER TABLE outbox ADD COLUMN activity_arn text COLLATE "C", '
+        "ADD COLUMN claimed_until_ms bigint NOT NULL DEFAULT 0",
+        _file_activity_tasks,
+        "CREATE INDEX outbox_by_activity ON outbox (activity_arn, claimed_until_ms) WHERE activity_arn IS NOT NULL",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 _MIGRATION_LOCK = 0x5354_5754_5343_4831  # the advisory lock nodes starting at once take in turn to migrate
+ACTIVITY_CHANNEL = "statewright_activity_tasks"  # NOTIFY'd with an activity's ARN by a commit adding its tasks
+WATCH_WAIT_S = 1.0  # how often a watcher checks it was stopped
+WATCH_RETRY_S = 1.0  # the pause before a watcher whose connection broke connects again
 
 
 IDLE_IN_TRANSACTION_MS = 1_000  # a commit holds its transaction for milliseconds; see _connect
@@ -114,7 +137,10 @@ class PostgresStore(Store):
                                    f"statewright's ({SCHEMA_VERSION}): upgrade statewright to open it")
             for statements in _MIGRATIONS[version:]:
                 for statement in statements:
-                    db.execute(statement)
+                    if callable(statement):
+                        statement(db)
+                    else:
+                        db.execute(statement)
             if version < SCHEMA_VERSION:
                 db.execute("INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE "
                            "SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
@@ -243,8 +269,8 @@ class PostgresStore(Store):
             return result
         # Serialized before anything is sent: an event that is not JSON raises here and nothing is written.
         histories = [orjson.dumps(write.events) if write.events else None for write in writes]
-        payloads = [[(dispatch_id, orjson.dumps(payload)) for dispatch_id, payload in write.dispatches_added]
-                    for write in writes]
+        payloads = [[(dispatch_id, orjson.dumps(payload), activity_of(payload))
+                     for dispatch_id, payload in write.dispatches_added] for write in writes]
         shards = sorted({write.shard_id for write in writes})
         with self._lock:
             unsequenced = sorted({write.shard_id for write, added in zip(writes, payloads, strict=True)
@@ -325,13 +351,13 @@ class PostgresStore(Store):
         return conflicts
 
     def _queue_rest(self, db: psycopg.Connection,
-                    landed: list[tuple[ExecutionWrite, bytes | None, list[tuple[str, bytes]]]]) -> None:
+                    landed: list[tuple[ExecutionWrite, bytes | None, list[tuple[str, bytes, str | None]]]]) -> None:
         """Queue the history, timer and outbox statements of the writes that landed, in batch order."""
         history: dict[tuple[str, int], tuple[int, bytes]] = {}  # a later row of the same key replaces it
         removed: list[tuple[int, int, str, str]] = []
         added: dict[tuple[int, int, str, str], None] = {}  # ordered set: a later write's removal cancels it
         undispatched: list[tuple[int, str, str]] = []
-        dispatches: dict[tuple[int, str, str], bytes] = {}
+        dispatches: dict[tuple[int, str, str], tuple[bytes, str | None]] = {}
         for write, events, payloads in landed:
             if events is not None:
                 history[(write.arn, write.events[0]["id"])] = (write.events[-1]["id"], events)
@@ -347,8 +373,8 @@ class PostgresStore(Store):
                 key = (write.shard_id, write.arn, dispatch_id)
                 dispatches.pop(key, None)
                 undispatched.append(key)
-            for dispatch_id, payload in payloads:
-                dispatches[(write.shard_id, write.arn, dispatch_id)] = payload
+            for dispatch_id, payload, activity in payloads:
+                dispatches[(write.shard_id, write.arn, dispatch_id)] = payload, activity
         if history:
             db.execute(_INSERT_HISTORY, ([arn for arn, _ in history], [first for _, first in history],
                                          *_columns(list(history.values()), 2)))
@@ -361,7 +387,12 @@ class PostgresStore(Store):
         if dispatches:
             with self._lock:  # seqs are unique even if two threads commit; commits come from one thread, though
                 seqs = [self._next_seq(shard) for shard, _, _ in dispatches]
-            db.execute(_INSERT_DISPATCHES, (*_columns(list(dispatches), 3), list(dispatches.values()), seqs))
+            payload_column, activity_column = _columns(list(dispatches.values()), 2)
+            db.execute(_INSERT_DISPATCHES, (*_columns(list(dispatches), 3), payload_column, seqs, activity_column))
+            activities = sorted({activity for activity in activity_column if activity is not None})
+            if activities:  # delivered at COMMIT, to every node listening: their pollers claim the new tasks
+                db.execute("SELECT pg_notify(%s, activity) FROM unnest(%s::text[]) AS activity",
+                           (ACTIVITY_CHANNEL, activities))
 
     def _counted_under(self, shard_id: int) -> int | None:
         counted = self._outbox_seqs.get(shard_id)
@@ -440,6 +471,39 @@ class PostgresStore(Store):
                           "AND seq > %s ORDER BY seq LIMIT %s", (shard_id, after_seq, limit))
         return [Dispatch(shard, arn, dispatch_id, orjson.loads(payload), seq)
                 for shard, arn, dispatch_id, payload, seq in rows]
+
+    def claim_activity_task(self, activity_arn: str, now_ms: int, until_ms: int,
+                            skip_shards: Sequence[int] = ()) -> Dispatch | None:
+        rows = self._rows(_CLAIM_ACTIVITY_TASK, (until_ms, activity_arn, now_ms, list(skip_shards)))
+        if not rows:
+            return None
+        shard, arn, dispatch_id, payload, seq = rows[0]
+        return Dispatch(shard, arn, dispatch_id, orjson.loads(payload), seq)
+
+    def watch_activity_tasks(self, seen: Callable[[str], None]) -> Callable[[], None]:
+        """LISTEN on a connection of the watcher's own, on a thread of its own. Notifications sent while it was
+        reconnecting are lost: the pollers' periodic look covers them."""
+        stopped = threading.Event()
+        thread = threading.Thread(target=self._watch, args=(seen, stopped), name="statewright-activity-watch",
+                                  daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            stopped.set()
+            thread.join()
+        return stop
+
+    def _watch(self, seen: Callable[[str], None], stopped: threading.Event) -> None:
+        while not stopped.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as db:
+                    db.execute(f"LISTEN {ACTIVITY_CHANNEL}")
+                    while not stopped.is_set():
+                        for notice in db.notifies(timeout=WATCH_WAIT_S):
+                            seen(notice.payload)
+            except psycopg.Error as exc:
+                log.warning("watching for activity tasks failed (retrying): %s", exc)
+                stopped.wait(WATCH_RETRY_S)
 
     # -- activities
 
@@ -659,8 +723,18 @@ _DELETE_DISPATCHES = (
     "dispatch_id) WHERE o.shard_id = u.shard_id AND o.execution_arn = u.execution_arn "
     "AND o.dispatch_id = u.dispatch_id")
 _INSERT_DISPATCHES = (
-    "INSERT INTO outbox SELECT * FROM unnest(%b::integer[], %b::text[], %b::text[], %b::bytea[], %b::bigint[]) "
-    "ON CONFLICT (shard_id, execution_arn, dispatch_id) DO UPDATE SET payload = EXCLUDED.payload, seq = EXCLUDED.seq")
+    "INSERT INTO outbox (shard_id, execution_arn, dispatch_id, payload, seq, activity_arn) SELECT * FROM "
+    "unnest(%b::integer[], %b::text[], %b::text[], %b::bytea[], %b::bigint[], %b::text[]) "
+    "ON CONFLICT (shard_id, execution_arn, dispatch_id) DO UPDATE SET payload = EXCLUDED.payload, seq = EXCLUDED.seq, "
+    "activity_arn = EXCLUDED.activity_arn, claimed_until_ms = 0")
+# The first unclaimed task of an activity on the partial index, locked with SKIP LOCKED so that two nodes claiming
+# at once take two rows (or one of them none) instead of waiting for each other.
+_CLAIM_ACTIVITY_TASK = (
+    "UPDATE outbox o SET claimed_until_ms = %s FROM (SELECT shard_id, execution_arn, dispatch_id FROM outbox "
+    "WHERE activity_arn = %s AND claimed_until_ms <= %s AND shard_id <> ALL(%s::integer[]) "
+    "ORDER BY claimed_until_ms LIMIT 1 FOR UPDATE SKIP LOCKED) AS c "
+    "WHERE o.shard_id = c.shard_id AND o.execution_arn = c.execution_arn AND o.dispatch_id = c.dispatch_id "
+    "RETURNING o.shard_id, o.execution_arn, o.dispatch_id, o.payload, o.seq")
 _INSERT_REVISION = "INSERT INTO revisions VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
 _COUNT_OPEN = "SELECT count(*) FROM executions WHERE status = 'RUNNING'"
 

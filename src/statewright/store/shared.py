@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from .base import ExecutionWrite, StateMachineRecord
@@ -37,3 +39,8 @@ def prefix_range(arn_prefix: str, cursor: str | None) -> tuple[str, str]:
     """Bounds (exclusive) of the ARNs after ``cursor`` that start with ``arn_prefix``. Within one prefix ARN order
     is name order, and the bounds keep the scan on the primary key."""
     return max(cursor or "", arn_prefix), arn_prefix[:-1] + chr(ord(arn_prefix[-1]) + 1)
+
+
+def activity_of(payload: dict[str, Any]) -> str | None:
+    """The activity ARN of a dispatch's payload if it is an activity task (kept in its own column, to claim by)."""
+    return payload.get("resource") if payload.get("kind") == "activity" else None

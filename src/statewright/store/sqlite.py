@@ -34,7 +34,7 @@ from .base import (
     StoreUnavailable,
     TimerRow,
 )
-from .shared import groups, insert_row, prefix_range, record_blob, update_row
+from .shared import activity_of, groups, insert_row, prefix_range, record_blob, update_row
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -60,7 +60,8 @@ CREATE TABLE IF NOT EXISTS timers (
     PRIMARY KEY (shard_id, fire_at_ms, execution_arn, timer_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS outbox (
     shard_id INTEGER NOT NULL, execution_arn TEXT NOT NULL, dispatch_id TEXT NOT NULL, payload BLOB NOT NULL,
-    seq INTEGER NOT NULL, PRIMARY KEY (shard_id, execution_arn, dispatch_id)) WITHOUT ROWID;
+    seq INTEGER NOT NULL, activity_arn TEXT, claimed_until_ms INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (shard_id, execution_arn, dispatch_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS outbox_by_seq ON outbox (shard_id, seq);
 CREATE TABLE IF NOT EXISTS activities (
     arn TEXT PRIMARY KEY, name TEXT NOT NULL, created_ms INTEGER NOT NULL) WITHOUT ROWID;
@@ -68,7 +69,15 @@ CREATE TABLE IF NOT EXISTS tags (
     resource_arn TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     PRIMARY KEY (resource_arn, key)) WITHOUT ROWID;
 """
-SCHEMA_VERSION = 1  # recorded in meta 'schema_version'; a database without one was written at version 1
+SCHEMA_VERSION = 2  # recorded in meta 'schema_version'; a database without one was written at version 1
+# Version 2: the outbox's activity ARN and claim time (Store.claim_activity_task). No index on them: one node on
+# its own file never claims (its matcher is fed by its engine), and an index would cost every task two writes.
+_TO_VERSION_2 = (
+    "ALTER TABLE outbox ADD COLUMN activity_arn TEXT",
+    "ALTER TABLE outbox ADD COLUMN claimed_until_ms INTEGER NOT NULL DEFAULT 0",
+    "UPDATE outbox SET activity_arn = json_extract(CAST(payload AS TEXT), '$.resource') "
+    "WHERE json_extract(CAST(payload AS TEXT), '$.kind') = 'activity'",
+)
 
 
 class SqliteStore(Store):
@@ -94,6 +103,9 @@ class SqliteStore(Store):
                                    f"statewright's ({SCHEMA_VERSION}): upgrade statewright to open it")
         db.executescript(_SCHEMA)
         with self._transaction() as db:
+            if not any(column[1] == "activity_arn" for column in db.execute("PRAGMA table_info(outbox)")):
+                for statement in _TO_VERSION_2:
+                    db.execute(statement)
             db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             if shard_count is not None:
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('shard_count', ?)", (str(shard_count),))
@@ -203,7 +215,7 @@ class SqliteStore(Store):
                                       shards).fetchall())
             result.lost_shards = {shard for shard in shards if current.get(shard) != range_ids.get(shard)}
             history: list[tuple[str, int, int, bytes]] = []
-            dispatches: dict[tuple[int, str, str], bytes] = {}  # ordered: rows to insert
+            dispatches: dict[tuple[int, str, str], tuple[bytes, str | None]] = {}  # ordered: rows to insert
             undispatched: list[tuple[int, str, str]] = []
             removed: list[tuple[int, int, str, str]] = []
             added: dict[tuple[int, int, str, str], None] = {}  # ordered set: a later write's removal cancels it
@@ -234,15 +246,15 @@ class SqliteStore(Store):
                     dispatches.pop(key, None)
                     undispatched.append(key)
                 for dispatch_id, payload in write.dispatches_added:
-                    dispatches[(write.shard_id, write.arn, dispatch_id)] = orjson.dumps(payload)
+                    dispatches[(write.shard_id, write.arn, dispatch_id)] = orjson.dumps(payload), activity_of(payload)
             db.executemany("INSERT OR REPLACE INTO history VALUES (?, ?, ?, ?)", history)
             db.executemany("DELETE FROM timers WHERE shard_id = ? AND fire_at_ms = ? AND execution_arn = ? "
                            "AND timer_id = ?", removed)
             db.executemany("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)", list(added))
             db.executemany("DELETE FROM outbox WHERE shard_id = ? AND execution_arn = ? AND dispatch_id = ?",
                            undispatched)
-            db.executemany("INSERT OR REPLACE INTO outbox VALUES (?, ?, ?, ?, ?)",
-                           [(*key, payload, self._next_seq(db, key[0])) for key, payload in dispatches.items()])
+            db.executemany(_INSERT_DISPATCH, [(*key, payload, self._next_seq(db, key[0]), activity)
+                                              for key, (payload, activity) in dispatches.items()])
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             with suppress(sqlite3.Error):
@@ -368,6 +380,20 @@ class SqliteStore(Store):
                 "AND seq > ? ORDER BY seq LIMIT ?", (shard_id, after_seq, limit)).fetchall()
         return [Dispatch(shard, arn, dispatch_id, orjson.loads(payload), seq)
                 for shard, arn, dispatch_id, payload, seq in rows]
+
+    def claim_activity_task(self, activity_arn: str, now_ms: int, until_ms: int,
+                            skip_shards: Sequence[int] = ()) -> Dispatch | None:
+        skipped = ",".join("?" * len(skip_shards))
+        with _unavailable(), self._transaction() as db:  # BEGIN IMMEDIATE: one claimer at a time
+            row = db.execute(f"SELECT shard_id, execution_arn, dispatch_id, payload, seq FROM outbox "
+                             f"WHERE activity_arn = ? AND claimed_until_ms <= ? AND shard_id NOT IN ({skipped}) "
+                             f"LIMIT 1", (activity_arn, now_ms, *skip_shards)).fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE outbox SET claimed_until_ms = ? WHERE shard_id = ? AND execution_arn = ? "
+                       "AND dispatch_id = ?", (until_ms, *row[:3]))
+        shard, arn, dispatch_id, payload, seq = row
+        return Dispatch(shard, arn, dispatch_id, orjson.loads(payload), seq)
 
     # -- activities
 
@@ -500,6 +526,8 @@ def _unavailable() -> Iterator[None]:
         raise StoreUnavailable(str(exc)) from exc
 
 
+_INSERT_DISPATCH = ("INSERT OR REPLACE INTO outbox (shard_id, execution_arn, dispatch_id, payload, seq, activity_arn) "
+                    "VALUES (?, ?, ?, ?, ?, ?)")
 _INSERT_EXECUTION = "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _UPDATE_EXECUTION = ("UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ? "
                      "WHERE arn = ? AND version = ?")
