@@ -16,7 +16,7 @@ from psycopg import sql
 from postgres import create_schema
 from statewright.store import open_store, postgresql
 from statewright.store.base import CommitFailed, CommitOutcomeUnknown, SchemaTooNew, Store, StoreUnavailable
-from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore
+from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore, session_name
 from store_contract import ACTIVITY, StoreContract, blob, committed, execution_arn, task, write
 
 WAIT_S = 30  # bounded waits for another connection to reach a state, not timing assertions
@@ -332,3 +332,39 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
             str(SCHEMA_VERSION),)
     finally:
         store.close()
+
+
+def test_a_holder_paused_inside_a_commit_past_its_lease_has_its_sessions_ended_so_the_shard_comes_free(
+        postgres_schema: str) -> None:
+    paused = PostgresStore(postgres_schema, 4, node_id="node-a")
+    taker = PostgresStore(postgres_schema, None, node_id="node-b")
+    stuck = psycopg.connect(postgres_schema, autocommit=True)
+    try:
+        held = paused.acquire_shard(0, "node-a", 1_000, now_ms=0)
+        # node-a's session, stopped in the middle of a commit with the shard row locked (the server does not see
+        # it idle: no idle-in-transaction limit applies to it)
+        stuck.execute("SELECT set_config('application_name', %s, false)", (session_name("node-a"),))
+        stuck.execute("BEGIN")
+        stuck.execute("SELECT range_id FROM shards WHERE shard_id = 0 FOR SHARE")
+        assert taker.acquire_shard(0, "node-b", 9_000, now_ms=2_000) is None  # locked: its sessions are ended
+        assert taker.acquire_shard(0, "node-b", 9_000, now_ms=2_000) == held + 1
+        with pytest.raises(psycopg.OperationalError):
+            stuck.execute("SELECT 1")
+    finally:
+        stuck.close()
+        paused.close()
+        taker.close()
+
+
+def test_a_holder_whose_lease_still_runs_keeps_its_sessions(postgres_schema: str) -> None:
+    holder = PostgresStore(postgres_schema, 4, node_id="node-a")
+    other = PostgresStore(postgres_schema, None, node_id="node-b")
+    try:
+        holder.acquire_shard(0, "node-a", 10_000, now_ms=0)
+        with holder._transaction() as db:  # a commit in flight while node-b tries (its lease has not run out)
+            db.execute("SELECT range_id FROM shards WHERE shard_id = 0 FOR SHARE")
+            assert other.acquire_shard(0, "node-b", 9_000, now_ms=2_000) is None
+            assert db.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        holder.close()
+        other.close()

@@ -83,11 +83,11 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def _open(config: ServerConfig) -> tuple[Store, int | None, str]:
+def _open(config: ServerConfig, address: str) -> tuple[Store, int | None, str]:
     """The store, the data directory's lock (None on PostgreSQL, which several nodes share), and where the data
     is, for the log."""
     if config.store:
-        store = open_store(config.store, config.shards)
+        store = open_store(config.store, config.shards, address)
         return store, None, f"{store.location} ({store.shard_count()} shards, PostgreSQL)"
     data_dir = config.data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -126,13 +126,13 @@ def _reachable_host(host: str) -> str:
 def serve(config: ServerConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per forwarded call otherwise
+    address = config.advertise or f"http://{_reachable_host(config.host)}:{config.port}"
     try:
         connections = Connections(config.connections)
-        store, lock, where = _open(config)
+        store, lock, where = _open(config, address)
     except (DataDirInUse, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError, OSError) as exc:
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
-    address = config.advertise or f"http://{_reachable_host(config.host)}:{config.port}"
     engine = Engine(store, node_id=address, limits=config.limits)
     node = None  # a cluster node's membership
     if config.store:

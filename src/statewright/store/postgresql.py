@@ -14,6 +14,7 @@ the engine's and the API's store threads).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -103,12 +104,14 @@ WATCH_RETRY_S = 1.0  # the pause before a watcher whose connection broke connect
 
 
 IDLE_IN_TRANSACTION_MS = 1_000  # a commit holds its transaction for milliseconds; see _connect
+LEASE_LOCK_WAIT_MS = 500  # how long a lease operation waits for a shard row another node holds locked
 
 
 class PostgresStore(Store):
-    def __init__(self, dsn: str, shard_count: int | None) -> None:
+    def __init__(self, dsn: str, shard_count: int | None, node_id: str | None = None) -> None:
         """Open the database at ``dsn`` (a libpq URL or key=value string), migrating its schema first;
-        ``shard_count`` None opens an existing one with whatever count it has."""
+        ``shard_count`` None opens an existing one with whatever count it has. ``node_id``: the cluster node
+        using it, whose sessions another node may end once the node's leases have run out (acquire_shard)."""
         params = conninfo_to_dict(dsn)
         params.setdefault("connect_timeout", "10")  # an unreachable host fails the call instead of hanging it
         params.setdefault("application_name", "statewright")
@@ -119,6 +122,7 @@ class PostgresStore(Store):
         self._local = threading.local()
         self._connections: set[psycopg.Connection] = set()
         self._lock = threading.Lock()  # guards _connections and _outbox_seqs
+        self._node_id = node_id
         # shard -> (the range id it was counted under, the last seq used): a new acquisition (another range id)
         # reads the maximum again, since another owner may have written since, whichever thread acquired.
         self._outbox_seqs: dict[int, tuple[int, int]] = {}
@@ -164,8 +168,11 @@ class PostgresStore(Store):
         db = psycopg.connect(self._conninfo, autocommit=True)
         # A node paused in the middle of a commit holds its shard rows FOR SHARE; the node taking the shard over
         # would wait on that lock, its lease renewals with it. The server ends such a transaction well within a
-        # lease's margin, so the lock goes and the paused node's commit fails when it wakes.
+        # lease's margin, so the lock goes and the paused node's commit fails when it wakes. (A node paused inside
+        # a pipeline is not idle to the server: acquire_shard ends its sessions, by their application_name.)
         db.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+        if self._node_id is not None:
+            db.execute("SELECT set_config('application_name', %s, false)", (session_name(self._node_id),))
         with self._lock:
             self._connections.add(db)
         return db
@@ -214,14 +221,37 @@ class PostgresStore(Store):
     def acquire_shard(self, shard_id: int, owner: str, lease_until_ms: int, now_ms: int | None = None) -> int | None:
         free = "" if now_ms is None else " AND (owner IS NULL OR owner = %s OR lease_until_ms <= %s)"
         # The UPDATE locks the row: it waits for the commits holding it FOR SHARE, and later ones see the new id.
-        rows = self._rows(f"UPDATE shards SET range_id = range_id + 1, owner = %s, lease_until_ms = %s "
-                          f"WHERE shard_id = %s{free} RETURNING range_id",
-                          (owner, lease_until_ms, shard_id, *(() if now_ms is None else (owner, now_ms))))
+        try:
+            with self._transaction() as db:
+                if now_ms is not None:
+                    db.execute(f"SET LOCAL lock_timeout = {LEASE_LOCK_WAIT_MS}")
+                rows = db.execute(f"UPDATE shards SET range_id = range_id + 1, owner = %s, lease_until_ms = %s "
+                                  f"WHERE shard_id = %s{free} RETURNING range_id",
+                                  (owner, lease_until_ms, shard_id,
+                                   *(() if now_ms is None else (owner, now_ms)))).fetchall()
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
+                raise
+            self._end_sessions_of_expired_holder(shard_id, owner, now_ms)
+            return None  # taken at a later step, once the holder's sessions are gone
         return rows[0][0] if rows else None
+
+    def _end_sessions_of_expired_holder(self, shard_id: int, owner: str, now_ms: int | None) -> None:
+        """The shard's row stays locked by a holder whose lease is over: a node paused in the middle of a commit.
+        Its sessions are ended (fencing it out for good: its commit fails when it wakes), so the row comes free."""
+        rows = self._rows("SELECT owner, lease_until_ms FROM shards WHERE shard_id = %s", (shard_id,))
+        holder, until_ms = rows[0] if rows else (None, 0)
+        if holder is None or holder == owner or now_ms is None or until_ms > now_ms:
+            return
+        log.warning("shard %d is still locked by %s, whose lease ended: ending its database sessions", shard_id,
+                    holder)
+        self._rows("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                   (session_name(holder),))
 
     def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
         shards = sorted(range_ids)
         with self._transaction() as db:
+            db.execute(f"SET LOCAL lock_timeout = {LEASE_LOCK_WAIT_MS}")  # never held up by another node's lock
             _lock_in_order(db, shards)
             rows = db.execute("UPDATE shards s SET lease_until_ms = %s FROM unnest(%s::integer[], %s::bigint[]) "
                               "AS u(shard_id, range_id) WHERE s.shard_id = u.shard_id AND s.range_id = u.range_id "
@@ -738,3 +768,7 @@ _CLAIM_ACTIVITY_TASK = (
 _INSERT_REVISION = "INSERT INTO revisions VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
 _COUNT_OPEN = "SELECT count(*) FROM executions WHERE status = 'RUNNING'"
 
+
+def session_name(node_id: str) -> str:
+    """The application_name of a node's database sessions (at most 63 bytes are kept)."""
+    return "statewright " + hashlib.blake2b(node_id.encode(), digest_size=8).hexdigest()
