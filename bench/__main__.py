@@ -184,6 +184,8 @@ async def w7(args: argparse.Namespace, work: Path, results: dict, table: Table) 
                   f"{point['transitions_per_s']:,.0f} ({ratio:.2f}x one node)",
                   target=">= 2.5x one node" if point["nodes"] == 3 else "",
                   verdict=ratio >= 2.5 if point["nodes"] == 3 else None)
+        table.add("W7 cluster", f"CPU used per node, {point['nodes']} node(s), cores (quota {args.w7_quota})",
+                  f"{point['node_cores']:.3f}")
     table.add("W7 cluster", "SIGKILL of 1 of 3 nodes: every shard served again after, s", f"{run['failover_s']:.2f}",
               target="< 11 s (one lease + 1 s)", verdict=run["failover_s"] < 11)
     table.add("W7 cluster", "SIGTERM of 1 of 3 nodes: every shard served again after, ms",

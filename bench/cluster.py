@@ -107,19 +107,22 @@ async def chain_on(nodes: list[Node], n: int, concurrency: int) -> dict[str, Any
     try:
         machine = await workloads.create_machine(pools[0], "w7", workloads.chain_definition())
         scraped = [await workloads.scrape(pool) for pool in pools]
+        cpu_before = [node.cpu_s() for node in nodes]
         began = time.time()
         runs = await asyncio.gather(*(workloads.start_closed_loop(
             pool, machine, n // len(nodes), max(concurrency // len(nodes), 1), workloads.chain_input, f"r{index}")
             for index, pool in enumerate(pools)))
         await workloads.wait_none_running(pools[0], machine, 900)
         elapsed = time.time() - began
+        busy = [(node.cpu_s() - before) / elapsed for node, before in zip(nodes, cpu_before, strict=True)]
         after = [await workloads.scrape(pool) for pool in pools]
         transitions = sum(workloads.metric_delta(b, a, "statewright_state_transitions_committed_total")
                           for b, a in zip(scraped, after, strict=True))
         forwarded = sum(workloads.metric_delta(b, a, "statewright_forwarded_calls_total{outcome=answered}")
                         for b, a in zip(scraped, after, strict=True))
         return {"nodes": len(nodes), "transitions_per_s": transitions / elapsed, "elapsed_s": elapsed,
-                "errors": sum(len(run.errors) for run in runs), "forwarded": forwarded}
+                "errors": sum(len(run.errors) for run in runs), "forwarded": forwarded,
+                "node_cores": sum(busy) / len(busy)}
     finally:
         for pool in pools:
             pool.close()

@@ -675,6 +675,16 @@ class StoreContract(DispatchAndActivityContract):
         assert store.load_execution(arn) == blob(arn, 2)
         assert isinstance(store.load_execution(arn), bytes)
 
+    def test_load_executions_returns_those_that_exist_in_one_call(self, store: Store) -> None:
+        range_ids = own(store, 0, 1)
+        arns = [execution_arn(f"many-{index}") for index in range(3)]
+        committed(store, [write(arns[0]), write(arns[2])], range_ids)
+        committed(store, [write(arns[2], expected=1)], range_ids)
+        found = store.load_executions([*arns, execution_arn("never")])
+        assert found == {arns[0]: blob(arns[0], 1), arns[2]: blob(arns[2], 2)}
+        assert all(isinstance(value, bytes) for value in found.values())
+        assert store.load_executions([]) == {}
+
     def test_list_executions_is_newest_first_with_summaries(self, store: Store) -> None:
         range_ids = own(store, 0, 1)
         arns = [execution_arn(f"run-{index}") for index in range(4)]

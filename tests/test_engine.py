@@ -135,6 +135,22 @@ def test_second_start_with_other_input_is_refused(store):
         refused.result()
 
 
+def test_a_tick_reads_the_executions_it_does_not_hold_in_one_store_call(store):
+    reads: list[list[str]] = []
+    load_executions = store.load_executions
+    store.load_executions = lambda arns: reads.append(list(arns)) or load_executions(arns)
+    store.load_execution = lambda arn: pytest.fail(f"read {arn} on its own")
+    clock = VirtualClock()
+    engine = make_engine(store, clock, cache_size=0)  # nothing stays in memory: the second tick reads them again
+    replies = [start(engine, f"batched-{index}", 5)[1] for index in range(20)]
+    engine.tick(clock.now_ms)
+    assert [len(arns) for arns in reads] == [20] and all(reply.done() for reply in replies)
+    again = [start(engine, f"batched-{index}", 5)[1] for index in range(20)]  # idempotent starts: found this time
+    engine.tick(clock.now_ms)
+    assert [len(arns) for arns in reads] == [20, 20]
+    assert [reply.result() for reply in again] == [reply.result() for reply in replies]
+
+
 def test_commands_for_one_execution_apply_in_order_within_a_tick(store):
     clock = VirtualClock()
     engine = make_engine(store, clock)

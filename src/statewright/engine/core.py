@@ -78,6 +78,7 @@ class _Batch:
     # (reply, result, index of the write the result depends on, or -1): answered after the commit
     replies: list[tuple[Reply, object, int]] = field(default_factory=list)
     fired: dict[int, tuple[str, str, int, int]] = field(default_factory=dict)  # write index -> the timer it fired
+    fetched: dict[str, ExecutionState | None] = field(default_factory=dict)  # read by the prefetch (None: new)
     # (transfer, its stage's replies, first write index, end write index): goes on only if those writes land
     transfers: list[tuple[_Transfer, list[object], int, int]] = field(default_factory=list)
     group: int = 0  # the write group being staged (0: none): a transfer stage, or a start with its result
@@ -321,6 +322,7 @@ class Engine:
         if not work:
             return 0
         batch = _Batch()
+        self._prefetch(work, batch)
         for item, reply in work:
             started = time.perf_counter()
             if isinstance(item, _Transfer):
@@ -406,7 +408,7 @@ class Engine:
         shard = shard_for(command.arn, self.shard_count)
         if shard not in self.range_ids:
             return EngineUnavailable(f"this node does not own shard {shard}")
-        current = batch.staged.get(command.arn) or self._load(command.arn)
+        current = batch.staged.get(command.arn) or self._load(command.arn, batch)
         if isinstance(command, StartExecution):
             if current is not None:
                 if current.is_open and current.input == command.input and current.parent == command.parent:
@@ -687,15 +689,32 @@ class Engine:
 
     # -- caches
 
-    def _load(self, arn: str) -> ExecutionState | None:
+    def _prefetch(self, work: list[tuple[Command | _Transfer, Reply]], batch: _Batch) -> None:
+        """Read the tick's commands' executions this engine does not hold in one store call (a networked store
+        would otherwise take a round trip per new execution on this thread); those not found are new."""
+        wanted = list({item.arn for item, _ in work if not isinstance(item, _Transfer) and item.arn not in self._cache
+                       and shard_for(item.arn, self.shard_count) in self.range_ids})
+        if not wanted:
+            return
+        try:
+            found = self.store.load_executions(wanted)
+        except StoreUnavailable:  # each command meets the failure again when it loads on its own
+            return
+        for arn in wanted:
+            blob = found.get(arn)
+            batch.fetched[arn] = None if blob is None else self._keep(ExecutionState.from_blob(blob))
+
+    def _load(self, arn: str, batch: _Batch | None = None) -> ExecutionState | None:
         state = self._cache.get(arn)
         if state is not None:
             self._cache.move_to_end(arn)
             return state
+        if batch is not None and arn in batch.fetched:
+            return batch.fetched[arn]
         blob = self.store.load_execution(arn)
-        if blob is None:
-            return None
-        state = ExecutionState.from_blob(blob)
+        return None if blob is None else self._keep(ExecutionState.from_blob(blob))
+
+    def _keep(self, state: ExecutionState) -> ExecutionState:
         if state.shard_id in self.range_ids:  # another node's executions change behind this one's back
             self._remember(state)
         return state

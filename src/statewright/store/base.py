@@ -226,6 +226,16 @@ class Store(ABC):
     def load_execution(self, arn: str) -> bytes | None:
         """The committed mutable state of an execution, or None."""
 
+    def load_executions(self, arns: Sequence[str]) -> dict[str, bytes]:
+        """The committed states of those of ``arns`` that exist (a networked store reads them in one round trip:
+        the engine asks for every execution of a tick it does not hold)."""
+        found = {}
+        for arn in arns:
+            blob = self.load_execution(arn)
+            if blob is not None:
+                found[arn] = blob
+        return found
+
     @abstractmethod
     def count_open_executions(self) -> int:
         """How many executions are RUNNING (for metrics; may take a while on a large store)."""

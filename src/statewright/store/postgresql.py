@@ -440,6 +440,9 @@ class PostgresStore(Store):
         rows = self._rows("SELECT state FROM executions WHERE arn = %s", (arn,))
         return rows[0][0] if rows else None
 
+    def load_executions(self, arns: Sequence[str]) -> dict[str, bytes]:
+        return dict(self._rows("SELECT arn, state FROM executions WHERE arn = ANY(%s)", (list(arns),)))
+
     def count_open_executions(self) -> int:
         return self._rows(_COUNT_OPEN)[0][0]
 

@@ -311,6 +311,15 @@ class SqliteStore(Store):
             row = self._db().execute("SELECT state FROM executions WHERE arn = ?", (arn,)).fetchone()
         return row[0] if row else None
 
+    def load_executions(self, arns: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        with _unavailable():
+            for at in range(0, len(arns), _VARIABLES_MAX):
+                chunk = arns[at:at + _VARIABLES_MAX]
+                found.update(self._db().execute(f"SELECT arn, state FROM executions WHERE arn IN "
+                                                f"({','.join('?' * len(chunk))})", chunk).fetchall())
+        return found
+
     def count_open_executions(self) -> int:
         with _unavailable():
             return self._db().execute("SELECT COUNT(*) FROM executions WHERE status = 'RUNNING'").fetchone()[0]
@@ -526,6 +535,7 @@ def _unavailable() -> Iterator[None]:
         raise StoreUnavailable(str(exc)) from exc
 
 
+_VARIABLES_MAX = 500  # bound parameters per statement, well under SQLite's limit
 _INSERT_DISPATCH = ("INSERT OR REPLACE INTO outbox (shard_id, execution_arn, dispatch_id, payload, seq, activity_arn) "
                     "VALUES (?, ?, ?, ?, ?, ?)")
 _INSERT_EXECUTION = "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
