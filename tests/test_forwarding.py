@@ -1,20 +1,23 @@
 """Any node serves any call: two nodes on one SQLite file, shards split between them, boto3 talking to node A about
-executions whose shard node B serves. Commands travel over the signed internal endpoint; reads stay local."""
+executions whose shard node B serves. Commands travel over the nodes' authenticated channel; reads stay local."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import threading
+import urllib.error
+import urllib.request
 import uuid
 
-import httpx
 import pytest
+import websockets
 from botocore.exceptions import ClientError
+from websockets.asyncio.client import connect
 
 from nodes import SECRET, SHARDS, Node, name_on
 from server import ROLE_ARN, history, wait_closed
-from statewright.api import cluster
+from statewright.api import channel, cluster
 from statewright.engine import commands
 from statewright.engine.limits import Limits
 
@@ -142,45 +145,92 @@ def test_stopping_a_parent_on_a_stops_its_child_on_b(nodes, sfn):
     assert sfn.describe_execution(executionArn=child_arn)["status"] == "ABORTED"
 
 
-def signed_post(node: Node, body: bytes, signature: str | None) -> httpx.Response:
-    headers = {} if signature is None else {cluster.SIGNATURE_HEADER: signature}
-    return httpx.post(node.endpoint + cluster.PATH, content=body, headers=headers, trust_env=False)
+def over_channel(node: Node, secret: bytes, body: bytes, kind: bytes = channel.COMMANDS) -> tuple[bytes, bytes]:
+    async def request() -> tuple[bytes, bytes]:
+        link = channel.Channel(node.endpoint, secret)
+        try:
+            return await link.request(kind, body, 5.0)
+        finally:
+            await link.close()
+
+    return asyncio.run(request())
 
 
-def test_the_endpoint_refuses_a_bad_secret_and_applies_nothing(nodes, sfn):
+def test_the_channel_refuses_a_bad_secret_and_applies_nothing(nodes, sfn):
     _, b = nodes
     arn = machine(sfn, WAIT)
     name = name_on(arn, B_SHARDS, uuid.uuid4().hex)
     execution_arn = arn.replace(":stateMachine:", ":execution:") + ":" + name
     revision = b.store.get_state_machine(arn).revision_id
     body = commands.encode_commands([commands.StartExecution(execution_arn, arn, name, revision, ROLE_ARN, "{}")])
-    stale_ms = 1_000_000  # 1970: signed with the right secret, long ago
-    for signature in (None, "", "garbage", cluster.sign(b"another secret", body),
-                      cluster.sign(SECRET.encode(), body + b" "), cluster.sign(SECRET.encode(), body, stale_ms)):
-        refused = signed_post(b, body, signature)
-        assert refused.status_code == 403
-        assert refused.json()["__type"].endswith("AccessDeniedException")
+    for secret in (b"another secret", b"", SECRET.encode() + b" "):
+        with pytest.raises(channel.Refused):
+            over_channel(b, secret, body)
     with pytest.raises(ClientError) as missing:
         sfn.describe_execution(executionArn=execution_arn)
     assert code(missing) == "ExecutionDoesNotExist"
-    accepted = signed_post(b, body, cluster.sign(SECRET.encode(), body))
-    assert accepted.status_code == 200
-    (start_ms,) = commands.decode_replies(accepted.content)
+    status, answer = over_channel(b, SECRET.encode(), body)
+    assert status == channel.OK
+    (start_ms,) = commands.decode_replies(answer)
     assert sfn.describe_execution(executionArn=execution_arn)["status"] == "RUNNING"
     assert isinstance(start_ms, int)
 
 
-def test_the_endpoint_refuses_bad_bodies_and_is_absent_without_a_secret(nodes, tmp_path):
+def test_a_caller_that_skips_the_challenge_is_closed_before_anything_applies(nodes, sfn):
+    _, b = nodes
+    arn = machine(sfn, WAIT)
+    name = name_on(arn, B_SHARDS, uuid.uuid4().hex)
+    execution_arn = arn.replace(":stateMachine:", ":execution:") + ":" + name
+    revision = b.store.get_state_machine(arn).revision_id
+    body = commands.encode_commands([commands.StartExecution(execution_arn, arn, name, revision, ROLE_ARN, "{}")])
+
+    async def send_commands_at_once() -> int:
+        async with connect(channel.websocket_url(b.endpoint), proxy=None) as raw:
+            await raw.recv()  # the challenge, not answered
+            await raw.send(bytes(8) + channel.COMMANDS + body)
+            with pytest.raises(websockets.ConnectionClosed):
+                await raw.recv()
+            return raw.close_code
+
+    assert asyncio.run(send_commands_at_once()) == channel.POLICY_VIOLATION
+    with pytest.raises(ClientError) as missing:
+        sfn.describe_execution(executionArn=execution_arn)
+    assert code(missing) == "ExecutionDoesNotExist"
+
+
+def test_the_channel_refuses_bad_bodies_and_is_absent_without_a_secret(nodes, tmp_path):
     _, b = nodes
     garbled = b'{"v": 1, "throttle": true, "commands": [{"type": "Nope"}]}'
-    refused = signed_post(b, garbled, cluster.sign(SECRET.encode(), garbled))
-    assert refused.status_code == 400
-    assert refused.json()["__type"].endswith("SerializationException")
+    status, answer = over_channel(b, SECRET.encode(), garbled)
+    assert status == channel.REFUSED and b"Nope" in answer
+    status, _ = over_channel(b, SECRET.encode(), b'{"kind": "nothing", "arn": "x"}', channel.CHANGED)
+    assert status == channel.REFUSED
     single = Node(tmp_path / "alone.db", "alone", secret=None).start()
     try:
-        assert signed_post(single, garbled, cluster.sign(SECRET.encode(), garbled)).status_code == 404
+        with pytest.raises(channel.Refused, match="403"):
+            over_channel(single, SECRET.encode(), garbled)
     finally:
         single.close()
+
+
+def poke(node: Node, signature: str | None) -> int:
+    headers = {} if signature is None else {cluster.SIGNATURE_HEADER: signature}
+    request = urllib.request.Request(node.endpoint + cluster.MEMBERSHIP_PATH, data=b"", headers=headers,
+                                     method="POST")
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+def test_the_membership_poke_needs_a_fresh_signature_with_the_secret(nodes):
+    _, b = nodes
+    stale_ms = 1_000_000  # 1970: signed with the right secret, long ago
+    for signature in (None, "", "garbage", cluster.sign(b"another secret", b""), cluster.sign(SECRET.encode(), b" "),
+                      cluster.sign(SECRET.encode(), b"", stale_ms)):
+        assert poke(b, signature) == 403
+    assert poke(b, cluster.sign(SECRET.encode(), b"")) == 200
 
 
 def test_a_shard_moving_from_b_to_a_mid_call_still_succeeds(nodes, sfn):

@@ -22,7 +22,7 @@ import orjson
 from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
 from ..store.base import StoreUnavailable
-from . import activities, cluster, executions, state_machines  # noqa: F401  (modules register their handlers)
+from . import activities, channel, cluster, executions, state_machines  # noqa: F401  (modules register handlers)
 from .arns import Scope
 from .errors import AwsError, throttled
 from .model import operation_names, validate_request
@@ -51,14 +51,20 @@ class App:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send, self.service)
             return
+        if scope["type"] == "websocket":  # only other nodes open one: their channel to this node
+            if scope["path"] == channel.PATH:
+                await cluster.serve_channel(self.service, scope, receive, send)
+            else:
+                await send({"type": "websocket.close"})
+            return
         if scope["type"] != "http":
             return
         if scope["method"] == "GET" and scope["path"] == "/metrics":
             await _send_metrics(self.metrics.exposition(), send)
             return
-        if scope["path"] in cluster.PATHS:
+        if scope["path"] == cluster.MEMBERSHIP_PATH:
             try:
-                status, answer = await cluster.serve_internal(self.service, scope, await _read_body(receive))
+                status, answer = await cluster.serve_membership(self.service, scope, await _read_body(receive))
             except AwsError as error:  # a body over the limit
                 status, answer = error.status, orjson.dumps(error.body())
             await send({"type": "http.response.start", "status": status,

@@ -1,20 +1,19 @@
-"""The internal endpoints between nodes: ``POST /_statewright/commands`` applies engine commands forwarded by another
-node of the cluster to this node's engine and answers their replies once they committed; ``POST
+"""What nodes of a cluster ask each other. Over the channel (channel.py): forwarded engine commands, applied to this
+node's engine and answered with their replies once committed (COMMANDS), and changes (CHANGED, a body
+``{"kind": "stateMachine" | "activity", "arn": ...}``: a state machine or an activity changed through another node, so
+this one drops or re-reads what it keeps of it before that node answers its client). Over HTTP, ``POST
 /_statewright/membership`` (an empty body) tells a node that another joined or left, so it steps its membership at
-once and shards move in milliseconds rather than at the next lease renewal; ``POST /_statewright/changed``
-(``{"kind": "stateMachine" | "activity", "arn": ...}``) tells it that a state machine or an activity changed
-through another node, so it drops or re-reads what it keeps of it before that node answers its client.
+once and shards move in milliseconds rather than at the next lease renewal: the membership thread sends it, without
+an event loop, and it is rare.
 
-Requests are authenticated with the shared cluster secret, which never crosses the wire: the sender signs the
-request's time and body with HMAC-SHA256 (header ``x-statewright-signature: <epoch ms>.<hex digest>``), and the
-receiver accepts it only if the digest matches (``hmac.compare_digest``) and the time is within SIGNATURE_WINDOW_MS
-of its own clock. Sending the secret itself would give it to anyone who sees one request on a network without TLS,
-for good; a signature gives them one body, usable for a minute. A replay within that minute changes nothing:
-every command is safe to apply twice (a start is idempotent by name and input, a stop by the execution's state, an
-attempt's start or result is refused once it is no longer pending). Nodes' clocks must agree within the window.
+That request is signed with the shared cluster secret, which never crosses the wire: the sender signs the request's
+time and body with HMAC-SHA256 (header ``x-statewright-signature: <epoch ms>.<hex digest>``), and the receiver
+accepts it only if the digest matches (``hmac.compare_digest``) and the time is within SIGNATURE_WINDOW_MS of its own
+clock. A replay within that window only makes a node step its membership once more. Nodes' clocks must agree within
+the window.
 
 A node without a secret (not in cluster mode) answers 404, as for any path it does not serve; a missing, stale or
-wrong signature is answered 403 and nothing is applied.
+wrong signature is answered 403.
 """
 
 from __future__ import annotations
@@ -24,24 +23,23 @@ import hmac
 import logging
 import re
 import time
+import urllib.request
 from typing import Any
 
-import httpx
 import orjson
 
 from ..engine.commands import InboxFull, MalformedMessage, decode_commands, encode_replies
+from . import channel
 from .errors import AwsError
 from .service import CHANGED_KINDS, Service
 
 log = logging.getLogger("statewright.api")
 
-PATH = "/_statewright/commands"
 MEMBERSHIP_PATH = "/_statewright/membership"
-CHANGED_PATH = "/_statewright/changed"
-PATHS = (PATH, MEMBERSHIP_PATH, CHANGED_PATH)
 POKE_TIMEOUT_S = 1.0
 SIGNATURE_HEADER = "x-statewright-signature"
 SIGNATURE_WINDOW_MS = 60_000  # how far a request's signed time may be from the receiver's clock, either way
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a proxy from the environment is for outside
 _SIGNATURE = re.compile(r"(\d{1,15})\.([0-9a-f]{64})", re.ASCII)
 
 
@@ -68,8 +66,8 @@ def _digest(secret: bytes, signed_ms: int, body: bytes) -> str:
     return hmac.new(secret, b"%d." % signed_ms + body, hashlib.sha256).hexdigest()
 
 
-async def serve_internal(service: Service, scope: dict, body: bytes) -> tuple[int, bytes]:
-    """Answer one request from another node: (status, body)."""
+async def serve_membership(service: Service, scope: dict, body: bytes) -> tuple[int, bytes]:
+    """Answer ``POST /_statewright/membership`` from another node: (status, body)."""
     forwarder = service.forwarder
     if forwarder is None or scope["method"] != "POST":
         return _error(AwsError("UnknownOperationException",
@@ -79,48 +77,58 @@ async def serve_internal(service: Service, scope: dict, body: bytes) -> tuple[in
     if refused is not None:
         log.warning("refused a call to %s from %s: %s", scope["path"], (scope.get("client") or ("?",))[0], refused)
         return _error(AwsError("AccessDeniedException", refused, 403))
-    if scope["path"] == MEMBERSHIP_PATH:
-        service.membership_changed()
-        return 200, b"{}"
-    if scope["path"] == CHANGED_PATH:
-        return await _serve_changed(service, body)
-    return await _serve_commands(service, body)
+    service.membership_changed()
+    return 200, b"{}"
+
+
+async def serve_channel(service: Service, scope: dict, receive: Any, send: Any) -> None:
+    """Serve a channel another node opened (see channel.py)."""
+
+    async def answer(kind: bytes, body: bytes) -> tuple[bytes, bytes]:
+        if kind == channel.COMMANDS:
+            return await _serve_commands(service, body)
+        if kind == channel.CHANGED:
+            return await _serve_changed(service, body)
+        return channel.REFUSED, f"not a kind of request: {kind!r}".encode()
+
+    forwarder = service.forwarder
+    await channel.serve(scope, receive, send, None if forwarder is None else forwarder.secret, answer)
 
 
 def poke(secret: bytes, addresses: list[str]) -> None:
     """Tell these nodes the membership changed (blocking, best effort: they step at their next renewal anyway)."""
-    with httpx.Client(timeout=POKE_TIMEOUT_S) as client:
-        for address in addresses:
-            try:
-                client.post(address.rstrip("/") + MEMBERSHIP_PATH, content=b"",
-                            headers={SIGNATURE_HEADER: sign(secret, b"")})
-            except httpx.HTTPError as exc:
-                log.info("could not tell %s the membership changed: %s", address, exc)
+    for address in addresses:
+        request = urllib.request.Request(address.rstrip("/") + MEMBERSHIP_PATH, data=b"", method="POST",
+                                         headers={SIGNATURE_HEADER: sign(secret, b"")})
+        try:
+            _DIRECT.open(request, timeout=POKE_TIMEOUT_S).close()
+        except OSError as exc:  # refused, timed out, or an HTTP error status (urllib's HTTPError is an OSError)
+            log.info("could not tell %s the membership changed: %s", address, exc)
 
 
-async def _serve_changed(service: Service, body: bytes) -> tuple[int, bytes]:
+async def _serve_changed(service: Service, body: bytes) -> tuple[bytes, bytes]:
     try:
         change = orjson.loads(body)
         kind, arn = change["kind"], change["arn"]
         if kind not in CHANGED_KINDS or not isinstance(arn, str):
             raise ValueError(f"not a change: {change!r}")
     except (ValueError, TypeError, KeyError) as exc:
-        return _error(AwsError("SerializationException", str(exc)))
+        return channel.REFUSED, str(exc).encode()
     await service.refresh(kind, arn)
-    return 200, b"{}"
+    return channel.OK, b""
 
 
-async def _serve_commands(service: Service, body: bytes) -> tuple[int, bytes]:
+async def _serve_commands(service: Service, body: bytes) -> tuple[bytes, bytes]:
     try:
         commands, throttle = decode_commands(body)
     except MalformedMessage as exc:
-        return _error(AwsError("SerializationException", str(exc)))
+        return channel.REFUSED, str(exc).encode()
     replies: list[Any]
     try:
         replies = await service.run_here(commands, throttle=throttle)
     except InboxFull as full:  # the sender's caller hears ThrottlingException, as from its own node (throttled
         replies = [full] * len(commands)  # requests are the API's, one command each)
-    return 200, encode_replies(replies)
+    return channel.OK, encode_replies(replies)
 
 
 def _error(error: AwsError) -> tuple[int, bytes]:

@@ -1,13 +1,14 @@
-"""Forwarding: engine commands sent to the node that owns their execution's shard, over ``POST /_statewright/commands``
-(see cluster.py for the endpoint and its signature).
+"""Forwarding: engine commands sent to the node that owns their execution's shard, over this node's channel to it
+(channel.py; cluster.py for what the receiver does with them).
 
 ``Forwarder.forward(command)`` is the API's way to a shard another node serves; ``Forwarder.engine_hook`` is the
 engine's (``Engine.forward``), for engine-to-engine stages whose execution lives elsewhere. The owner comes from a
 ``Directory`` (the cluster's membership: shard leases and the nodes' addresses, as last read from the store).
-Shards move (a node joins, leaves or dies), so a call that finds the owner gone (connection refused or reset, a 5xx,
-or the node answering that it does not serve the shard) reads the directory again and tries again, with a short
-backoff, until ``deadline_s``: longer than a lease period, so a shard whose node died is waited out until another
-node takes it. Past the deadline the call raises EngineUnavailable, which the API answers as a retryable error.
+Shards move (a node joins, leaves or dies), so a call that finds the owner gone (connection refused or closed, no
+answer in time, or the node answering that it does not serve the shard) reads the directory again and tries again,
+with a short backoff, until ``deadline_s``: longer than a lease period, so a shard whose node died is waited out
+until another node takes it. Past the deadline the call raises EngineUnavailable, which the API answers as a
+retryable error.
 
 Sending a command again is safe: the engine applies each command at most once (a start is idempotent by name and
 input, a stop by the execution's state, an attempt's start or result is refused once it is not pending).
@@ -15,8 +16,7 @@ input, a stop by the execution's state, an attempt's start or result is refused 
 Calls to one node are batched, as the engine batches commits: at most REQUESTS_PER_NODE_MAX requests are in flight
 to a node, and whatever calls queue up meanwhile go together in the next request (up to BATCH_COMMANDS_MAX
 commands), each caller getting its own replies back. Under load one request carries many commands, so the cost of
-a request (httpx's pool, the HTTP round trip, the signature) is shared instead of paid per call; a lone call still
-goes at once. httpx carries the requests on kept-alive connections.
+a request is shared instead of paid per call; a lone call still goes at once.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import logging
 from collections import deque
 from concurrent.futures import Future
 from typing import Any, Protocol
-
-import httpx
 
 from ..engine.commands import (
     Command,
@@ -39,7 +37,7 @@ from ..engine.commands import (
 )
 from ..engine.core import shard_for
 from ..metrics import Metrics
-from .cluster import CHANGED_PATH, PATH, SIGNATURE_HEADER, sign
+from .channel import CHANGED, COMMANDS, OK, Channel, Refused, Unreachable
 
 log = logging.getLogger("statewright.api")
 
@@ -47,12 +45,10 @@ DEADLINE_S = 15.0  # more than one lease period (10 s): a dead owner's shards ha
 # One request's wait for its answer: a node paused mid-request (SIGSTOP) accepts connections but never answers;
 # after this the call reads the directory again, where the shard's next owner shows once the lease ran out.
 ATTEMPT_TIMEOUT_S = 5.0
-CONNECT_TIMEOUT_S = 1.0
 FIRST_RETRY_S = 0.02
 LAST_RETRY_S = 0.5  # the longest pause between tries, doubled from FIRST_RETRY_S
 REQUESTS_PER_NODE_MAX = 4  # requests in flight to one node; calls arriving meanwhile wait for the next
 BATCH_COMMANDS_MAX = 512  # commands in one request
-CONNECTIONS_PER_NODE_MAX = 16  # forwarded requests and announcements together
 # How long a change waits for the other nodes to hear of it; one that does not hears of it through its next miss
 # (activities) or its cache's expiry (state machine records, within a second).
 ANNOUNCE_TIMEOUT_S = 1.0
@@ -80,7 +76,7 @@ class Forwarder:
         self._outcomes = {outcome: metrics.forwarded_calls.labels(outcome)
                           for outcome in ("answered", "not_owner", "unreachable", "refused", "gave_up")}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._channels: dict[str, Channel] = {}  # address -> this node's channel to it
         self._refreshing: asyncio.Future | None = None
         self._lanes: dict[tuple[str, bool], _Lane] = {}  # (address, throttle) -> calls waiting for a request
 
@@ -89,9 +85,8 @@ class Forwarder:
         self._loop = loop
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        channels, self._channels = list(self._channels.values()), {}
+        await asyncio.gather(*(channel.close() for channel in channels))
 
     async def forward(self, command: Command, *, throttle: bool = True) -> Any:
         """Apply ``command`` at the node owning its shard; returns its reply or raises the error it answered."""
@@ -134,26 +129,19 @@ class Forwarder:
                 pause = min(pause * 2, LAST_RETRY_S)
 
     async def announce(self, addresses: list[str], body: bytes) -> None:
-        """POST a change (see cluster.py) to these nodes at once; waits at most ANNOUNCE_TIMEOUT_S for them."""
-        if not addresses:
-            return
-        client = self._http()
-        headers = {SIGNATURE_HEADER: sign(self.secret, body)}
-        answers = await asyncio.gather(*(
-            client.post(address.rstrip("/") + CHANGED_PATH, content=body, headers=headers,
-                        timeout=ANNOUNCE_TIMEOUT_S) for address in addresses), return_exceptions=True)
+        """Send a change (see cluster.py) to these nodes at once; waits at most ANNOUNCE_TIMEOUT_S for them."""
+        answers = await asyncio.gather(*(self._channel(address).request(CHANGED, body, ANNOUNCE_TIMEOUT_S)
+                                         for address in addresses), return_exceptions=True)
         for address, answer in zip(addresses, answers, strict=True):
-            if isinstance(answer, BaseException) or answer.status_code != 200:
+            if isinstance(answer, BaseException) or answer[0] != OK:
                 log.warning("could not tell %s of a change: %s", address,
-                            answer if isinstance(answer, BaseException) else answer.status_code)
+                            answer if isinstance(answer, BaseException) else answer[1].decode(errors="replace"))
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                trust_env=False,  # a proxy from the environment is for outside calls, not between nodes
-                limits=httpx.Limits(max_connections=CONNECTIONS_PER_NODE_MAX,
-                                    max_keepalive_connections=CONNECTIONS_PER_NODE_MAX))
-        return self._client
+    def _channel(self, address: str) -> Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = Channel(address, self.secret)
+        return channel
 
     async def _send(self, address: str, commands: list[Command], throttle: bool,
                     remaining_s: float) -> tuple[list[object] | None, str]:
@@ -207,29 +195,24 @@ class Forwarder:
     async def _post(self, address: str, commands: list[Command], throttle: bool) -> tuple[list[object] | None, str]:
         """One request: (the replies, "") or (None, what went wrong, to try again). Raises if trying again is no
         use."""
-        client = self._http()
-        body = encode_commands(commands, throttle=throttle)
         try:
-            response = await client.post(
-                address.rstrip("/") + PATH, content=body, headers={SIGNATURE_HEADER: sign(self.secret, body)},
-                timeout=httpx.Timeout(ATTEMPT_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
-        except httpx.TransportError as exc:  # refused, reset, timed out: the node is gone or going
+            status, body = await self._channel(address).request(
+                COMMANDS, encode_commands(commands, throttle=throttle), ATTEMPT_TIMEOUT_S)
+        except Unreachable as exc:  # refused, closed, no answer in time: the node is gone, going or paused
             self._outcomes["unreachable"].inc()
-            return None, f"{address}: {type(exc).__name__} {exc}".rstrip()
-        if response.status_code >= 500:
-            self._outcomes["unreachable"].inc()
-            return None, f"{address} answered {response.status_code}"
-        if response.status_code != 200:  # another secret, or a node not in cluster mode: a setup to fix
+            return None, str(exc)
+        except Refused as exc:  # another secret, or a node not in cluster mode: a setup to fix
             self._outcomes["refused"].inc()
-            log.error("%s refused forwarded commands (%d): %s", address, response.status_code, response.text)
-            raise EngineUnavailable(f"the node serving this execution refused the call ({response.status_code}); "
-                                    "check that every node has the same cluster secret")
+            log.error("%s", exc)
+            raise EngineUnavailable(f"the node serving this execution refused the call: {exc}") from None
         try:
-            replies = decode_replies(response.content)
+            if status != OK:
+                raise MalformedMessage(body.decode(errors="replace"))
+            replies = decode_replies(body)
             if len(replies) != len(commands):
                 raise MalformedMessage(f"{len(replies)} replies to {len(commands)} commands")
         except MalformedMessage as exc:
-            raise EngineUnavailable(f"{address} answered something this node cannot read: {exc}") from None
+            raise EngineUnavailable(f"{address} and this node do not understand each other: {exc}") from None
         return replies, ""
 
     async def _refresh(self) -> None:

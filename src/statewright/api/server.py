@@ -23,7 +23,7 @@ from ..engine.limits import Limits
 from ..integrations.http import Connections
 from ..store import open_store
 from ..store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
-from . import cluster
+from . import channel, cluster
 from .app import App
 from .forwarding import Forwarder
 from .service import Service
@@ -125,7 +125,7 @@ def _reachable_host(host: str) -> str:
 
 def serve(config: ServerConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per forwarded call otherwise
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per membership poke otherwise
     address = config.advertise or f"http://{_reachable_host(config.host)}:{config.port}"
     try:
         connections = Connections(config.connections)
@@ -160,7 +160,8 @@ def serve(config: ServerConfig) -> int:
               f"{config.leases.renew_ms} ms)", flush=True)
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
-                                    lifespan="on", proxy_headers=False, server_header=False),
+                                    lifespan="on", proxy_headers=False, server_header=False,
+                                    ws_max_size=channel.MESSAGE_BYTES_MAX),
                      on_exit=lambda: _on_exit(service))
     try:
         server.run()
