@@ -190,6 +190,14 @@ async def w7(args: argparse.Namespace, work: Path, results: dict, table: Table) 
               target="< 11 s (one lease + 1 s)", verdict=run["failover_s"] < 11)
     table.add("W7 cluster", "SIGTERM of 1 of 3 nodes: every shard served again after, ms",
               f"{run['handover_s'] * 1000:.0f}", target="< 100 ms", verdict=run["handover_s"] < 0.1)
+    dispatch = run["dispatch"]
+    table.add("W7 cluster", f"dispatch p50 / p99 / max, tasks of other nodes' executions ({dispatch['rate_per_s']}/s, "
+              f"{dispatch['across_n']} tasks), ms",
+              f"{dispatch['across_p50_ms']:.1f} / {dispatch['across_p99_ms']:.1f} / {dispatch['across_max_ms']:.1f}",
+              target="p99 < 20 ms", verdict=dispatch["across_p99_ms"] < 20)
+    table.add("W7 cluster", f"dispatch p50 / p99 / max, tasks of the polled node's own executions "
+              f"({dispatch['local_n']} tasks), ms",
+              f"{dispatch['local_p50_ms']:.1f} / {dispatch['local_p99_ms']:.1f} / {dispatch['local_max_ms']:.1f}")
 
 
 async def w1_w5(args: argparse.Namespace, work: Path, results: dict, table: Table, peers: bool) -> None:

@@ -6,6 +6,9 @@
 - Failover: SIGKILL of one of three nodes; the time until every shard is served again (the target is one lease
   period plus a second), read from the survivors' ``statewright_shards_owned``.
 - Hand-over: SIGTERM of one of three nodes; the same time, which a graceful hand-over keeps to milliseconds.
+- Dispatch across nodes: workers long-poll one node only, executions of an activity Task are started at a moderate
+  rate over all three; the dispatch latency (ActivityScheduled to ActivityStarted, from histories) of the tasks whose
+  execution another node owns, beside those it owns itself.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from statewright.engine.core import shard_for
+
 from . import workloads
 from .client import Pool
 from .servers import Statewright, database_name
@@ -28,6 +33,8 @@ from .servers import Statewright, database_name
 CGROUP = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000
 SHARDS = 64
+DISPATCH_RATE_PER_S = 200  # moderate: a tenth of what one node dispatches at peak (W2)
+DISPATCH_SECONDS = 10
 
 
 class Node(Statewright):
@@ -128,6 +135,50 @@ async def chain_on(nodes: list[Node], n: int, concurrency: int) -> dict[str, Any
             pool.close()
 
 
+async def dispatch_across(nodes: list[Node], store: str, rate_per_s: float, seconds: float,
+                          workers: int) -> dict[str, Any]:
+    """Activity tasks started over every node, polled at the first only: dispatch latency by where they live."""
+    pools = [Pool(node.endpoint, 64) for node in nodes]
+    worker_pool = Pool(nodes[0].endpoint, workers * 2)
+    answered: list[float] = []
+    errors: list[str] = []
+    try:
+        activity = (await pools[0].call("CreateActivity", {"name": f"w7-{os.getpid()}"}))["activityArn"]
+        machine = await workloads.create_machine(pools[0], "w7d", workloads.activity_definition(activity))
+        polling = [asyncio.create_task(workloads.answer_tasks(worker_pool, activity, f"w{index}", answered, errors))
+                   for index in range(workers)]
+        try:
+            runs = await asyncio.gather(*(workloads.start_open_loop(
+                pool, machine, rate_per_s / len(pools), seconds, lambda index: f'{{"i": {index}}}', f"d{number}")
+                for number, pool in enumerate(pools)))
+            await workloads.wait_none_running(pools[0], machine, 120)
+        finally:
+            for task in polling:
+                task.cancel()
+            await asyncio.gather(*polling, return_exceptions=True)
+        with psycopg.connect(store, autocommit=True) as db:
+            owners = dict(db.execute("SELECT shard_id, owner FROM shards").fetchall())
+        prefix = machine.replace(":stateMachine:", ":execution:", 1)
+        latencies: dict[bool, list[float]] = {True: [], False: []}  # across nodes -> ms
+        for run in runs:
+            for name in run.sent:
+                arn = f"{prefix}:{name}"
+                history = await pools[0].call("GetExecutionHistory", {"executionArn": arn, "maxResults": 20})
+                times = {event["type"]: event["timestamp"] for event in history["events"]}
+                if "ActivityScheduled" in times and "ActivityStarted" in times:
+                    across = owners[shard_for(arn, SHARDS)] != nodes[0].endpoint
+                    latencies[across].append((times["ActivityStarted"] - times["ActivityScheduled"]) * 1000)
+    finally:
+        worker_pool.close()
+        for pool in pools:
+            pool.close()
+    return {"rate_per_s": rate_per_s, "workers": workers, "reply_errors": len(errors),
+            **{f"{where}_{stat}_ms": (workloads.percentile(values, fraction) if fraction else max(values, default=0))
+               for where, values in (("across", latencies[True]), ("local", latencies[False]))
+               for stat, fraction in (("p50", 0.5), ("p99", 0.99), ("max", None))},
+            "across_n": len(latencies[True]), "local_n": len(latencies[False])}
+
+
 async def w7(work: Path, postgres: str, n: int, concurrency: int, quota: float) -> dict[str, Any]:
     results: dict[str, Any] = {"quota": quota, "scale_out": []}
     for count in (1, 2, 3):
@@ -148,4 +199,11 @@ async def w7(work: Path, postgres: str, n: int, concurrency: int, quota: float) 
         finally:
             stop_nodes(nodes)
             drop_database(postgres, name)
+    name, store = fresh_database(postgres, "w7-dispatch")
+    nodes = start_nodes(work, store, 3, None)
+    try:
+        results["dispatch"] = await dispatch_across(nodes, store, DISPATCH_RATE_PER_S, DISPATCH_SECONDS, 16)
+    finally:
+        stop_nodes(nodes)
+        drop_database(postgres, name)
     return results

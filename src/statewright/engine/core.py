@@ -79,6 +79,7 @@ class _Batch:
     replies: list[tuple[Reply, object, int]] = field(default_factory=list)
     fired: dict[int, tuple[str, str, int, int]] = field(default_factory=dict)  # write index -> the timer it fired
     fetched: dict[str, ExecutionState | None] = field(default_factory=dict)  # read by the prefetch (None: new)
+    unread: dict[str, StoreUnavailable] = field(default_factory=dict)  # the prefetch failed: each fails alike
     # (transfer, its stage's replies, first write index, end write index): goes on only if those writes land
     transfers: list[tuple[_Transfer, list[object], int, int]] = field(default_factory=list)
     group: int = 0  # the write group being staged (0: none): a transfer stage, or a start with its result
@@ -698,7 +699,8 @@ class Engine:
             return
         try:
             found = self.store.load_executions(wanted)
-        except StoreUnavailable:  # each command meets the failure again when it loads on its own
+        except StoreUnavailable as exc:  # as if each had failed to load: their commands fail and come again
+            batch.unread = dict.fromkeys(wanted, exc)
             return
         for arn in wanted:
             blob = found.get(arn)
@@ -711,6 +713,8 @@ class Engine:
             return state
         if batch is not None and arn in batch.fetched:
             return batch.fetched[arn]
+        if batch is not None and arn in batch.unread:
+            raise batch.unread[arn]
         blob = self.store.load_execution(arn)
         return None if blob is None else self._keep(ExecutionState.from_blob(blob))
 

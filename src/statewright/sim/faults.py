@@ -126,6 +126,10 @@ class FaultyStore(Store):
         self._maybe_busy()
         return self.inner.load_execution(arn)
 
+    def load_executions(self, arns: Sequence[str]) -> dict[str, bytes]:
+        self._maybe_busy()
+        return self.inner.load_executions(arns)
+
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
                    after_key: tuple[str, str] | None = None) -> list[TimerRow]:
         self._maybe_busy()

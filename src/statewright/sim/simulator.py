@@ -430,12 +430,14 @@ class _Run:
         node = self.rng.choice(self.nodes)
         if not node.up(self.now_ms):
             return
-        if faults.fire("node-paused", rate):  # a GC pause, a stopped VM: past its lease, then it goes on
+        # One fault at most per chance, each as likely as the others (a chain of draws would starve the last).
+        fault = self.rng.choice(("node-paused", "store-cut-off", "node-leaves"))
+        if fault == "node-paused" and faults.fire(fault, rate * 3):  # a GC pause, a stopped VM: past its lease
             node.paused_until_ms = self.now_ms + self.rng.randint(LEASES.lease_ms, 3 * LEASES.lease_ms)
             node.paused_at_ms = self.now_ms
-        elif faults.fire("store-cut-off", rate):
+        elif fault == "store-cut-off" and faults.fire(fault, rate * 3):
             node.cut_off_until_ms = self.now_ms + self.rng.randint(500, 2 * LEASES.lease_ms)  # often within a lease
-        elif faults.fire("node-leaves", rate) and node.membership is not None:  # SIGTERM, back after a while
+        elif fault == "node-leaves" and faults.fire(fault, rate * 3) and node.membership is not None:  # SIGTERM
             try:
                 node.leaving = node.membership.leave()
             except StoreUnavailable:
