@@ -1,23 +1,11 @@
 """The AWS JSON 1.0 protocol edges: bad bodies, unknown operations, wrong types, oversized payloads."""
 
 import json
-import urllib.error
-import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
-
-def raw_call(server, target: str | None, body: bytes, method: str = "POST") -> tuple[int, dict]:
-    headers = {"Content-Type": "application/x-amz-json-1.0"}
-    if target:
-        headers["X-Amz-Target"] = target
-    request = urllib.request.Request(server.endpoint + "/", data=body, headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(request) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+from server import raw_call
 
 
 def test_malformed_json_is_a_serialization_error(server):

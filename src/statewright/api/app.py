@@ -99,7 +99,7 @@ class App:
             params = orjson.loads(body) if body.strip() else {}
         except orjson.JSONDecodeError as exc:
             raise AwsError("SerializationException", f"The request body is not valid JSON: {exc}") from None
-        validate_request(operation, params)
+        params = validate_request(operation, params)
         try:
             result = function(self.service, params, self._scope(headers))
             if inspect.isawaitable(result):
