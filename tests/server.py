@@ -87,7 +87,7 @@ class ServerProcess:
         return boto3.client(
             "stepfunctions", endpoint_url=self.endpoint, region_name=region, aws_access_key_id="test",
             aws_secret_access_key="test",
-            config=Config(retries={"max_attempts": 0}, inject_host_prefix=False, **config))
+            config=Config(**{"retries": {"max_attempts": 0}, "inject_host_prefix": False, **config}))
 
 
 def wait_closed(client, execution_arn: str, deadline_s: float = 30) -> dict:

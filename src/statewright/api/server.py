@@ -27,6 +27,7 @@ from . import cluster
 from .app import App
 from .forwarding import Forwarder
 from .service import Service
+from .transport import HttpLimits, protocol_class
 
 log = logging.getLogger("statewright")
 
@@ -47,6 +48,7 @@ class ServerConfig:
     cluster_secret: str | None = None
     advertise: str | None = None
     leases: LeaseSettings = field(default_factory=LeaseSettings)
+    http: HttpLimits = field(default_factory=HttpLimits)  # connection timeouts and the connection limit
 
 
 class DataDirInUse(Exception):
@@ -160,7 +162,9 @@ def serve(config: ServerConfig) -> int:
               f"{config.leases.renew_ms} ms)", flush=True)
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
-                                    lifespan="on", proxy_headers=False, server_header=False),
+                                    lifespan="on", proxy_headers=False, server_header=False,
+                                    http=protocol_class(config.http),
+                                    timeout_keep_alive=config.http.keep_alive_ms / 1000),
                      on_exit=lambda: _on_exit(service))
     try:
         server.run()
