@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import boto3
@@ -20,6 +23,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def raw_call(server: ServerProcess, target: str | None, body: bytes | None, method: str = "POST",
+             headers: dict[str, str] | None = None) -> tuple[int, dict]:
+    """One request as bytes on the wire, past boto3's own checks; (status, parsed JSON body)."""
+    sent = {"Content-Type": "application/x-amz-json-1.0", **(headers or {})}
+    if target:
+        sent["X-Amz-Target"] = target
+    request = urllib.request.Request(server.endpoint + "/", data=body, headers=sent, method=method)
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
 
 
 class ServerProcess:
@@ -70,7 +87,7 @@ class ServerProcess:
         return boto3.client(
             "stepfunctions", endpoint_url=self.endpoint, region_name=region, aws_access_key_id="test",
             aws_secret_access_key="test",
-            config=Config(retries={"max_attempts": 0}, inject_host_prefix=False, **config))
+            config=Config(**{"retries": {"max_attempts": 0}, "inject_host_prefix": False, **config}))
 
 
 def wait_closed(client, execution_arn: str, deadline_s: float = 30) -> dict:

@@ -801,6 +801,16 @@ class StoreContract(DispatchAndActivityContract):
         assert store.get_state_machine(fresh.arn) == fresh
         assert store.list_tags(fresh.arn) == {}
 
+    def test_a_new_resource_is_tagged_in_its_create_and_an_existing_one_is_not(self, store: Store) -> None:
+        machine = machine_record("orders")
+        assert store.create_state_machine(machine, {"team": "payments"}) == machine
+        assert store.create_state_machine(machine_record("orders", revision="rev-2"), {"team": "other"}) == machine
+        assert store.list_tags(machine.arn) == {"team": "payments"}
+        activity = ActivityRecord(f"arn:aws:states:us-east-1:{ACCOUNT}:activity:work", "work", 5)
+        assert store.create_activity(activity, {"team": "payments"}) == activity
+        store.create_activity(ActivityRecord(activity.arn, "work", 9), {"team": "other", "env": "dev"})
+        assert store.list_tags(activity.arn) == {"team": "payments"}
+
     def test_list_state_machines_sorted_by_name(self, store: Store) -> None:
         names = ["delta", "alpha", "charlie", "bravo", "echo"]
         for name in names:

@@ -1,23 +1,11 @@
 """The AWS JSON 1.0 protocol edges: bad bodies, unknown operations, wrong types, oversized payloads."""
 
 import json
-import urllib.error
-import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
-
-def raw_call(server, target: str | None, body: bytes, method: str = "POST") -> tuple[int, dict]:
-    headers = {"Content-Type": "application/x-amz-json-1.0"}
-    if target:
-        headers["X-Amz-Target"] = target
-    request = urllib.request.Request(server.endpoint + "/", data=body, headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(request) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+from server import raw_call
 
 
 def test_malformed_json_is_a_serialization_error(server):
@@ -98,3 +86,23 @@ def test_a_much_larger_body_still_gets_a_readable_413(server):
     status, body = raw_call(server, "AWSStepFunctions.StartExecution", b"{" + b" " * (12 * 1024 * 1024) + b"}")
     assert status == 413
     assert body["__type"].endswith("#ValidationException")
+
+
+def signed_for(region: str) -> dict[str, str]:
+    return {"Authorization": f"AWS4-HMAC-SHA256 Credential=AKID/20250101/{region}/states/aws4_request, "
+                             "SignedHeaders=host;x-amz-date, Signature=0"}
+
+
+@pytest.mark.parametrize("region", ["x:activity:y", "a" * 3000, "", "US-EAST-1", "us-east", "us_east_1", "local"])
+def test_a_signature_scoped_to_no_valid_region_is_refused(server, region):
+    status, body = raw_call(server, "AWSStepFunctions.CreateActivity", b'{"name": "victim"}',
+                            headers=signed_for(region))
+    assert status == 400
+    assert body["__type"].endswith("#InvalidSignatureException")
+    assert body["message"] == f"Credential should be scoped to a valid region, not '{region[:64]}'."
+
+
+@pytest.mark.parametrize("region", ["us-gov-west-1", "ap-southeast-5", "cn-north-1", "il-central-1"])
+def test_a_signature_scoped_to_a_region_name_is_served_there(server, region):
+    status, body = raw_call(server, "AWSStepFunctions.ListActivities", b"{}", headers=signed_for(region))
+    assert (status, body) == (200, {"activities": []})

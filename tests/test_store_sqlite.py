@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from statewright.store.base import SchemaTooNew, Store
+from statewright.store.base import ActivityRecord, SchemaTooNew, Store, StoreUnavailable
 from statewright.store.sqlite import SCHEMA_VERSION, SqliteStore
 from store_contract import ACTIVITY, StoreContract, committed, execution_arn, task, write
 
@@ -105,3 +105,33 @@ def test_a_version_1_file_gets_its_tasks_filed_under_their_activity(tmp_path: Pa
         assert store.claim_activity_task(ACTIVITY, 1_000, 2_000) is None
     finally:
         store.close()
+
+
+def test_a_server_whose_shards_another_took_writes_no_metadata(tmp_path: Path) -> None:
+    first, second = SqliteStore(tmp_path / "db", 2), SqliteStore(tmp_path / "db", 2)
+    try:
+        for shard in range(2):
+            first.acquire_shard(shard, "first", 60_000)  # the only server on the file: no lease
+        first.tag_resource(ACTIVITY, {"team": "a"})
+        second.acquire_shard(1, "second", 60_000)
+        with pytest.raises(StoreUnavailable, match="another statewright server took over"):
+            first.tag_resource(ACTIVITY, {"team": "b"})
+        with pytest.raises(StoreUnavailable):
+            first.create_activity(ActivityRecord(ACTIVITY + "-late", "late", 0))
+        assert second.list_tags(ACTIVITY) == {"team": "a"}
+        assert second.get_activity(ACTIVITY + "-late") is None
+    finally:
+        first.close()
+        second.close()
+
+
+def test_shards_held_by_lease_move_without_fencing_metadata_writes(tmp_path: Path) -> None:
+    first, second = SqliteStore(tmp_path / "db", 2), SqliteStore(tmp_path / "db", 2)
+    try:
+        first.acquire_shard(0, "first", 1_000, now_ms=0)
+        second.acquire_shard(0, "second", 3_000, now_ms=2_000)  # the lease ran out: a cluster's hand-over
+        first.tag_resource(ACTIVITY, {"team": "a"})
+        assert second.list_tags(ACTIVITY) == {"team": "a"}
+    finally:
+        first.close()
+        second.close()

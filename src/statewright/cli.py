@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from .api.server import ServerConfig, serve
+from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
 from .engine.tokens import TaskTokens
 from .sim.faults import ALL_FAULTS
@@ -60,6 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--activity-backlog-tasks-max", type=_positive, default=limits.activity_backlog_tasks_max,
                      metavar="N", help="activity tasks held in memory for workers, all activities together; more "
                                        f"wait in the database (default {limits.activity_backlog_tasks_max})")
+    http = defaults.http
+    run.add_argument("--connections-max", type=_positive, default=http.connections_max, metavar="N",
+                     help="HTTP connections open at once; a connection past them is closed as it is accepted "
+                          f"(default {http.connections_max})")
+    run.add_argument("--keep-alive-ms", type=_positive, default=http.keep_alive_ms, metavar="MS",
+                     help=f"an idle kept-alive connection is closed after this (default {http.keep_alive_ms})")
+    run.add_argument("--request-head-timeout-ms", type=_positive, default=http.request_head_timeout_ms,
+                     metavar="MS", help="a connection whose request line and headers have not all arrived this "
+                                        f"long after it opened (or its request began) is closed "
+                                        f"(default {http.request_head_timeout_ms})")
     keys = commands.add_parser(
         "keys", help="list or rotate the keys that sign task tokens",
         description="Task tokens are signed with the newest key; every listed key still verifies. Rotate, restart "
@@ -108,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     tuned = dataclasses.replace(limits, inbox_commands_max=args.inbox_commands_max,
                                 http_calls_concurrent_max=args.http_calls_concurrent_max,
                                 activity_backlog_tasks_max=args.activity_backlog_tasks_max)
+    http = HttpLimits(args.keep_alive_ms, args.request_head_timeout_ms, args.connections_max)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
-                              args.connections, tuned, args.store, secret, args.advertise, leases))
+                              args.connections, tuned, args.store, secret, args.advertise, leases, http))
 
 
 def _positive(text: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..asl.jsonio import dumps, loads
+from ..asl.jsonio import dumps
 from ..engine import commands
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.tokens import InvalidToken, TokenClaims
@@ -12,7 +12,9 @@ from ..store.base import ActivityRecord
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn
+from .payloads import parse_json
 from .service import ACTIVITY, Service, handler, seconds
+from .tags import tag_map
 
 POLL_SECONDS = 60
 
@@ -31,18 +33,10 @@ async def _activity(service: Service, arn: str) -> ActivityRecord:
 async def create_activity(service: Service, params: dict, scope: Scope) -> dict:
     name = params["name"]
     arns.check_name(name)
-    record = await service.store_call(_create, service, ActivityRecord(scope.arn(f"activity:{name}"), name,
-                                                                       service.clock()), params.get("tags"))
+    record = await service.store_call(service.store.create_activity, ActivityRecord(
+        scope.arn(f"activity:{name}"), name, service.clock()), tag_map(params.get("tags", [])))
     await service.changed(ACTIVITY, record.arn)
     return {"activityArn": record.arn, "creationDate": seconds(record.created_ms)}
-
-
-def _create(service: Service, record: ActivityRecord, tags: list[dict] | None) -> ActivityRecord:
-    """On a store thread: create the activity (or find the one that exists) and tag it."""
-    stored = service.store.create_activity(record)
-    if tags:
-        service.store.tag_resource(stored.arn, {tag["key"]: tag.get("value", "") for tag in tags})
-    return stored
 
 
 @handler("DescribeActivity")
@@ -101,10 +95,7 @@ async def _reply(service: Service, token: str, make: Callable[[TokenClaims], com
 @handler("SendTaskSuccess")
 async def send_task_success(service: Service, params: dict, scope: Scope) -> dict:
     output = params["output"]
-    try:
-        loads(output)
-    except ValueError as exc:
-        raise AwsError("InvalidOutput", f"Invalid Output: '{exc}'") from None
+    parse_json(output, "InvalidOutput", "Invalid Output")
     return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(
         claims.execution_arn, claims.scheduled_id, AttemptSucceeded(output)))
 

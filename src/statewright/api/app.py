@@ -34,7 +34,9 @@ MAX_BODY_BYTES = 2 * 1024 * 1024  # the largest legal request (a 1 MiB definitio
 DRAIN_BODY_BYTES = 64 * 1024 * 1024  # an oversized body is read (and dropped) up to this, so the client hears 413
 _TARGET_PREFIX = "AWSStepFunctions."
 _LONG_POLLS = frozenset({"GetActivityTask"})
-_REGION = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/")
+_CREDENTIAL_REGION = re.compile(r"Credential=[^/,]*/[^/,]*/([^/,]*)/")  # AKID/date/REGION/service/aws4_request
+# Region names as AWS forms them (us-east-1, us-gov-west-1, ap-southeast-5): a region becomes part of every ARN.
+_REGION_NAME = re.compile(r"[a-z]{2}(?:-[a-z]{1,12}){1,3}-\d{1,2}")
 _JSON_HEADERS = [(b"content-type", b"application/x-amz-json-1.0")]
 
 
@@ -94,6 +96,7 @@ class App:
             raise AwsError("UnknownOperationException", "Send AWS JSON 1.0 requests as HTTP POST to /", 404)
         headers = dict(scope["headers"])
         body = await _read_body(receive)
+        where = self._scope(headers)  # the signature is checked first, as AWS does
         target = headers.get(b"x-amz-target", b"").decode("latin-1")
         operation = target.removeprefix(_TARGET_PREFIX)
         if not target.startswith(_TARGET_PREFIX) or operation not in self.known_operations:
@@ -105,9 +108,9 @@ class App:
             params = orjson.loads(body) if body.strip() else {}
         except orjson.JSONDecodeError as exc:
             raise AwsError("SerializationException", f"The request body is not valid JSON: {exc}") from None
-        validate_request(operation, params)
+        params = validate_request(operation, params)
         try:
-            result = function(self.service, params, self._scope(headers))
+            result = function(self.service, params, where)
             if inspect.isawaitable(result):
                 result = await (_unless_disconnected(result, receive) if operation in _LONG_POLLS else result)
         except InboxFull:  # the engine holds all the commands it may: the caller backs off and retries
@@ -115,8 +118,15 @@ class App:
         return result
 
     def _scope(self, headers: dict[bytes, bytes]) -> Scope:
-        match = _REGION.search(headers.get(b"authorization", b"").decode("latin-1"))
-        return Scope(match.group(1) if match else self.default_region, self.service.account_id)
+        """Where the request acts: the region it was signed for (the default if unsigned) and our account."""
+        match = _CREDENTIAL_REGION.search(headers.get(b"authorization", b"").decode("latin-1"))
+        if match is None:
+            return Scope(self.default_region, self.service.account_id)
+        region = match.group(1)
+        if not _REGION_NAME.fullmatch(region):
+            raise AwsError("InvalidSignatureException",
+                           f"Credential should be scoped to a valid region, not '{region[:64]}'.")
+        return Scope(region, self.service.account_id)
 
 
 def _request_ids() -> Iterator[str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 _PREFIX = "com.amazonaws.swf.service.v2.model#"
 _PREFIXES = {"ValidationException": "com.amazon.coral.validate#",
-             "ThrottlingException": "com.amazon.coral.availability#"}
+             "ThrottlingException": "com.amazon.coral.availability#",
+             "InvalidSignatureException": "com.amazon.coral.service#"}
 
 
 class AwsError(Exception):

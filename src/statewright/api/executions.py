@@ -6,7 +6,6 @@ import uuid
 from typing import Any
 
 from ..asl.definition import InvalidDefinition
-from ..asl.jsonio import loads
 from ..engine import commands
 from ..engine.execution import RUNNING, SUCCEEDED, ExecutionState
 from ..engine.test_state import outcome_of, start_test
@@ -15,6 +14,7 @@ from ..store.base import Page, StateMachineRecord
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, execution_does_not_exist, state_machine_does_not_exist
+from .payloads import parse_json
 from .service import Service, handler, seconds
 
 _DATA_KEYS = ("input", "inputDetails", "output", "outputDetails")
@@ -31,10 +31,7 @@ async def _load(service: Service, arn: str) -> ExecutionState:
 def _check_input(text: str) -> None:
     if not text.strip():
         raise AwsError("InvalidExecutionInput", "Invalid State Machine Execution Input: 'Invalid execution input.'")
-    try:
-        loads(text)
-    except ValueError as exc:
-        raise AwsError("InvalidExecutionInput", f"Invalid State Machine Execution Input: '{exc}'") from None
+    parse_json(text, "InvalidExecutionInput", "Invalid State Machine Execution Input")
 
 
 @handler("StartExecution")
@@ -187,10 +184,8 @@ def _revision_and_machine(service: Service, execution: ExecutionState) -> tuple[
 async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     text = params.get("input", "{}")
     _check_input(text)
-    try:
-        variables = loads(params["variables"]) if params.get("variables") else {}
-    except ValueError as exc:
-        raise AwsError("InvalidExecutionInput", f"Invalid variables: '{exc}'") from None
+    variables = parse_json(params["variables"], "InvalidExecutionInput", "Invalid variables") if params.get(
+        "variables") else {}
     if not isinstance(variables, dict):
         raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
     machine_arn = scope.state_machine_arn("TestStateMachine")

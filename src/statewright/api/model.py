@@ -2,7 +2,8 @@
 
 The model is the exact list of operations, members, types and length limits AWS enforces, so checking requests
 against it gives the same ValidationException a client would get from AWS, for every operation, without
-restating the limits here.
+restating the limits here. A member given as JSON ``null`` is read as absent, as AWS's JSON protocol reads it, so
+handlers never see a None where the model promises a type.
 """
 
 from __future__ import annotations
@@ -24,28 +25,31 @@ def operation_names() -> set[str]:
     return set(service_model()["operations"])
 
 
-def validate_request(operation: str, params: Any) -> None:
-    """Raise ValidationException (or SerializationException for wrong JSON types) if ``params`` break the model."""
+def validate_request(operation: str, params: Any) -> dict[str, Any]:
+    """``params`` without their null members; raises ValidationException (or SerializationException for wrong
+    JSON types) if they break the model."""
     model = service_model()
     shape_name = model["operations"][operation].get("input", {}).get("shape")
     if shape_name is None:
-        return
+        return {}
     if not isinstance(params, dict):
         raise AwsError("SerializationException", "The request body must be a JSON object")
-    _check(model["shapes"], model["shapes"][shape_name], params, "")
+    return _check(model["shapes"], model["shapes"][shape_name], params, "")
 
 
-def _check(shapes: dict, shape: dict, value: Any, where: str) -> None:
+def _check(shapes: dict, shape: dict, value: Any, where: str) -> Any:
+    """``value`` checked against ``shape``: the same value, its structures without null members."""
     kind = shape["type"]
     if kind == "structure":
         if not isinstance(value, dict):
             raise _wrong_type(where, "an object")
+        inner = f"{where}." if where else ""
         for member in shape.get("required", []):
             if value.get(member) is None:
-                raise validation(f"Value null at '{member}' failed to satisfy constraint: Member must not be null")
-        for member, spec in shape["members"].items():
-            if value.get(member) is not None:
-                _check(shapes, shapes[spec["shape"]], value[member], member)
+                raise _null(inner + member)
+        # Members outside the model are dropped too: AWS ignores them, and no handler may read one unchecked.
+        return {member: _check(shapes, shapes[spec["shape"]], value[member], inner + member)
+                for member, spec in shape["members"].items() if value.get(member) is not None}
     elif kind == "string":
         if not isinstance(value, str):
             raise _wrong_type(where, "a string")
@@ -80,13 +84,25 @@ def _check(shapes: dict, shape: dict, value: Any, where: str) -> None:
         if len(value) > shape.get("max", 1 << 31):
             raise validation(f"Value at '{where}' failed to satisfy constraint: Member must have length less than "
                              f"or equal to {shape['max']}")
+        items = []
         for i, item in enumerate(value):
-            _check(shapes, shapes[shape["member"]["shape"]], item, f"{where}.{i + 1}.member")
+            if item is None:
+                raise _null(f"{where}.{i + 1}.member")
+            items.append(_check(shapes, shapes[shape["member"]["shape"]], item, f"{where}.{i + 1}.member"))
+        return items
     elif kind == "map":
         if not isinstance(value, dict):
             raise _wrong_type(where, "an object")
+    elif kind == "float":
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise _wrong_type(where, "a number")
     elif kind == "timestamp" and (not isinstance(value, int | float | str) or isinstance(value, bool)):
         raise _wrong_type(where, "a timestamp")
+    return value
+
+
+def _null(where: str) -> AwsError:
+    return validation(f"Value null at '{where}' failed to satisfy constraint: Member must not be null")
 
 
 def _wrong_type(where: str, expected: str) -> AwsError:

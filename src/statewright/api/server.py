@@ -7,6 +7,7 @@ import fcntl
 import logging
 import os
 import socket
+import sqlite3
 import sys
 import threading
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from . import channel, cluster
 from .app import App
 from .forwarding import Forwarder
 from .service import Service
+from .transport import HttpLimits, protocol_class
 
 log = logging.getLogger("statewright")
 
@@ -47,10 +49,19 @@ class ServerConfig:
     cluster_secret: str | None = None
     advertise: str | None = None
     leases: LeaseSettings = field(default_factory=LeaseSettings)
+    http: HttpLimits = field(default_factory=HttpLimits)  # connection timeouts and the connection limit
 
 
 class DataDirInUse(Exception):
     pass
+
+
+class DataDirUnusable(Exception):
+    """The data directory cannot be created or written."""
+
+    def __init__(self, data_dir: Path, reason: str) -> None:
+        super().__init__(f"cannot keep data in {data_dir} ({reason}); pass --data-dir a directory this process can "
+                         f"write, or --store a PostgreSQL URL")
 
 
 def _lock_data_dir(data_dir: Path) -> int:
@@ -90,10 +101,16 @@ def _open(config: ServerConfig, address: str) -> tuple[Store, int | None, str]:
         store = open_store(config.store, config.shards, address)
         return store, None, f"{store.location} ({store.shard_count()} shards, PostgreSQL)"
     data_dir = config.data_dir.expanduser().resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    lock = _lock_data_dir(data_dir)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        lock = _lock_data_dir(data_dir)
+    except OSError as exc:  # read-only, not a directory, no permission: say so, and what to do
+        raise DataDirUnusable(data_dir, exc.strerror or str(exc)) from None
     try:
         store = open_store(data_dir / "statewright.db", config.shards)
+    except sqlite3.Error as exc:  # e.g. a read-only database file in a writable directory
+        os.close(lock)
+        raise DataDirUnusable(data_dir, str(exc)) from None
     except BaseException:
         os.close(lock)
         raise
@@ -130,7 +147,8 @@ def serve(config: ServerConfig) -> int:
     try:
         connections = Connections(config.connections)
         store, lock, where = _open(config, address)
-    except (DataDirInUse, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError, OSError) as exc:
+    except (DataDirInUse, DataDirUnusable, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError,
+            OSError) as exc:
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
     engine = Engine(store, node_id=address, limits=config.limits)
@@ -161,6 +179,8 @@ def serve(config: ServerConfig) -> int:
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
                                     lifespan="on", proxy_headers=False, server_header=False,
+                                    http=protocol_class(config.http),
+                                    timeout_keep_alive=config.http.keep_alive_ms / 1000,
                                     ws_max_size=channel.MESSAGE_BYTES_MAX),
                      on_exit=lambda: _on_exit(service))
     try:

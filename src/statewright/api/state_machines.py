@@ -11,6 +11,7 @@ from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn, state_machine_does_not_exist
 from .service import STATE_MACHINE, Service, handler, seconds
+from .tags import tag_map
 
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 _DEFAULT_LOGGING = {"level": "OFF", "includeExecutionData": False}
@@ -61,19 +62,11 @@ async def create_state_machine(service: Service, params: dict, scope: Scope) -> 
         tracing_configuration=params.get("tracingConfiguration") or _DEFAULT_TRACING,
         description=params.get("versionDescription", ""),
     )
-    stored = await service.store_call(_create, service, record, params.get("tags", []))
+    stored = await service.store_call(service.store.create_state_machine, record, tag_map(params.get("tags", [])))
     await service.changed(STATE_MACHINE, record.arn)  # every node's cache may hold "no such machine"
     if stored is not record and not _same_request(stored, record):
         raise AwsError("StateMachineAlreadyExists", f"State Machine Already Exists: '{record.arn}'")
     return {"stateMachineArn": stored.arn, "creationDate": seconds(stored.created_ms)}
-
-
-def _create(service: Service, record: StateMachineRecord, tags: list[dict]) -> StateMachineRecord:
-    """On a store thread: create the record (or find the one that exists) and tag it if it is new."""
-    stored = service.store.create_state_machine(record)
-    if stored is record:
-        _tag(service, record.arn, tags)
-    return stored
 
 
 def _same_request(a: StateMachineRecord, b: StateMachineRecord) -> bool:
@@ -169,11 +162,6 @@ def validate_state_machine_definition(service: Service, params: dict, scope: Sco
 # -- tags (the store calls run on a store thread, each operation in one hop)
 
 
-def _tag(service: Service, arn: str, tags: list[dict]) -> None:
-    if tags:
-        service.store.tag_resource(arn, {tag["key"]: tag.get("value", "") for tag in tags})
-
-
 def _tagged_resource(service: Service, arn: str) -> str:
     """A state machine or an activity: the resources AWS lets you tag."""
     if service.store.get_state_machine(arn) is None and service.store.get_activity(arn) is None:
@@ -183,8 +171,8 @@ def _tagged_resource(service: Service, arn: str) -> str:
     return arn
 
 
-def _tag_resource(service: Service, arn: str, tags: list[dict]) -> None:
-    _tag(service, _tagged_resource(service, arn), tags)
+def _tag_resource(service: Service, arn: str, tags: dict[str, str]) -> None:
+    service.store.tag_resource(_tagged_resource(service, arn), tags)
 
 
 def _untag_resource(service: Service, arn: str, keys: list[str]) -> None:
@@ -197,7 +185,7 @@ def _list_tags(service: Service, arn: str) -> dict[str, str]:
 
 @handler("TagResource")
 async def tag_resource(service: Service, params: dict, scope: Scope) -> dict:
-    await service.store_call(_tag_resource, service, params["resourceArn"], params["tags"])
+    await service.store_call(_tag_resource, service, params["resourceArn"], tag_map(params["tags"]))
     return {}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,11 @@ def load_json(text: str) -> tuple[Any, dict[int, list[str]]]:
         token = str(exc)
         detail = f"Non-standard token '{token}': enable `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow"
         raise InvalidDefinition([json_problem(text, detail, max(text.find(token), 0), len(token))]) from None
+    except ValueError:  # an integer longer than int's digit limit (Jackson, AWS's parser, also caps a number)
+        digits = max(re.finditer(r"\d+", text), key=lambda run: len(run.group()))
+        detail = (f"Number value length ({len(digits.group())}) exceeds the maximum allowed "
+                  f"({sys.get_int_max_str_digits()})")
+        raise InvalidDefinition([json_problem(text, detail, digits.start(), len(digits.group()))]) from None
     except RecursionError:
         raise InvalidDefinition([Diagnostic(TOO_DEEPLY_NESTED, "The states are too deeply nested")]) from None
 

@@ -197,8 +197,8 @@ class FaultyStore(Store):
     def read_history(self, *args: Any) -> Any:
         return self.inner.read_history(*args)
 
-    def create_activity(self, record: Any) -> Any:
-        return self.inner.create_activity(record)
+    def create_activity(self, record: Any, tags: Any = None) -> Any:
+        return self.inner.create_activity(record, tags)
 
     def get_activity(self, arn: str) -> Any:
         return self.inner.get_activity(arn)
@@ -218,8 +218,8 @@ class FaultyStore(Store):
     def put_setting(self, key: str, value: str) -> None:
         self.inner.put_setting(key, value)
 
-    def create_state_machine(self, record: Any) -> Any:
-        return self.inner.create_state_machine(record)
+    def create_state_machine(self, record: Any, tags: Any = None) -> Any:
+        return self.inner.create_state_machine(record, tags)
 
     def get_state_machine(self, arn: str) -> Any:
         self._maybe_busy()

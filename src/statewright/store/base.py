@@ -280,8 +280,9 @@ class Store(ABC):
 
     # -- activities
     @abstractmethod
-    def create_activity(self, record: ActivityRecord) -> ActivityRecord:
-        """Insert, or return the existing record of that ARN unchanged."""
+    def create_activity(self, record: ActivityRecord, tags: Mapping[str, str] | None = None) -> ActivityRecord:
+        """Insert, with its ``tags`` in the same transaction, or return the existing record of that ARN unchanged
+        (and untagged by this call)."""
 
     @abstractmethod
     def get_activity(self, arn: str) -> ActivityRecord | None: ...
@@ -306,8 +307,10 @@ class Store(ABC):
 
     # -- state machines
     @abstractmethod
-    def create_state_machine(self, record: StateMachineRecord) -> StateMachineRecord:
-        """Insert, or return the existing record of that ARN unchanged."""
+    def create_state_machine(self, record: StateMachineRecord,
+                             tags: Mapping[str, str] | None = None) -> StateMachineRecord:
+        """Insert, with its ``tags`` in the same transaction, or return the existing record of that ARN unchanged
+        (and untagged by this call)."""
 
     @abstractmethod
     def get_state_machine(self, arn: str) -> StateMachineRecord | None: ...

@@ -540,9 +540,12 @@ class PostgresStore(Store):
 
     # -- activities
 
-    def create_activity(self, record: ActivityRecord) -> ActivityRecord:
-        self._execute("INSERT INTO activities VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                      (record.arn, record.name, record.created_ms))
+    def create_activity(self, record: ActivityRecord, tags: Mapping[str, str] | None = None) -> ActivityRecord:
+        with self._transaction() as db:
+            if db.execute("INSERT INTO activities VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                          (record.arn, record.name, record.created_ms)).rowcount:
+                _insert_tags(db, record.arn, tags)
+                return record
         return self.get_activity(record.arn)
 
     def get_activity(self, arn: str) -> ActivityRecord | None:
@@ -576,12 +579,14 @@ class PostgresStore(Store):
 
     # -- state machines
 
-    def create_state_machine(self, record: StateMachineRecord) -> StateMachineRecord:
+    def create_state_machine(self, record: StateMachineRecord,
+                             tags: Mapping[str, str] | None = None) -> StateMachineRecord:
         with self._transaction() as db:
             inserted = db.execute("INSERT INTO state_machines VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                                   (record.arn, record.name, record_blob(record))).rowcount
             if inserted:
                 db.execute(_INSERT_REVISION, (record.arn, record.revision_id, record.definition, record.role_arn))
+                _insert_tags(db, record.arn, tags)
                 return record
         return self.get_state_machine(record.arn)
 
@@ -616,10 +621,8 @@ class PostgresStore(Store):
     # -- tags
 
     def tag_resource(self, arn: str, tags: Mapping[str, str]) -> None:
-        if tags:
-            self._execute("INSERT INTO tags SELECT %s, * FROM unnest(%s::text[], %s::text[]) ON CONFLICT "
-                          "(resource_arn, key) DO UPDATE SET value = EXCLUDED.value",
-                          (arn, list(tags), list(tags.values())))
+        with _unavailable():
+            _insert_tags(self._db(), arn, tags)
 
     def untag_resource(self, arn: str, keys: Sequence[str]) -> None:
         if keys:
@@ -670,6 +673,12 @@ def _schema_version(db: psycopg.Connection) -> int:
         return 0
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return int(row[0]) if row else 0
+
+
+def _insert_tags(db: psycopg.Connection, arn: str, tags: Mapping[str, str] | None) -> None:
+    if tags:
+        db.execute("INSERT INTO tags SELECT %s, * FROM unnest(%s::text[], %s::text[]) ON CONFLICT "
+                   "(resource_arn, key) DO UPDATE SET value = EXCLUDED.value", (arn, list(tags), list(tags.values())))
 
 
 def _lock_in_order(db: psycopg.Connection, shards: list[int]) -> None:

@@ -88,6 +88,7 @@ class SqliteStore(Store):
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._outbox_seqs: dict[int, int] = {}
+        self._exclusive_range_ids: dict[int, int] = {}  # shards taken without a lease, by the only server on the file
         try:
             self._initialize(shard_count)
         except BaseException:
@@ -138,10 +139,25 @@ class SqliteStore(Store):
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            with suppress(sqlite3.Error):  # a failed COMMIT (disk full) leaves the transaction open: end it
+                db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
+
+    @contextmanager
+    def _metadata_write(self) -> Iterator[sqlite3.Connection]:
+        """A transaction writing state machines, activities, tags or settings. A database that cannot write (disk
+        full) raises StoreUnavailable, nothing written. Once another process has taken the shards this store took
+        as the only server on the file, it writes nothing more: the check the engine's commits make, on the same
+        range ids."""
+        with _unavailable(), self._transaction() as db:
+            if self._exclusive_range_ids:
+                current = dict(db.execute("SELECT shard_id, range_id FROM shards").fetchall())
+                if any(current.get(shard) != range_id for shard, range_id in self._exclusive_range_ids.items()):
+                    raise StoreUnavailable(f"another statewright server took over {self.path}; this one no longer "
+                                           f"writes")
+            yield db
 
     def close(self) -> None:
         with self._lock:
@@ -164,7 +180,10 @@ class SqliteStore(Store):
             if not taken.rowcount:
                 return None
             self._outbox_seqs.pop(shard_id, None)  # another owner may have written since: read the max again
-            return db.execute("SELECT range_id FROM shards WHERE shard_id = ?", (shard_id,)).fetchone()[0]
+            range_id = db.execute("SELECT range_id FROM shards WHERE shard_id = ?", (shard_id,)).fetchone()[0]
+        if now_ms is None:
+            self._exclusive_range_ids[shard_id] = range_id
+        return range_id
 
     def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
         renewed: set[int] = set()
@@ -406,10 +425,12 @@ class SqliteStore(Store):
 
     # -- activities
 
-    def create_activity(self, record: ActivityRecord) -> ActivityRecord:
-        with self._transaction() as db:
-            db.execute("INSERT OR IGNORE INTO activities VALUES (?, ?, ?)",
-                       (record.arn, record.name, record.created_ms))
+    def create_activity(self, record: ActivityRecord, tags: Mapping[str, str] | None = None) -> ActivityRecord:
+        with self._metadata_write() as db:
+            if db.execute("INSERT OR IGNORE INTO activities VALUES (?, ?, ?)",
+                          (record.arn, record.name, record.created_ms)).rowcount:
+                _insert_tags(db, record.arn, tags)
+                return record
         return self.get_activity(record.arn)
 
     def get_activity(self, arn: str) -> ActivityRecord | None:
@@ -417,7 +438,7 @@ class SqliteStore(Store):
         return ActivityRecord(*row) if row else None
 
     def delete_activity(self, arn: str) -> None:
-        with self._transaction() as db:
+        with self._metadata_write() as db:
             db.execute("DELETE FROM activities WHERE arn = ?", (arn,))
             db.execute("DELETE FROM tags WHERE resource_arn = ?", (arn,))
 
@@ -435,23 +456,25 @@ class SqliteStore(Store):
         return row[0] if row else None
 
     def put_setting_if_absent(self, key: str, value: str) -> str:
-        with self._transaction() as db:
+        with self._metadata_write() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (f"setting:{key}", value))
         return self.get_setting(key)
 
     def put_setting(self, key: str, value: str) -> None:
-        with self._transaction() as db:
+        with self._metadata_write() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"setting:{key}", value))
 
     # -- state machines
 
-    def create_state_machine(self, record: StateMachineRecord) -> StateMachineRecord:
-        with self._transaction() as db:
+    def create_state_machine(self, record: StateMachineRecord,
+                             tags: Mapping[str, str] | None = None) -> StateMachineRecord:
+        with self._metadata_write() as db:
             inserted = db.execute("INSERT OR IGNORE INTO state_machines VALUES (?, ?, ?)",
                                   (record.arn, record.name, record_blob(record))).rowcount
             if inserted:
                 db.execute("INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?)",
                            (record.arn, record.revision_id, record.definition, record.role_arn))
+                _insert_tags(db, record.arn, tags)
                 return record
         return self.get_state_machine(record.arn)
 
@@ -461,7 +484,7 @@ class SqliteStore(Store):
         return StateMachineRecord(**orjson.loads(row[0])) if row else None
 
     def update_state_machine(self, record: StateMachineRecord) -> bool:
-        with self._transaction() as db:
+        with self._metadata_write() as db:
             updated = db.execute("UPDATE state_machines SET record = ? WHERE arn = ?",
                                  (record_blob(record), record.arn)).rowcount
             if updated:
@@ -470,7 +493,7 @@ class SqliteStore(Store):
         return bool(updated)
 
     def delete_state_machine(self, arn: str) -> None:
-        with self._transaction() as db:
+        with self._metadata_write() as db:
             db.execute("DELETE FROM state_machines WHERE arn = ?", (arn,))
             db.execute("DELETE FROM tags WHERE resource_arn = ?", (arn,))
 
@@ -491,12 +514,11 @@ class SqliteStore(Store):
     # -- tags
 
     def tag_resource(self, arn: str, tags: Mapping[str, str]) -> None:
-        with self._transaction() as db:
-            db.executemany("INSERT OR REPLACE INTO tags VALUES (?, ?, ?)",
-                           [(arn, key, value) for key, value in tags.items()])
+        with self._metadata_write() as db:
+            _insert_tags(db, arn, tags)
 
     def untag_resource(self, arn: str, keys: Sequence[str]) -> None:
-        with self._transaction() as db:
+        with self._metadata_write() as db:
             db.executemany("DELETE FROM tags WHERE resource_arn = ? AND key = ?", [(arn, key) for key in keys])
 
     def list_tags(self, arn: str) -> dict[str, str]:
@@ -533,6 +555,11 @@ def _unavailable() -> Iterator[None]:
         yield
     except sqlite3.OperationalError as exc:  # busy, locked, disk I/O: the database cannot answer now
         raise StoreUnavailable(str(exc)) from exc
+
+
+def _insert_tags(db: sqlite3.Connection, arn: str, tags: Mapping[str, str] | None) -> None:
+    db.executemany("INSERT OR REPLACE INTO tags VALUES (?, ?, ?)", [(arn, key, value) for key, value in
+                                                                    (tags or {}).items()])
 
 
 _VARIABLES_MAX = 500  # bound parameters per statement, well under SQLite's limit
