@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..asl.jsonio import dumps, loads
+from ..asl.jsonio import dumps, loads_payload
 from ..engine import commands
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.tokens import InvalidToken, TokenClaims
@@ -102,7 +102,7 @@ async def _reply(service: Service, token: str, make: Callable[[TokenClaims], com
 async def send_task_success(service: Service, params: dict, scope: Scope) -> dict:
     output = params["output"]
     try:
-        loads(output)
+        loads_payload(output)
     except ValueError as exc:
         raise AwsError("InvalidOutput", f"Invalid Output: '{exc}'") from None
     return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(

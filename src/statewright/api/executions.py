@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from ..asl.definition import InvalidDefinition
-from ..asl.jsonio import loads
+from ..asl.jsonio import loads, loads_payload
 from ..engine import commands
 from ..engine.execution import RUNNING, SUCCEEDED, ExecutionState
 from ..engine.test_state import outcome_of, start_test
@@ -32,7 +32,7 @@ def _check_input(text: str) -> None:
     if not text.strip():
         raise AwsError("InvalidExecutionInput", "Invalid State Machine Execution Input: 'Invalid execution input.'")
     try:
-        loads(text)
+        loads_payload(text)
     except ValueError as exc:
         raise AwsError("InvalidExecutionInput", f"Invalid State Machine Execution Input: '{exc}'") from None
 
