@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from statewright.asl.choice import COMPARISON_OPERATORS, RuleSyntaxError, compile_rule
 from statewright.asl.errors import RUNTIME, StatesError
+from statewright.asl.wildcard import Wildcard
 
+CI = settings(derandomize=True, deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 CONTEXT = {"Execution": {"Name": "exec-1"}, "State": {"Name": "Pick"}}
 
 
@@ -205,6 +211,46 @@ def test_string_matches(pattern, value, expected):
 def test_string_matches_on_non_string_is_false():
     for value in (1, None, True, ["a"], {"a": 1}):
         assert rule({"Variable": "$.v", "StringMatches": "*"}).matches({"v": value}, CONTEXT) is False
+
+
+def test_string_matches_with_many_stars_against_a_long_near_miss_is_decided_without_backtracking():
+    # A backtracking regex costs length^stars here (90 characters held the server for 8 s); this is linear.
+    pattern = "*a" * 40 + "*b"
+    assert Wildcard(pattern).matches("a" * 5000) is False
+    assert Wildcard(pattern).matches("a" * 5000 + "b") is True
+    assert rule({"Variable": "$.v", "StringMatches": "*a*a*a*a*a*a*b"}).matches({"v": "a" * 90}, CONTEXT) is False
+
+
+def _tokens(pattern: str):
+    """The pattern as (character, is a star) pairs with its escapes resolved: the specification read literally."""
+    index = 0
+    while index < len(pattern):
+        if pattern[index] == "\\" and index + 1 < len(pattern):
+            yield pattern[index + 1], False
+            index += 2
+            continue
+        yield pattern[index], pattern[index] == "*"
+        index += 1
+
+
+_PATTERN_TEXT = st.text(alphabet="ab*\\\n", max_size=10)
+_VALUE_TEXT = st.text(alphabet="ab*\\\n", max_size=14)
+
+
+@CI
+@given(pattern=_PATTERN_TEXT, value=_VALUE_TEXT)
+def test_string_matches_agrees_with_the_specification_read_as_a_regex(pattern, value):
+    # A backtracking regex is a fine reference on inputs this short.
+    reference = re.compile("".join(".*" if star else re.escape(char) for char, star in _tokens(pattern)), re.DOTALL)
+    assert Wildcard(pattern).matches(value) is (reference.fullmatch(value) is not None)
+
+
+@CI
+@given(pattern=_PATTERN_TEXT, data=st.data())
+def test_string_matches_accepts_every_value_built_from_its_own_pattern(pattern, data):
+    # Fill each star with drawn text: the result must match (most values drawn independently do not).
+    value = "".join(data.draw(_VALUE_TEXT) if star else char for char, star in _tokens(pattern))
+    assert Wildcard(pattern).matches(value) is True
 
 
 # -- type tests

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -247,3 +248,21 @@ def test_write_through_a_non_object_is_an_error(text, data):
 def test_reference_path_must_be_definite_and_not_context(text):
     with pytest.raises(PathSyntaxError):
         ReferencePath(text)
+
+
+def test_a_filter_regex_runs_in_linear_time():
+    # /(a+)+$/ backtracks for ever on a long near miss in Python's re; RE2 decides it at once.
+    data = {"items": [{"s": "a" * 5000 + "b"}, {"s": "aa"}]}
+    assert Path('$.items[?(@.s =~ "(a+)+$")].s').resolve(data) == ["aa"]
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('$.items[?(@.s =~ "(a)\\\\1")]', "cannot be run: invalid escape sequence"),
+        ("$.s.`sub(/(a+)+$/, x)`", "`sub` is not supported"),
+    ],
+)
+def test_a_path_whose_regex_would_need_backtracking_is_refused(text, reason):
+    with pytest.raises(PathSyntaxError, match=re.escape(reason)):
+        Path(text)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from .errors import RUNTIME, StatesError
 from .paths import Path, PathSyntaxError
 from .timestamps import parse_exact
+from .wildcard import Wildcard
 
 
 class RuleSyntaxError(ValueError):
@@ -21,19 +21,6 @@ class RuleSyntaxError(ValueError):
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _string_matches(pattern: str) -> re.Pattern[str]:
-    parts, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            parts.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        parts.append(".*" if ch == "*" else re.escape(ch))
-        i += 1
-    return re.compile("".join(parts), re.DOTALL)
 
 
 # Operator name -> (type check for the variable and operand, comparison).
@@ -100,7 +87,7 @@ class Comparison(Rule):
         if op in _TYPE_TESTS:
             return _TYPE_TESTS[op](value) is self.operand
         if op == "StringMatches":
-            return isinstance(value, str) and self.operand.fullmatch(value) is not None
+            return isinstance(value, str) and self.operand.matches(value)
         if op.endswith("Path"):
             op = op[:-4]
             operand = self.operand.resolve(data, context)
@@ -186,7 +173,7 @@ def _operand(operator: str, value: Any, where: str) -> Any:
     if operator == "StringMatches":
         if not isinstance(value, str):
             raise RuleSyntaxError("'StringMatches' must be a string", where)
-        return _string_matches(value)
+        return Wildcard(value)
     if operator in _TYPE_TESTS or operator in ("IsPresent", "BooleanEquals"):
         if not isinstance(value, bool):
             raise RuleSyntaxError(f"'{operator}' must be a boolean", where)

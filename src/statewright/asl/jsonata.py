@@ -38,6 +38,7 @@ from jsonata.utils import Utils
 
 from .errors import StatesError
 from .nodes import ArrayNode, ObjectNode
+from .regex import RegexError, compile_regex, install_picture_engine
 
 QUERY_EVALUATION_ERROR = "States.QueryEvaluationError"
 INVALID_EXPRESSION = "INVALID_JSONATA_EXPRESSION"  # AWS's validation code for a syntax error
@@ -50,6 +51,8 @@ MAX_EXACT_FLOAT = 2**53  # an integral float up to this is written as an integer
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # integers stay exact within Java's long, as on AWS
 
 _PLACEHOLDER = re.compile(r"\{\{\{(\w+)\}\}\}|\{\{(\w+)\}\}")
+
+install_picture_engine()  # $toMillis's picture patterns on RE2 too (asl/regex.py)
 
 
 class JsonataSyntaxError(ValueError):
@@ -140,7 +143,10 @@ def _parse(text: str, location: str) -> Jsonata:
     if not text:
         raise JsonataSyntaxError(f"the JSONata expression{where} is empty", INVALID_EXPRESSION, location)
     try:
-        compiled = Jsonata(text)
+        compiled = Jsonata(text, compile_regex)
+    except RegexError as exc:
+        raise JsonataSyntaxError(f"the JSONata expression '{text}'{where} is not valid: {exc}", INVALID_EXPRESSION,
+                                 location) from None
     except JException as exc:
         raise JsonataSyntaxError(f"the JSONata expression '{text}'{where} is not valid: {_explain(exc)} "
                                  f"(at character {exc.location})", INVALID_EXPRESSION, location) from None
@@ -288,7 +294,7 @@ def _evaluate_expression(node: _Expression, bindings: dict[str, Any], run: _Run)
     Jsonata.CURRENT.jsonata = node.compiled
     try:
         result = node.compiled.evaluate(None, bindings)
-    except _BoundExceeded as exc:
+    except (_BoundExceeded, RegexError) as exc:
         node.fail(f"threw an error during evaluation. {exc}")
     except JException as exc:
         node.fail(f"threw an error during evaluation. {exc.error}: {_explain(exc)}")

@@ -3,6 +3,11 @@
 Plain paths such as ``$.a.b[0]`` or ``$['a b']`` (the common case) are parsed here into a list of steps and
 walked directly. Paths with wildcards, slices, recursive descent or filters go to jsonpath-ng and yield a
 list, as they do on AWS. A path that starts with ``$$`` reads the context object instead of the state's data.
+
+Regular expressions: a filter's ``=~`` runs on RE2 (linear in the text), through the one hook jsonpath-ng offers,
+its operator table (``jsonpath_ng.ext.filter.OPERATOR_MAP["=~"]``), replaced when this module is imported; a
+pattern RE2 cannot run is refused when the path is compiled. jsonpath-ng's own ```sub(/regex/, repl)``` extension,
+which AWS does not have, would run a backtracking regex and is refused.
 """
 
 from __future__ import annotations
@@ -10,10 +15,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from jsonpath_ng import JSONPath
 from jsonpath_ng.exceptions import JsonPathParserError
+from jsonpath_ng.ext import filter as jsonpath_filter
 from jsonpath_ng.ext import parse as parse_extended
+from jsonpath_ng.ext.string import Sub
 
 from .errors import RUNTIME, StatesError
+from .regex import compile_filter_regex
 
 _NAME = re.compile(r"\.([^.\[\]]+)")
 _QUOTED = re.compile(r"\[\s*(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\")\s*\]")
@@ -23,6 +32,9 @@ _ESCAPE = re.compile(r"\\(.)")
 _VARIABLE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)")
 
 Step = str | int
+
+jsonpath_filter.OPERATOR_MAP["=~"] = lambda value, pattern: (
+    isinstance(value, str) and compile_filter_regex(pattern).search(value) is not None)
 
 
 class PathSyntaxError(ValueError):
@@ -59,6 +71,25 @@ def _normalized(steps: list[Step]) -> str:
     return "$" + "".join(f"[{s}]" if isinstance(s, int) else f"['{s}']" for s in steps)
 
 
+def _backtracking_regex(node: Any) -> str | None:
+    """Why ``node`` (a parsed jsonpath-ng expression) holds a regular expression that would not run on RE2, if so."""
+    if isinstance(node, Sub):
+        return "`sub` is not supported"
+    if isinstance(node, jsonpath_filter.Expression) and node.op == "=~":
+        if not isinstance(node.value, str):
+            return "'=~' needs a string pattern"
+        try:
+            compile_filter_regex(node.value)
+        except ValueError as exc:
+            return str(exc)
+    for value in getattr(node, "__dict__", {}).values():
+        for item in value if isinstance(value, list | tuple) else (value,):
+            reason = _backtracking_regex(item) if isinstance(item, JSONPath) else None
+            if reason:
+                return reason
+    return None
+
+
 class Path:
     """A compiled JSONPath. ``resolve`` returns the value it selects or raises States.Runtime.
 
@@ -87,6 +118,9 @@ class Path:
                 self._expr = parse_extended(body)
             except (JsonPathParserError, Exception) as exc:  # jsonpath-ng raises several types
                 raise PathSyntaxError(f"invalid JSONPath {text!r}: {exc}") from None
+            refused = _backtracking_regex(self._expr)
+            if refused:
+                raise PathSyntaxError(f"invalid JSONPath {text!r}: {refused}")
 
     @property
     def is_definite(self) -> bool:

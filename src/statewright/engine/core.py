@@ -417,7 +417,7 @@ class Engine:
                 return ExecutionAlreadyExists(command.arn)
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
                                    command.role_arn, command.input, now_ms, shard, parent=command.parent)
-            self._stage(batch, decider.start(fresh, self._definition(fresh), now_ms, self.services), 0)
+            self._stage(batch, decider.start(fresh, self._definition(fresh), now_ms, self.services), 0, now_ms)
             return now_ms
         if isinstance(command, FireTimer):
             if current is None:
@@ -428,7 +428,7 @@ class Engine:
                 due_ms = current.timers.get(command.timer_id, now_ms)
                 self.metrics.timer_fired(due_ms, now_ms)
                 batch.fired[len(batch.writes)] = (command.arn, command.timer_id, due_ms, now_ms)
-                self._stage(batch, decision, current.version)
+                self._stage(batch, decision, current.version, now_ms)
             return None
         if isinstance(command, StopExecution):
             if current is None:
@@ -436,11 +436,11 @@ class Engine:
             decision = decider.stop(current, command.error, command.cause, now_ms)
             if decision is None:
                 return current.stop_ms
-            self._stage(batch, decision, current.version)
+            self._stage(batch, decision, current.version, now_ms)
             return now_ms
         if isinstance(command, AckDispatch):
             if current is not None:
-                self._stage(batch, decider.ack_dispatch(current, command.dispatch_id), current.version)
+                self._stage(batch, decider.ack_dispatch(current, command.dispatch_id), current.version, now_ms)
             return True
         decision = None
         if current is not None:
@@ -458,7 +458,7 @@ class Engine:
                     opened = decider.start_attempt(current, definition, command.scheduled_id, None, now_ms)
                 if opened is not None:  # lands with the result (the group is reset when this command ends)
                     batch.group = batch.group or -1 - len(batch.writes)
-                    self._stage(batch, opened, current.version)
+                    self._stage(batch, opened, current.version, now_ms)
                     current = opened.state
                 decision = decider.complete_attempt(current, definition, command.scheduled_id, command.result,
                                                     now_ms, self.services)
@@ -468,7 +468,7 @@ class Engine:
                 raise AssertionError(f"unknown command {command!r}")
         if decision is None:
             return TaskNotPending(command.arn)
-        self._stage(batch, decision, current.version)
+        self._stage(batch, decision, current.version, now_ms)
         return True
 
     def _advance(self, transfer: _Transfer, batch: _Batch, now_ms: int) -> None:
@@ -519,15 +519,20 @@ class Engine:
         self._transfers.extendleft(reversed(going_on))
         self._reread_now.clear()
 
-    def _stage(self, batch: _Batch, decision: decider.Decision, expected_version: int) -> None:
+    def _stage(self, batch: _Batch, decision: decider.Decision, expected_version: int, now_ms: int) -> None:
         state = decision.state
         state.version = expected_version + 1
+        try:
+            blob = state.to_blob()
+        except TypeError as exc:  # orjson cannot write the data (nested too deeply): that execution fails, alone
+            decider.fail_unstorable(decision, now_ms, str(exc))
+            blob = state.to_blob()
         batch.staged[state.arn] = state
         batch.last_write[state.arn] = len(batch.writes)
         batch.states.append(state)
         batch.writes.append(ExecutionWrite(
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
-            state.stop_ms, expected_version, state.version, state.to_blob(), decision.events,
+            state.stop_ms, expected_version, state.version, blob, decision.events,
             decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed,
             batch.group))
 

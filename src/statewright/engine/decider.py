@@ -139,6 +139,14 @@ def stop(execution: ExecutionState, error: str | None, cause: str | None, now_ms
     return decision
 
 
+def fail_unstorable(decision: Decision, now_ms: int, reason: str) -> None:
+    """The state ``decision`` leaves cannot be encoded (a value built at run time nested deeper than the store
+    writes): the execution fails with States.Runtime in the same decision instead, dropping the data, so one
+    execution's values never stop the others or leave it running."""
+    Step(decision, None, now_ms).fail_execution(errors.RUNTIME, f"The execution's state could not be stored: "
+                                                f"{reason} (a value nested too deeply).")
+
+
 class OneStateRun:
     """TestState: one state of the top-level machine run once, without waiting and without going on.
 
