@@ -61,8 +61,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--moto-w6-n", type=int, default=5000,
                         help="W6 start phase on moto, if its activity tasks wait for a worker (default 5000)")
     parser.add_argument("--w7-n", type=int, default=6000, help="W7 chain executions per node count (default 6000)")
-    parser.add_argument("--w7-quota", type=float, default=0.3,
-                        help="W7 CPU quota of each node, in cores (cgroup v1 cpu.cfs_quota_us; default 0.3)")
+    parser.add_argument("--w7-quota", type=float, default=0.15,
+                        help="W7 CPU quota of each node, in cores (cgroup v1 cpu.cfs_quota_us; default 0.15)")
     parser.add_argument("--no-peers", action="store_true", help="statewright only")
     parser.add_argument("--store", metavar="URL", default=None,
                         help="a PostgreSQL server (postgresql://...): each statewright server keeps its data in a "

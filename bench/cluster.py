@@ -31,7 +31,7 @@ from .client import Pool
 from .servers import Statewright, database_name
 
 CGROUP = Path("/sys/fs/cgroup/cpu")
-PERIOD_US = 100_000
+PERIOD_US = 10_000
 SHARDS = 64
 DISPATCH_RATE_PER_S = 200  # moderate: a tenth of what one node dispatches at peak (W2)
 DISPATCH_SECONDS = 10

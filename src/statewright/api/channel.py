@@ -73,15 +73,16 @@ class Channel:
         """(status, body) of the answer; Unreachable or Refused otherwise."""
         connection = await self._connected()
         request_id = next(self._ids).to_bytes(_ID_BYTES, "big")
-        answer = self._pending[request_id] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        answer = self._pending[request_id] = loop.create_future()
+        expiry = loop.call_later(timeout_s, _expire, answer, self.address, timeout_s)  # cheaper than wait_for
         try:
             await connection.send(request_id + kind + body)
-            return await asyncio.wait_for(answer, timeout_s)
+            return await answer
         except websockets.ConnectionClosed as exc:
             raise _closed(exc) from None
-        except TimeoutError:
-            raise Unreachable(f"{self.address} did not answer within {timeout_s:g} s") from None
         finally:
+            expiry.cancel()
             self._pending.pop(request_id, None)
 
     async def close(self) -> None:
@@ -135,6 +136,11 @@ class Channel:
             for answer in self._pending.values():  # their requests are lost with the connection: sent again
                 if not answer.done():
                     answer.set_exception(problem)
+
+
+def _expire(answer: asyncio.Future, address: str, timeout_s: float) -> None:
+    if not answer.done():
+        answer.set_exception(Unreachable(f"{address} did not answer within {timeout_s:g} s"))
 
 
 def _closed(exc: websockets.ConnectionClosed) -> Exception:

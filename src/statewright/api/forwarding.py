@@ -157,10 +157,13 @@ class Forwarder:
             sender = asyncio.ensure_future(self._drain(address, throttle, lane))
             lane.senders.add(sender)  # held, or the loop may drop the task before it ends
             sender.add_done_callback(lane.senders.discard)
-        try:
-            replies, problem = await asyncio.wait_for(asyncio.shield(waiter), max(remaining_s, 0.001))
+        expiry = asyncio.get_running_loop().call_later(max(remaining_s, 0.001), _expire, waiter)
+        try:  # a timer on the waiter, not wait_for: a forwarded call is hot, and wait_for adds a task per call
+            replies, problem = await waiter
         except TimeoutError:
             return None, f"{address} did not answer in time"
+        finally:
+            expiry.cancel()
         if replies is not None and any(isinstance(reply, ShardNotOwned) for reply in replies):
             self._outcomes["not_owner"].inc()
             return None, f"{address} no longer serves the shard"
@@ -223,6 +226,11 @@ class Forwarder:
             await asyncio.shield(self._refreshing)
         except Exception as exc:  # the store is unreachable: the last read still stands; the deadline bounds this
             log.warning("reading the cluster's shard owners failed: %s", exc)
+
+
+def _expire(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 class _Lane:

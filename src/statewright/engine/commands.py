@@ -186,11 +186,18 @@ def _envelope(data: bytes, what: str) -> dict:
 
 
 def _fields(value: Any) -> dict:
-    encoded = {"type": type(value).__name__}
-    for field in fields(value):
-        item = getattr(value, field.name)
-        encoded[field.name] = _fields(item) if isinstance(item, AttemptResult) else item
+    kind = type(value)
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = tuple(field.name for field in fields(value))
+    encoded = {"type": kind.__name__}
+    for name in names:
+        item = getattr(value, name)
+        encoded[name] = _fields(item) if isinstance(item, AttemptResult) else item
     return encoded
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclasses.fields() is slow for a call per forwarded command
 
 
 def _command(item: dict) -> Command:
