@@ -20,6 +20,7 @@ from server import ROLE_ARN, history, wait_closed
 from statewright.api import channel, cluster
 from statewright.engine import commands
 from statewright.engine.limits import Limits
+from statewright.engine.tokens import TaskTokens
 
 A_SHARDS = {0, 1}
 B_SHARDS = set(range(SHARDS)) - A_SHARDS
@@ -115,6 +116,20 @@ def test_task_replies_at_a_reach_an_attempt_on_b(nodes, sfn):
     outcomes = {wait_closed(sfn, run["executionArn"])["status"] for run in (succeeding, failing)}
     assert outcomes == {"SUCCEEDED", "FAILED"}
     assert a.metric(ANSWERED) == 6  # 2 starts, heartbeat, success, failure, the late success
+
+
+def test_a_token_signed_after_a_key_rotation_is_taken_by_a_node_that_has_not_read_it_yet(nodes, sfn):
+    a, b = nodes
+    activity = b.client().create_activity(name=f"act-{uuid.uuid4().hex[:12]}")["activityArn"]
+    arn = machine(sfn, {"StartAt": "Work", "States": {"Work": {"Type": "Task", "Resource": activity, "End": True}}})
+    run = sfn.start_execution(stateMachineArn=arn, name=name_on(arn, A_SHARDS, uuid.uuid4().hex))
+    TaskTokens.rotate(a.store)
+    b.engine.tokens.refresh()  # B has read the new key set (its membership step came first); A has not
+    token = b.client().get_activity_task(activityArn=activity)["taskToken"]
+    assert b.engine.tokens.current != a.engine.tokens.current
+    sfn.send_task_success(taskToken=token, output='{"rotated": true}')  # at A, which reads the key set again
+    assert wait_closed(sfn, run["executionArn"])["status"] == "SUCCEEDED"
+    assert a.engine.tokens.current == b.engine.tokens.current
 
 
 def test_a_sync_child_on_b_reports_to_its_parent_on_a(nodes, sfn):

@@ -3,9 +3,10 @@
 import subprocess
 import sys
 
+import orjson
 import pytest
 
-from statewright.engine.tokens import InvalidToken, TaskTokens
+from statewright.engine.tokens import InvalidToken, TaskTokens, UnknownKey, _b64
 from statewright.store import open_store
 from statewright.store.sqlite import SqliteStore
 
@@ -74,3 +75,38 @@ def test_keys_command_on_postgresql(postgres_schema):
     assert rotated.returncode == 0, rotated.stderr
     listed = subprocess.run([*run, "list", "--store", postgres_schema], capture_output=True, text=True)
     assert listed.stdout.split("\n")[:2] == ["k1", "k2  (signs new tokens)"]
+
+
+def test_a_node_reads_the_key_set_again_for_a_token_signed_with_a_key_it_has_not_seen(store):
+    stale = TaskTokens.load(store)  # a node that started before the rotation
+    TaskTokens.rotate(store)
+    fresh = TaskTokens.load(store)  # a node started after it signs with the new key
+    token = fresh.mint(ARN, 7, 1)
+    with pytest.raises(UnknownKey):
+        stale.verify(token)
+    assert stale.reread_for(token).scheduled_id == 7
+    assert stale.current == fresh.current
+
+
+def test_a_forged_key_id_rereads_the_key_set_at_most_once_a_second(store, monkeypatch):
+    tokens = TaskTokens.load(store)
+    reads = []
+    monkeypatch.setattr(tokens, "refresh", lambda: reads.append(1))
+    body = _b64(orjson.dumps([ARN, 1, 1, "k999"]))
+    for _ in range(50):
+        with pytest.raises(InvalidToken):
+            tokens.reread_for(f"{body}.{_b64(bytes(20))}")
+    assert len(reads) == 1
+
+
+def test_refresh_picks_up_a_retirement(store):
+    node = TaskTokens.load(store)
+    old_key = node.current
+    old_token = node.mint(ARN, 3, 1)
+    TaskTokens.rotate(store)
+    TaskTokens.retire(store, old_key)
+    assert node.verify(old_token).attempt == 1  # until it reads the key set again
+    node.refresh()
+    with pytest.raises(InvalidToken):
+        node.verify(old_token)
+    assert node.verify(node.mint(ARN, 4, 1)).scheduled_id == 4

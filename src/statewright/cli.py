@@ -166,7 +166,9 @@ def _keys(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 1
     try:
         if args.action == "rotate":
-            print(f"signing with {TaskTokens.rotate(store)} from the next server start")
+            key_id = TaskTokens.rotate(store)
+            print(f"signing with {key_id}: nodes on PostgreSQL switch within a lease renewal, a server on SQLite "
+                  f"at its next start")
         elif args.action == "retire":
             if not args.key_id:
                 parser.error("retire needs the key id (see `statewright keys list`)")
@@ -174,7 +176,8 @@ def _keys(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 TaskTokens.retire(store, args.key_id)
             except ValueError as exc:
                 parser.error(str(exc))
-            print(f"{args.key_id} retired: tokens it signed are refused from the next server start")
+            print(f"{args.key_id} retired: tokens it signed are refused by nodes on PostgreSQL within a lease renewal, "
+                  f"by a server on SQLite from its next start")
         tokens = TaskTokens.load(store)
         for key_id in sorted(tokens.keys, key=lambda kid: int(kid[1:])):
             print(key_id + ("  (signs new tokens)" if key_id == tokens.current else ""))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ..asl.jsonio import dumps
 from ..engine import commands
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
-from ..engine.tokens import InvalidToken, TokenClaims
+from ..engine.tokens import InvalidToken, TokenClaims, UnknownKey
 from ..store.base import ActivityRecord
 from . import arns, paging
 from .arns import Scope
@@ -82,7 +82,10 @@ async def get_activity_task(service: Service, params: dict, scope: Scope) -> dic
 
 async def _reply(service: Service, token: str, make: Callable[[TokenClaims], commands.Command]) -> dict:
     try:
-        claims = service.engine.tokens.verify(token)
+        try:
+            claims = service.engine.tokens.verify(token)
+        except UnknownKey:  # signed with a key another node read before this one did
+            claims = await service.store_call(service.engine.tokens.reread_for, token)
     except InvalidToken:
         raise AwsError("InvalidToken", f"Invalid Token: '{token}'") from None
     try:

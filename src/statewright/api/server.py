@@ -124,8 +124,8 @@ def _join(store: Store, engine: Engine, address: str, config: ServerConfig) -> M
                         lambda outcome, shards: renewals.labels(outcome).inc(shards))
     membership = Membership(store, address, address, hooks, config.leases, wait_for_drops_s=1.0)
     secret = config.cluster_secret.encode()
-    loop = MembershipLoop(membership, engine.clock, lambda addresses: cluster.poke(secret, addresses))
-    return loop
+    return MembershipLoop(membership, engine.clock, lambda addresses: cluster.poke(secret, addresses),
+                          engine.tokens.refresh)
 
 
 def _on_exit(service: Service) -> None:

@@ -20,10 +20,12 @@ LEAVE_TIMEOUT_S = 10.0  # how long a graceful stop waits for the engine to let g
 
 class MembershipLoop:
     def __init__(self, membership: Membership, clock: Callable[[], int],
-                 poke: Callable[[list[str]], None] = lambda addresses: None) -> None:
+                 poke: Callable[[list[str]], None] = lambda addresses: None,
+                 refresh: Callable[[], None] = lambda: None) -> None:
         self.membership = membership
         self.clock = clock
         self.poke = poke  # tells the nodes at these addresses to step now
+        self.refresh = refresh  # what else the node reads again at every step (the task token keys)
         self._woken = threading.Event()
         self._stopping = False
         self._stop_lock = threading.Lock()
@@ -70,6 +72,10 @@ class MembershipLoop:
             except Exception:  # a bug: keep renewing; the engine drops what it cannot renew in time
                 log.exception("membership step failed")
                 delay_ms = self.membership.settings.renew_ms
+            try:
+                self.refresh()
+            except Exception as exc:  # the store is away: the last read stands until the next step
+                log.warning("could not read the task token keys again: %s", exc)
             if first:  # joined: the others hand this node its shards at once
                 first = False
                 self.poke(self.others())

@@ -34,7 +34,7 @@ from .commands import (
 )
 from .execution import ExecutionState
 from .outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
-from .tokens import InvalidToken, TaskTokens
+from .tokens import InvalidToken, TaskTokens, UnknownKey
 
 log = logging.getLogger("statewright.engine")
 
@@ -127,7 +127,10 @@ def _notify_parent(dispatch: Dispatch, context: TransferContext) -> Stages:
     """A .sync child closed: complete the parent's attempt with the child's description, then acknowledge."""
     payload = dispatch.payload
     try:
-        claims = context.tokens.verify(payload["token"])
+        try:
+            claims = context.tokens.verify(payload["token"])
+        except UnknownKey:  # the parent's node signed it with a key set this node has not read yet
+            claims = context.tokens.reread_for(payload["token"])
     except InvalidToken:
         log.error("a child execution carries a parent token that does not verify: %s", dispatch.execution_arn)
     else:
