@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -150,11 +151,20 @@ class Metrics:
 
     # -- serving
 
-    def count_open_executions(self, open_count: Callable[[], _OpenCount]) -> threading.Thread:
-        """Start the one count of RUNNING executions in the background (the engine must be ticking);
-        ``open_count`` is the store's ``Store.open_count``."""
-        thread = threading.Thread(target=self.open_executions.count, args=(open_count,),
-                                  name="statewright-metrics-count", daemon=True)
+    def count_open_executions(self, open_count: Callable[[], _OpenCount],
+                              every_s: float | None = None) -> threading.Thread:
+        """Count RUNNING executions in the background (the engine must be ticking); ``open_count`` is the store's
+        ``Store.open_count``. Once, or every ``every_s``: on a store several nodes share, the others' commits reach
+        this node's gauge only through a new count."""
+
+        def count() -> None:
+            while True:
+                self.open_executions.count(open_count)
+                if every_s is None:
+                    return
+                time.sleep(every_s)
+
+        thread = threading.Thread(target=count, name="statewright-metrics-count", daemon=True)
         thread.start()
         return thread
 

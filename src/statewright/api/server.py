@@ -32,6 +32,8 @@ from .transport import HttpLimits, protocol_class
 
 log = logging.getLogger("statewright")
 
+RECOUNT_OPEN_S = 30.0  # a cluster node counts RUNNING executions this often (the others commit too)
+
 
 @dataclass(slots=True)
 class ServerConfig:
@@ -170,7 +172,7 @@ def serve(config: ServerConfig) -> int:
     else:
         service = Service(store, engine, config.account_id, connections, config.limits)
         engine.start()
-    engine.metrics.count_open_executions(store.open_count)
+    engine.metrics.count_open_executions(store.open_count, None if node is None else RECOUNT_OPEN_S)
     app = App(service, config.region)
     print(f"statewright: data in {where}", flush=True)
     if node is not None:
