@@ -13,7 +13,9 @@ engine ticks until it is idle after each one; when nothing is due the clock jump
 With ``nodes`` > 1, that many engines share the store, each with its own store handle and its shard membership
 (cluster/membership.py) stepped on the virtual clock. A client calls a random node, which routes the command to
 the shard's owner as it last read it (a stale view sends it to the wrong node, which refuses it); engine-to-engine
-stages cross nodes through ``Engine.forward`` the same way. The cluster faults pause a node past its lease (it
+stages cross nodes through ``Engine.forward`` the same way. Half of the activity tasks are also claimed from the
+store by a worker polling a random node (``Store.claim_activity_task``), racing the owner's own worker: the owner's
+StartAttempt must give the attempt to one of them. The cluster faults pause a node past its lease (it
 wakes in the middle of a tick, with its old clock reading, and commits), steal a lease mid-tick, cut one node off
 from the store, make a node leave gracefully and come back, and lose or duplicate forwarded calls. After the
 liveness phase every shard must have exactly one owner.
@@ -68,6 +70,8 @@ ACTIVITIES = 3
 MACHINES = 6  # the first two are children only (no nested starts of their own)
 LIVENESS_MS = 6 * 3600 * 1000  # virtual time the run may take to close everything once the faults stop
 TICKS_PER_STEP_MAX = 64
+CLAIMED_ELSEWHERE = 0.5  # several nodes: how often a worker polling another node also goes for an activity task
+CLAIM_MS = 5_000  # how long such a claim holds the task from other claims, as the API's matcher claims it
 STEPS_DEFAULT = 400
 FAULT_RATE_DEFAULT = 0.05
 # Small limits, so that paging, full windows and read-backs run in every simulation.
@@ -562,10 +566,29 @@ class _Run:
         if dispatch.payload["kind"] != "activity":
             return
         self.at(self.rng.choice((0, 0, 50, 1000)), lambda: self._take(node, dispatch))
+        if self.cluster and self.rng.random() < CLAIMED_ELSEWHERE:  # a worker polls another node at once
+            self.at(self.rng.choice((0, 50, 1000)), lambda: self._claim(dispatch.payload["resource"]))
+
+    def _claim(self, activity_arn: str) -> None:
+        """A poll at some node that claims a task of another node's shard from the store, as the API's matcher
+        does; the owner's StartAttempt still decides which of the two pollers gets the attempt."""
+        claimer = self.rng.choice(self.nodes)
+        if not claimer.up(self.now_ms):
+            return
+        served = [shard for shard in range(SHARDS) if claimer.engine.owns(shard)]
+        try:
+            dispatch = claimer.store.claim_activity_task(activity_arn, self.now_ms, self.now_ms + CLAIM_MS, served)
+        except StoreUnavailable:
+            return
+        if dispatch is not None:
+            self._start(dispatch, "sim-claimer")
 
     def _take(self, node: _Node, dispatch: Dispatch) -> None:
         if self.nodes[node.index] is not node:
             return  # the task was in the memory of a process that died: only the outbox row brings it back
+        self._start(dispatch, "sim-worker")
+
+    def _start(self, dispatch: Dispatch, worker: str) -> None:
         attempt = _Attempt(dispatch.execution_arn, dispatch.payload["scheduled_id"])
 
         def started(result: object) -> None:
@@ -574,7 +597,7 @@ class _Run:
                 timeout_s, heartbeat_s = self._deadlines(attempt)
                 self._follow(attempt, timeout_s, heartbeat_s)
 
-        self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, "sim-worker"), started)
+        self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, worker), started)
         if self.faults.fire("duplicate-result"):  # the same task reached two pollers
             self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, "sim-worker-2"), started)
 
