@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import os
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
+from .api.clock import TARGET_PREFIX, iso, parse_duration
 from .api.server import ServerConfig, serve
 from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
@@ -51,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--connections", type=Path, default=None,
                      help="JSON file of HTTP Task connections: ConnectionArn -> {AuthorizationType, AuthParameters} "
                           "as EventBridge's CreateConnection takes them")
+    run.add_argument("--clock", choices=["wall", "virtual"], default="wall",
+                     help="virtual: time also moves forward on request (`statewright clock advance`), so Waits, "
+                          "retries and timeouts of days pass in a test at once; one server on SQLite (default wall)")
     limits = defaults.limits
     run.add_argument("--inbox-commands-max", type=_positive, default=limits.inbox_commands_max, metavar="N",
                      help="commands that may wait for the engine; past them requests get ThrottlingException "
@@ -82,6 +89,14 @@ def main(argv: list[str] | None = None) -> int:
                       help=f"the server's data directory (default {defaults.data_dir})")
     keys.add_argument("--store", default=os.environ.get("STATEWRIGHT_STORE") or None, metavar="URL",
                       help="the server's postgresql:// URL, if it keeps its data there (default $STATEWRIGHT_STORE)")
+    clock = commands.add_parser(
+        "clock", help="read or move a server's virtual clock",
+        description="Read or move forward the clock of a server started with --clock virtual. Advancing fires, in "
+                    "due order and durably, every timer in the span: Waits, Retry backoffs, timeouts, heartbeats.")
+    clock.add_argument("action", choices=["now", "advance"], help="what to do")
+    clock.add_argument("duration", nargs="?", help="with advance: how far, a whole number and s, m, h or d (90d)")
+    clock.add_argument("--endpoint-url", default="http://127.0.0.1:8083", metavar="URL",
+                       help="the server (default http://127.0.0.1:8083)")
     simulate = commands.add_parser(
         "simulate", help="run the deterministic simulator",
         description="Run the real engine on a virtual clock over a real SQLite store with named faults, random "
@@ -107,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         return _keys(parser, args)
     if args.command == "simulate":
         return _simulate(parser, args)
+    if args.command == "clock":
+        return _clock(parser, args)
     if args.shards < 1:
         parser.error("--shards must be at least 1")
     if args.store and not is_postgres_url(args.store):
@@ -121,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                                 activity_backlog_tasks_max=args.activity_backlog_tasks_max)
     http = HttpLimits(args.keep_alive_ms, args.request_head_timeout_ms, args.connections_max)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
-                              args.connections, tuned, args.store, secret, args.advertise, leases, http))
+                              args.connections, tuned, args.store, secret, args.advertise, leases, http,
+                              args.clock == "virtual"))
 
 
 def _positive(text: str) -> int:
@@ -148,6 +166,33 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     violations = sum(len(result.violations) for result in results)
     print(f"{len(results)} seeds, {faults} faults injected, {violations} violations")
     return 1 if violations else 0
+
+
+def _clock(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.action == "advance":
+        if not args.duration:
+            parser.error("advance needs a duration, such as 90d")
+        try:
+            parse_duration(args.duration)
+        except ValueError as exc:
+            parser.error(str(exc))
+    body = {"by": args.duration} if args.action == "advance" else {}
+    operation = "AdvanceClock" if args.action == "advance" else "GetClock"
+    request = urllib.request.Request(args.endpoint_url, data=json.dumps(body).encode(), method="POST", headers={
+        "X-Amz-Target": f"{TARGET_PREFIX}{operation}", "Content-Type": "application/x-amz-json-1.0"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a local server, not via a proxy
+    try:
+        with opener.open(request, timeout=30) as answer:
+            reading = json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        message = json.loads(refused.read() or b"{}").get("message", refused.reason)
+        print(f"statewright: {message}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"statewright: cannot reach {args.endpoint_url}: {exc}", file=sys.stderr)
+        return 1
+    print(iso(int(reading["now"] * 1000)))
+    return 0
 
 
 def _keys(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ import orjson
 from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
 from ..store.base import StoreUnavailable
-from . import activities, channel, cluster, executions, state_machines  # noqa: F401  (modules register handlers)
+from . import activities, channel, clock, cluster, executions, state_machines  # noqa: F401  (modules register handlers)
 from .arns import Scope
 from .errors import AwsError, throttled
 from .model import operation_names, validate_request
@@ -98,6 +98,8 @@ class App:
         body = await _read_body(receive)
         where = self._scope(headers)  # the signature is checked first, as AWS does
         target = headers.get(b"x-amz-target", b"").decode("latin-1")
+        if target.startswith(clock.TARGET_PREFIX):
+            return await self._clock(target.removeprefix(clock.TARGET_PREFIX), body)
         operation = target.removeprefix(_TARGET_PREFIX)
         if not target.startswith(_TARGET_PREFIX) or operation not in self.known_operations:
             raise AwsError("UnknownOperationException", f"Unknown operation: '{target or '(no X-Amz-Target header)'}'")
@@ -116,6 +118,26 @@ class App:
         except InboxFull:  # the engine holds all the commands it may: the caller backs off and retries
             raise throttled() from None
         return result
+
+    async def _clock(self, operation: str, body: bytes) -> dict:
+        """statewright's own operations on the virtual clock (see clock.py)."""
+        if operation not in clock.OPERATIONS:
+            raise AwsError("UnknownOperationException", f"Unknown operation: '{clock.TARGET_PREFIX}{operation}'")
+        virtual = self.service.virtual_clock
+        if virtual is None:
+            raise AwsError("UnknownOperationException", f"{clock.TARGET_PREFIX}{operation} needs a server started "
+                                                        "with --clock virtual")
+        try:
+            params = orjson.loads(body) if body.strip() else {}
+        except orjson.JSONDecodeError as exc:
+            raise AwsError("SerializationException", f"The request body is not valid JSON: {exc}") from None
+        if not isinstance(params, dict):
+            raise AwsError("SerializationException", "The request body must be a JSON object")
+        if operation == "AdvanceClock":
+            by_ms = clock.advance_by(params)
+            await self.service.store_call(virtual.advance, by_ms)
+            self.service.engine.wake()  # the timers the span passed fire now, not at the engine's next look
+        return clock.reading(virtual)
 
     def _scope(self, headers: dict[bytes, bytes]) -> Scope:
         """Where the request acts: the region it was signed for (the default if unsigned) and our account."""

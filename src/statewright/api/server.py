@@ -19,13 +19,14 @@ import uvicorn
 
 from ..cluster.loop import MembershipLoop
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
-from ..engine.core import Engine
+from ..engine.core import Engine, wall_clock_ms
 from ..engine.limits import Limits
 from ..integrations.http import Connections
 from ..store import open_store
 from ..store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
 from . import channel, cluster
 from .app import App
+from .clock import VirtualClock, iso
 from .forwarding import Forwarder
 from .service import Service
 from .transport import HttpLimits, protocol_class
@@ -52,6 +53,7 @@ class ServerConfig:
     advertise: str | None = None
     leases: LeaseSettings = field(default_factory=LeaseSettings)
     http: HttpLimits = field(default_factory=HttpLimits)  # connection timeouts and the connection limit
+    virtual_clock: bool = False  # --clock virtual: time moves forward on request too (see clock.py)
 
 
 class DataDirInUse(Exception):
@@ -153,7 +155,15 @@ def serve(config: ServerConfig) -> int:
             OSError) as exc:
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
-    engine = Engine(store, node_id=address, limits=config.limits)
+    virtual = None
+    if config.virtual_clock:
+        if config.store:
+            print("statewright: --clock virtual runs one server on SQLite (nodes would disagree on the time); drop "
+                  "--store", file=sys.stderr)
+            store.close()
+            return 1
+        virtual = VirtualClock(store)
+    engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms)
     node = None  # a cluster node's membership
     if config.store:
         if not config.cluster_secret:
@@ -171,6 +181,7 @@ def serve(config: ServerConfig) -> int:
         node.start()
     else:
         service = Service(store, engine, config.account_id, connections, config.limits)
+        service.virtual_clock = virtual
         engine.start()
     engine.metrics.count_open_executions(store.open_count, None if node is None else RECOUNT_OPEN_S)
     app = App(service, config.region)
@@ -178,6 +189,9 @@ def serve(config: ServerConfig) -> int:
     if node is not None:
         print(f"statewright: cluster node {address} (leases {config.leases.lease_ms} ms, renewed every "
               f"{config.leases.renew_ms} ms)", flush=True)
+    if virtual is not None:
+        print(f"statewright: virtual clock at {iso(virtual())}; move it with `statewright clock advance 1d "
+              f"--endpoint-url http://{config.host}:{config.port}`", flush=True)
     print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
                                     lifespan="on", proxy_headers=False, server_header=False,

@@ -31,6 +31,7 @@ from ..store.base import Dispatch, StateMachineRecord, Store
 from .arns import Scope
 
 if TYPE_CHECKING:
+    from .clock import VirtualClock
     from .forwarding import Forwarder
 
 # A task claimed from another node's shard is kept from other claims this long: time for its start to reach the
@@ -79,6 +80,7 @@ class Service:
             engine.forward = forwarder.engine_hook
         self.account_id = account_id
         self.clock = engine.clock
+        self.virtual_clock: VirtualClock | None = None  # --clock virtual: the engine's clock, which the API moves
         self.limits = limits or Limits()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._store_threads = ThreadPoolExecutor(STORE_THREADS_MAX, thread_name_prefix="statewright-api-store")

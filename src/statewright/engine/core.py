@@ -265,6 +265,11 @@ class Engine:
             self._wakeup.notify()
         return reply
 
+    def wake(self) -> None:
+        """Tick now rather than at the next timer (the clock moved forward). Thread-safe."""
+        with self._wakeup:
+            self._wakeup.notify()
+
     def give_back(self, dispatch: Dispatch) -> None:
         """An integration could not take a dispatch (its memory is full): it stays in the outbox, read back later.
         Thread-safe."""

@@ -1,0 +1,90 @@
+"""The virtual clock (``statewright serve --clock virtual``): the wall clock plus an offset that only grows, moved
+forward on request, so a test of a 30-day flow runs in milliseconds with histories that read like the real thing.
+
+The offset is a store setting, written before an advance is answered: a server killed after an advance starts
+again at the advanced time, and since the clock never goes back no timer can fire twice. The engine, the API's
+timestamps and the activity polls all read this clock; the engine is woken after an advance and fires, in due
+order, every timer the span passed (Waits, Retry backoffs, TimeoutSeconds, HeartbeatSeconds).
+
+The operations ride on the API's own protocol with their own target prefix: ``X-Amz-Target:
+Statewright.GetClock`` answers ``{"now": epoch seconds, "offsetMs": n}``; ``Statewright.AdvanceClock`` with
+``{"by": "90d"}`` (a duration: a whole number and s, m, h or d) or ``{"milliseconds": n}`` moves it forward and
+answers the same. ``statewright clock now|advance`` calls them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from ..engine.core import wall_clock_ms
+from ..store.base import Store
+from .errors import AwsError
+
+TARGET_PREFIX = "Statewright."
+OPERATIONS = ("GetClock", "AdvanceClock")
+_SETTING = "virtual_clock_offset_ms"
+_DURATION = re.compile(r"(\d{1,12})([smhd])", re.ASCII)
+_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+ADVANCE_MS_MAX = 100 * 365 * 86_400_000  # a century per call: far enough for any test, short of overflows
+
+
+def parse_duration(text: str) -> int:
+    """Milliseconds in a duration like ``30s``, ``15m``, ``36h`` or ``90d``; ValueError otherwise."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"not a duration: {text!r}; write a whole number and s, m, h or d, such as 90d")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+class VirtualClock:
+    """Callable like ``wall_clock_ms``: the time every part of the server reads."""
+
+    def __init__(self, store: Store, wall: Callable[[], int] = wall_clock_ms) -> None:
+        self._store = store
+        self._wall = wall
+        self._lock = threading.Lock()
+        self.offset_ms = int(store.put_setting_if_absent(_SETTING, "0"))
+
+    def __call__(self) -> int:
+        return self._wall() + self.offset_ms
+
+    def advance(self, by_ms: int) -> int:
+        """Move the clock forward by ``by_ms`` (durably) and return the new time."""
+        if not 0 <= by_ms <= ADVANCE_MS_MAX:
+            raise ValueError(f"the clock moves forward by 0 to {ADVANCE_MS_MAX} ms at a time, not {by_ms}")
+        with self._lock:  # advances from several requests add up; the write lands before the clock moves
+            offset_ms = self.offset_ms + by_ms
+            self._store.put_setting(_SETTING, str(offset_ms))
+            self.offset_ms = offset_ms
+        return self()
+
+
+def iso(epoch_ms: int) -> str:
+    """An instant as ISO 8601 in UTC with milliseconds, as the CLI prints it."""
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def reading(clock: VirtualClock) -> dict:
+    return {"now": clock() / 1000, "offsetMs": clock.offset_ms}
+
+
+def advance_by(params: dict) -> int:
+    """The milliseconds an AdvanceClock request asks for; AwsError(ValidationException) for anything else."""
+    by, milliseconds = params.get("by"), params.get("milliseconds")
+    if (by is None) == (milliseconds is None):
+        raise AwsError("ValidationException", "AdvanceClock takes one of 'by' (a duration such as \"90d\") or "
+                                              "'milliseconds' (a whole number)")
+    if by is not None:
+        if not isinstance(by, str):
+            raise AwsError("ValidationException", f"'by' must be a string such as \"90d\", not {by!r}")
+        try:
+            return parse_duration(by)
+        except ValueError as exc:
+            raise AwsError("ValidationException", str(exc)) from None
+    if isinstance(milliseconds, bool) or not isinstance(milliseconds, int) or milliseconds < 0:
+        raise AwsError("ValidationException", f"'milliseconds' must be a whole number of 0 or more, not "
+                                              f"{milliseconds!r}")
+    return milliseconds
