@@ -122,3 +122,28 @@ def _eventually(check, deadline_s: float = 20) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def test_wait_scale_zero_skips_waits_and_retry_backoffs_but_keeps_timeouts(tmp_path):
+    server = ServerProcess(tmp_path / "scaled", extra_args=("--wait-scale", "0")).start()
+    try:
+        sfn = server.client()
+        activity = sfn.create_activity(name=f"a-{uuid.uuid4().hex[:10]}")["activityArn"]
+        arn = machine(sfn, {"StartAt": "Sleep", "States": {
+            "Sleep": {"Type": "Wait", "Seconds": 30 * DAY_S, "Next": "Work"},
+            "Work": {"Type": "Task", "Resource": activity, "TimeoutSeconds": 1,
+                     "Retry": [{"ErrorEquals": ["States.Timeout"], "IntervalSeconds": 3600, "MaxAttempts": 1}],
+                     "End": True}}})
+        run = started(sfn, arn)
+        described = wait_closed(sfn, run)
+        assert described["status"] == "FAILED" and described["error"] == "States.Timeout"
+        types = [event["type"] for event in history(sfn, run)]
+        assert types.count("ActivityTimedOut") == 2  # each attempt kept its one-second timeout
+    finally:
+        server.stop()
+
+
+def test_wait_scale_must_be_a_number_from_zero(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "statewright", "serve", "--wait-scale", "-1", "--data-dir",
+                          str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--wait-scale" in run.stderr

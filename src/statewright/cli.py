@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--clock", choices=["wall", "virtual"], default="wall",
                      help="virtual: time also moves forward on request (`statewright clock advance`), so Waits, "
                           "retries and timeouts of days pass in a test at once; one server on SQLite (default wall)")
+    run.add_argument("--wait-scale", type=_scale, default=1.0, metavar="F",
+                     help="Waits and Retry backoffs last F times their length (0: not at all), as Step Functions "
+                          "Local's WAIT_TIME_SCALE; timeouts and heartbeats keep theirs (default 1)")
     limits = defaults.limits
     run.add_argument("--inbox-commands-max", type=_positive, default=limits.inbox_commands_max, metavar="N",
                      help="commands that may wait for the engine; past them requests get ThrottlingException "
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     http = HttpLimits(args.keep_alive_ms, args.request_head_timeout_ms, args.connections_max)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
                               args.connections, tuned, args.store, secret, args.advertise, leases, http,
-                              args.clock == "virtual"))
+                              args.clock == "virtual", args.wait_scale))
 
 
 def _positive(text: str) -> int:
@@ -149,6 +152,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+    if not 0 <= value <= 1_000:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1000, not {text}")
     return value
 
 

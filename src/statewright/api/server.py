@@ -54,6 +54,7 @@ class ServerConfig:
     leases: LeaseSettings = field(default_factory=LeaseSettings)
     http: HttpLimits = field(default_factory=HttpLimits)  # connection timeouts and the connection limit
     virtual_clock: bool = False  # --clock virtual: time moves forward on request too (see clock.py)
+    wait_scale: float = 1.0  # --wait-scale: Waits and Retry backoffs last this many times their length
 
 
 class DataDirInUse(Exception):
@@ -163,7 +164,8 @@ def serve(config: ServerConfig) -> int:
             store.close()
             return 1
         virtual = VirtualClock(store)
-    engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms)
+    engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
+                    wait_scale=config.wait_scale)
     node = None  # a cluster node's membership
     if config.store:
         if not config.cluster_secret:

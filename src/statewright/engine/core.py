@@ -100,7 +100,7 @@ class _Transfer:
 class Engine:
     def __init__(self, store: Store, *, node_id: str = "local", clock: Callable[[], int] = wall_clock_ms,
                  limits: Limits | None = None, tokens: TaskTokens | None = None,
-                 planted: frozenset[str] = frozenset()) -> None:
+                 planted: frozenset[str] = frozenset(), wait_scale: float = 1.0) -> None:
         self.store = store
         # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
         unknown = planted - PLANTED
@@ -113,7 +113,7 @@ class Engine:
         self.tokens = tokens or TaskTokens.load(store)
         # The ARNs of the activities that exist, kept current by ``note_activity``: the decider reads no store.
         self.activities: set[str] = _activity_arns(store)
-        self.services = decider.Services(self.tokens.mint, self.activities)
+        self.services = decider.Services(self.tokens.mint, self.activities, wait_scale)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.

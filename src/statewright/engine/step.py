@@ -10,6 +10,7 @@ not import them (nothing here calls back up). Pure: it imports no I/O and reads 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import ChainMap
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ class Services:
 
     mint_token: Callable[[str, int, int], str]  # (execution ARN, scheduled event id, attempt) -> task token
     activities: Container[str]  # the ARNs of the activities that exist
+    wait_scale: float = 1.0  # Waits and Retry backoffs last this many times their length (serve --wait-scale)
 
 
 class Step:
@@ -119,6 +121,10 @@ class Step:
             self.decision.timers_removed.append((timer_id, fire_at_ms))
 
     def sleep(self, flow: Flow, timer_id: str, fire_at_ms: int) -> None:
+        """A Wait or a Retry backoff until ``fire_at_ms`` (scaled by ``Services.wait_scale``)."""
+        scale = 1.0 if self.services is None else self.services.wait_scale
+        if scale != 1.0 and fire_at_ms > self.now_ms:
+            fire_at_ms = self.now_ms + math.ceil((fire_at_ms - self.now_ms) * scale)
         flow.timer = timer_id
         self.add_timer(timer_id, fire_at_ms)
 
