@@ -1,5 +1,6 @@
-"""The virtual clock: `serve --clock virtual`, moved by `statewright clock advance` (or Statewright.AdvanceClock),
-fires every timer in the span durably and in due order, and histories follow it. Real server processes, boto3."""
+"""The virtual clock and the wait scale: `serve --clock virtual`, moved by `statewright clock advance` (or
+Statewright.AdvanceClock), fires every timer in the span durably and in due order, and histories follow it;
+`serve --wait-scale 0` skips Waits and Retry backoffs. Real server processes, boto3."""
 
 from __future__ import annotations
 

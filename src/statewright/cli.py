@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                                         f"(default {http.request_head_timeout_ms})")
     keys = commands.add_parser(
         "keys", help="list or rotate the keys that sign task tokens",
-        description="Task tokens are signed with the newest key; every listed key still verifies. Rotate, restart "
-                    "the server(s) so they sign with the new key, and retire an old key only once no task it signed "
-                    "can still be pending.")
+        description="Task tokens are signed with the newest key; every listed key still verifies. Rotate (nodes "
+                    "on PostgreSQL switch within a lease renewal; restart a server on SQLite), and retire an old key "
+                    "only once no task it signed can still be pending.")
     keys.add_argument("action", choices=["list", "rotate", "retire"], help="what to do")
     keys.add_argument("key_id", nargs="?", help="the key to retire (with retire)")
     keys.add_argument("--data-dir", type=Path, default=defaults.data_dir,
