@@ -1,28 +1,18 @@
-"""A real ``statewright serve`` process for tests: started on a free port with its own data directory."""
+"""The suite's way to a real ``statewright serve`` process (statewright.testing's StatewrightServer, as users' tests
+get it) and what tests do with one: raw requests, waiting for an execution to close, reading a whole history."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
-import boto3
-from botocore.config import Config
+from statewright.testing import StatewrightServer, free_port
+
+__all__ = ["ROLE_ARN", "ServerProcess", "free_port", "history", "raw_call", "wait_closed"]
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/statewright-test"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def raw_call(server: ServerProcess, target: str | None, body: bytes | None, method: str = "POST",
@@ -39,55 +29,7 @@ def raw_call(server: ServerProcess, target: str | None, body: bytes | None, meth
         return error.code, json.loads(error.read())
 
 
-class ServerProcess:
-    def __init__(self, data_dir: Path, shards: int = 8, extra_args: tuple[str, ...] = (),
-                 port: int | None = None) -> None:
-        self.data_dir = data_dir
-        self.shards = shards
-        self.extra_args = extra_args
-        self.port = port or free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen | None = None
-        self.log_path = data_dir.parent / f"{data_dir.name}.log"
-
-    def start(self) -> ServerProcess:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child process owns it
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "statewright", "serve", "--port", str(self.port), "--data-dir",
-             str(self.data_dir), "--shards", str(self.shards), *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        log.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"statewright exited: {self.log_path.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("statewright did not start listening within 30 s")
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown code runs, as in a crash."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def client(self, region: str = "us-east-1", **config: object):
-        return boto3.client(
-            "stepfunctions", endpoint_url=self.endpoint, region_name=region, aws_access_key_id="test",
-            aws_secret_access_key="test",
-            config=Config(**{"retries": {"max_attempts": 0}, "inject_host_prefix": False, **config}))
+ServerProcess = StatewrightServer  # the shipped test server (statewright.testing) is the suite's too
 
 
 def wait_closed(client, execution_arn: str, deadline_s: float = 30) -> dict:

@@ -9,10 +9,10 @@ import logging
 import os
 import sys
 import urllib.error
-import urllib.request
 from pathlib import Path
 
-from .api.clock import TARGET_PREFIX, iso, parse_duration
+from .api.clock import call as clock_call
+from .api.clock import iso, parse_duration
 from .api.server import ServerConfig, serve
 from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
@@ -189,14 +189,11 @@ def _clock(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parse_duration(args.duration)
         except ValueError as exc:
             parser.error(str(exc))
-    body = {"by": args.duration} if args.action == "advance" else {}
-    operation = "AdvanceClock" if args.action == "advance" else "GetClock"
-    request = urllib.request.Request(args.endpoint_url, data=json.dumps(body).encode(), method="POST", headers={
-        "X-Amz-Target": f"{TARGET_PREFIX}{operation}", "Content-Type": "application/x-amz-json-1.0"})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a local server, not via a proxy
     try:
-        with opener.open(request, timeout=30) as answer:
-            reading = json.loads(answer.read())
+        if args.action == "advance":
+            reading = clock_call(args.endpoint_url, "AdvanceClock", {"by": args.duration})
+        else:
+            reading = clock_call(args.endpoint_url, "GetClock", {})
     except urllib.error.HTTPError as refused:
         message = json.loads(refused.read() or b"{}").get("message", refused.reason)
         print(f"statewright: {message}", file=sys.stderr)

@@ -14,8 +14,10 @@ answers the same. ``statewright clock now|advance`` calls them.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
+import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -65,6 +67,16 @@ class VirtualClock:
 def iso(epoch_ms: int) -> str:
     """An instant as ISO 8601 in UTC with milliseconds, as the CLI prints it."""
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def call(endpoint: str, operation: str, body: dict, timeout_s: float = 30) -> dict:
+    """A client's call of GetClock or AdvanceClock at the server at ``endpoint``: its answer. Raises
+    urllib.error.HTTPError for a refusal (its body holds the message) and OSError when unreachable."""
+    request = urllib.request.Request(endpoint, data=json.dumps(body).encode(), method="POST", headers={
+        "X-Amz-Target": f"{TARGET_PREFIX}{operation}", "Content-Type": "application/x-amz-json-1.0"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a local server, not via a proxy
+    with opener.open(request, timeout=timeout_s) as answer:
+        return json.loads(answer.read())
 
 
 def reading(clock: VirtualClock) -> dict:

@@ -1,0 +1,46 @@
+"""The pytest plugin (registered as ``statewright`` by ``pip install statewright[testing]``): one real statewright
+server per test session on the virtual clock, and fixtures to reach it.
+
+- ``statewright_server``: the session's StatewrightServer (``--clock virtual``, a temporary data directory; more
+  ``statewright serve`` options from the ``statewright_serve_args`` ini setting).
+- ``statewright_sfn``: a boto3 Step Functions client pointed at it.
+- ``statewright_clock``: its clock: ``advance("1d")`` fires every timer the day passes; ``now()``.
+
+The clock is the session's: advancing it in one test moves it for the tests after (it never goes back), which a
+test that measures time from its own start does not notice.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .server import StatewrightServer
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini("statewright_serve_args", "more `statewright serve` options for the statewright_server fixture",
+                  default="")
+
+
+@pytest.fixture(scope="session")
+def statewright_server(request: pytest.FixtureRequest,
+                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[StatewrightServer]:
+    extra = tuple(shlex.split(request.config.getini("statewright_serve_args")))
+    server = StatewrightServer(tmp_path_factory.mktemp("statewright") / "data",
+                               extra_args=("--clock", "virtual", *extra)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def statewright_sfn(statewright_server: StatewrightServer) -> Any:
+    return statewright_server.client()
+
+
+@pytest.fixture
+def statewright_clock(statewright_server: StatewrightServer) -> StatewrightServer:
+    return statewright_server  # advance() and now() are the server's
