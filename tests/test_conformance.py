@@ -9,6 +9,10 @@ A case is ``{"name", "definition", "input" | "input_text", "expect", "stop"?}``.
 ``[state name, assignedVariables]`` that the history's StateExited events carry.
 ``details`` lists ``[event index, {key: value}]`` pairs: that event's details hold those keys with those values
 (``null`` means the key is absent); ``describe`` is the same for DescribeExecution's answer.
+``output_fields`` is the same for the output (parsed), where the whole output cannot be known in advance, and
+``output_keys`` lists the output object's keys in their order.
+``child`` is a second definition, created first: ``${CHILD_ARN}`` in the case's definition names it (for nested
+executions).
 To add a case, append it to the topic's file; the pytest id is the case's name.
 
 Every case also checks the history's id laws: ids run 1, 2, 3, ...; ExecutionStarted, the first StateEntered
@@ -94,7 +98,11 @@ def assert_holds(found: dict, wanted: dict) -> None:
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
 def test_conformance(case, sfn, make_machine):
     expect = case["expect"]
-    machine_arn = make_machine(case["definition"], name=f"cf-{uuid.uuid4().hex[:16]}")
+    definition = case["definition"]
+    if "child" in case:
+        child_arn = make_machine(case["child"], name=f"cf-child-{uuid.uuid4().hex[:16]}")
+        definition = json.loads(json.dumps(definition).replace("${CHILD_ARN}", child_arn))
+    machine_arn = make_machine(definition, name=f"cf-{uuid.uuid4().hex[:16]}")
     execution_arn = sfn.start_execution(stateMachineArn=machine_arn, name=f"ex-{uuid.uuid4().hex[:16]}",
                                         input=input_text(case))["executionArn"]
 
@@ -129,6 +137,10 @@ def test_conformance(case, sfn, make_machine):
     for index, wanted in expect.get("details", []):
         assert_holds(details_of(events[index]), wanted)
     assert_holds(described, expect.get("describe", {}))
+    if "output_fields" in expect:
+        assert_holds(json.loads(described["output"]), expect["output_fields"])
+    if "output_keys" in expect:
+        assert list(json.loads(described["output"])) == expect["output_keys"]
     if "output" in expect:
         assert json.loads(described["output"]) == expect["output"]
     if "output_text" in expect:

@@ -24,7 +24,7 @@ from ..asl.scope import Scope
 from ..asl.states import Definition, ResultState, State, TaskState
 from ..asl.templates import Template
 from ..asl.timestamps import format_ms
-from .execution import FAILED, ExecutionState, Flow
+from .execution import FAILED, ExecutionState, Flow, redrive_status
 from .outcomes import End, Next
 
 MAX_PAYLOAD_BYTES = 262_144
@@ -352,6 +352,9 @@ def describe_for_parent(execution: ExecutionState) -> dict[str, Any]:
     for key in ("error", "cause"):
         if getattr(execution, key) is not None:
             described[key.capitalize()] = getattr(execution, key)
+    described["RedriveStatus"], reason = redrive_status(execution.status)
+    if reason is not None:
+        described["RedriveStatusReason"] = reason
     return dict(sorted(described.items()))
 
 
