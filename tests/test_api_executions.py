@@ -90,6 +90,29 @@ def test_input_that_is_not_json_is_invalid_execution_input(sfn, make_machine, te
     assert raised.value.response["Error"]["Message"].startswith("Invalid State Machine Execution Input: '")
 
 
+@pytest.mark.parametrize(("text", "problem"), [
+    ("not json", "Unrecognized token 'not': was expecting (JSON String, Number, Array, Object or token 'null', "
+                 "'true' or 'false')"),
+    ('{"a" 1}', "Unexpected character ('1' (code 49)): was expecting a colon to separate field name and value"),
+    ("[1,]", "Unexpected character (']' (code 93)): expected a valid value (JSON String, Number, Array, Object or "
+             "token 'null', 'true' or 'false')"),
+])
+def test_input_that_is_not_json_is_refused_in_jacksons_words(sfn, make_machine, text, problem):
+    arn = make_machine(CHAIN)
+    with pytest.raises(sfn.exceptions.InvalidExecutionInput) as raised:
+        sfn.start_execution(stateMachineArn=arn, input=text)
+    assert raised.value.response["Error"]["Message"] == f"Invalid State Machine Execution Input: '{problem}'"
+
+
+def test_next_token_over_1024_characters_is_refused_in_aws_words(sfn):
+    token = "t" * 1025
+    with pytest.raises(sfn.exceptions.ValidationException) as raised:
+        sfn.list_state_machines(nextToken=token)
+    assert raised.value.response["Error"]["Message"] == (
+        f"1 validation error detected: Value '{token}' at 'nextToken' failed to satisfy constraint: Member must have "
+        "length less than or equal to 1024")
+
+
 def test_input_over_256_kib_is_a_validation_exception(sfn, make_machine):
     arn = make_machine(CHAIN)
     with pytest.raises(sfn.exceptions.ValidationException) as raised:

@@ -7,6 +7,12 @@ A case is ``{"name", "definition", "input" | "input_text", "expect", "stop"?}``.
 ``previous_ids`` in ``expect`` lists every event's previousEventId where the plain chain below does not hold
 (Parallel and Map point events at the events that spawned them). ``assigned`` lists, in order, every
 ``[state name, assignedVariables]`` that the history's StateExited events carry.
+``details`` lists ``[event index, {key: value}]`` pairs: that event's details hold those keys with those values
+(``null`` means the key is absent); ``describe`` is the same for DescribeExecution's answer.
+``output_fields`` is the same for the output (parsed), where the whole output cannot be known in advance, and
+``output_keys`` lists the output object's keys in their order.
+``child`` is a second definition, created first: ``${CHILD_ARN}`` in the case's definition names it (for nested
+executions).
 To add a case, append it to the topic's file; the pytest id is the case's name.
 
 Every case also checks the history's id laws: ids run 1, 2, 3, ...; ExecutionStarted, the first StateEntered
@@ -84,10 +90,19 @@ def details_of(event: dict) -> dict:
     return event[keys[0]]
 
 
+def assert_holds(found: dict, wanted: dict) -> None:
+    for key, value in wanted.items():
+        assert found.get(key) == value, (key, found)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
 def test_conformance(case, sfn, make_machine):
     expect = case["expect"]
-    machine_arn = make_machine(case["definition"], name=f"cf-{uuid.uuid4().hex[:16]}")
+    definition = case["definition"]
+    if "child" in case:
+        child_arn = make_machine(case["child"], name=f"cf-child-{uuid.uuid4().hex[:16]}")
+        definition = json.loads(json.dumps(definition).replace("${CHILD_ARN}", child_arn))
+    machine_arn = make_machine(definition, name=f"cf-{uuid.uuid4().hex[:16]}")
     execution_arn = sfn.start_execution(stateMachineArn=machine_arn, name=f"ex-{uuid.uuid4().hex[:16]}",
                                         input=input_text(case))["executionArn"]
 
@@ -119,6 +134,13 @@ def test_conformance(case, sfn, make_machine):
         assert assigned == expect["assigned"]
         assert all(details_of(e)["assignedVariablesDetails"] == {"truncated": False} for e in events
                    if "assignedVariables" in (details_of(e) if e["type"].endswith("StateExited") else {}))
+    for index, wanted in expect.get("details", []):
+        assert_holds(details_of(events[index]), wanted)
+    assert_holds(described, expect.get("describe", {}))
+    if "output_fields" in expect:
+        assert_holds(json.loads(described["output"]), expect["output_fields"])
+    if "output_keys" in expect:
+        assert list(json.loads(described["output"])) == expect["output_keys"]
     if "output" in expect:
         assert json.loads(described["output"]) == expect["output"]
     if "output_text" in expect:

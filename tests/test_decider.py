@@ -295,10 +295,10 @@ def test_seconds_path_to_an_invalid_value_fails(value):
     assert failure(decision)["cause"].startswith(PREFIX.format("W", 2))
 
 
-def test_seconds_path_missing_fails_with_the_path_message():
+def test_seconds_path_missing_fails_saying_it_references_no_input_value():
     decision = start({"W": {"Type": "Wait", "SecondsPath": "$.s", "End": True}})
     assert failure(decision) == {"error": "States.Runtime", "cause": PREFIX.format("W", 2) +
-                                 "Invalid path '$.s' : No results for path: $['s']"}
+                                 "The SecondsPath parameter does not reference an input value: $.s"}
 
 
 @pytest.mark.parametrize("stamp", ["2016-03-14T01:59:00", "2016-03-14T01:59:00.000", "", "yesterday"])
@@ -467,7 +467,8 @@ def test_fail_error_path_that_is_missing_is_a_runtime_error():
     decision = start({"F": {"Type": "Fail", "ErrorPath": "$.e", "Cause": "c"}})
     assert types(decision.events) == ["ExecutionStarted", "FailStateEntered", "ExecutionFailed"]
     assert failure(decision) == {"error": "States.Runtime", "cause": PREFIX.format("F", 2) +
-                                 "Invalid path '$.e' : No results for path: $['e']"}
+                                 "The JSONPath '$.e' specified for the field 'ErrorPath' could not be found in the "
+                                 "input '{}'"}
 
 
 def test_fail_cause_path_to_a_non_string_is_a_runtime_error():

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..asl.definition import InvalidDefinition
 from ..engine import commands
-from ..engine.execution import RUNNING, SUCCEEDED, ExecutionState
+from ..engine.execution import ExecutionState, redrive_status
 from ..engine.test_state import outcome_of, start_test
 from ..integrations.http import invoke
 from ..store.base import Page, StateMachineRecord
@@ -85,11 +85,9 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
     for key in ("error", "cause"):
         if getattr(execution, key) is not None:
             described[key] = getattr(execution, key)
-    if execution.status in (RUNNING, SUCCEEDED):
-        described["redriveStatus"] = "NOT_REDRIVABLE"
-        described["redriveStatusReason"] = f"Execution is {execution.status} and cannot be redriven"
-    else:
-        described["redriveStatus"] = "REDRIVABLE"
+    described["redriveStatus"], reason = redrive_status(execution.status)
+    if reason is not None:
+        described["redriveStatusReason"] = reason
     return described
 
 

@@ -57,8 +57,8 @@ def _check(shapes: dict, shape: dict, value: Any, where: str) -> Any:
             if len(value.encode()) > shape["max"]:
                 raise validation(f"Value at '{where}' failed to satisfy constraint: Member must have size less "
                                  f"than or equal to {shape['max']} bytes in UTF-8 encoding")
-        elif len(value) > shape.get("max", 1 << 31):
-            raise validation(f"Value '{value[:256]}' at '{where}' failed to satisfy constraint: Member must have "
+        elif len(value) > shape.get("max", 1 << 31):  # AWS quotes the whole value (payloads aside, above)
+            raise validation(f"Value '{value}' at '{where}' failed to satisfy constraint: Member must have "
                              f"length less than or equal to {shape['max']}")
         if len(value) < shape.get("min", 0):
             raise validation(f"Value '{value}' at '{where}' failed to satisfy constraint: Member must have length "

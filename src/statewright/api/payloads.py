@@ -7,10 +7,12 @@ here with AWS's error for that member (InvalidExecutionInput, InvalidOutput), ne
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
 
+from ..asl.diagnostics import jackson_detail
 from ..asl.jsonio import DEPTH_MAX, depth
 from .errors import AwsError
 
@@ -20,7 +22,20 @@ def parse_json(text: str, code: str, prefix: str) -> Any:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        raise AwsError(code, f"{prefix}: '{exc}'") from None
+        raise AwsError(code, f"{prefix}: '{_problem(text, exc)}'") from None
     if depth(value) > DEPTH_MAX:
         raise AwsError(code, f"{prefix}: 'JSON nested deeper than {DEPTH_MAX} levels'")
     return value
+
+
+def _problem(text: str, refused: orjson.JSONDecodeError) -> str:
+    """AWS's front end reads payloads with Jackson and quotes its message (``Unrecognized token 'not': was
+    expecting ...``, without the place in the text). The standard library locates the problem for that wording;
+    what only orjson refuses (a number beyond a double, a lone surrogate) keeps orjson's words."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return jackson_detail(text, exc.msg, exc.pos)[0]
+    except (ValueError, RecursionError):
+        pass
+    return str(refused)

@@ -90,6 +90,20 @@ def load_json(text: str) -> tuple[Any, dict[int, list[str]]]:
 def json_problem(text: str, detail: str, pos: int, length: int = 0) -> Diagnostic:
     """INVALID_JSON_DESCRIPTION in the words of AWS's parser (Jackson) where they are known: the problem, then
     ``at [Source: (String)"..."; line: L, column: C]``, whose column is the one just after the offending text."""
+    detail, length = jackson_detail(text, detail, pos, length)
+    end = min(pos + length, len(text))
+    line = text.count("\n", 0, end) + 1
+    column = end - (text.rfind("\n", 0, end) + 1) + 1
+    shown = text if len(text) <= _SOURCE_SHOWN_CHARS else (
+        f'{text[:_SOURCE_SHOWN_CHARS]}"[truncated {len(text) - _SOURCE_SHOWN_CHARS} chars]')
+    location = f'[Source: (String)"{shown}"; line: {line}, column: {column}]'
+    return Diagnostic(INVALID_JSON, f"{detail}\n at {location}", location)
+
+
+def jackson_detail(text: str, detail: str, pos: int, length: int = 0) -> tuple[str, int]:
+    """What Jackson says of the JSON problem the standard library found at ``pos`` (``detail`` is its message),
+    and how many characters of ``text`` the problem spans. AWS quotes it alone where it reads a payload
+    (execution input), and with the place in the text where it reads a definition."""
     if length == 0 and pos < len(text):
         ch = text[pos]
         token = _BARE_TOKEN.match(text, pos) if detail == "Expecting value" else None
@@ -111,13 +125,7 @@ def json_problem(text: str, detail: str, pos: int, length: int = 0) -> Diagnosti
             length = 1
     elif pos >= len(text):
         detail = f"Unexpected end-of-input: {detail[0].lower()}{detail[1:]}"
-    end = min(pos + length, len(text))
-    line = text.count("\n", 0, end) + 1
-    column = end - (text.rfind("\n", 0, end) + 1) + 1
-    shown = text if len(text) <= _SOURCE_SHOWN_CHARS else (
-        f'{text[:_SOURCE_SHOWN_CHARS]}"[truncated {len(text) - _SOURCE_SHOWN_CHARS} chars]')
-    location = f'[Source: (String)"{shown}"; line: {line}, column: {column}]'
-    return Diagnostic(INVALID_JSON, f"{detail}\n at {location}", location)
+    return detail, length
 
 
 def expected(kind: str) -> str:

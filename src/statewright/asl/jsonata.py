@@ -76,16 +76,17 @@ def compile_value(raw: Any, field: str = "") -> CompiledValue:
     value in causes, as AWS does (``Output``, ``Arguments``, ``Choices[1]/Condition``).
 
     Raises JsonataSyntaxError for an expression that does not parse or that reads the missing context item."""
-    return CompiledValue(_compile(raw, field))
+    return CompiledValue(_compile(raw, field), raw)
 
 
 class CompiledValue:
-    """A JSON value whose ``{% %}`` strings are compiled JSONata expressions."""
+    """A JSON value whose ``{% %}`` strings are compiled JSONata expressions; ``raw`` is the value as written."""
 
-    __slots__ = ("_node",)
+    __slots__ = ("_node", "raw")
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Any, raw: Any) -> None:
         self._node = node
+        self.raw = raw
 
     @property
     def is_literal(self) -> bool:
@@ -114,27 +115,33 @@ class CompiledValue:
 
 
 class _Expression:
-    __slots__ = ("compiled", "location", "text")
+    __slots__ = ("compiled", "inner", "location", "text")
 
-    def __init__(self, text: str, compiled: Jsonata, location: str) -> None:
+    def __init__(self, text: str, compiled: Jsonata, location: str, inner: str) -> None:
         self.text = text
         self.compiled = compiled
         self.location = location
+        self.inner = inner  # where in its field's template the expression sits ("/result", "[0]"), "" at the top
 
     def fail(self, detail: str) -> NoReturn:
+        """States.QueryEvaluationError; ``inner`` goes with it, since AWS's EvaluationFailed event names the field
+        down to the template member that failed (``Assign/result``, ``Output/result``)."""
         where = f" specified for the field '{self.location}'" if self.location else ""
-        raise StatesError(QUERY_EVALUATION_ERROR, f"The JSONata expression '{self.text}'{where} {detail}") from None
+        failure = StatesError(QUERY_EVALUATION_ERROR, f"The JSONata expression '{self.text}'{where} {detail}")
+        failure.inner = self.inner
+        raise failure from None
 
 
-def _compile(raw: Any, location: str) -> Any:
+def _compile(raw: Any, location: str, inner: str = "") -> Any:
     if isinstance(raw, dict):
-        return ObjectNode([(key, _compile(value, f"{location}/{key}" if location else key))
-                        for key, value in raw.items()])
+        return ObjectNode([(key, _compile(value, f"{location}/{key}" if location else key, f"{inner}/{key}"))
+                           for key, value in raw.items()])
     if isinstance(raw, list):
-        return ArrayNode([_compile(item, f"{location}[{index}]") for index, item in enumerate(raw)])
+        return ArrayNode([_compile(item, f"{location}[{index}]", f"{inner}[{index}]")
+                          for index, item in enumerate(raw)])
     if is_expression(raw):
         text = raw[2:-2].strip()
-        return _Expression(text, _parse(text, location), location)
+        return _Expression(text, _parse(text, location), location, inner)
     return raw
 
 

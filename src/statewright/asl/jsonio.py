@@ -52,3 +52,8 @@ def depth(value: Any) -> int:
         deepest = max(deepest, at)
         pending.extend((child, at + 1) for child in children if isinstance(child, dict | list))
     return deepest
+
+
+def shown(value: Any) -> str:
+    """A value as AWS quotes it in a runtime cause (``$.x == value``): a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else dumps(value)

@@ -41,6 +41,11 @@ class PathSyntaxError(ValueError):
     """The text is not a JSONPath that AWS accepts."""
 
 
+class PathNotFound(StatesError):
+    """A definite path selects nothing in its data: fields that read a path (SecondsPath, ErrorPath, ...) name
+    that failure in their own words."""
+
+
 def _parse_definite(text: str) -> list[Step] | None:
     """Steps of a definite path, or None when the path needs the general evaluator."""
     if not text.startswith("$"):
@@ -158,7 +163,7 @@ class Path:
             elif isinstance(value, dict) and step in value:
                 value = value[step]
                 continue
-            raise StatesError(RUNTIME, f"Invalid path '{self.text}' : No results for path: {_normalized(self._steps)}")
+            raise PathNotFound(RUNTIME, f"Invalid path '{self.text}' : No results for path: {_normalized(self._steps)}")
         return value
 
     def evaluate(self, data: Any, context: Any = None, seed: bytes = b"") -> Any:

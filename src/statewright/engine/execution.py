@@ -28,6 +28,14 @@ FAILED = "FAILED"
 TIMED_OUT = "TIMED_OUT"
 ABORTED = "ABORTED"
 CLOSED_STATUSES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, ABORTED})
+
+
+def redrive_status(status: str) -> tuple[str, str | None]:
+    """DescribeExecution's redriveStatus and redriveStatusReason (None: AWS gives no reason) for a status. A
+    running or succeeded execution cannot be redriven; AWS says why in these words."""
+    if status in (RUNNING, SUCCEEDED):
+        return "NOT_REDRIVABLE", f"Execution is {status} and cannot be redriven"
+    return "REDRIVABLE", None
 SCHEMA_VERSION = 1
 
 

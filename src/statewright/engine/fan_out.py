@@ -9,17 +9,20 @@ the decider.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..asl import errors
 from ..asl.dataflow import select
 from ..asl.errors import StatesError
-from ..asl.jsonio import dumps
+from ..asl.jsonio import dumps, shown
 from ..asl.states import MapState, ParallelState
 from . import jsonata_states, retry_catch, tasks
 from .execution import FanOut, Flow
 from .outcomes import End, Next, Outcome
 from .step import Step
+
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
 
 
 def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, context: Any) -> None:
@@ -60,12 +63,18 @@ def _map_inputs(step: Step, flow_id: str, state: MapState, effective: Any, conte
 
 
 def _map_concurrency(state: MapState, effective: Any, context: Any) -> int:
+    """MaxConcurrencyPath's value. AWS takes an integer or a string of one (execution input often carries numbers
+    as text); any other value is "not a valid integer", quoted raw if a string and as JSON otherwise."""
     if state.max_concurrency_path is None:
         return state.max_concurrency
     value = state.max_concurrency_path.resolve(effective, context)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise StatesError(errors.RUNTIME, f"The MaxConcurrencyPath field refers to value '{dumps(value)}' "
-                          "which is not a valid non-negative integer")
+    if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise StatesError(errors.RUNTIME, f'The MaxConcurrencyPath field refers to value "{shown(value)}" which is '
+                          f"not a valid integer: {state.max_concurrency_path.text}")
+    if value < 0:
+        raise StatesError(errors.RUNTIME, f"Expected non-negative integer for MaxConcurrency, got '{value}' instead.")
     return value
 
 

@@ -24,7 +24,7 @@ def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int |
         flow = step.flows[flow_id]
         state = step.states_of(flow)[name]
         try:
-            text = step.json_of(data)
+            text = step.json_of(data, name)
         except StatesError as failure:
             settle(step, flow_id, Fail(failure.error, failure.cause))
             return
@@ -130,7 +130,7 @@ def gather(step: Step, flow_id: str) -> Outcome:
 def flow_succeeded(step: Step, flow_id: str, output: Any) -> None:
     if flow_id == ROOT:
         try:
-            text = step.json_of(output)
+            text = step.json_of(output, step.flows[ROOT].state)
         except StatesError as failure:
             step.fail_execution(failure.error, failure.cause)
             return

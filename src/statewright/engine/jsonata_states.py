@@ -14,6 +14,8 @@ from typing import Any
 
 from ..asl import errors
 from ..asl.errors import StatesError
+from ..asl.jsonata import QUERY_EVALUATION_ERROR
+from ..asl.jsonio import dumps, shown
 from ..asl.states import ChoiceState, FailState, MapState, ParallelState, PassState, State, SucceedState, WaitState
 from ..asl.timestamps import parse_ms
 from . import jsonpath_states
@@ -88,8 +90,10 @@ def _wait_until(step: Step, flow_id: str, state: WaitState, data: Any) -> int:
     stamp = step.jsonata(flow_id, state, "Timestamp", data)
     fire_at_ms = parse_ms(stamp)
     if fire_at_ms is None:
-        raise query_error(f"The Timestamp field must evaluate to an ISO-8601 timestamp, not {stamp!r}", "Timestamp")
-    return fire_at_ms
+        # As a TimestampPath that does not parse: States.Runtime, quoting the field as written and its value.
+        raise StatesError(errors.RUNTIME, f"The Timestamp parameter does not reference a valid ISO-8601 extended "
+                          f"offset date-time format string: {shown(state.jsonata['Timestamp'].raw)} == {shown(stamp)}")
+    return jsonpath_states.within_reach(fire_at_ms, step.now_ms, "Timestamp")
 
 
 def seconds(step: Step, flow_id: str, state: State, field: str, data: Any, fixed: int | None) -> int | None:
@@ -108,7 +112,8 @@ def fan_inputs(step: Step, flow_id: str, state: ParallelState | MapState, data: 
         return [step.jsonata(flow_id, state, "Arguments", data, data)] * len(state.branches), 0
     items = step.note("afterItemsPath", step.jsonata(flow_id, state, "Items", data, data))
     if not isinstance(items, list):
-        raise query_error(f"Map state input must be an array but was: {items!r}", "Items")
+        # AWS's EvaluationFailed for this names no location: the check is the Map's, not an expression's.
+        raise StatesError(QUERY_EVALUATION_ERROR, f"Map state input must be an array but was: {dumps(items)}")
     selector = state.jsonata.get("ItemSelector")
     if selector is not None:
         items = step.note("afterItemSelector", [
@@ -120,6 +125,8 @@ def fan_inputs(step: Step, flow_id: str, state: ParallelState | MapState, data: 
 
 def evaluation_failed(step: Step, flow: Flow, state: State, failure: StatesError, cause: str) -> None:
     """AWS records a failed JSONata expression as EvaluationFailed, pointing where the state's entry points."""
-    step.emit("EvaluationFailed", "evaluationFailedEventDetails",
-              {"error": failure.error, "cause": cause, "location": getattr(failure, "location", ""),
-               "state": state.name}, flow.entered_prev)
+    details = {"error": failure.error, "cause": cause, "state": state.name}
+    location = getattr(failure, "location", "")
+    if location:
+        details["location"] = location
+    step.emit("EvaluationFailed", "evaluationFailedEventDetails", details, flow.entered_prev)

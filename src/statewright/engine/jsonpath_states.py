@@ -11,10 +11,14 @@ from typing import Any
 from ..asl import errors
 from ..asl.dataflow import place_result, select
 from ..asl.errors import StatesError
+from ..asl.jsonio import dumps, shown
+from ..asl.paths import Path, PathNotFound
 from ..asl.states import ChoiceState, FailState, PassState, State, SucceedState, WaitState
 from ..asl.timestamps import parse_ms
 from .outcomes import WAIT, End, Fail, Next, Outcome
 from .step import Step
+
+WAIT_AHEAD_MS_MAX = 2**31 * 1000
 
 
 def evaluate(step: Step, flow_id: str, state: State, data: Any, context: Any) -> Outcome:
@@ -67,12 +71,21 @@ def _succeed(step: Step, flow_id: str, state: SucceedState, data: Any, context: 
 
 def _fail(step: Step, flow_id: str, state: FailState, data: Any, context: Any) -> Outcome:
     seed = step.seed(step.flows[flow_id])
-    error = state.error_path.evaluate(data, context, seed) if state.error_path else state.error
-    cause = state.cause_path.evaluate(data, context, seed) if state.cause_path else state.cause
+    error = _fail_field(state.error_path, "ErrorPath", data, context, seed) if state.error_path else state.error
+    cause = _fail_field(state.cause_path, "CausePath", data, context, seed) if state.cause_path else state.cause
     for value, what in ((error, "ErrorPath"), (cause, "CausePath")):
         if value is not None and not isinstance(value, str):
             raise StatesError(errors.RUNTIME, f"The {what} of state '{state.name}' must select a string")
     return Fail(error, cause)
+
+
+def _fail_field(path: Any, field: str, data: Any, context: Any, seed: bytes) -> Any:
+    """ErrorPath / CausePath (a path or an intrinsic). AWS words a path that selects nothing as Parameters do."""
+    try:
+        return path.evaluate(data, context, seed)
+    except PathNotFound:
+        raise StatesError(errors.RUNTIME, f"The JSONPath '{path.text}' specified for the field '{field}' could not "
+                          f"be found in the input '{dumps(data)}'") from None
 
 
 _EVALUATORS = {PassState: _pass, ChoiceState: _choice, WaitState: _wait, SucceedState: _succeed, FailState: _fail}
@@ -87,19 +100,50 @@ def wait_until(step: Step, state: WaitState, data: Any, context: Any) -> int:
     if state.seconds is not None:
         return step.now_ms + state.seconds * 1000
     if state.timestamp_ms is not None:
-        return state.timestamp_ms
+        return within_reach(state.timestamp_ms, step.now_ms, "Timestamp")
     if state.seconds_path is not None:
-        seconds = state.seconds_path.resolve(data, context)
-        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 0:
-            raise StatesError(errors.RUNTIME, f"The SecondsPath parameter does not reference a valid "
-                              f"positive integer: {state.seconds_path.text}")
-        return step.now_ms + seconds * 1000
-    stamp = state.timestamp_path.resolve(data, context)
+        seconds = seconds_from_path(state.seconds_path, data, context)
+        return within_reach(step.now_ms + seconds * 1000, step.now_ms, "SecondsPath", state.seconds_path.text)
+    path = state.timestamp_path
+    stamp = _referenced(path, "TimestampPath", data, context)
     fire_at_ms = parse_ms(stamp)
     if fire_at_ms is None:
         raise StatesError(errors.RUNTIME, f"The TimestampPath parameter does not reference a valid ISO-8601 "
-                          f"extended offset date-time format string: {state.timestamp_path.text} == {stamp}")
-    return fire_at_ms
+                          f"extended offset date-time format string: {path.text} == {shown(stamp)}")
+    return within_reach(fire_at_ms, step.now_ms, "TimestampPath", path.text)
+
+
+def within_reach(fire_at_ms: int, now_ms: int, field: str, source: str | None = None) -> int:
+    """AWS counts a Wait's end in seconds held in a signed 32 bits: an AWS-validated boundary test (LocalStack's
+    test_timestamp_too_far_in_future_boundary) has 24,855 days ahead succeed and 24,856 days fail, and 2**31 s is
+    24,855.13 days. A later end fails the state at once rather than sleeping (the cause's wording is ours)."""
+    if fire_at_ms - now_ms <= WAIT_AHEAD_MS_MAX:
+        return fire_at_ms
+    where = f": {source}" if source else ""
+    raise StatesError(errors.RUNTIME, f"The {field} parameter references a time more than {WAIT_AHEAD_MS_MAX // 1000} "
+                      f"seconds in the future{where}")
+
+
+def seconds_from_path(path: Path, data: Any, context: Any) -> int:
+    """SecondsPath's value. AWS reads it as a Java long: a fraction, a string or any other JSON value "cannot be
+    parsed", a negative number is refused on its own, and each cause quotes the path and the value."""
+    seconds = _referenced(path, "SecondsPath", data, context)
+    if not isinstance(seconds, int) or isinstance(seconds, bool):
+        raise StatesError(errors.RUNTIME, f"The SecondsPath parameter cannot be parsed as a long value: "
+                          f"{path.text} == {shown(seconds)}")
+    if seconds < 0:
+        raise StatesError(errors.RUNTIME, f"The SecondsPath parameter references a negative value: "
+                          f"{path.text} == {seconds}")
+    return seconds
+
+
+def _referenced(path: Path, field: str, data: Any, context: Any) -> Any:
+    """The value a Wait's path field selects; a path that selects nothing is refused in AWS's words."""
+    try:
+        return path.resolve(data, context)
+    except PathNotFound:
+        raise StatesError(errors.RUNTIME, f"The {field} parameter does not reference an input value: "
+                          f"{path.text}") from None
 
 
 def _copy_json(value: Any) -> Any:

@@ -25,7 +25,7 @@ from ..asl.scope import Scope
 from ..asl.states import Definition, ResultState, State, TaskState
 from ..asl.templates import Template
 from ..asl.timestamps import format_ms
-from .execution import FAILED, ExecutionState, Flow
+from .execution import FAILED, ExecutionState, Flow, redrive_status
 from .outcomes import End, Next
 
 MAX_PAYLOAD_BYTES = 262_144
@@ -175,15 +175,18 @@ class Step:
 
     # -- what a state sees
 
-    def json_of(self, value: Any) -> str:
-        """``value`` as JSON. A payload that passes through untouched keeps its text as written, as on AWS."""
+    def json_of(self, value: Any, state_name: str) -> str:
+        """``value`` as JSON. A payload that passes through untouched keeps its text as written, as on AWS.
+
+        Over 256 KiB it is States.DataLimitExceeded, whose cause names the state that produced it (AWS's cause
+        carries no "An error occurred while executing the state" prefix; see ``runtime_cause``)."""
         if value is self.known_value and self.known_text is not None and isinstance(value, dict | list):
             return self.known_text  # identity of a container means untouched (scalars are shared by Python)
         text = dumps(value)
         if len(text.encode()) > MAX_PAYLOAD_BYTES:
             raise StatesError(errors.DATA_LIMIT_EXCEEDED,
-                              f"The state/task returned a result with a size exceeding the maximum number of bytes "
-                              f"service limit ({MAX_PAYLOAD_BYTES}).")
+                              f"The state/task '{state_name}' returned a result with a size exceeding the maximum "
+                              "number of bytes service limit.")
         self.known_value, self.known_text = value, text
         return text
 
@@ -268,7 +271,7 @@ class Step:
             value = compiled.evaluate(dict(scope.variables), bindings, self.seed(self.flows[flow_id]) + field.encode(),
                                       now_ms=self.now_ms)
         except StatesError as failure:
-            failure.location = field
+            failure.location = field + getattr(failure, "inner", "")
             raise
         if field.endswith("Assign"):
             if not isinstance(value, dict):
@@ -290,14 +293,14 @@ class Step:
             assigned = self.assigned(flow_id, state.assign, result, context)
             placed = self.note("afterResultPath", place_result(state.result_path, data, result))
             output = select(state.output_path, placed, context)
-        self.json_of(output)  # a result over the size limit fails here, where Retry and Catch apply
+        self.json_of(output, state.name)  # a result over the size limit fails here, where Retry and Catch apply
         return output, assigned
 
     # -- leaving a state
 
     def emit_exited(self, state: State, output: Any, flow_id: str | None = None,
                     assigned: dict[str, Any] | None = None, previous_event_id: int | None = None) -> None:
-        details = {"name": state.name, "output": self.json_of(output), "outputDetails": NO_DETAILS}
+        details = {"name": state.name, "output": self.json_of(output, state.name), "outputDetails": NO_DETAILS}
         if assigned:
             details["assignedVariables"] = {name: dumps(value) for name, value in assigned.items()}
             details["assignedVariablesDetails"] = NO_DETAILS
@@ -311,6 +314,10 @@ class Step:
         return End(output) if state.end else Next(state.next, output)
 
     def runtime_cause(self, flow: Flow, failure: StatesError) -> str:
+        """The cause of an error a state raised itself, as AWS words it: prefixed with where it happened, except
+        States.DataLimitExceeded, whose cause AWS records as it is (it names the state already)."""
+        if failure.error == errors.DATA_LIMIT_EXCEEDED:
+            return failure.cause
         return (f"An error occurred while executing the state '{flow.state}' "
                 f"(entered at the event id #{flow.entered_id}). {failure.cause}")
 
@@ -351,6 +358,9 @@ def describe_for_parent(execution: ExecutionState) -> dict[str, Any]:
     for key in ("error", "cause"):
         if getattr(execution, key) is not None:
             described[key.capitalize()] = getattr(execution, key)
+    described["RedriveStatus"], reason = redrive_status(execution.status)
+    if reason is not None:
+        described["RedriveStatusReason"] = reason
     return dict(sorted(described.items()))
 
 

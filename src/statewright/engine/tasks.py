@@ -35,7 +35,7 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
         effective, timeout_s, heartbeat_s = _task_input(step, flow_id, state, data, context)
     finally:
         flow.task = None  # scheduled only once its event is recorded
-    text = step.json_of(effective)
+    text = step.json_of(effective, state.name)
     if state.integration == "activity":
         details = {"resource": state.resource, "input": text, "inputDetails": {"truncated": False}}
         event = ("ActivityScheduled", "activityScheduledEventDetails")

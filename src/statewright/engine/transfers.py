@@ -91,20 +91,17 @@ def _child_start(dispatch: Dispatch, context: TransferContext) -> StartExecution
     machine_arn = parameters.get("StateMachineArn")
     machine = context.state_machine(machine_arn) if isinstance(machine_arn, str) else None
     if machine is None:
-        raise _ChildError("StepFunctions.StateMachineDoesNotExistException",
-                          f"State Machine Does Not Exist: '{machine_arn}' (Service: AWSStepFunctions; "
-                          "Status Code: 400; Error Code: StateMachineDoesNotExist)")
+        raise _refused(dispatch, "StateMachineDoesNotExist", f"State Machine Does Not Exist: '{machine_arn}'")
     name = parameters.get("Name") or str(uuid.uuid5(_CHILD_NAMES, f"{dispatch.execution_arn}|"
                                                                  f"{payload['scheduled_id']}"))
     if not isinstance(name, str):
-        raise _ChildError("StepFunctions.InvalidNameException", f"Invalid Name: '{dumps(name)}'")
+        raise _refused(dispatch, "InvalidName", f"Invalid Name: '{dumps(name)}'")
     child_input = parameters.get("Input", {})
     text = child_input if isinstance(child_input, str) else dumps({} if child_input is None else child_input)
     try:
         loads(text)
     except ValueError as exc:
-        raise _ChildError("StepFunctions.InvalidExecutionInputException",
-                          f"Invalid State Machine Execution Input: '{exc}'") from None
+        raise _refused(dispatch, "InvalidExecutionInput", f"Invalid State Machine Execution Input: '{exc}'") from None
     child_arn = machine.arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
     parent = ({"token": payload["token"], "pattern": payload["pattern"]}
               if payload["pattern"].startswith("sync") else None)
@@ -116,7 +113,8 @@ def _started_at(command: StartExecution, started: Any, context: TransferContext)
         existing = context.execution(command.arn)
         if existing is None or existing.parent != command.parent:
             raise _ChildError("StepFunctions.ExecutionAlreadyExistsException",
-                              f"Execution Already Exists: '{command.arn}'")
+                              _service_cause(f"Execution Already Exists: '{command.arn}'", "ExecutionAlreadyExists",
+                                             _request_id(command.arn)))
         return existing.start_ms
     if isinstance(started, BaseException):  # a bug: fail the attempt rather than strand it
         raise _ChildError("States.Runtime", f"The child execution could not be started: {started}")
@@ -149,6 +147,24 @@ def _stop_child(dispatch: Dispatch) -> Stages:
     """A parent closed while a child it waits on runs: stop the child, then acknowledge."""
     yield [StopExecution(dispatch.payload["target"], "States.Aborted", STOPPED_BY_PARENT)]
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
+
+
+def _refused(dispatch: Dispatch, code: str, message: str) -> _ChildError:
+    """The nested StartExecution refused: StepFunctions.<Code>Exception, its cause in AWS's SDK words."""
+    request_id = _request_id(f"{dispatch.execution_arn}|{dispatch.payload['scheduled_id']}")
+    return _ChildError(f"StepFunctions.{code}Exception", _service_cause(message, code, request_id))
+
+
+def _service_cause(message: str, code: str, request_id: str) -> str:
+    """AWS records the refusal of a service call as its Java SDK prints the exception: the message, then
+    ``(Service: ...; Status Code: ...; Error Code: ...; Request ID: ...; Proxy: null)``."""
+    return (f"{message} (Service: AWSStepFunctions; Status Code: 400; Error Code: {code}; Request ID: {request_id}; "
+            "Proxy: null)")
+
+
+def _request_id(seed: str) -> str:
+    """A request id for a refused nested call, the same each time the stage runs again."""
+    return str(uuid.uuid5(_CHILD_NAMES, f"{seed}|request"))
 
 
 class _ChildError(Exception):
