@@ -8,16 +8,35 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
+import orjson
 import psycopg
 import pytest
 from psycopg import sql
 
 from postgres import create_schema
 from statewright.store import open_store, postgresql
-from statewright.store.base import CommitFailed, CommitOutcomeUnknown, SchemaTooNew, Store, StoreUnavailable
+from statewright.store.base import (
+    ActivityRecord,
+    CommitFailed,
+    CommitOutcomeUnknown,
+    SchemaTooNew,
+    Store,
+    StoreUnavailable,
+)
 from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore, session_name
-from store_contract import ACTIVITY, StoreContract, blob, committed, execution_arn, task, write
+from store_contract import (
+    ACTIVITY,
+    MACHINE,
+    StoreContract,
+    blob,
+    committed,
+    execution_arn,
+    machine_record,
+    task,
+    write,
+)
 
 WAIT_S = 30  # bounded waits for another connection to reach a state, not timing assertions
 
@@ -322,6 +341,7 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
     committed(store, [added], ranges)
     store.close()
     # Back to version 1, as a database written before it: no claim columns.
+    _undo_migration_3(admin)
     admin.execute("DROP INDEX outbox_by_activity")
     admin.execute("ALTER TABLE outbox DROP COLUMN activity_arn, DROP COLUMN claimed_until_ms")
     admin.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
@@ -330,6 +350,42 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
         assert store.claim_activity_task(ACTIVITY, 1_000, 2_000).dispatch_id == "3"
         assert admin.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
             str(SCHEMA_VERSION),)
+    finally:
+        store.close()
+
+
+def _undo_migration_3(admin: psycopg.Connection) -> None:
+    """The schema as version 2 left it: no versions, aliases or their columns; records without a first revision."""
+    admin.execute("DROP TABLE versions, aliases")
+    admin.execute("DROP INDEX executions_by_version, executions_by_alias")
+    admin.execute("ALTER TABLE executions DROP COLUMN version_arn, DROP COLUMN alias_arn")
+    admin.execute("ALTER TABLE state_machines DROP COLUMN last_version")
+    admin.execute("ALTER TABLE activities DROP COLUMN encryption")
+    for arn, record in admin.execute("SELECT arn, record FROM state_machines").fetchall():
+        raw = orjson.loads(record)
+        del raw["initial_revision_id"], raw["encryption_configuration"]
+        admin.execute("UPDATE state_machines SET record = %s WHERE arn = %s", (orjson.dumps(raw), arn))
+    admin.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def test_migration_3_keeps_a_version_2_database_working_and_adds_versions(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(postgres_schema, 4)
+    ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
+    store.create_state_machine(machine_record("fresh", revision="rev-1"))
+    store.create_state_machine(machine_record("changed", revision="rev-1"))
+    store.update_state_machine(replace(machine_record("changed", revision="rev-2"), updated_ms=2_000))
+    store.create_activity(ActivityRecord(ACTIVITY, "charge", 1_000))
+    committed(store, [write(execution_arn("old"), shard=0)], ranges)
+    store.close()
+    _undo_migration_3(admin)
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        assert store.get_state_machine(machine_record("fresh").arn).revised is False
+        assert store.get_state_machine(machine_record("changed").arn).revised is True  # its first is unknown
+        assert store.get_activity(ACTIVITY).encryption_configuration is None
+        assert [e.arn for e in store.list_executions(MACHINE, None, 10, None).items] == [execution_arn("old")]
+        assert store.publish_version(machine_record("fresh").arn, "", 3_000).number == 1
     finally:
         store.close()
 

@@ -6,13 +6,15 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import orjson
 import pytest
 
 from statewright.store.base import ActivityRecord, SchemaTooNew, Store, StoreUnavailable
 from statewright.store.sqlite import SCHEMA_VERSION, SqliteStore
-from store_contract import ACTIVITY, StoreContract, committed, execution_arn, task, write
+from store_contract import ACTIVITY, MACHINE, StoreContract, committed, execution_arn, machine_record, task, write
 
 # Runs in a child process: commit one transition, then die by SIGKILL the moment commit returns, before any
 # close, checkpoint or interpreter shutdown could flush anything.
@@ -103,6 +105,38 @@ def test_a_version_1_file_gets_its_tasks_filed_under_their_activity(tmp_path: Pa
     try:
         assert store.claim_activity_task(ACTIVITY, 1_000, 2_000).dispatch_id == "3"
         assert store.claim_activity_task(ACTIVITY, 1_000, 2_000) is None
+    finally:
+        store.close()
+
+
+def test_a_version_2_file_keeps_working_and_gets_versions(tmp_path: Path) -> None:
+    path = tmp_path / "statewright.db"
+    store = SqliteStore(path, 2)
+    ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
+    store.create_state_machine(machine_record("fresh", revision="rev-1"))
+    store.create_state_machine(machine_record("changed", revision="rev-1"))
+    store.update_state_machine(replace(machine_record("changed", revision="rev-2"), updated_ms=2_000))
+    store.create_activity(ActivityRecord(ACTIVITY, "charge", 1_000))
+    committed(store, [write(execution_arn("old"), shard=0)], ranges)
+    store.close()
+    with sqlite3.connect(path) as db:  # as written before version 3
+        db.executescript("DROP TABLE versions; DROP TABLE aliases; DROP INDEX executions_by_version; "
+                         "DROP INDEX executions_by_alias; ALTER TABLE executions DROP COLUMN version_arn; "
+                         "ALTER TABLE executions DROP COLUMN alias_arn; "
+                         "ALTER TABLE state_machines DROP COLUMN last_version; "
+                         "ALTER TABLE activities DROP COLUMN encryption")
+        for arn, record in db.execute("SELECT arn, record FROM state_machines").fetchall():
+            raw = orjson.loads(record)
+            del raw["initial_revision_id"], raw["encryption_configuration"]
+            db.execute("UPDATE state_machines SET record = ? WHERE arn = ?", (orjson.dumps(raw), arn))
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    store = SqliteStore(path, 2)
+    try:
+        assert store.get_state_machine(machine_record("fresh").arn).revised is False
+        assert store.get_state_machine(machine_record("changed").arn).revised is True  # its first is unknown
+        assert store.get_activity(ACTIVITY).encryption_configuration is None
+        assert [e.arn for e in store.list_executions(MACHINE, None, 10, None).items] == [execution_arn("old")]
+        assert store.publish_version(machine_record("fresh").arn, "", 3_000).number == 1
     finally:
         store.close()
 
