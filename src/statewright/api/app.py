@@ -22,7 +22,7 @@ import orjson
 from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
 from ..store.base import StoreUnavailable
-from . import activities, channel, cluster, executions, state_machines  # noqa: F401  (modules register handlers)
+from . import activities, aliases, channel, cluster, executions, state_machines, versions  # noqa: F401  (handlers)
 from .arns import Scope
 from .errors import AwsError, throttled
 from .model import operation_names, validate_request
