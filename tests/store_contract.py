@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import orjson
 import pytest
 
 from statewright.store.base import (
@@ -88,6 +89,34 @@ def machine_record(name: str, *, region: str = "us-east-1", revision: str = "rev
         definition=definition, role_arn=ROLE, revision_id=revision, created_ms=created_ms, updated_ms=created_ms,
         logging_configuration={"level": "OFF", "includeExecutionData": False, "destinations": []},
         tracing_configuration={"enabled": False}, description=f"the {name} machine", initial_revision_id=revision)
+
+
+def write_schema_2_data(store: Store) -> None:
+    """What a schema 2 database held, for the migration tests: a state machine never updated, one updated, an
+    activity and an execution."""
+    ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
+    store.create_state_machine(machine_record("fresh", revision="rev-1"))
+    store.create_state_machine(machine_record("changed", revision="rev-1"))
+    changed = machine_record("changed", revision="rev-2")
+    changed.updated_ms = 2_000
+    store.update_state_machine(changed)
+    store.create_activity(ActivityRecord(ACTIVITY, "charge", 1_000))
+    committed(store, [write(execution_arn("old"), shard=0)], ranges)
+
+
+def as_schema_2(record: bytes) -> bytes:
+    """A state machine record as schema 2 wrote it."""
+    raw = orjson.loads(record)
+    del raw["initial_revision_id"], raw["encryption_configuration"]
+    return orjson.dumps(raw)
+
+
+def check_migrated_from_schema_2(store: Store) -> None:
+    assert store.get_state_machine(machine_record("fresh").arn).revised is False
+    assert store.get_state_machine(machine_record("changed").arn).revised is True  # which was first is unknown
+    assert store.get_activity(ACTIVITY).encryption_configuration is None
+    assert [e.arn for e in store.list_executions(MACHINE, None, 10, None).items] == [execution_arn("old")]
+    assert store.publish_version(machine_record("fresh").arn, "", 3_000).number == 1
 
 
 def own(store: Store, *shards: int) -> dict[int, int]:

@@ -8,9 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 
-import orjson
 import psycopg
 import pytest
 from psycopg import sql
@@ -18,7 +16,6 @@ from psycopg import sql
 from postgres import create_schema
 from statewright.store import open_store, postgresql
 from statewright.store.base import (
-    ActivityRecord,
     CommitFailed,
     CommitOutcomeUnknown,
     SchemaTooNew,
@@ -28,14 +25,15 @@ from statewright.store.base import (
 from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore, session_name
 from store_contract import (
     ACTIVITY,
-    MACHINE,
     StoreContract,
+    as_schema_2,
     blob,
+    check_migrated_from_schema_2,
     committed,
     execution_arn,
-    machine_record,
     task,
     write,
+    write_schema_2_data,
 )
 
 WAIT_S = 30  # bounded waits for another connection to reach a state, not timing assertions
@@ -362,30 +360,19 @@ def _undo_migration_3(admin: psycopg.Connection) -> None:
     admin.execute("ALTER TABLE state_machines DROP COLUMN last_version")
     admin.execute("ALTER TABLE activities DROP COLUMN encryption")
     for arn, record in admin.execute("SELECT arn, record FROM state_machines").fetchall():
-        raw = orjson.loads(record)
-        del raw["initial_revision_id"], raw["encryption_configuration"]
-        admin.execute("UPDATE state_machines SET record = %s WHERE arn = %s", (orjson.dumps(raw), arn))
+        admin.execute("UPDATE state_machines SET record = %s WHERE arn = %s", (as_schema_2(record), arn))
     admin.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 
 def test_migration_3_keeps_a_version_2_database_working_and_adds_versions(
         postgres_schema: str, admin: psycopg.Connection) -> None:
     store = PostgresStore(postgres_schema, 4)
-    ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
-    store.create_state_machine(machine_record("fresh", revision="rev-1"))
-    store.create_state_machine(machine_record("changed", revision="rev-1"))
-    store.update_state_machine(replace(machine_record("changed", revision="rev-2"), updated_ms=2_000))
-    store.create_activity(ActivityRecord(ACTIVITY, "charge", 1_000))
-    committed(store, [write(execution_arn("old"), shard=0)], ranges)
+    write_schema_2_data(store)
     store.close()
     _undo_migration_3(admin)
     store = PostgresStore(postgres_schema, 4)
     try:
-        assert store.get_state_machine(machine_record("fresh").arn).revised is False
-        assert store.get_state_machine(machine_record("changed").arn).revised is True  # its first is unknown
-        assert store.get_activity(ACTIVITY).encryption_configuration is None
-        assert [e.arn for e in store.list_executions(MACHINE, None, 10, None).items] == [execution_arn("old")]
-        assert store.publish_version(machine_record("fresh").arn, "", 3_000).number == 1
+        check_migrated_from_schema_2(store)
     finally:
         store.close()
 

@@ -6,15 +6,23 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
-import orjson
 import pytest
 
 from statewright.store.base import ActivityRecord, SchemaTooNew, Store, StoreUnavailable
 from statewright.store.sqlite import SCHEMA_VERSION, SqliteStore
-from store_contract import ACTIVITY, MACHINE, StoreContract, committed, execution_arn, machine_record, task, write
+from store_contract import (
+    ACTIVITY,
+    StoreContract,
+    as_schema_2,
+    check_migrated_from_schema_2,
+    committed,
+    execution_arn,
+    task,
+    write,
+    write_schema_2_data,
+)
 
 # Runs in a child process: commit one transition, then die by SIGKILL the moment commit returns, before any
 # close, checkpoint or interpreter shutdown could flush anything.
@@ -112,12 +120,7 @@ def test_a_version_1_file_gets_its_tasks_filed_under_their_activity(tmp_path: Pa
 def test_a_version_2_file_keeps_working_and_gets_versions(tmp_path: Path) -> None:
     path = tmp_path / "statewright.db"
     store = SqliteStore(path, 2)
-    ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
-    store.create_state_machine(machine_record("fresh", revision="rev-1"))
-    store.create_state_machine(machine_record("changed", revision="rev-1"))
-    store.update_state_machine(replace(machine_record("changed", revision="rev-2"), updated_ms=2_000))
-    store.create_activity(ActivityRecord(ACTIVITY, "charge", 1_000))
-    committed(store, [write(execution_arn("old"), shard=0)], ranges)
+    write_schema_2_data(store)
     store.close()
     with sqlite3.connect(path) as db:  # as written before version 3
         db.executescript("DROP TABLE versions; DROP TABLE aliases; DROP INDEX executions_by_version; "
@@ -125,18 +128,12 @@ def test_a_version_2_file_keeps_working_and_gets_versions(tmp_path: Path) -> Non
                          "ALTER TABLE executions DROP COLUMN alias_arn; "
                          "ALTER TABLE state_machines DROP COLUMN last_version; "
                          "ALTER TABLE activities DROP COLUMN encryption")
-        for arn, record in db.execute("SELECT arn, record FROM state_machines").fetchall():
-            raw = orjson.loads(record)
-            del raw["initial_revision_id"], raw["encryption_configuration"]
-            db.execute("UPDATE state_machines SET record = ? WHERE arn = ?", (orjson.dumps(raw), arn))
+        db.executemany("UPDATE state_machines SET record = ? WHERE arn = ?", [
+            (as_schema_2(record), arn) for arn, record in db.execute("SELECT arn, record FROM state_machines")])
         db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     store = SqliteStore(path, 2)
     try:
-        assert store.get_state_machine(machine_record("fresh").arn).revised is False
-        assert store.get_state_machine(machine_record("changed").arn).revised is True  # its first is unknown
-        assert store.get_activity(ACTIVITY).encryption_configuration is None
-        assert [e.arn for e in store.list_executions(MACHINE, None, 10, None).items] == [execution_arn("old")]
-        assert store.publish_version(machine_record("fresh").arn, "", 3_000).number == 1
+        check_migrated_from_schema_2(store)
     finally:
         store.close()
 

@@ -53,6 +53,7 @@ from .base import (
 )
 from .shared import (
     activity_of,
+    activity_row,
     alias_blob,
     alias_of,
     check_revision,
@@ -600,7 +601,7 @@ class PostgresStore(Store):
 
     def get_activity(self, arn: str) -> ActivityRecord | None:
         rows = self._rows(f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn = %s", (arn,))
-        return _activity(rows[0]) if rows else None
+        return activity_row(rows[0]) if rows else None
 
     def delete_activity(self, arn: str) -> None:
         with self._transaction() as db:
@@ -610,7 +611,7 @@ class PostgresStore(Store):
     def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
         rows = self._rows(f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn > %s AND arn < %s "
                           "ORDER BY arn LIMIT %s", (*prefix_range(arn_prefix, cursor), limit + 1))
-        items = [_activity(row) for row in rows[:limit]]
+        items = [activity_row(row) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
     # -- settings
@@ -835,11 +836,6 @@ def _aliases(db: psycopg.Connection, state_machine_arn: str) -> list[AliasRecord
 def _version_numbers(db: psycopg.Connection, state_machine_arn: str) -> set[int]:
     rows = db.execute("SELECT number FROM versions WHERE state_machine_arn = %s", (state_machine_arn,)).fetchall()
     return {row[0] for row in rows}
-
-
-def _activity(row: tuple) -> ActivityRecord:
-    arn, name, created_ms, encryption = row
-    return ActivityRecord(arn, name, created_ms, None if encryption is None else orjson.loads(encryption))
 
 
 def _lock_in_order(db: psycopg.Connection, shards: list[int]) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from .base import (
+    ActivityRecord,
     AliasRecord,
     ExecutionWrite,
     NoSuchVersions,
@@ -113,6 +114,12 @@ def prefix_range(arn_prefix: str, cursor: str | None) -> tuple[str, str]:
     """Bounds (exclusive) of the ARNs after ``cursor`` that start with ``arn_prefix``. Within one prefix ARN order
     is name order, and the bounds keep the scan on the primary key."""
     return max(cursor or "", arn_prefix), arn_prefix[:-1] + chr(ord(arn_prefix[-1]) + 1)
+
+
+def activity_row(row: tuple) -> ActivityRecord:
+    """An activity from its row (arn, name, created_ms, encryption)."""
+    arn, name, created_ms, encryption = row
+    return ActivityRecord(arn, name, created_ms, None if encryption is None else orjson.loads(encryption))
 
 
 def activity_of(payload: dict[str, Any]) -> str | None:

@@ -43,6 +43,7 @@ from .base import (
 )
 from .shared import (
     activity_of,
+    activity_row,
     alias_blob,
     alias_of,
     check_revision,
@@ -491,7 +492,7 @@ class SqliteStore(Store):
 
     def get_activity(self, arn: str) -> ActivityRecord | None:
         row = self._db().execute(f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn = ?", (arn,)).fetchone()
-        return _activity(row) if row else None
+        return activity_row(row) if row else None
 
     def delete_activity(self, arn: str) -> None:
         with self._metadata_write() as db:
@@ -502,7 +503,7 @@ class SqliteStore(Store):
         rows = self._db().execute(
             f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
             (*prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
-        items = [_activity(row) for row in rows[:limit]]
+        items = [activity_row(row) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
     # -- settings
@@ -731,11 +732,6 @@ def _number_cursor(cursor: str | None) -> int:
 
 def _optional_json(value: Any) -> bytes | None:
     return None if value is None else orjson.dumps(value)
-
-
-def _activity(row: tuple) -> ActivityRecord:
-    arn, name, created_ms, encryption = row
-    return ActivityRecord(arn, name, created_ms, None if encryption is None else orjson.loads(encryption))
 
 
 def _insert_tags(db: sqlite3.Connection, arn: str, tags: Mapping[str, str] | None) -> None:
