@@ -233,6 +233,8 @@ class Target:
         self.connection: http.client.HTTPConnection | None = None
         self.created: set[str] = {MACHINE, ACTIVITY}  # names some create answered 200 for
         self.tagged: dict[str, set[str]] = {}  # tag keys some 200 wrote, by resource ARN
+        self.published: set[str] = set()  # state machine ARNs some publishing request answered 200 for
+        self.aliased: set[str] = set()  # alias ARNs some CreateStateMachineAlias answered 200 for
 
     def call(self, target: str, body: bytes) -> tuple[int | str, bytes]:
         for attempt in range(2):  # a connection the server closed (after a malformed request) is opened again
@@ -294,7 +296,14 @@ class Target:
             kind = "stateMachine" if target.endswith("StateMachine") else "activity"
             self.tagged.setdefault(f"{ARN}:{kind}:{params.get('name')}", set()).update(
                 tag.get("key") for tag in params.get("tags") or [] if isinstance(tag, dict))
-        elif target == "AWSStepFunctions.TagResource":
+        if target in ("AWSStepFunctions.CreateStateMachine", "AWSStepFunctions.UpdateStateMachine",
+                      "AWSStepFunctions.PublishStateMachineVersion"):
+            self.published.add(str(params.get("stateMachineArn") or f"{ARN}:stateMachine:{params.get('name')}"))
+        elif target == "AWSStepFunctions.CreateStateMachineAlias":
+            routing = params.get("routingConfiguration") or [{}]
+            version = str(routing[0].get("stateMachineVersionArn", "")) if isinstance(routing[0], dict) else ""
+            self.aliased.add(f"{version.rsplit(':', 1)[0]}:{params.get('name')}")
+        if target == "AWSStepFunctions.TagResource":
             self.tagged.setdefault(params.get("resourceArn"), set()).update(
                 tag.get("key") for tag in params.get("tags") or [] if isinstance(tag, dict))
 
@@ -312,6 +321,21 @@ class Target:
                 unwritten = keys - self.tagged.get(arn, set())
                 if unwritten:
                     found.append(f"{arn} has tags no accepted request wrote: {sorted(unwritten)}")
+                if operation == "ListStateMachines":
+                    found += self.unwritten_versions_and_aliases(arn)
+        return found
+
+    def unwritten_versions_and_aliases(self, machine: str) -> list[str]:
+        found = []
+        status, data = self.call("AWSStepFunctions.ListStateMachineVersions",
+                                 json.dumps({"stateMachineArn": machine}).encode())
+        if status == 200 and json.loads(data)["stateMachineVersions"] and machine not in self.published:
+            found.append(f"{machine} has versions, but no accepted request published one")
+        status, data = self.call("AWSStepFunctions.ListStateMachineAliases",
+                                 json.dumps({"stateMachineArn": machine}).encode())
+        for alias in json.loads(data)["stateMachineAliases"] if status == 200 else []:
+            if alias["stateMachineAliasArn"] not in self.aliased:
+                found.append(f"{alias['stateMachineAliasArn']} exists, but every create of it was refused")
         return found
 
     def list_all(self, operation: str, key: str) -> list[dict]:

@@ -16,18 +16,26 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import orjson
 import pytest
 
 from statewright.store.base import (
     ActivityRecord,
+    AliasRecord,
     CommitOutcomeUnknown,
     ExecutionSummary,
     ExecutionWrite,
+    NoSuchStateMachine,
+    NoSuchVersions,
     Page,
+    QuotaExceeded,
+    RevisionChanged,
     ShardCountMismatch,
     StateMachineRecord,
     Store,
     TimerRow,
+    VersionRecord,
+    VersionRouted,
 )
 
 SHARDS = 4
@@ -80,7 +88,35 @@ def machine_record(name: str, *, region: str = "us-east-1", revision: str = "rev
         arn=f"arn:aws:states:{region}:{ACCOUNT}:stateMachine:{name}", name=name, type="STANDARD",
         definition=definition, role_arn=ROLE, revision_id=revision, created_ms=created_ms, updated_ms=created_ms,
         logging_configuration={"level": "OFF", "includeExecutionData": False, "destinations": []},
-        tracing_configuration={"enabled": False}, description=f"the {name} machine")
+        tracing_configuration={"enabled": False}, description=f"the {name} machine", initial_revision_id=revision)
+
+
+def write_schema_2_data(store: Store) -> None:
+    """What a schema 2 database held, for the migration tests: a state machine never updated, one updated, an
+    activity and an execution."""
+    ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
+    store.create_state_machine(machine_record("fresh", revision="rev-1"))
+    store.create_state_machine(machine_record("changed", revision="rev-1"))
+    changed = machine_record("changed", revision="rev-2")
+    changed.updated_ms = 2_000
+    store.update_state_machine(changed)
+    store.create_activity(ActivityRecord(ACTIVITY, "charge", 1_000))
+    committed(store, [write(execution_arn("old"), shard=0)], ranges)
+
+
+def as_schema_2(record: bytes) -> bytes:
+    """A state machine record as schema 2 wrote it."""
+    raw = orjson.loads(record)
+    del raw["initial_revision_id"], raw["encryption_configuration"]
+    return orjson.dumps(raw)
+
+
+def check_migrated_from_schema_2(store: Store) -> None:
+    assert store.get_state_machine(machine_record("fresh").arn).revised is False
+    assert store.get_state_machine(machine_record("changed").arn).revised is True  # which was first is unknown
+    assert store.get_activity(ACTIVITY).encryption_configuration is None
+    assert [e.arn for e in store.list_executions(MACHINE, None, 10, None).items] == [execution_arn("old")]
+    assert store.publish_version(machine_record("fresh").arn, "", 3_000).number == 1
 
 
 def own(store: Store, *shards: int) -> dict[int, int]:
@@ -829,6 +865,177 @@ class StoreContract(DispatchAndActivityContract):
         items = page_through(lambda limit, cursor: store.list_state_machines(US_EAST, limit, cursor), limit)
         assert [record.name for record in items] == ["alpha", "bravo", "charlie", "delta"]
         assert all(record.arn.startswith(US_EAST) for record in items)
+
+    # -- versions and aliases
+
+    def _revise(self, store: Store, name: str, revision: str) -> StateMachineRecord:
+        record = machine_record(name, revision=revision, definition=f'{{"StartAt": "{revision}"}}')
+        record.initial_revision_id = "rev-1"
+        record.updated_ms = 2_000
+        assert store.update_state_machine(record) is True
+        return record
+
+    def test_publishing_snapshots_the_current_revision_under_the_next_number(self, store: Store) -> None:
+        first = store.create_state_machine(machine_record("orders"))
+        version = store.publish_version(first.arn, "first cut", 5_000)
+        assert version == VersionRecord(first, 1, "first cut", 5_000)
+        assert version.arn == f"{first.arn}:1"
+        changed = self._revise(store, "orders", "rev-2")
+        assert store.publish_version(first.arn, "", 6_000) == VersionRecord(changed, 2, "", 6_000)
+        assert store.get_version(first.arn, 1) == version  # immutable: the update did not touch it
+
+    def test_publishing_a_revision_already_published_returns_its_version(self, store: Store) -> None:
+        store.create_state_machine(machine_record("orders"))
+        version = store.publish_version(MACHINE, "once", 5_000)
+        assert store.publish_version(MACHINE, "twice", 6_000) == version
+        assert [v.number for v in store.list_versions(MACHINE, 10, None).items] == [1]
+
+    def test_publishing_conditional_on_a_revision_that_moved_is_refused(self, store: Store) -> None:
+        store.create_state_machine(machine_record("orders"))
+        assert store.publish_version(MACHINE, "", 5_000, revision_id="INITIAL").number == 1  # AWS's name for it
+        self._revise(store, "orders", "rev-2")
+        with pytest.raises(RevisionChanged) as refused:
+            store.publish_version(MACHINE, "", 6_000, revision_id="rev-1")
+        assert refused.value.current == "rev-2"
+        assert store.publish_version(MACHINE, "", 6_000, revision_id="rev-2").number == 2
+
+    def test_publishing_needs_the_state_machine(self, store: Store) -> None:
+        with pytest.raises(NoSuchStateMachine):
+            store.publish_version(MACHINE, "", 5_000)
+
+    def test_version_numbers_are_never_reused_after_a_delete(self, store: Store) -> None:
+        store.create_state_machine(machine_record("orders"))
+        store.publish_version(MACHINE, "", 5_000)
+        self._revise(store, "orders", "rev-2")
+        store.publish_version(MACHINE, "", 5_000)
+        store.delete_version(MACHINE, 2)
+        store.delete_version(MACHINE, 2)  # deleting again is a no-op
+        assert store.get_version(MACHINE, 2) is None
+        assert store.publish_version(MACHINE, "", 6_000).number == 3  # rev-2 again, under a new number
+
+    def test_publishing_stops_at_the_versions_quota(self, store: Store) -> None:
+        store.create_state_machine(machine_record("orders"))
+        store.publish_version(MACHINE, "", 5_000, versions_max=2)
+        self._revise(store, "orders", "rev-2")
+        store.publish_version(MACHINE, "", 5_000, versions_max=2)
+        self._revise(store, "orders", "rev-3")
+        with pytest.raises(QuotaExceeded):
+            store.publish_version(MACHINE, "", 5_000, versions_max=2)
+        store.delete_version(MACHINE, 1)
+        assert store.publish_version(MACHINE, "", 5_000, versions_max=2).number == 3
+
+    @pytest.mark.parametrize("limit", [1, 2, 10])
+    def test_list_versions_pages_newest_first(self, store: Store, limit: int) -> None:
+        store.create_state_machine(machine_record("orders"))
+        store.create_state_machine(machine_record("billing"))
+        for revision in ("rev-1", "rev-2", "rev-3"):
+            if revision != "rev-1":
+                self._revise(store, "orders", revision)
+            store.publish_version(MACHINE, "", 5_000)
+        store.publish_version(OTHER_MACHINE, "", 5_000)
+        items = page_through(lambda size, cursor: store.list_versions(MACHINE, size, cursor), limit)
+        assert [version.number for version in items] == [3, 2, 1]
+
+    def _versions(self, store: Store, count: int) -> None:
+        store.create_state_machine(machine_record("orders"))
+        for number in range(1, count + 1):
+            if number > 1:
+                self._revise(store, "orders", f"rev-{number}")
+            store.publish_version(MACHINE, "", 5_000)
+
+    def test_an_alias_is_created_once_and_read_back(self, store: Store) -> None:
+        self._versions(store, 2)
+        alias = AliasRecord(MACHINE, "live", "prod", ((1, 80), (2, 20)), 7_000, 7_000)
+        assert store.create_alias(alias) == alias
+        assert store.get_alias(MACHINE, "live") == alias
+        assert alias.arn == f"{MACHINE}:live"
+        other = AliasRecord(MACHINE, "live", "", ((2, 100),), 8_000, 8_000)
+        assert store.create_alias(other) == alias  # the existing one, unchanged
+        assert store.get_alias(MACHINE, "nobody") is None
+
+    def test_an_alias_routes_only_to_versions_that_exist(self, store: Store) -> None:
+        self._versions(store, 1)
+        with pytest.raises(NoSuchVersions) as refused:
+            store.create_alias(AliasRecord(MACHINE, "live", "", ((1, 50), (7, 50)), 7_000, 7_000))
+        assert refused.value.numbers == [7]
+        with pytest.raises(NoSuchStateMachine):
+            store.create_alias(AliasRecord(OTHER_MACHINE, "live", "", ((1, 100),), 7_000, 7_000))
+        store.create_alias(AliasRecord(MACHINE, "live", "", ((1, 100),), 7_000, 7_000))
+        with pytest.raises(NoSuchVersions):
+            store.update_alias(AliasRecord(MACHINE, "live", "", ((2, 100),), 7_000, 8_000))
+        assert store.get_alias(MACHINE, "live").routing == ((1, 100),)
+
+    def test_a_version_an_alias_routes_to_cannot_be_deleted(self, store: Store) -> None:
+        self._versions(store, 2)
+        store.create_alias(AliasRecord(MACHINE, "live", "", ((1, 50), (2, 50)), 7_000, 7_000))
+        store.create_alias(AliasRecord(MACHINE, "beta", "", ((2, 100),), 7_000, 7_000))
+        with pytest.raises(VersionRouted) as refused:
+            store.delete_version(MACHINE, 2)
+        assert sorted(refused.value.aliases) == ["beta", "live"]
+        assert store.update_alias(AliasRecord(MACHINE, "live", "", ((1, 100),), 7_000, 8_000)) is True
+        store.delete_alias(MACHINE, "beta")
+        store.delete_alias(MACHINE, "beta")  # deleting again is a no-op
+        store.delete_version(MACHINE, 2)
+        assert store.get_version(MACHINE, 2) is None
+
+    def test_update_of_an_unknown_alias_returns_false(self, store: Store) -> None:
+        self._versions(store, 1)
+        assert store.update_alias(AliasRecord(MACHINE, "nobody", "", ((1, 100),), 7_000, 7_000)) is False
+        assert store.get_alias(MACHINE, "nobody") is None
+
+    def test_creating_aliases_stops_at_the_aliases_quota(self, store: Store) -> None:
+        self._versions(store, 1)
+        for name in ("a", "b"):
+            store.create_alias(AliasRecord(MACHINE, name, "", ((1, 100),), 7_000, 7_000), aliases_max=2)
+        with pytest.raises(QuotaExceeded):
+            store.create_alias(AliasRecord(MACHINE, "c", "", ((1, 100),), 7_000, 7_000), aliases_max=2)
+
+    @pytest.mark.parametrize("limit", [1, 2, 10])
+    def test_list_aliases_pages_by_name(self, store: Store, limit: int) -> None:
+        self._versions(store, 1)
+        for name in ("prod", "beta", "canary"):
+            store.create_alias(AliasRecord(MACHINE, name, "", ((1, 100),), 7_000, 7_000))
+        items = page_through(lambda size, cursor: store.list_aliases(MACHINE, size, cursor), limit)
+        assert [alias.name for alias in items] == ["beta", "canary", "prod"]
+        assert store.list_aliases(OTHER_MACHINE, 10, None).items == []
+
+    def test_deleting_a_state_machine_deletes_its_versions_and_aliases_but_not_its_revisions(
+            self, store: Store) -> None:
+        self._versions(store, 2)
+        store.create_alias(AliasRecord(MACHINE, "live", "", ((1, 100),), 7_000, 7_000))
+        store.delete_state_machine(MACHINE)
+        assert store.list_versions(MACHINE, 10, None).items == []
+        assert store.list_aliases(MACHINE, 10, None).items == []
+        assert store.get_revision(MACHINE, "rev-1") == (DEFINITION, ROLE)
+        store.create_state_machine(machine_record("orders"))
+        assert store.publish_version(MACHINE, "", 9_000).number == 1  # a new state machine counts afresh
+
+    def test_list_executions_by_version_or_alias(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        version, alias = f"{MACHINE}:1", f"{MACHINE}:live"
+        plain = write(execution_arn("plain"), start_ms=1_000)
+        on_version = write(execution_arn("on-version"), start_ms=2_000)
+        on_version.version_arn = version
+        through_alias = write(execution_arn("through-alias"), start_ms=3_000)
+        through_alias.version_arn, through_alias.alias_arn = version, alias
+        committed(store, [plain, on_version, through_alias], range_ids)
+        assert [e.name for e in store.list_executions(MACHINE, None, 10, None).items] == [
+            "through-alias", "on-version", "plain"]
+        assert store.list_executions(MACHINE, None, 10, None, version_arn=version).items == [
+            ExecutionSummary(through_alias.arn, MACHINE, "through-alias", "RUNNING", 3_000, None, version, alias),
+            ExecutionSummary(on_version.arn, MACHINE, "on-version", "RUNNING", 2_000, None, version, None)]
+        assert [e.name for e in store.list_executions(MACHINE, None, 10, None, alias_arn=alias).items] == [
+            "through-alias"]
+        page = store.list_executions(MACHINE, None, 1, None, version_arn=version)
+        rest = store.list_executions(MACHINE, None, 1, page.next_cursor, version_arn=version)
+        assert [e.name for e in page.items + rest.items] == ["through-alias", "on-version"]
+
+    def test_an_activity_keeps_its_encryption_configuration(self, store: Store) -> None:
+        key = {"type": "CUSTOMER_MANAGED_KMS_KEY", "kmsKeyId": "alias/mine", "kmsDataKeyReusePeriodSeconds": 60}
+        store.create_activity(ActivityRecord(ACTIVITY, "charge", 1_000, key))
+        store.create_activity(ActivityRecord(OTHER_ACTIVITY, "ship", 1_000))
+        assert store.get_activity(ACTIVITY).encryption_configuration == key
+        assert store.get_activity(OTHER_ACTIVITY).encryption_configuration is None
 
     # -- tags
 

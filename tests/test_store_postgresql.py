@@ -15,9 +15,26 @@ from psycopg import sql
 
 from postgres import create_schema
 from statewright.store import open_store, postgresql
-from statewright.store.base import CommitFailed, CommitOutcomeUnknown, SchemaTooNew, Store, StoreUnavailable
+from statewright.store.base import (
+    CommitFailed,
+    CommitOutcomeUnknown,
+    SchemaTooNew,
+    Store,
+    StoreUnavailable,
+)
 from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore, session_name
-from store_contract import ACTIVITY, StoreContract, blob, committed, execution_arn, task, write
+from store_contract import (
+    ACTIVITY,
+    StoreContract,
+    as_schema_2,
+    blob,
+    check_migrated_from_schema_2,
+    committed,
+    execution_arn,
+    task,
+    write,
+    write_schema_2_data,
+)
 
 WAIT_S = 30  # bounded waits for another connection to reach a state, not timing assertions
 
@@ -322,6 +339,7 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
     committed(store, [added], ranges)
     store.close()
     # Back to version 1, as a database written before it: no claim columns.
+    _undo_migration_3(admin)
     admin.execute("DROP INDEX outbox_by_activity")
     admin.execute("ALTER TABLE outbox DROP COLUMN activity_arn, DROP COLUMN claimed_until_ms")
     admin.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
@@ -330,6 +348,31 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
         assert store.claim_activity_task(ACTIVITY, 1_000, 2_000).dispatch_id == "3"
         assert admin.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
             str(SCHEMA_VERSION),)
+    finally:
+        store.close()
+
+
+def _undo_migration_3(admin: psycopg.Connection) -> None:
+    """The schema as version 2 left it: no versions, aliases or their columns; records without a first revision."""
+    admin.execute("DROP TABLE versions, aliases")
+    admin.execute("DROP INDEX executions_by_version, executions_by_alias")
+    admin.execute("ALTER TABLE executions DROP COLUMN version_arn, DROP COLUMN alias_arn")
+    admin.execute("ALTER TABLE state_machines DROP COLUMN last_version")
+    admin.execute("ALTER TABLE activities DROP COLUMN encryption")
+    for arn, record in admin.execute("SELECT arn, record FROM state_machines").fetchall():
+        admin.execute("UPDATE state_machines SET record = %s WHERE arn = %s", (as_schema_2(record), arn))
+    admin.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def test_migration_3_keeps_a_version_2_database_working_and_adds_versions(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(postgres_schema, 4)
+    write_schema_2_data(store)
+    store.close()
+    _undo_migration_3(admin)
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        check_migrated_from_schema_2(store)
     finally:
         store.close()
 

@@ -12,7 +12,17 @@ import pytest
 
 from statewright.store.base import ActivityRecord, SchemaTooNew, Store, StoreUnavailable
 from statewright.store.sqlite import SCHEMA_VERSION, SqliteStore
-from store_contract import ACTIVITY, StoreContract, committed, execution_arn, task, write
+from store_contract import (
+    ACTIVITY,
+    StoreContract,
+    as_schema_2,
+    check_migrated_from_schema_2,
+    committed,
+    execution_arn,
+    task,
+    write,
+    write_schema_2_data,
+)
 
 # Runs in a child process: commit one transition, then die by SIGKILL the moment commit returns, before any
 # close, checkpoint or interpreter shutdown could flush anything.
@@ -103,6 +113,27 @@ def test_a_version_1_file_gets_its_tasks_filed_under_their_activity(tmp_path: Pa
     try:
         assert store.claim_activity_task(ACTIVITY, 1_000, 2_000).dispatch_id == "3"
         assert store.claim_activity_task(ACTIVITY, 1_000, 2_000) is None
+    finally:
+        store.close()
+
+
+def test_a_version_2_file_keeps_working_and_gets_versions(tmp_path: Path) -> None:
+    path = tmp_path / "statewright.db"
+    store = SqliteStore(path, 2)
+    write_schema_2_data(store)
+    store.close()
+    with sqlite3.connect(path) as db:  # as written before version 3
+        db.executescript("DROP TABLE versions; DROP TABLE aliases; DROP INDEX executions_by_version; "
+                         "DROP INDEX executions_by_alias; ALTER TABLE executions DROP COLUMN version_arn; "
+                         "ALTER TABLE executions DROP COLUMN alias_arn; "
+                         "ALTER TABLE state_machines DROP COLUMN last_version; "
+                         "ALTER TABLE activities DROP COLUMN encryption")
+        db.executemany("UPDATE state_machines SET record = ? WHERE arn = ?", [
+            (as_schema_2(record), arn) for arn, record in db.execute("SELECT arn, record FROM state_machines")])
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    store = SqliteStore(path, 2)
+    try:
+        check_migrated_from_schema_2(store)
     finally:
         store.close()
 

@@ -8,8 +8,8 @@ from ..asl.jsonio import dumps
 from ..engine import commands
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.tokens import InvalidToken, TokenClaims, UnknownKey
-from ..store.base import ActivityRecord
-from . import arns, paging
+from ..store.base import AWS_OWNED_KEY, ActivityRecord
+from . import arns, configuration, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn
 from .payloads import parse_json
@@ -33,8 +33,10 @@ async def _activity(service: Service, arn: str) -> ActivityRecord:
 async def create_activity(service: Service, params: dict, scope: Scope) -> dict:
     name = params["name"]
     arns.check_name(name)
+    encryption = configuration.encryption_of(params.get("encryptionConfiguration"))
     record = await service.store_call(service.store.create_activity, ActivityRecord(
-        scope.arn(f"activity:{name}"), name, service.clock()), tag_map(params.get("tags", [])))
+        scope.arn(f"activity:{name}"), name, service.clock(), None if encryption == AWS_OWNED_KEY else encryption),
+        tag_map(params.get("tags", [])))
     await service.changed(ACTIVITY, record.arn)
     return {"activityArn": record.arn, "creationDate": seconds(record.created_ms)}
 
@@ -42,7 +44,8 @@ async def create_activity(service: Service, params: dict, scope: Scope) -> dict:
 @handler("DescribeActivity")
 async def describe_activity(service: Service, params: dict, scope: Scope) -> dict:
     record = await _activity(service, params["activityArn"])
-    return {"activityArn": record.arn, "name": record.name, "creationDate": seconds(record.created_ms)}
+    return {"activityArn": record.arn, "name": record.name, "creationDate": seconds(record.created_ms),
+            "encryptionConfiguration": record.encryption_configuration or AWS_OWNED_KEY}
 
 
 @handler("DeleteActivity")

@@ -22,7 +22,16 @@ import orjson
 from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
 from ..store.base import StoreUnavailable
-from . import activities, channel, clock, cluster, executions, state_machines  # noqa: F401  (modules register handlers)
+from . import (  # noqa: F401  (modules register their handlers)
+    activities,
+    aliases,
+    channel,
+    clock,
+    cluster,
+    executions,
+    state_machines,
+    versions,
+)
 from .arns import Scope
 from .errors import AwsError, throttled
 from .model import operation_names, validate_request

@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import AwsError, invalid_arn
+from .errors import AwsError, invalid_arn, state_machine_does_not_exist
 
 # Characters AWS refuses in state machine and execution names (see StartExecution's documentation).
 _BAD_NAME = re.compile(r"[\s<>{}\[\]?*\"#%\\^|~`$&,;:/\x00-\x1f\x7f-\x9f\ufffe\uffff]")
+# CreateStateMachineAlias's name pattern in the service model (at least one character that is not a digit).
+ALIAS_NAME_PATTERN = r"^(?=.*[a-zA-Z_\-\.])[a-zA-Z0-9_\-\.]+$"
+_ALIAS_NAME = re.compile(ALIAS_NAME_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,10 @@ class Scope:
 
     def state_machine_arn(self, name: str) -> str:
         return self.arn(f"stateMachine:{name}")
+
+
+def is_alias_name(name: str) -> bool:
+    return bool(_ALIAS_NAME.match(name))
 
 
 def check_name(name: str) -> None:
@@ -48,12 +55,55 @@ def parse(arn: str, resource_type: str) -> list[str]:
     return rest
 
 
-def state_machine(arn: str) -> str:
-    """Check a state machine ARN; versions and aliases are not served yet."""
+@dataclass(frozen=True, slots=True)
+class MachineArn:
+    """A state machine ARN, unqualified or qualified by a version number or an alias name."""
+
+    machine: str  # the unqualified ARN
+    version: int | None = None
+    alias: str | None = None
+
+
+def qualified(arn: str) -> MachineArn:
+    """Check a state machine, version or alias ARN (``...:stateMachine:name``, ``...:name:3``, ``...:name:PROD``).
+    Alias names hold a character other than a digit, so the two never collide."""
     rest = parse(arn, "stateMachine")
-    if len(rest) != 1:
-        raise invalid_arn(f"Invalid ARN: {arn}: versions and aliases are not supported yet")
+    if len(rest) == 1:
+        return MachineArn(arn)
+    if len(rest) != 2:
+        raise invalid_arn(f"Invalid ARN: {arn}")
+    machine = arn.rsplit(":", 1)[0]
+    if rest[1].isdigit():
+        if int(rest[1]) < 1 or rest[1] != str(int(rest[1])):
+            raise invalid_arn(f"Invalid ARN: {arn}")
+        return MachineArn(machine, version=int(rest[1]))
+    if not is_alias_name(rest[1]):
+        raise invalid_arn(f"Invalid ARN: {arn}")
+    return MachineArn(machine, alias=rest[1])
+
+
+def state_machine(arn: str) -> str:
+    """Check an unqualified state machine ARN, for the operations that take no version or alias: AWS answers those
+    that name one as a state machine that does not exist."""
+    if qualified(arn).machine != arn:
+        raise state_machine_does_not_exist(arn)
     return arn
+
+
+def version(arn: str) -> tuple[str, int]:
+    """The state machine ARN and version number of a version ARN."""
+    target = qualified(arn)
+    if target.version is None:
+        raise invalid_arn(f"Invalid ARN: {arn}: not a state machine version ARN")
+    return target.machine, target.version
+
+
+def alias(arn: str) -> tuple[str, str]:
+    """The state machine ARN and alias name of an alias ARN."""
+    target = qualified(arn)
+    if target.alias is None:
+        raise invalid_arn(f"Invalid ARN: {arn}: not a state machine alias ARN")
+    return target.machine, target.alias
 
 
 def execution(arn: str) -> tuple[str, str]:

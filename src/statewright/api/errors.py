@@ -11,14 +11,15 @@ _PREFIXES = {"ValidationException": "com.amazon.coral.validate#",
 class AwsError(Exception):
     """An error answered to the client: ``code`` is the AWS error name, ``status`` the HTTP status."""
 
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
+    def __init__(self, code: str, message: str, status: int = 400, **members: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
+        self.members = members  # the error shape's other members (ValidationException's reason, ...)
 
     def body(self) -> dict[str, str]:
-        return {"__type": _PREFIXES.get(self.code, _PREFIX) + self.code, "message": self.message}
+        return {"__type": _PREFIXES.get(self.code, _PREFIX) + self.code, "message": self.message, **self.members}
 
 
 def validation(message: str) -> AwsError:
@@ -40,3 +41,19 @@ def execution_does_not_exist(arn: str) -> AwsError:
 
 def invalid_arn(reason: str) -> AwsError:
     return AwsError("InvalidArn", f"Invalid Arn: '{reason}'")
+
+
+def conflict(message: str) -> AwsError:
+    return AwsError("ConflictException", message, 409)
+
+
+def quota_exceeded(message: str) -> AwsError:
+    return AwsError("ServiceQuotaExceededException", message, 402)
+
+
+def resource_not_found(arn: str) -> AwsError:
+    return AwsError("ResourceNotFound", "Request references a resource that does not exist.", resourceName=arn)
+
+
+def invalid_routing(message: str) -> AwsError:
+    return AwsError("ValidationException", message, reason="INVALID_ROUTING_CONFIGURATION")

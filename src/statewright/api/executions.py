@@ -10,10 +10,11 @@ from ..engine import commands
 from ..engine.execution import ExecutionState, redrive_status
 from ..engine.test_state import outcome_of, start_test
 from ..integrations.http import invoke
-from ..store.base import Page, StateMachineRecord
-from . import arns, paging
+from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
+from . import arns, describe, paging
+from .aliases import route
 from .arns import Scope
-from .errors import AwsError, execution_does_not_exist, state_machine_does_not_exist
+from .errors import AwsError, execution_does_not_exist, resource_not_found, state_machine_does_not_exist
 from .payloads import parse_json
 from .service import Service, handler, seconds
 
@@ -36,16 +37,27 @@ def _check_input(text: str) -> None:
 
 @handler("StartExecution")
 async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
-    machine_arn = arns.state_machine(params["stateMachineArn"])
-    machine = await service.state_machine(machine_arn)
-    if machine is None:
-        raise state_machine_does_not_exist(machine_arn)
+    target_arn = params["stateMachineArn"]
+    machine_arn = arns.qualified(target_arn).machine
+    target = await service.state_machine(target_arn)
+    if target is None:
+        raise state_machine_does_not_exist(target_arn)
     name = params.get("name") or str(uuid.uuid4())
     arns.check_name(name)
     text = params.get("input", "{}")
     _check_input(text)
     arn = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
-    command = commands.StartExecution(arn, machine_arn, name, machine.revision_id, machine.role_arn, text)
+    alias_arn = None
+    if isinstance(target, AliasRecord):  # the version by the alias's weights, drawn from the execution's ARN
+        alias_arn = target.arn
+        version_arn = f"{machine_arn}:{route(target.routing, arn)}"
+        target = await service.state_machine(version_arn)
+        if target is None:  # deleted since: the alias no longer routes to it, and the cached alias is stale
+            raise state_machine_does_not_exist(version_arn)
+    version_arn = target.arn if isinstance(target, VersionRecord) else None
+    machine = target.machine if isinstance(target, VersionRecord) else target
+    command = commands.StartExecution(arn, machine_arn, name, machine.revision_id, machine.role_arn, text,
+                                      version_arn=version_arn, alias_arn=alias_arn)
     try:
         start_ms = await service.run(command)
     except commands.ExecutionAlreadyExists:
@@ -77,6 +89,7 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
         "inputDetails": {"included": True},
         "redriveCount": 0,
     }
+    _qualifiers(described, execution.version_arn, execution.alias_arn)
     if execution.stop_ms is not None:
         described["stopDate"] = seconds(execution.stop_ms)
     if execution.output is not None:
@@ -95,10 +108,10 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
 async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
     if "stateMachineArn" not in params:
         raise AwsError("ValidationException", "Must provide a StateMachine ARN or MapRun ARN")
-    machine_arn = arns.state_machine(params["stateMachineArn"])
+    target = arns.qualified(params["stateMachineArn"])
     try:
-        page = await service.store_call(_list_executions, service, machine_arn, params.get("statusFilter"),
-                                        paging.page_size(params.get("maxResults")),
+        page = await service.store_call(_list_executions, service, target, params["stateMachineArn"],
+                                        params.get("statusFilter"), paging.page_size(params.get("maxResults")),
                                         paging.decode(params.get("nextToken")))
     except ValueError:  # a token that decodes but is no cursor of ours
         raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
@@ -106,18 +119,36 @@ async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
     for summary in page.items:
         item = {"executionArn": summary.arn, "stateMachineArn": summary.state_machine_arn, "name": summary.name,
                 "status": summary.status, "startDate": seconds(summary.start_ms), "redriveCount": 0}
+        _qualifiers(item, summary.version_arn, summary.alias_arn)
         if summary.stop_ms is not None:
             item["stopDate"] = seconds(summary.stop_ms)
         items.append(item)
     return paging.listing("executions", items, page.next_cursor)
 
 
-def _list_executions(service: Service, machine_arn: str, status: str | None, limit: int,
+def _qualifiers(described: dict[str, Any], version_arn: str | None, alias_arn: str | None) -> None:
+    """What an execution was started through, when it was a version or an alias."""
+    if version_arn is not None:
+        described["stateMachineVersionArn"] = version_arn
+    if alias_arn is not None:
+        described["stateMachineAliasArn"] = alias_arn
+
+
+def _list_executions(service: Service, target: arns.MachineArn, arn: str, status: str | None, limit: int,
                      cursor: str | None) -> Page:
-    """On a store thread: the page, once the state machine is known to exist."""
-    if service.store.get_state_machine(machine_arn) is None:
-        raise state_machine_does_not_exist(machine_arn)
-    return service.store.list_executions(machine_arn, status, limit, cursor)
+    """On a store thread: the page, once the state machine (or the version or alias) is known to exist. By a
+    version: the executions started on it, directly or through an alias; by an alias: those started through it."""
+    if service.store.get_state_machine(target.machine) is None:
+        raise state_machine_does_not_exist(target.machine)
+    if target.version is not None:
+        if service.store.get_version(target.machine, target.version) is None:
+            raise resource_not_found(arn)
+        return service.store.list_executions(target.machine, status, limit, cursor, version_arn=arn)
+    if target.alias is not None:
+        if service.store.get_alias(target.machine, target.alias) is None:
+            raise resource_not_found(arn)
+        return service.store.list_executions(target.machine, status, limit, cursor, alias_arn=arn)
+    return service.store.list_executions(target.machine, status, limit, cursor)
 
 
 @handler("GetExecutionHistory")
@@ -156,26 +187,20 @@ async def describe_state_machine_for_execution(service: Service, params: dict, s
     if revision is None:
         raise execution_does_not_exist(execution.arn)
     definition, role_arn = revision
-    described = {
-        "stateMachineArn": execution.state_machine_arn,
-        "name": execution.state_machine_arn.rsplit(":", 1)[-1],
-        "definition": definition,
-        "roleArn": role_arn,
-        "updateDate": seconds(machine.updated_ms if machine else execution.start_ms),
-        "loggingConfiguration": machine.logging_configuration if machine else {"level": "OFF",
-                                                                                "includeExecutionData": False},
-        "tracingConfiguration": machine.tracing_configuration if machine else {"enabled": False},
-    }
-    if machine is not None and machine.updated_ms != machine.created_ms:
-        described["revisionId"] = execution.revision_id
-    return described
+    return describe.for_execution(execution.state_machine_arn, definition, role_arn, execution.revision_id, machine,
+                                  machine.updated_ms if machine else execution.start_ms)
 
 
 def _revision_and_machine(service: Service, execution: ExecutionState) -> tuple[tuple[str, str] | None,
                                                                                 StateMachineRecord | None]:
-    """On a store thread: the revision the execution runs and its state machine as it is now (if it still is)."""
+    """On a store thread: the revision the execution runs, and the configuration shown with it: the version's it
+    started on (while the version is kept), else its state machine's as it is now (if it still is)."""
+    machine = None
+    if execution.version_arn is not None:
+        version = service.store.get_version(*arns.version(execution.version_arn))
+        machine = None if version is None else version.machine
     return (service.store.get_revision(execution.state_machine_arn, execution.revision_id),
-            service.store.get_state_machine(execution.state_machine_arn))
+            machine or service.store.get_state_machine(execution.state_machine_arn))
 
 
 @handler("TestState")

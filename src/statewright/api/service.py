@@ -2,9 +2,9 @@
 
 Handlers run on the event loop and never call the store there: ``Service.store_call`` runs a store call on a
 small thread pool of the service's own (a networked store would otherwise stall every request while one waits).
-The one read on the hot path, StartExecution's state machine, comes from a one-second cache that answers a hit
-without leaving the loop. A change through any node reaches every node's cache before its client hears of it
-(``changed``).
+The one read on the hot path, StartExecution's state machine (or the version or alias it names), comes from a
+one-second cache that answers a hit without leaving the loop. A change through any node reaches every node's cache
+before its client hears of it (``changed``); a change to a state machine also drops its versions and aliases.
 
 Every command bound for the engine goes through ``Service.run``. With several nodes (a ``Forwarder``), a command
 whose shard this node's engine does not serve is forwarded to the node that does; so is one the engine answers
@@ -27,7 +27,8 @@ from ..engine.limits import Limits
 from ..integrations.activities import ActivityMatcher
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.http import Connections, HttpTasks
-from ..store.base import Dispatch, StateMachineRecord, Store
+from ..store.base import AliasRecord, Dispatch, StateMachineRecord, Store, VersionRecord
+from . import arns
 from .arns import Scope
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 # owner (which decides who gets it); a claimer that died frees it after this.
 CLAIM_MS = 5_000
 LOOK_AGAIN_S = 1.0  # how often waiting polls look in the store in case word of a task was lost
-# What ``changed`` says changed: the state machine records cached by ``state_machine``, and the engine's activities.
+# What ``changed`` says changed: the state machine, version and alias records cached by ``state_machine``, and the
+# engine's activities.
 STATE_MACHINE, ACTIVITY = "stateMachine", "activity"
 CHANGED_KINDS = (STATE_MACHINE, ACTIVITY)
 _MACHINE_CACHE_S = 1.0
@@ -47,6 +49,7 @@ _MACHINE_CACHE_SIZE = 10_000
 # connection, so this is also the number of connections the API holds.
 STORE_THREADS_MAX = 8
 Handler = Callable[["Service", dict, Scope], dict | Awaitable[dict]]
+Target = StateMachineRecord | VersionRecord | AliasRecord  # what a state machine, version or alias ARN names
 HANDLERS: dict[str, Handler] = {}
 T = TypeVar("T")
 
@@ -84,8 +87,8 @@ class Service:
         self.limits = limits or Limits()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._store_threads = ThreadPoolExecutor(STORE_THREADS_MAX, thread_name_prefix="statewright-api-store")
-        self._machines: dict[str, tuple[StateMachineRecord | None, float]] = {}
-        self._machine_reads: dict[str, asyncio.Future[StateMachineRecord | None]] = {}
+        self._machines: dict[str, tuple[Target | None, float]] = {}
+        self._machine_reads: dict[str, asyncio.Future[Target | None]] = {}
         self._machines_forgotten = 0  # bumped by every forget: a read that started before it must not be cached
         # Integrations' commands are tied to dispatches the outbox window already bounds: never throttled.
         self.dispatcher = Dispatcher(lambda command: self.run(command, throttle=False), engine.give_back)
@@ -104,10 +107,10 @@ class Service:
         """``function(*args)`` (a store read or write) on the service's store threads, off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self._store_threads, function, *args)
 
-    async def state_machine(self, arn: str) -> StateMachineRecord | None:
-        """The state machine record, cached for a second: StartExecution reads it on every call, and an update
-        or delete through this server drops it at once. A hit returns without suspending (no thread hop);
-        concurrent misses for one ARN share one store read."""
+    async def state_machine(self, arn: str) -> Target | None:
+        """The record of a state machine, version or alias ARN (checked by the caller), cached for a second:
+        StartExecution reads it on every call, and a change through any node drops it at once. A hit returns without
+        suspending (no thread hop); concurrent misses for one ARN share one store read."""
         cached = self._machines.get(arn)
         if cached is not None and time.monotonic() - cached[1] < _MACHINE_CACHE_S:
             return cached[0]
@@ -116,10 +119,10 @@ class Service:
             read = self._machine_reads[arn] = asyncio.ensure_future(self._read_machine(arn))
         return await asyncio.shield(read)  # a caller that goes away does not cancel the others' read
 
-    async def _read_machine(self, arn: str) -> StateMachineRecord | None:
+    async def _read_machine(self, arn: str) -> Target | None:
         forgotten = self._machines_forgotten
         try:
-            record = await self.store_call(self.store.get_state_machine, arn)
+            record = await self.store_call(self._read_target, arns.qualified(arn))
         finally:
             if self._machine_reads.get(arn) is asyncio.current_task():
                 del self._machine_reads[arn]
@@ -146,10 +149,21 @@ class Service:
         else:
             raise ValueError(f"not a kind of change: {kind!r}")
 
+    def _read_target(self, target: arns.MachineArn) -> Target | None:
+        if target.version is not None:
+            return self.store.get_version(target.machine, target.version)
+        if target.alias is not None:
+            return self.store.get_alias(target.machine, target.alias)
+        return self.store.get_state_machine(target.machine)
+
     def forget_state_machine(self, arn: str) -> None:
+        """Drop a state machine's, version's or alias's record; a state machine's takes its versions and aliases
+        with it (deleting it deletes them)."""
         self._machines_forgotten += 1
-        self._machines.pop(arn, None)
-        self._machine_reads.pop(arn, None)  # the next caller reads again, after the change
+        qualifier = arn + ":"
+        for cached in (self._machines, self._machine_reads):
+            for key in [key for key in cached if key == arn or key.startswith(qualifier)]:
+                del cached[key]  # the next caller reads again, after the change
 
     async def _claim_task(self, activity_arn: str) -> Dispatch | None:
         """A task of this activity from a shard another node serves (this node's own reach the matcher from its

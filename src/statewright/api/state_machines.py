@@ -1,21 +1,23 @@
-"""State machine operations: create, describe, update, delete, list, validate; and tags."""
+"""State machine operations: create, describe (also of a version), update, delete, list, validate; and tags."""
 
 from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 
 from ..asl.definition import InvalidDefinition, parse_definition
 from ..store.base import StateMachineRecord
-from . import arns, paging
+from . import arns, configuration, describe, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn, state_machine_does_not_exist
 from .service import STATE_MACHINE, Service, handler, seconds
 from .tags import tag_map
+from .versions import check_description, publish
 
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
-_DEFAULT_LOGGING = {"level": "OFF", "includeExecutionData": False}
-_DEFAULT_TRACING = {"enabled": False}
+# What UpdateStateMachine may change; a change to any of them is a new revision.
+_CHANGEABLE = ("definition", "roleArn", "loggingConfiguration", "tracingConfiguration", "encryptionConfiguration")
 
 
 def _check_definition(text: str) -> None:
@@ -54,83 +56,97 @@ async def create_state_machine(service: Service, params: dict, scope: Scope) -> 
     _check_type(kind)
     _check_role(params["roleArn"])
     _check_definition(params["definition"])
+    check_description(params)
     now_ms = service.clock()
+    revision_id = str(uuid.uuid4())
     record = StateMachineRecord(
         arn=scope.state_machine_arn(name), name=name, type=kind, definition=params["definition"],
-        role_arn=params["roleArn"], revision_id=str(uuid.uuid4()), created_ms=now_ms, updated_ms=now_ms,
-        logging_configuration=params.get("loggingConfiguration") or _DEFAULT_LOGGING,
-        tracing_configuration=params.get("tracingConfiguration") or _DEFAULT_TRACING,
-        description=params.get("versionDescription", ""),
+        role_arn=params["roleArn"], revision_id=revision_id, created_ms=now_ms, updated_ms=now_ms,
+        logging_configuration=configuration.logging_of(params.get("loggingConfiguration")),
+        tracing_configuration=configuration.tracing_of(params.get("tracingConfiguration")),
+        encryption_configuration=configuration.encryption_of(params.get("encryptionConfiguration")),
+        initial_revision_id=revision_id,
     )
     stored = await service.store_call(service.store.create_state_machine, record, tag_map(params.get("tags", [])))
     await service.changed(STATE_MACHINE, record.arn)  # every node's cache may hold "no such machine"
     if stored is not record and not _same_request(stored, record):
         raise AwsError("StateMachineAlreadyExists", f"State Machine Already Exists: '{record.arn}'")
-    return {"stateMachineArn": stored.arn, "creationDate": seconds(stored.created_ms)}
+    created = {"stateMachineArn": stored.arn, "creationDate": seconds(stored.created_ms)}
+    if params.get("publish"):
+        created["stateMachineVersionArn"] = (await publish(service, stored.arn,
+                                                           params.get("versionDescription", ""))).arn
+    return created
 
 
 def _same_request(a: StateMachineRecord, b: StateMachineRecord) -> bool:
     """CreateStateMachine is idempotent when these match (role and tags do not count, as on AWS)."""
-    return (a.definition, a.type, a.logging_configuration, a.tracing_configuration) == (
-        b.definition, b.type, b.logging_configuration, b.tracing_configuration)
+    return (a.definition, a.type, a.logging_configuration, a.tracing_configuration, a.encryption_configuration) == (
+        b.definition, b.type, b.logging_configuration, b.tracing_configuration, b.encryption_configuration)
 
 
 @handler("DescribeStateMachine")
 async def describe_state_machine(service: Service, params: dict, scope: Scope) -> dict:
-    record = await _load(service, params["stateMachineArn"])
-    described = {
-        "stateMachineArn": record.arn,
-        "name": record.name,
-        "status": "ACTIVE",
-        "definition": record.definition,
-        "roleArn": record.role_arn,
-        "type": record.type,
-        "creationDate": seconds(record.created_ms),
-        "loggingConfiguration": record.logging_configuration,
-        "tracingConfiguration": record.tracing_configuration,
-    }
-    if record.updated_ms != record.created_ms:  # AWS shows a revision id only once there was an update
-        described["revisionId"] = record.revision_id
-    if record.description:
-        described["description"] = record.description
-    return described
+    arn = params["stateMachineArn"]
+    target = arns.qualified(arn)
+    if target.version is not None:  # a version describes itself; an alias is no state machine to describe
+        version = await service.store_call(service.store.get_version, target.machine, target.version)
+        if version is None:
+            raise state_machine_does_not_exist(arn)
+        return describe.version(version)
+    return describe.state_machine(await _load(service, arn))
 
 
 @handler("UpdateStateMachine")
 async def update_state_machine(service: Service, params: dict, scope: Scope) -> dict:
-    record = await _load(service, params["stateMachineArn"])
-    changes = {key: params[key] for key in ("definition", "roleArn", "loggingConfiguration",
-                                            "tracingConfiguration") if key in params}
+    changes = {key: params[key] for key in _CHANGEABLE if key in params}
     if not changes:
         raise AwsError("MissingRequiredParameter", "Either the definition, the role ARN, the LoggingConfiguration, "
-                       "or the TracingConfiguration must be specified")
+                       "the EncryptionConfiguration or the TracingConfiguration must be specified")
+    check_description(params)
+    record = await _load(service, params["stateMachineArn"])
     if "definition" in changes:
         _check_definition(changes["definition"])
     if "roleArn" in changes:
         _check_role(changes["roleArn"])
-    updated = StateMachineRecord(
-        arn=record.arn, name=record.name, type=record.type,
-        definition=changes.get("definition", record.definition),
-        role_arn=changes.get("roleArn", record.role_arn),
-        revision_id=record.revision_id, created_ms=record.created_ms, updated_ms=service.clock(),
-        logging_configuration=changes.get("loggingConfiguration", record.logging_configuration),
-        tracing_configuration=changes.get("tracingConfiguration", record.tracing_configuration),
-        description=record.description,
-    )
-    if (updated.definition, updated.role_arn) != (record.definition, record.role_arn):
+    updated = replace(
+        record, definition=changes.get("definition", record.definition),
+        role_arn=changes.get("roleArn", record.role_arn), updated_ms=max(service.clock(), record.created_ms + 1),
+        logging_configuration=configuration.logging_of(changes.get("loggingConfiguration",
+                                                                   record.logging_configuration)),
+        tracing_configuration=configuration.tracing_of(changes.get("tracingConfiguration",
+                                                                   record.tracing_configuration)),
+        encryption_configuration=configuration.encryption_of(changes.get("encryptionConfiguration",
+                                                                         record.encryption_configuration)))
+    if _revision(updated) != _revision(record):  # an update that changes nothing leaves the revision as it was
         updated.revision_id = str(uuid.uuid4())
-    if updated.updated_ms == record.created_ms:
-        updated.updated_ms += 1
-    if not await service.store_call(service.store.update_state_machine, updated):
-        raise state_machine_does_not_exist(record.arn)
-    await service.changed(STATE_MACHINE, record.arn)
-    return {"updateDate": seconds(updated.updated_ms), "revisionId": updated.revision_id}
+        if not await service.store_call(service.store.update_state_machine, updated):
+            raise state_machine_does_not_exist(record.arn)
+        await service.changed(STATE_MACHINE, record.arn)
+    else:
+        updated = record
+    answer = {"updateDate": seconds(updated.updated_ms if updated is not record else service.clock())}
+    if updated.revised:
+        answer["revisionId"] = updated.revision_id
+    if params.get("publish"):
+        answer["stateMachineVersionArn"] = (await publish(service, record.arn, params.get("versionDescription", ""),
+                                                          updated.revision_id)).arn
+    return answer
+
+
+def _revision(record: StateMachineRecord) -> tuple:
+    return (record.definition, record.role_arn, record.logging_configuration, record.tracing_configuration,
+            record.encryption_configuration)
 
 
 @handler("DeleteStateMachine")
 async def delete_state_machine(service: Service, params: dict, scope: Scope) -> dict:
-    # Deleting is idempotent on AWS; running executions finish on the revision they started with.
-    arn = arns.state_machine(params["stateMachineArn"])
+    # Deleting is idempotent on AWS and takes the versions and aliases with it; running executions finish on the
+    # revision they started with.
+    arn = params["stateMachineArn"]
+    if arns.qualified(arn).machine != arn:
+        raise AwsError("ValidationException", f"Invalid ARN: '{arn}': DeleteStateMachine takes an unqualified "
+                       f"state machine ARN; delete versions and aliases with DeleteStateMachineVersion and "
+                       f"DeleteStateMachineAlias")
     await service.store_call(service.store.delete_state_machine, arn)
     await service.changed(STATE_MACHINE, arn)
     return {}

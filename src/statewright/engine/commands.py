@@ -68,6 +68,8 @@ class StartExecution:
     role_arn: str
     input: str
     parent: dict | None = None  # {"token", "pattern"} when a .sync Task of another execution waits on this one
+    version_arn: str | None = None  # started on a version (directly or through an alias)
+    alias_arn: str | None = None  # started through an alias
 
 
 @dataclass(frozen=True, slots=True)

@@ -421,7 +421,8 @@ class Engine:
                     return current.start_ms  # idempotent start (a child only for the parent attempt that made it)
                 return ExecutionAlreadyExists(command.arn)
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
-                                   command.role_arn, command.input, now_ms, shard, parent=command.parent)
+                                   command.role_arn, command.input, now_ms, shard, parent=command.parent,
+                                   version_arn=command.version_arn, alias_arn=command.alias_arn)
             self._stage(batch, decider.start(fresh, self._definition(fresh), now_ms, self.services), 0, now_ms)
             return now_ms
         if isinstance(command, FireTimer):
@@ -539,7 +540,7 @@ class Engine:
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
             state.stop_ms, expected_version, state.version, blob, decision.events,
             decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed,
-            batch.group))
+            batch.group, state.version_arn, state.alias_arn))
 
     # -- committing, then acting
 

@@ -132,6 +132,9 @@ class ExecutionState:
     parent: dict[str, Any] | None = None
     # Pending timers: timer id -> fire time. Their rows are written and deleted in the same commits.
     timers: dict[str, int] = field(default_factory=dict)
+    # What it was started through (DescribeExecution): its revision_id is that version's. Absent from older blobs.
+    version_arn: str | None = None
+    alias_arn: str | None = None
 
     @property
     def is_open(self) -> bool:
@@ -147,7 +150,8 @@ class ExecutionState:
             "error": self.error, "cause": self.cause, "next_event_id": self.next_event_id,
             "marker_prev": self.marker_prev, "version": self.version,
             "flows": {flow_id: _flow_row(flow) for flow_id, flow in self.flows.items()},
-            "parent": self.parent, "timers": self.timers})
+            "parent": self.parent, "timers": self.timers, "version_arn": self.version_arn,
+            "alias_arn": self.alias_arn})
 
     @classmethod
     def from_blob(cls, blob: bytes) -> ExecutionState:

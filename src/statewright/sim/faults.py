@@ -238,6 +238,33 @@ class FaultyStore(Store):
         self._maybe_busy()
         return self.inner.get_revision(state_machine_arn, revision_id)
 
+    def publish_version(self, *args: Any) -> Any:
+        return self.inner.publish_version(*args)
+
+    def get_version(self, state_machine_arn: str, number: int) -> Any:
+        return self.inner.get_version(state_machine_arn, number)
+
+    def list_versions(self, *args: Any) -> Any:
+        return self.inner.list_versions(*args)
+
+    def delete_version(self, state_machine_arn: str, number: int) -> None:
+        self.inner.delete_version(state_machine_arn, number)
+
+    def create_alias(self, *args: Any) -> Any:
+        return self.inner.create_alias(*args)
+
+    def get_alias(self, state_machine_arn: str, name: str) -> Any:
+        return self.inner.get_alias(state_machine_arn, name)
+
+    def update_alias(self, record: Any) -> bool:
+        return self.inner.update_alias(record)
+
+    def delete_alias(self, state_machine_arn: str, name: str) -> None:
+        self.inner.delete_alias(state_machine_arn, name)
+
+    def list_aliases(self, *args: Any) -> Any:
+        return self.inner.list_aliases(*args)
+
     def tag_resource(self, arn: str, tags: Any) -> None:
         self.inner.tag_resource(arn, tags)
 

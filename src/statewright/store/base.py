@@ -19,6 +19,13 @@ Contract (tests/store_contract.py runs it against every implementation):
   ``get_state_machine``, ``get_revision``) raise StoreUnavailable when the database cannot answer.
 - A database records its schema version; one newer than the code raises SchemaTooNew on opening.
 - History rows are immutable; readers see only events below the row's committed next_event_id.
+- Versions and aliases (``publish_version`` ... ``list_aliases``): a version is an immutable snapshot of its state
+  machine, numbered from 1 per state machine and never renumbered, even after a delete (the state machine keeps its
+  last number); publishing the revision a version already holds returns that version. At most ``versions_max``
+  versions and ``aliases_max`` aliases per state machine (QuotaExceeded). An alias routes only to versions that
+  exist, and a version an alias routes to cannot be deleted (VersionRouted): writes of one state machine's
+  versions and aliases are serialized against each other. Deleting a state machine deletes its versions and aliases;
+  its revisions stay, so executions started on them run to the end.
 - Dispatches (the outbox) are written and removed in the same commits as the transitions that create and
   consume them; ``pending_dispatches`` lists what a new owner must hand out again. An activity task's payload
   has ``kind`` "activity" and the activity's ARN in ``resource``: ``claim_activity_task`` finds it by that ARN,
@@ -53,6 +60,53 @@ class SchemaTooNew(Exception):
     """The database was written by a newer statewright (a schema version above this code's): upgrade to open it."""
 
 
+class MetadataConflict(Exception):
+    """A version or alias write that what is stored refuses; nothing was written. The API answers each kind with
+    AWS's error."""
+
+
+class NoSuchStateMachine(MetadataConflict):
+    pass
+
+
+class RevisionChanged(MetadataConflict):
+    """Publishing was conditional on a revision that is no longer the state machine's current one."""
+
+    def __init__(self, expected: str, current: str) -> None:
+        super().__init__(f"revision {expected} is not the current one ({current})")
+        self.expected = expected
+        self.current = current
+
+
+class QuotaExceeded(MetadataConflict):
+    """The state machine has as many versions (or aliases) as it may."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"at most {limit}")
+        self.limit = limit
+
+
+class VersionRouted(MetadataConflict):
+    """The version cannot be deleted: these aliases (names) route to it."""
+
+    def __init__(self, aliases: list[str]) -> None:
+        super().__init__(f"routed to by {aliases}")
+        self.aliases = aliases
+
+
+class NoSuchVersions(MetadataConflict):
+    """An alias names versions (numbers) the state machine does not have."""
+
+    def __init__(self, numbers: list[int]) -> None:
+        super().__init__(f"no versions {numbers}")
+        self.numbers = numbers
+
+
+VERSIONS_MAX = 1_000  # per state machine, as on AWS
+ALIASES_MAX = 100  # per state machine, as on AWS
+AWS_OWNED_KEY = {"type": "AWS_OWNED_KEY"}  # the encryption configuration of a resource created without one
+
+
 @dataclass(slots=True)
 class ExecutionWrite:
     shard_id: int
@@ -71,6 +125,9 @@ class ExecutionWrite:
     dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
     dispatches_removed: list[str] = field(default_factory=list)
     group: int = 0  # nonzero: lands with the consecutive writes of the same group, or not at all
+    # What the execution was started through, kept on its row (for ListExecutions); only the first write's count.
+    version_arn: str | None = None
+    alias_arn: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +163,7 @@ class ActivityRecord:
     arn: str
     name: str
     created_ms: int
+    encryption_configuration: dict[str, Any] | None = None  # None: AWS_OWNED_KEY
 
 
 @dataclass(slots=True)
@@ -138,6 +196,45 @@ class StateMachineRecord:
     logging_configuration: dict[str, Any]
     tracing_configuration: dict[str, Any]
     description: str = ""
+    encryption_configuration: dict[str, Any] = field(default_factory=lambda: dict(AWS_OWNED_KEY))
+    # The revision it was created with: AWS shows a revision id only for the revisions after it.
+    initial_revision_id: str = ""
+
+    @property
+    def revised(self) -> bool:
+        """Whether the current revision is a later one than the first (AWS then shows its id)."""
+        return self.revision_id != self.initial_revision_id
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRecord:
+    """A published version: its state machine as it was when published (definition, role, configuration and
+    revision, in ``machine``), its number and its own description and creation time."""
+
+    machine: StateMachineRecord
+    number: int
+    description: str
+    created_ms: int
+
+    @property
+    def arn(self) -> str:
+        return f"{self.machine.arn}:{self.number}"
+
+
+@dataclass(frozen=True, slots=True)
+class AliasRecord:
+    """An alias: a name for one or two versions of one state machine, each with its share of new starts."""
+
+    state_machine_arn: str
+    name: str
+    description: str
+    routing: tuple[tuple[int, int], ...]  # (version number, weight in percent), weights summing to 100
+    created_ms: int
+    updated_ms: int
+
+    @property
+    def arn(self) -> str:
+        return f"{self.state_machine_arn}:{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +245,8 @@ class ExecutionSummary:
     status: str
     start_ms: int
     stop_ms: int | None
+    version_arn: str | None = None
+    alias_arn: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,9 +344,10 @@ class Store(ABC):
         return OpenCount(self)
 
     @abstractmethod
-    def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
-                        cursor: str | None) -> Page:
-        """ExecutionSummary items, newest start first; ValueError for a cursor this store did not make."""
+    def list_executions(self, state_machine_arn: str, status: str | None, limit: int, cursor: str | None,
+                        version_arn: str | None = None, alias_arn: str | None = None) -> Page:
+        """ExecutionSummary items, newest start first; ValueError for a cursor this store did not make. With
+        ``version_arn`` (or ``alias_arn``) only the executions started on that version (or through that alias)."""
 
     @abstractmethod
     def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:
@@ -320,7 +420,8 @@ class Store(ABC):
         """Replace the record (a new revision when the definition changed); False if it does not exist."""
 
     @abstractmethod
-    def delete_state_machine(self, arn: str) -> None: ...
+    def delete_state_machine(self, arn: str) -> None:
+        """Delete the state machine with its tags, versions and aliases (its revisions stay)."""
 
     @abstractmethod
     def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
@@ -329,6 +430,44 @@ class Store(ABC):
     @abstractmethod
     def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
         """(definition, role ARN) of one immutable revision; revisions outlive their state machine."""
+
+    # -- versions and aliases
+    @abstractmethod
+    def publish_version(self, state_machine_arn: str, description: str, created_ms: int,
+                        revision_id: str | None = None, versions_max: int = VERSIONS_MAX) -> VersionRecord:
+        """Publish the current revision as the next version, or return the version that holds it already. With
+        ``revision_id``, only if that is the current revision (else RevisionChanged). NoSuchStateMachine,
+        QuotaExceeded."""
+
+    @abstractmethod
+    def get_version(self, state_machine_arn: str, number: int) -> VersionRecord | None: ...
+
+    @abstractmethod
+    def list_versions(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
+        """VersionRecord items, newest (highest number) first; ValueError for a cursor this store did not make."""
+
+    @abstractmethod
+    def delete_version(self, state_machine_arn: str, number: int) -> None:
+        """Delete it (nothing if there is none); VersionRouted while an alias routes to it."""
+
+    @abstractmethod
+    def create_alias(self, record: AliasRecord, aliases_max: int = ALIASES_MAX) -> AliasRecord:
+        """Insert, or return the existing alias of that name unchanged. NoSuchStateMachine, NoSuchVersions,
+        QuotaExceeded."""
+
+    @abstractmethod
+    def get_alias(self, state_machine_arn: str, name: str) -> AliasRecord | None: ...
+
+    @abstractmethod
+    def update_alias(self, record: AliasRecord) -> bool:
+        """Replace the alias; False if it does not exist. NoSuchVersions."""
+
+    @abstractmethod
+    def delete_alias(self, state_machine_arn: str, name: str) -> None: ...
+
+    @abstractmethod
+    def list_aliases(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
+        """AliasRecord items, by name."""
 
     # -- tags
     @abstractmethod

@@ -26,7 +26,10 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .base import (
+    ALIASES_MAX,
+    VERSIONS_MAX,
     ActivityRecord,
+    AliasRecord,
     CommitFailed,
     CommitOutcomeUnknown,
     CommitResult,
@@ -34,8 +37,10 @@ from .base import (
     ExecutionSummary,
     ExecutionWrite,
     NodeRecord,
+    NoSuchStateMachine,
     OpenCount,
     Page,
+    QuotaExceeded,
     SchemaTooNew,
     ShardCountMismatch,
     ShardLease,
@@ -43,8 +48,28 @@ from .base import (
     Store,
     StoreUnavailable,
     TimerRow,
+    VersionRecord,
+    VersionRouted,
 )
-from .shared import activity_of, groups, insert_row, prefix_range, record_blob, update_row
+from .shared import (
+    activity_of,
+    activity_row,
+    alias_blob,
+    alias_of,
+    check_revision,
+    check_routes,
+    groups,
+    insert_row,
+    next_version,
+    prefix_range,
+    record_blob,
+    record_of,
+    routed_by,
+    update_row,
+    version_blob,
+    version_of,
+    with_initial_revision,
+)
 
 # Each entry is one schema version; a database records the last one applied (meta 'schema_version'). Add a new
 # entry for every change, never edit one that shipped. ARNs and ids are "C"-collated: their order is byte order,
@@ -59,6 +84,13 @@ def _file_activity_tasks(db: psycopg.Connection) -> None:
              if (activity := activity_of(orjson.loads(payload))) is not None]
     db.cursor().executemany("UPDATE outbox SET activity_arn = %s WHERE shard_id = %s AND execution_arn = %s "
                             "AND dispatch_id = %s", filed)
+
+
+def _initial_revisions(db: psycopg.Connection) -> None:
+    """Migration 3: state machine records learn their first revision (shared.with_initial_revision)."""
+    rows = db.execute("SELECT arn, record FROM state_machines").fetchall()
+    db.cursor().executemany("UPDATE state_machines SET record = %s WHERE arn = %s",
+                            [(with_initial_revision(record), arn) for arn, record in rows])
 
 
 # A statement, or a function of the migrating transaction's connection.
@@ -94,6 +126,21 @@ _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection], None], ...], ...] 
         "ADD COLUMN claimed_until_ms bigint NOT NULL DEFAULT 0",
         _file_activity_tasks,
         "CREATE INDEX outbox_by_activity ON outbox (activity_arn, claimed_until_ms) WHERE activity_arn IS NOT NULL",
+    ),
+    (  # 3: versions and aliases; what an execution was started through; an activity's encryption configuration
+        "ALTER TABLE state_machines ADD COLUMN last_version integer NOT NULL DEFAULT 0",
+        'CREATE TABLE versions (state_machine_arn text COLLATE "C" NOT NULL, number integer NOT NULL, '
+        'revision_id text COLLATE "C" NOT NULL, record bytea NOT NULL, PRIMARY KEY (state_machine_arn, number))',
+        'CREATE TABLE aliases (state_machine_arn text COLLATE "C" NOT NULL, name text COLLATE "C" NOT NULL, '
+        "record bytea NOT NULL, PRIMARY KEY (state_machine_arn, name))",
+        'ALTER TABLE executions ADD COLUMN version_arn text COLLATE "C", ADD COLUMN alias_arn text COLLATE "C"',
+        # Partial: executions started on the latest revision cost nothing.
+        "CREATE INDEX executions_by_version ON executions (version_arn, start_ms DESC, arn DESC) "
+        "WHERE version_arn IS NOT NULL",
+        "CREATE INDEX executions_by_alias ON executions (alias_arn, start_ms DESC, arn DESC) "
+        "WHERE alias_arn IS NOT NULL",
+        "ALTER TABLE activities ADD COLUMN encryption bytea",
+        _initial_revisions,
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -450,11 +497,13 @@ class PostgresStore(Store):
         with _unavailable():
             return _PostgresOpenCount(self)
 
-    def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
-                        cursor: str | None) -> Page:
-        sql = ("SELECT arn, state_machine_arn, name, status, start_ms, stop_ms FROM executions "
-               "WHERE state_machine_arn = %s")
-        args: list[Any] = [state_machine_arn]
+    def list_executions(self, state_machine_arn: str, status: str | None, limit: int, cursor: str | None,
+                        version_arn: str | None = None, alias_arn: str | None = None) -> Page:
+        column, arn = ("version_arn", version_arn) if version_arn is not None else (
+            ("alias_arn", alias_arn) if alias_arn is not None else ("state_machine_arn", state_machine_arn))
+        sql = ("SELECT arn, state_machine_arn, name, status, start_ms, stop_ms, version_arn, alias_arn "
+               f"FROM executions WHERE {column} = %s")
+        args: list[Any] = [arn]
         if status:
             sql += " AND status = %s"
             args.append(status)
@@ -542,15 +591,17 @@ class PostgresStore(Store):
 
     def create_activity(self, record: ActivityRecord, tags: Mapping[str, str] | None = None) -> ActivityRecord:
         with self._transaction() as db:
-            if db.execute("INSERT INTO activities VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                          (record.arn, record.name, record.created_ms)).rowcount:
+            if db.execute("INSERT INTO activities VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                          (record.arn, record.name, record.created_ms,
+                           None if record.encryption_configuration is None
+                           else orjson.dumps(record.encryption_configuration))).rowcount:
                 _insert_tags(db, record.arn, tags)
                 return record
         return self.get_activity(record.arn)
 
     def get_activity(self, arn: str) -> ActivityRecord | None:
-        rows = self._rows("SELECT arn, name, created_ms FROM activities WHERE arn = %s", (arn,))
-        return ActivityRecord(*rows[0]) if rows else None
+        rows = self._rows(f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn = %s", (arn,))
+        return activity_row(rows[0]) if rows else None
 
     def delete_activity(self, arn: str) -> None:
         with self._transaction() as db:
@@ -558,9 +609,9 @@ class PostgresStore(Store):
             db.execute("DELETE FROM tags WHERE resource_arn = %s", (arn,))
 
     def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
-        rows = self._rows("SELECT arn, name, created_ms FROM activities WHERE arn > %s AND arn < %s "
+        rows = self._rows(f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn > %s AND arn < %s "
                           "ORDER BY arn LIMIT %s", (*prefix_range(arn_prefix, cursor), limit + 1))
-        items = [ActivityRecord(*row) for row in rows[:limit]]
+        items = [activity_row(row) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
     # -- settings
@@ -582,7 +633,8 @@ class PostgresStore(Store):
     def create_state_machine(self, record: StateMachineRecord,
                              tags: Mapping[str, str] | None = None) -> StateMachineRecord:
         with self._transaction() as db:
-            inserted = db.execute("INSERT INTO state_machines VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            inserted = db.execute("INSERT INTO state_machines (arn, name, record) VALUES (%s, %s, %s) "
+                                  "ON CONFLICT DO NOTHING",
                                   (record.arn, record.name, record_blob(record))).rowcount
             if inserted:
                 db.execute(_INSERT_REVISION, (record.arn, record.revision_id, record.definition, record.role_arn))
@@ -592,7 +644,7 @@ class PostgresStore(Store):
 
     def get_state_machine(self, arn: str) -> StateMachineRecord | None:
         rows = self._rows("SELECT record FROM state_machines WHERE arn = %s", (arn,))
-        return StateMachineRecord(**orjson.loads(rows[0][0])) if rows else None
+        return record_of(rows[0][0]) if rows else None
 
     def update_state_machine(self, record: StateMachineRecord) -> bool:
         with self._transaction() as db:
@@ -604,19 +656,109 @@ class PostgresStore(Store):
 
     def delete_state_machine(self, arn: str) -> None:
         with self._transaction() as db:
-            db.execute("DELETE FROM state_machines WHERE arn = %s", (arn,))
+            db.execute("DELETE FROM state_machines WHERE arn = %s", (arn,))  # locks the row: see _lock_machine
             db.execute("DELETE FROM tags WHERE resource_arn = %s", (arn,))
+            db.execute("DELETE FROM versions WHERE state_machine_arn = %s", (arn,))
+            db.execute("DELETE FROM aliases WHERE state_machine_arn = %s", (arn,))
 
     def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
         rows = self._rows("SELECT record FROM state_machines WHERE arn > %s AND arn < %s ORDER BY arn LIMIT %s",
                           (*prefix_range(arn_prefix, cursor), limit + 1))
-        items = [StateMachineRecord(**orjson.loads(row[0])) for row in rows[:limit]]
+        items = [record_of(row[0]) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
     def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
         rows = self._rows("SELECT definition, role_arn FROM revisions WHERE state_machine_arn = %s "
                           "AND revision_id = %s", (state_machine_arn, revision_id))
         return (rows[0][0], rows[0][1]) if rows else None
+
+    # -- versions and aliases: each write locks its state machine's row first, so they take turns
+
+    def publish_version(self, state_machine_arn: str, description: str, created_ms: int,
+                        revision_id: str | None = None, versions_max: int = VERSIONS_MAX) -> VersionRecord:
+        with self._transaction() as db:
+            row = db.execute("SELECT record, last_version FROM state_machines WHERE arn = %s FOR UPDATE",
+                             (state_machine_arn,)).fetchone()
+            if row is None:
+                raise NoSuchStateMachine(state_machine_arn)
+            machine = record_of(row[0])
+            check_revision(machine, revision_id)
+            published = db.execute("SELECT record FROM versions WHERE state_machine_arn = %s AND revision_id = %s",
+                                   (state_machine_arn, machine.revision_id)).fetchone()
+            if published is not None:
+                return version_of(published[0])
+            count = db.execute("SELECT COUNT(*) FROM versions WHERE state_machine_arn = %s",
+                               (state_machine_arn,)).fetchone()[0]
+            version = VersionRecord(machine, next_version(row[1], count, versions_max), description, created_ms)
+            db.execute("INSERT INTO versions VALUES (%s, %s, %s, %s)",
+                       (state_machine_arn, version.number, machine.revision_id, version_blob(version)))
+            db.execute("UPDATE state_machines SET last_version = %s WHERE arn = %s",
+                       (version.number, state_machine_arn))
+        return version
+
+    def get_version(self, state_machine_arn: str, number: int) -> VersionRecord | None:
+        rows = self._rows("SELECT record FROM versions WHERE state_machine_arn = %s AND number = %s",
+                          (state_machine_arn, number))
+        return version_of(rows[0][0]) if rows else None
+
+    def list_versions(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
+        try:
+            below = int(cursor) if cursor else 1 << 62
+        except ValueError:
+            raise ValueError(f"not a cursor of list_versions: {cursor!r}") from None
+        rows = self._rows("SELECT record FROM versions WHERE state_machine_arn = %s AND number < %s "
+                          "ORDER BY number DESC LIMIT %s", (state_machine_arn, below, limit + 1))
+        items = [version_of(row[0]) for row in rows[:limit]]
+        return Page(items, str(items[-1].number) if len(rows) > limit else None)
+
+    def delete_version(self, state_machine_arn: str, number: int) -> None:
+        with self._transaction() as db:
+            _lock_machine(db, state_machine_arn)
+            routing = routed_by(_aliases(db, state_machine_arn), number)
+            if routing:
+                raise VersionRouted(routing)
+            db.execute("DELETE FROM versions WHERE state_machine_arn = %s AND number = %s",
+                       (state_machine_arn, number))
+
+    def create_alias(self, record: AliasRecord, aliases_max: int = ALIASES_MAX) -> AliasRecord:
+        with self._transaction() as db:
+            if not _lock_machine(db, record.state_machine_arn):
+                raise NoSuchStateMachine(record.state_machine_arn)
+            existing = db.execute("SELECT record FROM aliases WHERE state_machine_arn = %s AND name = %s",
+                                  (record.state_machine_arn, record.name)).fetchone()
+            if existing is not None:
+                return alias_of(existing[0])
+            check_routes(record, _version_numbers(db, record.state_machine_arn))
+            if len(_aliases(db, record.state_machine_arn)) >= aliases_max:
+                raise QuotaExceeded(aliases_max)
+            db.execute("INSERT INTO aliases VALUES (%s, %s, %s)",
+                       (record.state_machine_arn, record.name, alias_blob(record)))
+        return record
+
+    def get_alias(self, state_machine_arn: str, name: str) -> AliasRecord | None:
+        rows = self._rows("SELECT record FROM aliases WHERE state_machine_arn = %s AND name = %s",
+                          (state_machine_arn, name))
+        return alias_of(rows[0][0]) if rows else None
+
+    def update_alias(self, record: AliasRecord) -> bool:
+        with self._transaction() as db:
+            _lock_machine(db, record.state_machine_arn)
+            if db.execute("SELECT 1 FROM aliases WHERE state_machine_arn = %s AND name = %s",
+                          (record.state_machine_arn, record.name)).fetchone() is None:
+                return False
+            check_routes(record, _version_numbers(db, record.state_machine_arn))
+            db.execute("UPDATE aliases SET record = %s WHERE state_machine_arn = %s AND name = %s",
+                       (alias_blob(record), record.state_machine_arn, record.name))
+        return True
+
+    def delete_alias(self, state_machine_arn: str, name: str) -> None:
+        self._execute("DELETE FROM aliases WHERE state_machine_arn = %s AND name = %s", (state_machine_arn, name))
+
+    def list_aliases(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
+        rows = self._rows("SELECT record FROM aliases WHERE state_machine_arn = %s AND name > %s ORDER BY name "
+                          "LIMIT %s", (state_machine_arn, cursor or "", limit + 1))
+        items = [alias_of(row[0]) for row in rows[:limit]]
+        return Page(items, items[-1].name if len(rows) > limit else None)
 
     # -- tags
 
@@ -681,6 +823,21 @@ def _insert_tags(db: psycopg.Connection, arn: str, tags: Mapping[str, str] | Non
                    "(resource_arn, key) DO UPDATE SET value = EXCLUDED.value", (arn, list(tags), list(tags.values())))
 
 
+def _lock_machine(db: psycopg.Connection, arn: str) -> bool:
+    """Lock a state machine's row for a version or alias write; whether it exists."""
+    return db.execute("SELECT 1 FROM state_machines WHERE arn = %s FOR UPDATE", (arn,)).fetchone() is not None
+
+
+def _aliases(db: psycopg.Connection, state_machine_arn: str) -> list[AliasRecord]:
+    rows = db.execute("SELECT record FROM aliases WHERE state_machine_arn = %s", (state_machine_arn,)).fetchall()
+    return [alias_of(row[0]) for row in rows]
+
+
+def _version_numbers(db: psycopg.Connection, state_machine_arn: str) -> set[int]:
+    rows = db.execute("SELECT number FROM versions WHERE state_machine_arn = %s", (state_machine_arn,)).fetchall()
+    return {row[0] for row in rows}
+
+
 def _lock_in_order(db: psycopg.Connection, shards: list[int]) -> None:
     """Lock shard rows in shard order, the order commits take them FOR SHARE, so the two cannot deadlock."""
     db.execute("SELECT 1 FROM shards WHERE shard_id = ANY(%s) ORDER BY shard_id FOR UPDATE", (shards,))
@@ -718,7 +875,8 @@ def _queue_rows(db: psycopg.Connection, live: list[tuple[int, ExecutionWrite]]) 
             [one.name for one, _ in inserts], [one.shard_id for one, _ in inserts],
             [end.status for _, end in inserts], [one.start_ms for one, _ in inserts],
             [end.stop_ms for _, end in inserts], [end.version for _, end in inserts],
-            [end.state for _, end in inserts])))
+            [end.state for _, end in inserts], [one.version_arn for one, _ in inserts],
+            [one.alias_arn for one, _ in inserts])))
     if updates:
         cursors.append(db.execute(_UPDATE_EXECUTIONS, (
             [one.arn for one, _ in updates], [one.expected_version for one, _ in updates],
@@ -742,12 +900,13 @@ def _columns(rows: list[tuple], width: int) -> list[list[Any]]:
 # Array parameters go as %b (binary): a bytea array in text would be hex-escaped, several times slower to send.
 _INSERT_EXECUTIONS = (
     "INSERT INTO executions SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::integer[], %b::text[], "
-    "%b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[]) ON CONFLICT DO NOTHING")
+    "%b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::text[]) ON CONFLICT DO NOTHING")
 _UPDATE_EXECUTIONS = (
     "UPDATE executions e SET status = u.status, stop_ms = u.stop_ms, version = u.version, state = u.state "
     "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bytea[]) "
     "AS u(arn, expected, status, stop_ms, version, state) WHERE e.arn = u.arn AND e.version = u.expected")
-_INSERT_EXECUTION = "INSERT INTO executions VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+_INSERT_EXECUTION = ("INSERT INTO executions VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                     "ON CONFLICT DO NOTHING")
 _UPDATE_EXECUTION = ("UPDATE executions SET status = %s, stop_ms = %s, version = %s, state = %s "
                      "WHERE arn = %s AND version = %s")
 _INSERT_HISTORY = (
@@ -777,6 +936,7 @@ _CLAIM_ACTIVITY_TASK = (
     "ORDER BY claimed_until_ms LIMIT 1 FOR UPDATE SKIP LOCKED) AS c "
     "WHERE o.shard_id = c.shard_id AND o.execution_arn = c.execution_arn AND o.dispatch_id = c.dispatch_id "
     "RETURNING o.shard_id, o.execution_arn, o.dispatch_id, o.payload, o.seq")
+_ACTIVITY_COLUMNS = "arn, name, created_ms, encryption"
 _INSERT_REVISION = "INSERT INTO revisions VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
 _COUNT_OPEN = "SELECT count(*) FROM executions WHERE status = 'RUNNING'"
 

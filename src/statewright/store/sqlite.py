@@ -16,7 +16,10 @@ from typing import Any
 import orjson
 
 from .base import (
+    ALIASES_MAX,
+    VERSIONS_MAX,
     ActivityRecord,
+    AliasRecord,
     CommitFailed,
     CommitOutcomeUnknown,
     CommitResult,
@@ -24,8 +27,10 @@ from .base import (
     ExecutionSummary,
     ExecutionWrite,
     NodeRecord,
+    NoSuchStateMachine,
     OpenCount,
     Page,
+    QuotaExceeded,
     SchemaTooNew,
     ShardCountMismatch,
     ShardLease,
@@ -33,8 +38,28 @@ from .base import (
     Store,
     StoreUnavailable,
     TimerRow,
+    VersionRecord,
+    VersionRouted,
 )
-from .shared import activity_of, groups, insert_row, prefix_range, record_blob, update_row
+from .shared import (
+    activity_of,
+    activity_row,
+    alias_blob,
+    alias_of,
+    check_revision,
+    check_routes,
+    groups,
+    insert_row,
+    next_version,
+    prefix_range,
+    record_blob,
+    record_of,
+    routed_by,
+    update_row,
+    version_blob,
+    version_of,
+    with_initial_revision,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,14 +68,20 @@ CREATE TABLE IF NOT EXISTS shards (
 CREATE TABLE IF NOT EXISTS nodes (
     node_id TEXT PRIMARY KEY, address TEXT NOT NULL, lease_until_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state_machines (
-    arn TEXT PRIMARY KEY, name TEXT NOT NULL, record BLOB NOT NULL);
+    arn TEXT PRIMARY KEY, name TEXT NOT NULL, record BLOB NOT NULL, last_version INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS versions (
+    state_machine_arn TEXT NOT NULL, number INTEGER NOT NULL, revision_id TEXT NOT NULL, record BLOB NOT NULL,
+    PRIMARY KEY (state_machine_arn, number)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS aliases (
+    state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, record BLOB NOT NULL,
+    PRIMARY KEY (state_machine_arn, name)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS revisions (
     state_machine_arn TEXT NOT NULL, revision_id TEXT NOT NULL, definition TEXT NOT NULL, role_arn TEXT NOT NULL,
     PRIMARY KEY (state_machine_arn, revision_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS executions (
     arn TEXT PRIMARY KEY, state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, shard_id INTEGER NOT NULL,
     status TEXT NOT NULL, start_ms INTEGER NOT NULL, stop_ms INTEGER, version INTEGER NOT NULL,
-    state BLOB NOT NULL);
+    state BLOB NOT NULL, version_arn TEXT, alias_arn TEXT);
 CREATE INDEX IF NOT EXISTS executions_by_machine ON executions (state_machine_arn, start_ms DESC, arn DESC);
 CREATE TABLE IF NOT EXISTS history (
     execution_arn TEXT NOT NULL, first_event_id INTEGER NOT NULL, last_event_id INTEGER NOT NULL,
@@ -64,12 +95,12 @@ CREATE TABLE IF NOT EXISTS outbox (
     PRIMARY KEY (shard_id, execution_arn, dispatch_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS outbox_by_seq ON outbox (shard_id, seq);
 CREATE TABLE IF NOT EXISTS activities (
-    arn TEXT PRIMARY KEY, name TEXT NOT NULL, created_ms INTEGER NOT NULL) WITHOUT ROWID;
+    arn TEXT PRIMARY KEY, name TEXT NOT NULL, created_ms INTEGER NOT NULL, encryption BLOB) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tags (
     resource_arn TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     PRIMARY KEY (resource_arn, key)) WITHOUT ROWID;
 """
-SCHEMA_VERSION = 2  # recorded in meta 'schema_version'; a database without one was written at version 1
+SCHEMA_VERSION = 3  # recorded in meta 'schema_version'; a database without one was written at version 1
 # Version 2: the outbox's activity ARN and claim time (Store.claim_activity_task). No index on them: one node on
 # its own file never claims (its matcher is fed by its engine), and an index would cost every task two writes.
 _TO_VERSION_2 = (
@@ -77,6 +108,22 @@ _TO_VERSION_2 = (
     "ALTER TABLE outbox ADD COLUMN claimed_until_ms INTEGER NOT NULL DEFAULT 0",
     "UPDATE outbox SET activity_arn = json_extract(CAST(payload AS TEXT), '$.resource') "
     "WHERE json_extract(CAST(payload AS TEXT), '$.kind') = 'activity'",
+)
+# Version 3: versions and aliases (their tables are in _SCHEMA), the number of a state machine's last version, what
+# an execution was started through, an activity's encryption configuration; state machine records learn their first
+# revision (shared.with_initial_revision).
+_TO_VERSION_3 = (
+    "ALTER TABLE state_machines ADD COLUMN last_version INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE executions ADD COLUMN version_arn TEXT",
+    "ALTER TABLE executions ADD COLUMN alias_arn TEXT",
+    "ALTER TABLE activities ADD COLUMN encryption BLOB",
+)
+# After the migrations (the columns must exist). Partial: executions started on the latest revision cost nothing.
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS executions_by_version ON executions (version_arn, start_ms DESC, arn DESC) "
+    "WHERE version_arn IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS executions_by_alias ON executions (alias_arn, start_ms DESC, arn DESC) "
+    "WHERE alias_arn IS NOT NULL",
 )
 
 
@@ -104,9 +151,17 @@ class SqliteStore(Store):
                                    f"statewright's ({SCHEMA_VERSION}): upgrade statewright to open it")
         db.executescript(_SCHEMA)
         with self._transaction() as db:
-            if not any(column[1] == "activity_arn" for column in db.execute("PRAGMA table_info(outbox)")):
+            if not _has_column(db, "outbox", "activity_arn"):
                 for statement in _TO_VERSION_2:
                     db.execute(statement)
+            if not _has_column(db, "executions", "version_arn"):
+                for statement in _TO_VERSION_3:
+                    db.execute(statement)
+                db.executemany("UPDATE state_machines SET record = ? WHERE arn = ?",
+                               [(with_initial_revision(record), arn)
+                                for arn, record in db.execute("SELECT arn, record FROM state_machines").fetchall()])
+            for statement in _INDEXES:
+                db.execute(statement)
             db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             if shard_count is not None:
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('shard_count', ?)", (str(shard_count),))
@@ -346,11 +401,12 @@ class SqliteStore(Store):
     def open_count(self) -> OpenCount:
         return _SqliteOpenCount(self.path)
 
-    def list_executions(self, state_machine_arn: str, status: str | None, limit: int,
-                        cursor: str | None) -> Page:
-        sql = ("SELECT arn, state_machine_arn, name, status, start_ms, stop_ms FROM executions "
-               "WHERE state_machine_arn = ?")
-        args: list[Any] = [state_machine_arn]
+    def list_executions(self, state_machine_arn: str, status: str | None, limit: int, cursor: str | None,
+                        version_arn: str | None = None, alias_arn: str | None = None) -> Page:
+        column, arn = _listed_by(state_machine_arn, version_arn, alias_arn)
+        sql = ("SELECT arn, state_machine_arn, name, status, start_ms, stop_ms, version_arn, alias_arn "
+               f"FROM executions WHERE {column} = ?")
+        args: list[Any] = [arn]
         if status:
             sql += " AND status = ?"
             args.append(status)
@@ -427,15 +483,16 @@ class SqliteStore(Store):
 
     def create_activity(self, record: ActivityRecord, tags: Mapping[str, str] | None = None) -> ActivityRecord:
         with self._metadata_write() as db:
-            if db.execute("INSERT OR IGNORE INTO activities VALUES (?, ?, ?)",
-                          (record.arn, record.name, record.created_ms)).rowcount:
+            if db.execute("INSERT OR IGNORE INTO activities VALUES (?, ?, ?, ?)",
+                          (record.arn, record.name, record.created_ms,
+                           _optional_json(record.encryption_configuration))).rowcount:
                 _insert_tags(db, record.arn, tags)
                 return record
         return self.get_activity(record.arn)
 
     def get_activity(self, arn: str) -> ActivityRecord | None:
-        row = self._db().execute("SELECT arn, name, created_ms FROM activities WHERE arn = ?", (arn,)).fetchone()
-        return ActivityRecord(*row) if row else None
+        row = self._db().execute(f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn = ?", (arn,)).fetchone()
+        return activity_row(row) if row else None
 
     def delete_activity(self, arn: str) -> None:
         with self._metadata_write() as db:
@@ -444,9 +501,9 @@ class SqliteStore(Store):
 
     def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
         rows = self._db().execute(
-            "SELECT arn, name, created_ms FROM activities WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
+            f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
             (*prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
-        items = [ActivityRecord(*row) for row in rows[:limit]]
+        items = [activity_row(row) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
     # -- settings
@@ -469,7 +526,7 @@ class SqliteStore(Store):
     def create_state_machine(self, record: StateMachineRecord,
                              tags: Mapping[str, str] | None = None) -> StateMachineRecord:
         with self._metadata_write() as db:
-            inserted = db.execute("INSERT OR IGNORE INTO state_machines VALUES (?, ?, ?)",
+            inserted = db.execute("INSERT OR IGNORE INTO state_machines (arn, name, record) VALUES (?, ?, ?)",
                                   (record.arn, record.name, record_blob(record))).rowcount
             if inserted:
                 db.execute("INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?)",
@@ -481,7 +538,7 @@ class SqliteStore(Store):
     def get_state_machine(self, arn: str) -> StateMachineRecord | None:
         with _unavailable():
             row = self._db().execute("SELECT record FROM state_machines WHERE arn = ?", (arn,)).fetchone()
-        return StateMachineRecord(**orjson.loads(row[0])) if row else None
+        return record_of(row[0]) if row else None
 
     def update_state_machine(self, record: StateMachineRecord) -> bool:
         with self._metadata_write() as db:
@@ -496,12 +553,14 @@ class SqliteStore(Store):
         with self._metadata_write() as db:
             db.execute("DELETE FROM state_machines WHERE arn = ?", (arn,))
             db.execute("DELETE FROM tags WHERE resource_arn = ?", (arn,))
+            db.execute("DELETE FROM versions WHERE state_machine_arn = ?", (arn,))
+            db.execute("DELETE FROM aliases WHERE state_machine_arn = ?", (arn,))
 
     def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
         rows = self._db().execute(
             "SELECT record FROM state_machines WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
             (*prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
-        items = [StateMachineRecord(**orjson.loads(row[0])) for row in rows[:limit]]
+        items = [record_of(row[0]) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
     def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
@@ -510,6 +569,100 @@ class SqliteStore(Store):
                 "SELECT definition, role_arn FROM revisions WHERE state_machine_arn = ? AND revision_id = ?",
                 (state_machine_arn, revision_id)).fetchone()
         return (row[0], row[1]) if row else None
+
+    # -- versions and aliases (BEGIN IMMEDIATE serializes them with every other write)
+
+    def publish_version(self, state_machine_arn: str, description: str, created_ms: int,
+                        revision_id: str | None = None, versions_max: int = VERSIONS_MAX) -> VersionRecord:
+        with self._metadata_write() as db:
+            row = db.execute("SELECT record, last_version FROM state_machines WHERE arn = ?",
+                             (state_machine_arn,)).fetchone()
+            if row is None:
+                raise NoSuchStateMachine(state_machine_arn)
+            machine = record_of(row[0])
+            check_revision(machine, revision_id)
+            published = db.execute("SELECT record FROM versions WHERE state_machine_arn = ? AND revision_id = ?",
+                                   (state_machine_arn, machine.revision_id)).fetchone()
+            if published is not None:
+                return version_of(published[0])
+            count = db.execute("SELECT COUNT(*) FROM versions WHERE state_machine_arn = ?",
+                               (state_machine_arn,)).fetchone()[0]
+            version = VersionRecord(machine, next_version(row[1], count, versions_max), description, created_ms)
+            db.execute("INSERT INTO versions VALUES (?, ?, ?, ?)",
+                       (state_machine_arn, version.number, machine.revision_id, version_blob(version)))
+            db.execute("UPDATE state_machines SET last_version = ? WHERE arn = ?", (version.number, state_machine_arn))
+        return version
+
+    def get_version(self, state_machine_arn: str, number: int) -> VersionRecord | None:
+        with _unavailable():
+            row = self._db().execute("SELECT record FROM versions WHERE state_machine_arn = ? AND number = ?",
+                                     (state_machine_arn, number)).fetchone()
+        return version_of(row[0]) if row else None
+
+    def list_versions(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
+        below = _number_cursor(cursor)
+        rows = self._db().execute("SELECT record FROM versions WHERE state_machine_arn = ? AND number < ? "
+                                  "ORDER BY number DESC LIMIT ?", (state_machine_arn, below, limit + 1)).fetchall()
+        items = [version_of(row[0]) for row in rows[:limit]]
+        return Page(items, str(items[-1].number) if len(rows) > limit else None)
+
+    def delete_version(self, state_machine_arn: str, number: int) -> None:
+        with self._metadata_write() as db:
+            routing = routed_by(self._aliases(db, state_machine_arn), number)
+            if routing:
+                raise VersionRouted(routing)
+            db.execute("DELETE FROM versions WHERE state_machine_arn = ? AND number = ?", (state_machine_arn, number))
+
+    def create_alias(self, record: AliasRecord, aliases_max: int = ALIASES_MAX) -> AliasRecord:
+        with self._metadata_write() as db:
+            existing = db.execute("SELECT record FROM aliases WHERE state_machine_arn = ? AND name = ?",
+                                  (record.state_machine_arn, record.name)).fetchone()
+            if existing is not None:
+                return alias_of(existing[0])
+            if db.execute("SELECT 1 FROM state_machines WHERE arn = ?", (record.state_machine_arn,)).fetchone() is None:
+                raise NoSuchStateMachine(record.state_machine_arn)
+            check_routes(record, self._version_numbers(db, record.state_machine_arn))
+            if len(self._aliases(db, record.state_machine_arn)) >= aliases_max:
+                raise QuotaExceeded(aliases_max)
+            db.execute("INSERT INTO aliases VALUES (?, ?, ?)", (record.state_machine_arn, record.name,
+                                                              alias_blob(record)))
+        return record
+
+    def get_alias(self, state_machine_arn: str, name: str) -> AliasRecord | None:
+        with _unavailable():
+            row = self._db().execute("SELECT record FROM aliases WHERE state_machine_arn = ? AND name = ?",
+                                     (state_machine_arn, name)).fetchone()
+        return alias_of(row[0]) if row else None
+
+    def update_alias(self, record: AliasRecord) -> bool:
+        with self._metadata_write() as db:
+            if db.execute("SELECT 1 FROM aliases WHERE state_machine_arn = ? AND name = ?",
+                          (record.state_machine_arn, record.name)).fetchone() is None:
+                return False
+            check_routes(record, self._version_numbers(db, record.state_machine_arn))
+            db.execute("UPDATE aliases SET record = ? WHERE state_machine_arn = ? AND name = ?",
+                       (alias_blob(record), record.state_machine_arn, record.name))
+        return True
+
+    def delete_alias(self, state_machine_arn: str, name: str) -> None:
+        with self._metadata_write() as db:
+            db.execute("DELETE FROM aliases WHERE state_machine_arn = ? AND name = ?", (state_machine_arn, name))
+
+    def list_aliases(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
+        rows = self._db().execute("SELECT record FROM aliases WHERE state_machine_arn = ? AND name > ? "
+                                  "ORDER BY name LIMIT ?", (state_machine_arn, cursor or "", limit + 1)).fetchall()
+        items = [alias_of(row[0]) for row in rows[:limit]]
+        return Page(items, items[-1].name if len(rows) > limit else None)
+
+    @staticmethod
+    def _aliases(db: sqlite3.Connection, state_machine_arn: str) -> list[AliasRecord]:
+        rows = db.execute("SELECT record FROM aliases WHERE state_machine_arn = ?", (state_machine_arn,))
+        return [alias_of(row[0]) for row in rows.fetchall()]
+
+    @staticmethod
+    def _version_numbers(db: sqlite3.Connection, state_machine_arn: str) -> set[int]:
+        rows = db.execute("SELECT number FROM versions WHERE state_machine_arn = ?", (state_machine_arn,))
+        return {row[0] for row in rows.fetchall()}
 
     # -- tags
 
@@ -557,6 +710,30 @@ def _unavailable() -> Iterator[None]:
         raise StoreUnavailable(str(exc)) from exc
 
 
+def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
+
+
+def _listed_by(state_machine_arn: str, version_arn: str | None, alias_arn: str | None) -> tuple[str, str]:
+    """The executions column and value ListExecutions selects by."""
+    if version_arn is not None:
+        return "version_arn", version_arn
+    if alias_arn is not None:
+        return "alias_arn", alias_arn
+    return "state_machine_arn", state_machine_arn
+
+
+def _number_cursor(cursor: str | None) -> int:
+    try:
+        return int(cursor) if cursor else 1 << 62
+    except ValueError:
+        raise ValueError(f"not a cursor of list_versions: {cursor!r}") from None
+
+
+def _optional_json(value: Any) -> bytes | None:
+    return None if value is None else orjson.dumps(value)
+
+
 def _insert_tags(db: sqlite3.Connection, arn: str, tags: Mapping[str, str] | None) -> None:
     db.executemany("INSERT OR REPLACE INTO tags VALUES (?, ?, ?)", [(arn, key, value) for key, value in
                                                                     (tags or {}).items()])
@@ -565,7 +742,8 @@ def _insert_tags(db: sqlite3.Connection, arn: str, tags: Mapping[str, str] | Non
 _VARIABLES_MAX = 500  # bound parameters per statement, well under SQLite's limit
 _INSERT_DISPATCH = ("INSERT OR REPLACE INTO outbox (shard_id, execution_arn, dispatch_id, payload, seq, activity_arn) "
                     "VALUES (?, ?, ?, ?, ?, ?)")
-_INSERT_EXECUTION = "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_EXECUTION = "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_ACTIVITY_COLUMNS = "arn, name, created_ms, encryption"
 _UPDATE_EXECUTION = ("UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ? "
                      "WHERE arn = ? AND version = ?")
 
