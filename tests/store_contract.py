@@ -191,6 +191,23 @@ class DispatchAndActivityContract:
         committed(store, [removed], ranges)
         assert [d.dispatch_id for d in store.pending_dispatches(0, page[-1].seq, 3)] == ["late"]
 
+    def test_a_new_owner_that_removes_the_newest_row_still_writes_its_next_above_what_it_read(
+            self, store: Store) -> None:
+        arn = execution_arn("taken-over")
+        first = write(arn)
+        first.dispatches_added = [("1", {"n": 1}), ("2", {"n": 2})]
+        committed(store, [first], own(store, 0))
+        successor = self.reopen()  # another process takes the shard, reads its rows, acks the newest, adds one
+        ranges = {0: successor.acquire_shard(0, "node-b", 120_000)}
+        read = successor.pending_dispatches(0)
+        acked = write(arn, expected=1)
+        acked.dispatches_removed = ["2"]
+        committed(successor, [acked], ranges)
+        added = write(arn, expected=2)
+        added.dispatches_added = [("3", {"n": 3})]
+        committed(successor, [added], ranges)
+        assert [d.dispatch_id for d in successor.pending_dispatches(0, read[-1].seq)] == ["3"]
+
     def test_a_conflicting_write_leaves_no_dispatch(self, store: Store) -> None:
         ranges = own(store, 0)
         bad = write(execution_arn("x"), expected=5)

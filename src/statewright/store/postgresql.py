@@ -276,6 +276,12 @@ class PostgresStore(Store):
                                   f"WHERE shard_id = %s{free} RETURNING range_id",
                                   (owner, lease_until_ms, shard_id,
                                    *(() if now_ms is None else (owner, now_ms)))).fetchall()
+                if rows:  # counted now, under the row lock, before this owner reads or removes any row (see
+                    # _next_seq): a row removed later must not let a new one take a seq its reader has passed
+                    top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM outbox WHERE shard_id = %s",
+                                     (shard_id,)).fetchone()[0]
+                    with self._lock:
+                        self._outbox_seqs[shard_id] = (rows[0][0], top)
         except StoreUnavailable as exc:
             if not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
                 raise

@@ -234,7 +234,12 @@ class SqliteStore(Store):
                                (owner, lease_until_ms, shard_id, *(() if now_ms is None else (owner, now_ms))))
             if not taken.rowcount:
                 return None
-            self._outbox_seqs.pop(shard_id, None)  # another owner may have written since: read the max again
+            # Counted from the rows there now, before this owner reads or removes any: a row removed later must
+            # not let a new one take a seq at or below what this owner's reader has passed (another owner may
+            # have written since this process last counted).
+            in_rows = db.execute("SELECT COALESCE(MAX(seq), 0) FROM outbox WHERE shard_id = ?",
+                                 (shard_id,)).fetchone()[0]
+            self._outbox_seqs[shard_id] = max(in_rows, self._outbox_seqs.get(shard_id, 0))
             range_id = db.execute("SELECT range_id FROM shards WHERE shard_id = ?", (shard_id,)).fetchone()[0]
         if now_ms is None:
             self._exclusive_range_ids[shard_id] = range_id
