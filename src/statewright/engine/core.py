@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..asl.budget import Budget
 from ..asl.definition import Definition, parse_definition
 from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
@@ -100,7 +101,8 @@ class _Transfer:
 class Engine:
     def __init__(self, store: Store, *, node_id: str = "local", clock: Callable[[], int] = wall_clock_ms,
                  limits: Limits | None = None, tokens: TaskTokens | None = None,
-                 planted: frozenset[str] = frozenset()) -> None:
+                 planted: frozenset[str] = frozenset(),
+                 evaluation_clock: Callable[[], float] | None = time.perf_counter) -> None:
         self.store = store
         # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
         unknown = planted - PLANTED
@@ -113,7 +115,10 @@ class Engine:
         self.tokens = tokens or TaskTokens.load(store)
         # The ARNs of the activities that exist, kept current by ``note_activity``: the decider reads no store.
         self.activities: set[str] = _activity_arns(store)
-        self.services = decider.Services(self.tokens.mint, self.activities)
+        # ``evaluation_clock`` bounds each step's evaluation in wall time (the simulator passes None: its runs stay
+        # deterministic, bounded by steps and items alone).
+        self.services = decider.Services(self.tokens.mint, self.activities, evaluation_budget(
+            self.limits, evaluation_clock), self.limits.apply_states_max, self.limits.apply_steps_max)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.
@@ -753,6 +758,11 @@ class Engine:
             while len(self._definitions) > self.limits.cached_definitions_max:
                 self._definitions.popitem(last=False)
         return definition
+
+
+def evaluation_budget(limits: Limits, clock: Callable[[], float] | None) -> Callable[[], Budget]:
+    """A factory of fresh evaluation budgets for transition steps, as ``limits`` set them."""
+    return lambda: Budget(limits.evaluation_steps_max, limits.evaluation_ms_max, limits.evaluation_items_max, clock)
 
 
 def _activity_arns(store: Store) -> set[str]:
