@@ -21,6 +21,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from ..asl.budget import Budget
 from ..asl.definition import Definition, parse_definition
 from ..metrics import Metrics
@@ -58,7 +60,7 @@ FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could n
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
                      "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
-                     "forward-once"})
+                     "forward-once", "run-unbounded"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
 
@@ -117,8 +119,9 @@ class Engine:
         self.activities: set[str] = _activity_arns(store)
         # ``evaluation_clock`` bounds each step's evaluation in wall time (the simulator passes None: its runs stay
         # deterministic, bounded by steps and items alone).
+        states_max = 10**9 if "run-unbounded" in planted else self.limits.apply_states_max
         self.services = decider.Services(self.tokens.mint, self.activities, evaluation_budget(
-            self.limits, evaluation_clock), self.limits.apply_states_max, self.limits.apply_steps_max)
+            self.limits, evaluation_clock), states_max, self.limits.apply_steps_max)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.
@@ -529,6 +532,8 @@ class Engine:
         state.version = expected_version + 1
         try:
             blob = state.to_blob()
+            for _, payload in decision.dispatches_added:  # written by the store with orjson too
+                orjson.dumps(payload)
         except TypeError as exc:  # orjson cannot write the data (nested too deeply): that execution fails, alone
             decider.fail_unstorable(decision, now_ms, str(exc))
             blob = state.to_blob()
