@@ -549,13 +549,13 @@ LOOP = {"A": {"Type": "Pass", "Next": "B"},
 
 
 def run_by_continuations(states: dict, services: decider.Services) -> list[decider.Decision]:
-    """Start an execution, then fire each continuation timer it sets (at the same time) until it closes."""
+    """Start an execution, then fire each continuation timer it sets when due, until it closes."""
     compiled = definition(states)
     decisions = [decider.start(execution(), compiled, START_MS, services)]
     while decisions[-1].state.is_open:
         (timer_id, due_ms), = decisions[-1].timers_added
-        assert timer_id.startswith("continue-") and due_ms == START_MS
-        decisions.append(decider.fire_timer(decisions[-1].state, compiled, timer_id, START_MS, services))
+        assert timer_id.startswith("continue-")
+        decisions.append(decider.fire_timer(decisions[-1].state, compiled, timer_id, due_ms, services))
     return decisions
 
 
@@ -593,7 +593,9 @@ def test_continuing_later_changes_no_event():
 def test_a_step_that_spent_its_evaluation_steps_continues_later():
     heavy = {"P": {"Type": "Pass", "QueryLanguage": "JSONata", "Output": "{% $sum([1..3000]) %}", "Next": "Q"},
              "Q": {"Type": "Pass", "End": True}}
-    decisions = run_by_continuations(heavy, decider.Services(lambda *claims: "token", (), apply_steps_max=1))
+    decisions = run_by_continuations(heavy, decider.Services(lambda *claims: "token", (), apply_steps_max=1,
+                                                              heavy_pause_ms=250))
+    assert decisions[0].timers_added[0][1] == START_MS + 250  # a heavy step's execution waits its turn
     assert [types(decision.events) for decision in decisions] == [
         ["ExecutionStarted", "PassStateEntered", "PassStateExited"],
         ["PassStateEntered", "PassStateExited", "ExecutionSucceeded"]]

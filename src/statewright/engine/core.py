@@ -121,7 +121,7 @@ class Engine:
         # deterministic, bounded by steps and items alone).
         states_max = 10**9 if "run-unbounded" in planted else self.limits.apply_states_max
         self.services = decider.Services(self.tokens.mint, self.activities, evaluation_budget(
-            self.limits, evaluation_clock), states_max, self.limits.apply_steps_max)
+            self.limits, evaluation_clock), states_max, self.limits.apply_steps_max, self.limits.heavy_pause_ms)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.

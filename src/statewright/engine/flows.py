@@ -7,8 +7,9 @@ no callback goes back up. Functions over a ``step.Step``; pure, like the rest of
 
 Fairness: one step runs at most ``Services.apply_states_max`` states of a flow, and enters none after it has spent
 ``apply_steps_max`` evaluation steps (or its budget ran out once). A flow past that stops before its next state on
-a continuation timer due at once: the step commits, the engine applies the other executions' queued commands, and
-the timer's firing enters that state in a later tick. A loop of pure states thus advances a slice per tick instead
+a continuation timer, due at once (or after ``heavy_pause_ms`` when evaluation was the cost, so a heavy loop takes
+a small share of the engine thread): the step commits, the engine applies the other executions' queued commands,
+and the timer's firing enters that state in a later tick. A loop of pure states thus advances a slice per tick instead
 of holding the engine; the first state a call runs always runs, so every step makes progress.
 """
 
@@ -56,10 +57,12 @@ def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int |
 
 
 def _continue_later(step: Step, flow: Flow, name: str, data: Any) -> None:
-    """Stop before entering ``name``: the flow holds it and its input, and a timer due now (a row written in this
-    step's commit, like any timer) enters it when it fires."""
+    """Stop before entering ``name``: the flow holds it and its input, and a timer (a row written in this step's
+    commit, like any timer) enters it when it fires: at once, or after ``heavy_pause_ms`` when evaluation was the
+    step's cost."""
     flow.state, flow.data = name, data
-    step.sleep(flow, f"{CONTINUE_TIMER}{flow.entered_id}", step.now_ms)
+    pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
+    step.sleep(flow, f"{CONTINUE_TIMER}{flow.entered_id}", step.now_ms + pause_ms)
 
 
 def settle(step: Step, flow_id: str, outcome: Outcome) -> Next | None:

@@ -53,6 +53,9 @@ class Limits:
     # it stops before its next state and continues in a later tick (a due-now timer committed with its state),
     # so the commands of other executions waiting in the inbox get their turn; its burst waits behind itself.
     apply_states_max: int = 100
-    apply_steps_max: int = 10_000
+    apply_steps_max: int = 2_000
+    # How long an execution that stopped on apply_steps_max (or ran out of budget) waits before it goes on: its
+    # evaluation takes at most a small share of the engine thread, whatever its loop does.
+    heavy_pause_ms: int = 250
     # TestState calls evaluating at once, each on a thread of its own off the event loop; more wait their turn.
     test_states_concurrent_max: int = 2

@@ -64,7 +64,8 @@ class Services:
     activities: Container[str]  # the ARNs of the activities that exist
     budget: Callable[[], Budget] = Budget  # a fresh evaluation budget for each transition step
     apply_states_max: int = 100  # states one step enters; then the execution continues in a later tick
-    apply_steps_max: int = 10_000  # evaluation steps after which one step enters no more states
+    apply_steps_max: int = 2_000  # evaluation steps after which one step enters no more states
+    heavy_pause_ms: int = 250  # then, the wait before the execution goes on
 
 
 class Step:
@@ -176,13 +177,16 @@ class Step:
         except HistoryFull:
             self.fail_execution(errors.RUNTIME, HISTORY_LIMIT_CAUSE)
 
+    def heavy(self) -> bool:
+        """Whether this step spent its share of evaluation (not only its share of states)."""
+        services = self.services or _DEFAULT_SERVICES
+        return self.budget.exceeded or self.budget.steps >= services.apply_steps_max
+
     def done_enough(self) -> bool:
         """Whether this step has done its share (states entered, evaluation spent, or the budget ran out once):
         a flow about to enter another state waits for a later tick instead. Never in TestState."""
         services = self.services or _DEFAULT_SERVICES
-        budget = self.budget
-        return self.trace is None and (self.entered >= services.apply_states_max or budget.exceeded
-                                       or budget.steps >= services.apply_steps_max)
+        return self.trace is None and (self.entered >= services.apply_states_max or self.heavy())
 
     # -- what a state sees
 
