@@ -63,6 +63,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--w7-n", type=int, default=6000, help="W7 chain executions per node count (default 6000)")
     parser.add_argument("--w7-quota", type=float, default=0.15,
                         help="W7 CPU quota of each node, in cores (cgroup v1 cpu.cfs_quota_us; default 0.15)")
+    parser.add_argument("--w9-rate", type=float, default=1000.0, help="W9: W1 starts/s, alone and beside (1000)")
+    parser.add_argument("--w9-s", type=float, default=10.0, help="W9: seconds of each W1 phase (default 10)")
+    parser.add_argument("--w9-runaways", type=int, default=1, help="W9: runaway executions (default 1)")
+    parser.add_argument("--w9-range", type=int, default=1000,
+                        help="W9: items each runaway Pass sums with $reduce (default 1000)")
     parser.add_argument("--no-peers", action="store_true", help="statewright only")
     parser.add_argument("--store", metavar="URL", default=None,
                         help="a PostgreSQL server (postgresql://...): each statewright server keeps its data in a "
@@ -166,6 +171,8 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         await w6(args, work, results, table, peers)
     if "W7" in args.only:
         await w7(args, work, results, table)
+    if "W9" in args.only:
+        await w9(args, work, results, table)
     results["table"] = table.render()
     return results
 
@@ -198,6 +205,33 @@ async def w7(args: argparse.Namespace, work: Path, results: dict, table: Table) 
     table.add("W7 cluster", f"dispatch p50 / p99 / max, tasks of the polled node's own executions "
               f"({dispatch['local_n']} tasks), ms",
               f"{dispatch['local_p50_ms']:.1f} / {dispatch['local_p99_ms']:.1f} / {dispatch['local_max_ms']:.1f}")
+
+
+async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    """W1 at a steady rate alone, then beside runaway executions (opt-in: --only W9): the engine's fairness."""
+    server = Statewright(work / "w9-statewright", postgres=args.store)
+    server.start()
+    pool = Pool(server.endpoint, args.concurrency)
+    try:
+        run = await workloads.runaway_beside_w1(server, pool, args.w9_rate, args.w9_s, args.w9_runaways,
+                                                args.w9_range)
+    finally:
+        pool.close()
+        server.stop()
+    results["w9"] = run
+    alone, beside = run["alone"], run["beside"]
+    change = beside["p99_s"] / alone["p99_s"] - 1
+    label = f"W1 at {args.w9_rate:,.0f}/s"
+    table.add("W9 runaway", f"{label} alone: p50 / p99 end-to-end, ms",
+              f"{fmt(ms(alone['p50_s']), 1)} / {fmt(ms(alone['p99_s']), 1)}")
+    table.add("W9 runaway", f"{label} beside {run['runaways']} looping JSONata Pass ($reduce over "
+              f"{run['range_items']:,} items): p50 / p99, ms",
+              f"{fmt(ms(beside['p50_s']), 1)} / {fmt(ms(beside['p99_s']), 1)} ({change:+.1%} p99)",
+              target="p99 within 10 %", verdict=abs(change) < 0.10)
+    table.add("W9 runaway", "W1 executions succeeded alone / beside",
+              f"{alone['succeeded']:,} / {beside['succeeded']:,}")
+    table.add("W9 runaway", "history events the runaways reached meanwhile", ", ".join(
+        f"{events:,}" for events in run["runaway_events"]))
 
 
 async def w1_w5(args: argparse.Namespace, work: Path, results: dict, table: Table, peers: bool) -> None:

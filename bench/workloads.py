@@ -424,3 +424,34 @@ async def activities(server: Statewright, n: int, workers: int, concurrency: int
                   client_cpu_per_task_us=client_cpu / max(tasks, 1) * 1e6,
                   transitions=metric_delta(before, after, "statewright_state_transitions_committed_total"))
     return result
+
+
+# -- W9: a runaway execution beside a steady W1 load
+
+def runaway_definition(range_items: int) -> dict:
+    """A JSONata Pass summing a range, looping through a Choice back to itself for ever (until its history is full)."""
+    return {"QueryLanguage": "JSONata", "StartAt": "Sum", "States": {
+        "Sum": {"Type": "Pass", "Output": {"sum": "{% $reduce([1.." + str(range_items) + "], "
+                                                  "function($a, $b) { $a + $b }) %}"}, "Next": "Again"},
+        "Again": {"Type": "Choice", "Choices": [{"Condition": "{% $states.input.sum > 0 %}", "Next": "Sum"}],
+                  "Default": "Done"},
+        "Done": {"Type": "Succeed"}}}
+
+
+async def runaway_beside_w1(server: Statewright, pool: Pool, rate_per_s: float, duration_s: float,
+                            runaways: int, range_items: int) -> dict[str, Any]:
+    """W1 at a fixed rate for ``duration_s`` alone, then as long again beside ``runaways`` looping executions
+    (stopped afterwards); W1's latency both times, and how far the runaways got."""
+    alone = await latency_at_rate(server, pool, chain_definition(), chain_input, rate_per_s, duration_s, "w9-alone")
+    machine = await create_machine(pool, "w9-runaway", runaway_definition(range_items))
+    arns = [(await pool.call("StartExecution", {"stateMachineArn": machine, "name": f"runaway-{index}",
+                                                "input": "{}"}))["executionArn"] for index in range(runaways)]
+    beside = await latency_at_rate(server, pool, chain_definition(), chain_input, rate_per_s, duration_s,
+                                   "w9-beside")
+    events = []
+    for arn in arns:
+        newest = await pool.call("GetExecutionHistory", {"executionArn": arn, "maxResults": 1, "reverseOrder": True})
+        events.append(newest["events"][0]["id"] if newest["events"] else 0)
+        await pool.call("StopExecution", {"executionArn": arn})
+    return {"alone": alone, "beside": beside, "runaways": runaways, "range_items": range_items,
+            "runaway_events": events}

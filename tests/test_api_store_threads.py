@@ -122,3 +122,27 @@ def test_concurrent_misses_share_one_read_and_a_forget_drops_a_read_in_flight(ap
 
     asyncio.run(scenario())
     assert len(blocked.threads) == 2
+
+
+def test_test_state_evaluates_off_the_loop_on_its_own_threads(app, monkeypatch):
+    from statewright.api import executions
+
+    blocked = Gate(executions.start_test)
+    monkeypatch.setattr(executions, "start_test", blocked)
+    heavy = {"Type": "Pass", "QueryLanguage": "JSONata", "End": True,
+             "Output": "{% $reduce([1..400000], function($a, $b) { $a + $b }) %}"}
+
+    async def scenario() -> tuple[int, dict]:
+        pending = asyncio.ensure_future(call(app, "TestState", {"definition": json.dumps(heavy), "roleArn": ROLE_ARN}))
+        await asyncio.to_thread(blocked.entered.wait, GATE_S)
+        status, body = await call(app, "ListStateMachines", {})  # answered while TestState evaluates
+        assert (status, body) == (200, {"stateMachines": []})
+        assert not pending.done()
+        blocked.release.set()
+        return await pending
+
+    status, body = asyncio.run(scenario())
+    assert blocked.released, "TestState's evaluation blocked the event loop"
+    assert blocked.threads[0].startswith("statewright-api-evaluation")
+    assert (status, body["status"], body["error"]) == (200, "FAILED", "States.QueryEvaluationError")
+    assert "evaluation budget of one transition step ran out" in body["cause"]

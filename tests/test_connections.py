@@ -21,7 +21,7 @@ REQUEST = (b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: AWSStepFunction
 def quick(tmp_path_factory) -> Iterator[ServerProcess]:
     """A server that gives a request head and an idle connection 200 ms."""
     process = ServerProcess(tmp_path_factory.mktemp("quick") / "data", extra_args=(
-        "--keep-alive-ms", "200", "--request-head-timeout-ms", "200")).start()
+        "--keep-alive-ms", "200", "--request-head-timeout-ms", "200", "--request-body-timeout-ms", "200")).start()
     yield process
     process.stop()
 
@@ -68,6 +68,11 @@ def test_a_connection_that_never_sends_is_closed(quick):
 @pytest.mark.parametrize("part", [b"POST / HTTP/1.1\r\n", b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Tar", b"P"])
 def test_a_connection_that_sends_part_of_a_request_head_is_closed(quick, part):
     assert closed_by_server(connect(quick, part))
+
+
+def test_a_connection_that_trickles_its_body_is_closed(quick):
+    sock = connect(quick, REQUEST.replace(b"Content-Length: 2", b"Content-Length: 5000")[:-2] + b"{")
+    assert closed_by_server(sock)
 
 
 def test_an_idle_kept_alive_connection_is_closed_after_its_answer(quick):

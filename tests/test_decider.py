@@ -543,18 +543,63 @@ def test_payload_just_under_the_limit_is_fine():
     assert decision.state.status == SUCCEEDED
 
 
+LOOP = {"A": {"Type": "Pass", "Next": "B"},
+        "B": {"Type": "Choice", "Choices": [{"Variable": "$.never", "IsPresent": True, "Next": "Done"}],
+              "Default": "A"},
+        "Done": {"Type": "Succeed"}}
+
+
+def run_by_continuations(states: dict, services: decider.Services) -> list[decider.Decision]:
+    """Start an execution, then fire each continuation timer it sets when due, until it closes."""
+    compiled = definition(states)
+    decisions = [decider.start(execution(), compiled, START_MS, services)]
+    while decisions[-1].state.is_open:
+        (timer_id, due_ms), = decisions[-1].timers_added
+        assert timer_id.startswith("continue-")
+        decisions.append(decider.fire_timer(decisions[-1].state, compiled, timer_id, due_ms, services))
+    return decisions
+
+
 def test_endless_loop_of_pure_states_ends_at_the_history_limit():
-    decision = start({"A": {"Type": "Pass", "Next": "B"},
-                      "B": {"Type": "Choice", "Choices": [{"Variable": "$.never", "IsPresent": True, "Next": "Done"}],
-                            "Default": "A"},
-                      "Done": {"Type": "Succeed"}})
+    decisions = run_by_continuations(LOOP, decider.Services(lambda *claims: "token", ()))
+    events = [event for decision in decisions for event in decision.events]
     # AWS (measured, see floci-io/floci#2734): event 25,000 itself is the ExecutionFailed, 24,999 the last real one.
-    assert decision.state.status == FAILED
-    assert [event["id"] for event in decision.events] == list(range(1, decider.MAX_HISTORY_EVENTS + 1))
-    assert decision.events[-1] == {
+    assert decisions[-1].state.status == FAILED
+    assert [event["id"] for event in events] == list(range(1, decider.MAX_HISTORY_EVENTS + 1))
+    assert events[-1] == {
         "timestamp": START_MS, "type": "ExecutionFailed", "id": 25_000, "previousEventId": 24_999,
         "executionFailedEventDetails": {
             "error": "States.Runtime", "cause": "The execution reached the maximum number of history events (25000)."}}
+
+
+def test_a_loop_enters_a_bounded_number_of_states_per_step():
+    services = decider.Services(lambda *claims: "token", (), apply_states_max=7)
+    decisions = run_by_continuations(LOOP, services)
+    entered = [sum(event["type"].endswith("StateEntered") for event in decision.events) for decision in decisions]
+    assert max(entered) == 7 and len(decisions) > 1000
+
+
+def test_continuing_later_changes_no_event():
+    chain = {f"S{index}": {"Type": "Pass", "Result": index, "ResultPath": f"$.s{index}", "Next": f"S{index + 1}"}
+             for index in range(30)}
+    chain["S30"] = {"Type": "Succeed"}
+    inline = decider.start(execution(), definition(chain), START_MS)
+    assert not inline.timers_added  # 31 states fit one step
+    sliced = run_by_continuations(chain, decider.Services(lambda *claims: "token", (), apply_states_max=4))
+    assert len(sliced) == 8
+    assert [event for decision in sliced for event in decision.events] == inline.events
+    assert sliced[-1].state.output == inline.state.output
+
+
+def test_a_step_that_spent_its_evaluation_steps_continues_later():
+    heavy = {"P": {"Type": "Pass", "QueryLanguage": "JSONata", "Output": "{% $sum([1..3000]) %}", "Next": "Q"},
+             "Q": {"Type": "Pass", "End": True}}
+    decisions = run_by_continuations(heavy, decider.Services(lambda *claims: "token", (), apply_steps_max=1,
+                                                              heavy_pause_ms=250))
+    assert decisions[0].timers_added[0][1] == START_MS + 250  # a heavy step's execution waits its turn
+    assert [types(decision.events) for decision in decisions] == [
+        ["ExecutionStarted", "PassStateEntered", "PassStateExited"],
+        ["PassStateEntered", "PassStateExited", "ExecutionSucceeded"]]
 
 
 # -- purity

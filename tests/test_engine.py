@@ -199,3 +199,29 @@ def test_a_parent_stopped_while_its_sync_child_starts_stops_the_child_too(store)
         engine.tick(clock.now_ms)
     assert status(store, parent)["status"] == "ABORTED"
     assert status(store, "arn:aws:states:us-east-1:123456789012:execution:kid-machine:kid")["status"] == "ABORTED"
+
+
+LOOPING = "arn:aws:states:us-east-1:123456789012:stateMachine:looping"
+LOOP = {"StartAt": "A", "States": {
+    "A": {"Type": "Pass", "Next": "B"},
+    "B": {"Type": "Choice", "Choices": [{"Variable": "$.never", "IsPresent": True, "Next": "Done"}], "Default": "A"},
+    "Done": {"Type": "Succeed"}}}
+
+
+def test_a_looping_execution_waits_behind_itself_while_another_one_finishes(store):
+    store.create_state_machine(StateMachineRecord(LOOPING, "looping", "STANDARD", json.dumps(LOOP), "role", "r1",
+                                                  0, 0, {}, {}))
+    clock = VirtualClock()
+    engine = Engine(store, clock=clock, limits=Limits(apply_states_max=10))
+    engine.acquire_all_shards()
+    loop_arn = "arn:aws:states:us-east-1:123456789012:execution:looping:runaway"
+    runaway = engine.submit(StartExecution(loop_arn, LOOPING, "runaway", "r1", "role", "{}"))
+    _, ordinary = start(engine, "beside", 0)  # queued behind the runaway's start
+    for _ in range(3):
+        engine.tick(clock.now_ms)
+    assert ordinary.done() and runaway.done()  # both starts committed while the loop runs on
+    assert status(store, loop_arn)["status"] == "RUNNING"
+    arn = "arn:aws:states:us-east-1:123456789012:execution:sleepy:beside"
+    assert status(store, arn)["status"] == "SUCCEEDED"
+    history = [event["type"] for event in store.read_history(loop_arn, 0, 1000, False)]
+    assert history.count("PassStateEntered") + history.count("ChoiceStateEntered") <= 3 * 10  # a slice a tick

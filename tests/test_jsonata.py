@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statewright.asl import jsonata as jsonata_module
+from statewright.asl.budget import Budget
 from statewright.asl.errors import StatesError
 from statewright.asl.jsonata import (
     QUERY_EVALUATION_ERROR,
@@ -319,10 +319,64 @@ def test_evaluation_errors(text, detail):
     assert detail in failure(expr(text), {"n": 1})
 
 
-def test_an_endless_loop_is_stopped_by_the_step_bound(monkeypatch):
-    monkeypatch.setattr(jsonata_module, "MAX_STEPS", 10_000)  # the shipped bound takes seconds to reach
-    cause = failure(expr("($f := function($x) { $f($x + 1) }; $f(1))"))
-    assert "D1012: Expression evaluation exceeded 10000 steps" in cause
+def budget_failure(text: str, budget: Budget) -> str:
+    with pytest.raises(StatesError) as caught:
+        compile_value(expr(text), "Output").evaluate({}, {"input": {}}, budget=budget)
+    assert caught.value.error == QUERY_EVALUATION_ERROR
+    return caught.value.cause
+
+
+def test_an_endless_loop_runs_out_of_steps():
+    cause = budget_failure("($f := function($x) { $f($x + 1) }; $f(1))", Budget(steps_max=10_000))
+    assert "more than 10000 evaluation steps (evaluation_steps_max)" in cause
+
+
+def test_the_budget_is_shared_by_every_expression_of_a_step():
+    budget = Budget(steps_max=1_000)
+    compiled = compile_value(expr("$reduce([1..200], function($a, $b) { $a + $b })"), "Output")
+    assert compiled.evaluate({}, {"input": {}}, budget=budget) == 20100  # about 600 steps
+    with pytest.raises(StatesError):
+        compiled.evaluate({}, {"input": {}}, budget=budget)
+    assert budget.exceeded
+    assert compiled.evaluate({}, {"input": {}}, budget=budget) == 20100  # afresh once it ran out: a Catch runs
+
+
+def test_a_range_is_refused_before_it_is_built():
+    cause = budget_failure("$count([1..10000000])", Budget(items_max=1_000_000))
+    assert "more than 1000000 items" in cause and "evaluation_items_max" in cause
+
+
+def test_the_wall_time_bound_reads_the_given_clock():
+    ticks = iter(range(0, 10**6, 1))  # each read one second later
+    cause = budget_failure("$reduce([1..100000], function($a, $b) { $a + $b })",
+                           Budget(ms_max=1_500, clock=lambda: float(next(ticks))))
+    assert "more than 1500 ms of evaluation (evaluation_ms_max)" in cause
+
+
+@pytest.mark.parametrize("text", [
+    "($s := function($x, $n) { $n = 0 ? $x : $s($x & $x, $n - 1) }; $s('a', 40))",  # doubling a string
+    "$pad('', 100000000)",  # refused before the padding is made
+    "$map([1..2000], function($i) { [1..1000] })",  # many ranges, each small
+])
+def test_building_too_much_fails_on_items(text):
+    assert "items (array elements, string characters)" in budget_failure(text, Budget(items_max=1_000_000))
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    ({"decimal-separator": ",", "grouping-separator": "."}, "12.345,60"),
+    ({"grouping-separator": "(a+)+"}, "must be a single character"),
+    ({"exponent-separator": "("}, "cannot be '('"),
+    ({"decimal-separator": "\\"}, "cannot be '\\'"),
+    ({"percent": 5}, "must be a single character"),
+])
+def test_format_number_separators_are_single_characters(options, expected):
+    text = expr("$formatNumber(12345.6, $states.input.picture, $states.input.options)")
+    picture = "#.###,00" if options.get("decimal-separator") == "," else "#,##0.00"
+    state_input = {"picture": picture, "options": options}
+    if expected[0].isdigit():
+        assert run(text, state_input) == expected
+    else:
+        assert expected in failure(text, state_input)
 
 
 # -- refused when compiled

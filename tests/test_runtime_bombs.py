@@ -1,6 +1,7 @@
 """Runtime bombs against a real server through boto3: definitions and inputs built to freeze the process or
-strand an execution (catastrophic regular expressions, deep JSON, huge intrinsic results). Each case fails its
-own execution with AWS's error name, or is refused at the door, while an ordinary execution started beside it
+strand an execution (catastrophic regular expressions, deep JSON, huge intrinsic results, JSONata loops, ranges,
+recursion and string building past the evaluation budget of one transition step). Each case fails its own
+execution with AWS's error name, or is refused at the door, while an ordinary execution started beside it
 completes. A case is one row of CASES; adding a bomb is adding a row."""
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ def _choice(rule: dict[str, Any]) -> dict[str, Any]:
     return {"StartAt": "C", "States": {
         "C": {"Type": "Choice", "Choices": [{**rule, "Next": "Yes"}], "Default": "No"},
         "Yes": {"Type": "Fail", "Error": "Matched"}, "No": {"Type": "Fail", "Error": "NotMatched"}}}
+
+
+def _looping(output: str) -> dict[str, Any]:
+    """A JSONata Pass computing ``output``, through a Choice back to itself for as long as it succeeds."""
+    return {"QueryLanguage": "JSONata", "StartAt": "P", "States": {
+        "P": {"Type": "Pass", "Output": {"v": output}, "Next": "C"},
+        "C": {"Type": "Choice", "Choices": [{"Condition": "{% $exists($states.input.v) %}", "Next": "P"}],
+              "Default": "Done"},
+        "Done": {"Type": "Succeed"}}}
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,26 @@ CASES = [
          {"s": "a," * 100_000}, error="States.DataLimitExceeded"),
     Bomb("Array over the payload limit", _pass({"Parameters": {"v.$": "States.Array($.s, $.s)"}}),
          {"s": "x" * 150_000}, error="States.DataLimitExceeded"),
+    # -- the evaluation budget of one transition step: steps, time, items
+    Bomb("JSONata loop through a Choice", _looping("{% $reduce([1..400000], function($a, $b) { $a + $b }) %}"),
+         error="States.QueryEvaluationError"),
+    Bomb("JSONata endless recursion", _pass({"Output": "{% ($f := function($x) { $f($x) }; $f(1)) %}"}, jsonata=True),
+         error="States.QueryEvaluationError"),
+    Bomb("JSONata huge range", _pass({"Output": "{% $count([1..10000000]) %}"}, jsonata=True),
+         error="States.QueryEvaluationError"),
+    Bomb("JSONata string doubling", _pass({"Output": "{% ($s := function($x, $n) { $n = 0 ? $x : "
+                                                     "$s($x & $x, $n - 1) }; $s('a', 40)) %}"}, jsonata=True),
+         error="States.QueryEvaluationError"),
+    Bomb("JSONata $pad huge", _pass({"Output": "{% $pad('', 1000000000) %}"}, jsonata=True),
+         error="States.QueryEvaluationError"),
+    Bomb("JSONata $formatNumber separator as a regex",
+         _pass({"Output": "{% $formatNumber(1234.5, '#,##0.00', {'grouping-separator': '(a+)+'}) %}"}, jsonata=True),
+         error="States.QueryEvaluationError"),
+    Bomb("dispatch deeper than the store writes", {"StartAt": "T", "States": {"T": {
+        "Type": "Task", "Resource": "arn:aws:states:::states:startExecution", "End": True,
+        "Parameters": {"StateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:none",
+                       "Input": _nested(100, {"v.$": "States.StringToJson($.s)"})}}}},
+         {"s": _deep_text(190)}, error="States.Runtime"),
 ]
 
 

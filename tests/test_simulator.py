@@ -70,6 +70,11 @@ def test_three_nodes_with_every_fault_keep_every_invariant_and_end_with_one_owne
     assert injected == set(ALL_FAULTS)
 
 
+def test_an_engine_that_runs_flows_unbounded_is_caught():
+    caught = [simulate(SimConfig(seed, frozenset(), 60, planted=frozenset({"run-unbounded"}))) for seed in range(4)]
+    assert any("more than 3" in violation for result in caught for violation in result.violations)
+
+
 def test_a_seed_replays_exactly():
     config = SimConfig(3, frozenset(ALL_FAULTS), 120)
     first, second = simulate(config), simulate(config)

@@ -71,6 +71,23 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--activity-backlog-tasks-max", type=_positive, default=limits.activity_backlog_tasks_max,
                      metavar="N", help="activity tasks held in memory for workers, all activities together; more "
                                        f"wait in the database (default {limits.activity_backlog_tasks_max})")
+    run.add_argument("--evaluation-steps-max", type=_positive, default=limits.evaluation_steps_max, metavar="N",
+                     help="JSONata, intrinsic and JSONPath steps one transition step may evaluate; past them the "
+                          f"state fails (default {limits.evaluation_steps_max})")
+    run.add_argument("--evaluation-ms-max", type=_positive, default=limits.evaluation_ms_max, metavar="MS",
+                     help=f"wall time of evaluation in one transition step (default {limits.evaluation_ms_max})")
+    run.add_argument("--evaluation-items-max", type=_positive, default=limits.evaluation_items_max, metavar="N",
+                     help="array items and string characters evaluation may build in one transition step "
+                          f"(default {limits.evaluation_items_max})")
+    run.add_argument("--apply-states-max", type=_positive, default=limits.apply_states_max, metavar="N",
+                     help="states one execution runs in one transition step before it continues in a later tick "
+                          f"(default {limits.apply_states_max})")
+    run.add_argument("--apply-steps-max", type=_positive, default=limits.apply_steps_max, metavar="N",
+                     help="evaluation steps after which an execution enters no more states in this tick "
+                          f"(default {limits.apply_steps_max})")
+    run.add_argument("--heavy-pause-ms", type=_positive, default=limits.heavy_pause_ms, metavar="MS",
+                     help="how long an execution that stopped on --apply-steps-max waits before it goes on "
+                          f"(default {limits.heavy_pause_ms})")
     http = defaults.http
     run.add_argument("--connections-max", type=_positive, default=http.connections_max, metavar="N",
                      help="HTTP connections open at once; a connection past them is closed as it is accepted "
@@ -81,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                      metavar="MS", help="a connection whose request line and headers have not all arrived this "
                                         f"long after it opened (or its request began) is closed "
                                         f"(default {http.request_head_timeout_ms})")
+    run.add_argument("--request-body-timeout-ms", type=_positive, default=http.request_body_timeout_ms,
+                     metavar="MS", help="a connection whose request body has not all arrived this long after its "
+                                        f"head is closed (default {http.request_body_timeout_ms})")
     keys = commands.add_parser(
         "keys", help="list or rotate the keys that sign task tokens",
         description="Task tokens are signed with the newest key; every listed key still verifies. Rotate (nodes "
@@ -138,8 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--lease-ms / --lease-renew-ms: {exc}")
     tuned = dataclasses.replace(limits, inbox_commands_max=args.inbox_commands_max,
                                 http_calls_concurrent_max=args.http_calls_concurrent_max,
-                                activity_backlog_tasks_max=args.activity_backlog_tasks_max)
-    http = HttpLimits(args.keep_alive_ms, args.request_head_timeout_ms, args.connections_max)
+                                activity_backlog_tasks_max=args.activity_backlog_tasks_max,
+                                evaluation_steps_max=args.evaluation_steps_max,
+                                evaluation_ms_max=args.evaluation_ms_max,
+                                evaluation_items_max=args.evaluation_items_max,
+                                apply_states_max=args.apply_states_max, apply_steps_max=args.apply_steps_max,
+                                heavy_pause_ms=args.heavy_pause_ms)
+    http = HttpLimits(args.keep_alive_ms, args.request_head_timeout_ms, args.request_body_timeout_ms,
+                      args.connections_max)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
                               args.connections, tuned, args.store, secret, args.advertise, leases, http,
                               args.clock == "virtual", args.wait_scale))

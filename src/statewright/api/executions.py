@@ -212,8 +212,10 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     if not isinstance(variables, dict):
         raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
     machine_arn = scope.state_machine_arn("TestStateMachine")
-    try:  # off the event loop: evaluating a state can take a while, and every other request waits on the loop
-        run = await service.store_call(
+    # Every evaluation off the event loop (evaluating a state can take up to its budget, and every other request
+    # waits on the loop) and off the store's threads, on the engine's evaluation budget.
+    try:
+        run = await service.evaluation_call(
             start_test, params["definition"], params.get("stateName"), text, variables,
             machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()), machine_arn,
             params.get("roleArn", ""), service.clock(), service.engine.services)
@@ -224,8 +226,8 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
         if task["kind"] != "http":
             raise AwsError("ValidationException", "TestState runs Task states on arn:aws:states:::http:invoke "
                            "only; activities and nested executions need a real execution")
-        run.complete(await invoke(task["input"], service.connections))
-    outcome = outcome_of(run, text)
+        await service.evaluation_call(run.complete, await invoke(task["input"], service.connections))
+    outcome = await service.evaluation_call(outcome_of, run, text)
     result: dict[str, Any] = {"status": outcome.status}
     for key, value in (("output", outcome.output), ("error", outcome.error), ("cause", outcome.cause),
                        ("nextState", outcome.next_state)):

@@ -1,7 +1,8 @@
 """The service behind the API: the operation registry and what every handler needs (store, engine, clock).
 
 Handlers run on the event loop and never call the store there: ``Service.store_call`` runs a store call on a
-small thread pool of the service's own (a networked store would otherwise stall every request while one waits).
+small thread pool of the service's own (a networked store would otherwise stall every request while one waits);
+TestState evaluates on another (``Service.evaluation_call``), so a heavy evaluation holds neither.
 The one read on the hot path, StartExecution's state machine (or the version or alias it names), comes from a
 one-second cache that answers a hit without leaving the loop. A change through any node reaches every node's cache
 before its client hears of it (``changed``); a change to a state machine also drops its versions and aliases.
@@ -87,6 +88,9 @@ class Service:
         self.limits = limits or Limits()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._store_threads = ThreadPoolExecutor(STORE_THREADS_MAX, thread_name_prefix="statewright-api-store")
+        # TestState's evaluation: threads of its own, so a heavy one neither blocks the loop nor takes the store's.
+        self._evaluation_threads = ThreadPoolExecutor(self.limits.test_states_concurrent_max,
+                                                      thread_name_prefix="statewright-api-evaluation")
         self._machines: dict[str, tuple[Target | None, float]] = {}
         self._machine_reads: dict[str, asyncio.Future[Target | None]] = {}
         self._machines_forgotten = 0  # bumped by every forget: a read that started before it must not be cached
@@ -106,6 +110,11 @@ class Service:
     async def store_call(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` (a store read or write) on the service's store threads, off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self._store_threads, function, *args)
+
+    async def evaluation_call(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` (TestState's evaluation, on the engine's evaluation budget) on the service's
+        evaluation threads, off the event loop; at most ``Limits.test_states_concurrent_max`` at once."""
+        return await asyncio.get_running_loop().run_in_executor(self._evaluation_threads, function, *args)
 
     async def state_machine(self, arn: str) -> Target | None:
         """The record of a state machine, version or alias ARN (checked by the caller), cached for a second:
@@ -233,7 +242,8 @@ class Service:
         return self.engine.owns(shard_for(command.arn, self.engine.shard_count))
 
     def close(self) -> None:
-        """Wait for running store calls to finish; call before closing the store."""
+        """Wait for running store calls and evaluations to finish; call before closing the store."""
+        self._evaluation_threads.shutdown(wait=True)
         self._store_threads.shutdown(wait=True)
 
     def _use_loop(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -3,7 +3,8 @@
 uvicorn closes a keep-alive connection only once it has answered a request on it: a connection that never sends
 a full request head, or sends one a byte at a time, is held forever, and enough of them exhaust the process's
 file descriptors. Here, every request head must be complete within ``request_head_timeout_ms`` of the connection
-opening (or of its first byte, on a connection kept alive), an idle kept-alive connection closes after
+opening (or of its first byte, on a connection kept alive), its body within ``request_body_timeout_ms`` of the
+head (a body trickled in a byte at a time holds the connection as well), an idle kept-alive connection closes after
 ``keep_alive_ms`` (uvicorn's own timer), and past ``connections_max`` open connections a new one is closed as
 soon as it is accepted (clients see a reset and retry; SDKs do). A request the HTTP parser refuses (a NUL byte in
 a header, say) is answered in AWS's JSON error shape rather than uvicorn's plain text: the parser rejects it
@@ -33,6 +34,7 @@ _MALFORMED = ("The HTTP request is malformed: its request line or a header holds
 class HttpLimits:
     keep_alive_ms: int = 5_000  # an idle kept-alive connection is closed after this
     request_head_timeout_ms: int = 10_000  # the request line and headers must all have arrived by then
+    request_body_timeout_ms: int = 10_000  # and then the body, within this of the head
     connections_max: int = 500  # open connections at once; more are closed as they are accepted
 
 
@@ -52,6 +54,7 @@ class _GuardedProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_deadline: asyncio.TimerHandle | None = None
+        self._body_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -69,7 +72,12 @@ class _GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._stop_waiting()
+        self._body_deadline = self.loop.call_later(self._limits.request_body_timeout_ms / 1000, self._late)
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._stop_waiting()
+        super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
@@ -85,14 +93,16 @@ class _GuardedProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def _await_head(self) -> None:
-        self._head_deadline = self.loop.call_later(self._limits.request_head_timeout_ms / 1000, self._head_late)
+        self._head_deadline = self.loop.call_later(self._limits.request_head_timeout_ms / 1000, self._late)
 
     def _stop_waiting(self) -> None:
-        if self._head_deadline is not None:
-            self._head_deadline.cancel()
-            self._head_deadline = None
+        for deadline in (self._head_deadline, self._body_deadline):
+            if deadline is not None:
+                deadline.cancel()
+        self._head_deadline = self._body_deadline = None
 
-    def _head_late(self) -> None:
-        self._head_deadline = None
+    def _late(self) -> None:
+        """The head or the body did not arrive in time: close the connection."""
+        self._head_deadline = self._body_deadline = None
         if not self.transport.is_closing():
             self.transport.close()

@@ -5,6 +5,9 @@ definition into a tree of calls, literals and compiled paths (a hand-written rec
 a quoted string, a number, a keyword, a path, is read where it starts). ``Intrinsic.evaluate`` runs that tree for
 one state input; the functions themselves are the ``_format`` ... ``_uuid`` below, listed in ``_FUNCTIONS``.
 
+Each call, and the length of each string or array a call makes, draws on the transition step's evaluation budget
+(asl/budget.py); past it the expression fails with States.IntrinsicFailure.
+
 Invariant: evaluation is a pure function of (data, context, seed). States.UUID and States.MathRandom without a
 seed argument draw their randomness from ``seed`` (hashed with a per-expression draw counter), so replaying a
 history gives the same values. This module must not import a clock, random numbers, uuid, os or threads, nor
@@ -21,6 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from .budget import Budget, BudgetExceeded, active
 from .errors import RUNTIME, StatesError
 from .jsonio import dumps, loads
 from .paths import Path, PathSyntaxError
@@ -72,11 +76,13 @@ class Intrinsic:
 
         Raises StatesError: States.Runtime when a path argument selects nothing, States.IntrinsicFailure when an
         argument has the wrong type or value."""
-        run = _Run(self.text, data, context, seed)
+        run = _Run(self.text, data, context, seed, active())
         try:
             return _value(self._root, run)
         except _ArgumentError as exc:
             raise StatesError(INTRINSIC_FAILURE, run.explain(str(exc))) from None
+        except BudgetExceeded as exc:
+            raise StatesError(INTRINSIC_FAILURE, run.explain(exc.detail)) from None
 
     def __repr__(self) -> str:
         return f"Intrinsic({self.text!r})"
@@ -289,11 +295,12 @@ class _ArgumentError(Exception):
 
 
 class _Run:
-    """One evaluation: the input, the context object and the source of seeded randomness."""
+    """One evaluation: the input, the context object, the source of seeded randomness and the budget."""
 
-    __slots__ = ("context", "data", "draws", "seed", "text")
+    __slots__ = ("budget", "context", "data", "draws", "seed", "text")
 
-    def __init__(self, text: str, data: Any, context: Any, seed: bytes) -> None:
+    def __init__(self, text: str, data: Any, context: Any, seed: bytes, budget: Budget) -> None:
+        self.budget = budget
         self.text = text
         self.data = data
         self.context = context
@@ -317,12 +324,18 @@ def _value(node: Any, run: _Run) -> Any:
         return node.value
     if isinstance(node, Path):
         return _resolve(node, run)
-    return node.function(node, [_value(arg, run) for arg in node.args], run)
+    run.budget.spend()
+    result = node.function(node, [_value(arg, run) for arg in node.args], run)
+    if isinstance(result, str | list):
+        run.budget.build(len(result))
+    return result
 
 
 def _resolve(path: Path, run: _Run) -> Any:
     try:
         return path.resolve(run.data, run.context)
+    except BudgetExceeded:
+        raise
     except StatesError:
         source = run.data
         if path.is_context:

@@ -13,11 +13,18 @@ Java port, the lineage emulators validated against AWS run; it keeps null apart 
 exact. jsonatapy (Rust) measured 10-40x faster but returns null where an expression returns nothing, lacks
 $random and still diverges from the reference, so it cannot report AWS's "returned nothing (undefined)".
 
+Bounds: every evaluation step, every range (counted before it is built) and every long string or array drawn
+from the transition step's evaluation budget (asl/budget.py: steps, wall time, items), and recursion at most
+MAX_DEPTH deep per expression; past them the expression fails with States.QueryEvaluationError. $pad's width is
+checked before the padding is made, and $formatNumber's separators must be single characters, as XPath has
+them (the library puts them into regular expressions unescaped).
+
 Invariant: evaluation is a pure function of (value, variables, $states, seed, now_ms). $random() and $uuid()
 without a seed draw from ``seed`` hashed with the field's location and a per-expression counter; $shuffle is
-drawn the same way; $now() and $millis() read ``now_ms``. The step and depth bounds count evaluation steps, not
-time, so a replay fails (or not) exactly as the first run did. This module must not import a clock, random
-numbers, uuid, os or threads, nor anything from the engine or the store (the library itself imports some).
+drawn the same way; $now() and $millis() read ``now_ms``. Steps and items are counted, not timed, so a replay
+fails (or not) exactly as the first run did; only the budget's optional wall-time bound is not. This module must
+not import a clock, random numbers, uuid, os or threads, nor anything from the engine or the store (the library
+itself imports some).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from jsonata.parser import Parser
 from jsonata.signature import Signature
 from jsonata.utils import Utils
 
+from .budget import Budget, BudgetExceeded, active
 from .errors import StatesError
 from .nodes import ArrayNode, ObjectNode
 from .regex import RegexError, compile_regex, install_picture_engine
@@ -45,7 +53,7 @@ INVALID_EXPRESSION = "INVALID_JSONATA_EXPRESSION"  # AWS's validation code for a
 UNSUPPORTED_EXPRESSION = "UNSUPPORTED_JSONATA_EXPRESSION"  # AWS's code for a reference it refuses
 HASH_ALGORITHMS = {"MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512"}
 MAX_DEPTH = 500  # nested evaluations of one expression; a deeper recursion is a stack overflow
-MAX_STEPS = 2_000_000  # evaluation steps of one expression (about 4 s here); more is taken for an endless loop
+LONG_VALUE_ITEMS = 4_096  # a string or array at least this long is checked against the budget's items
 MAX_RANGE_ITEMS = 360_145  # $range; AWS was reported to refuse one item more (its memory limit)
 MAX_EXACT_FLOAT = 2**53  # an integral float up to this is written as an integer
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # integers stay exact within Java's long, as on AWS
@@ -94,16 +102,18 @@ class CompiledValue:
         return not _has_expression(self._node)
 
     def evaluate(self, variables: dict[str, Any], states: dict[str, Any], seed: bytes = b"",
-                 *, now_ms: int | None = None) -> Any:
+                 *, now_ms: int | None = None, budget: Budget | None = None) -> Any:
         """The value for this evaluation: literals as written, each expression's result in its place.
 
         ``variables`` are the workflow variables, bound as ``$name`` (names without the ``$``); ``states`` is
         ``$states`` (input, result, errorOutput, context: whichever apply); ``seed`` feeds $random(), $uuid()
         and $shuffle; ``now_ms`` is what $now() and $millis() answer (without it they fail). The result is
-        made of plain JSON values only and shares nothing with the inputs.
+        made of plain JSON values only and shares nothing with the inputs. Steps and items draw on ``budget``
+        (by default the transition step's, asl/budget.py).
 
-        Raises StatesError(States.QueryEvaluationError) when an expression fails or returns nothing."""
-        run = _Run(bytes(seed), now_ms)
+        Raises StatesError(States.QueryEvaluationError) when an expression fails, returns nothing or runs out
+        of budget."""
+        run = _Run(bytes(seed), now_ms, active() if budget is None else budget)
         bindings = _bindings(variables, states, run)
         return _evaluate(self._node, bindings, run)
 
@@ -241,17 +251,17 @@ def _describe_node(node: Any) -> str:
 
 
 class _Run:
-    """One CompiledValue.evaluate: the seed, the clock value, and the bounds of the expression being run."""
+    """One CompiledValue.evaluate: the seed, the clock value, the budget, and the depth of the expression run."""
 
-    __slots__ = ("depth", "draws", "expression_seed", "now_ms", "seed", "steps")
+    __slots__ = ("budget", "depth", "draws", "expression_seed", "now_ms", "seed")
 
-    def __init__(self, seed: bytes, now_ms: int | None) -> None:
+    def __init__(self, seed: bytes, now_ms: int | None, budget: Budget) -> None:
         self.seed = seed
         self.now_ms = now_ms
+        self.budget = budget
         self.expression_seed = seed
         self.draws = 0
         self.depth = 0
-        self.steps = 0
 
     def start(self, node: _Expression) -> None:
         # Length-prefixed, so (seed, location) pairs never collide; each field draws its own sequence.
@@ -260,7 +270,6 @@ class _Run:
                                                digest_size=32).digest()
         self.draws = 0
         self.depth = 0
-        self.steps = 0
 
     def random_bytes(self) -> bytes:
         """32 bytes that depend only on the seed, the field and how many draws this expression made before."""
@@ -273,7 +282,7 @@ class _Run:
 
 
 class _BoundExceeded(JException):
-    """An expression ran past MAX_DEPTH or MAX_STEPS. A JException, so the library passes it through as is."""
+    """An expression ran past MAX_DEPTH or the budget. A JException, so the library passes it through as is."""
 
     def __init__(self, message: str) -> None:
         RuntimeError.__init__(self, message)
@@ -385,7 +394,7 @@ def _bindings(variables: dict[str, Any], states: dict[str, Any], run: _Run) -> d
         bindings[name] = Utils.NULL_VALUE if value is None else value  # a bare None would read as undefined
     bindings["states"] = states
     bindings["__evaluate_entry"] = lambda expr, data, env: _enter(run, env)
-    bindings["__evaluate_exit"] = lambda expr, data, env, result: _leave(run, env)
+    bindings["__evaluate_exit"] = lambda expr, data, env, result: _leave(run, env, result)
     return bindings
 
 
@@ -393,17 +402,26 @@ def _enter(run: _Run, environment: Any) -> None:
     if environment.is_parallel_call:
         return
     run.depth += 1
-    run.steps += 1
     if run.depth > MAX_DEPTH:
         raise _BoundExceeded(f"D1011: Stack overflow error: Check for non-terminating recursive function. "
                              f"Consider rewriting as tail-recursive. Depth={run.depth} max={MAX_DEPTH}")
-    if run.steps > MAX_STEPS:
-        raise _BoundExceeded(f"D1012: Expression evaluation exceeded {MAX_STEPS} steps: Check for infinite loop")
+    try:
+        run.budget.spend()
+    except BudgetExceeded as exc:
+        raise _BoundExceeded(exc.detail) from None
 
 
-def _leave(run: _Run, environment: Any) -> None:
+def _leave(run: _Run, environment: Any, result: Any) -> None:
     if not environment.is_parallel_call:
         run.depth -= 1
+    # A range is lazy until an array is built from it (by the caller, after this hook): count its items first.
+    try:
+        if type(result) is Utils.RangeList:
+            run.budget.build(result.b - result.a)
+        elif isinstance(result, str | list) and len(result) >= LONG_VALUE_ITEMS:
+            run.budget.check_size(len(result))
+    except BudgetExceeded as exc:
+        raise _BoundExceeded(exc.detail) from None
 
 
 class _Function(Jsonata.JFunction):
@@ -625,6 +643,41 @@ def _shuffle(run: _Run, name: str, args: list[Any]) -> Any:
     return items
 
 
+def _pad(run: _Run, name: str, args: list[Any]) -> Any:
+    """$pad(string, width [, char]): JSONata's, with the padded width counted against the budget before the
+    padding is made (``$pad('', 1e9)`` would otherwise allocate a gigabyte in one step)."""
+    width = _argument(args, 1)
+    if isinstance(width, int | float) and not isinstance(width, bool) and math.isfinite(width):
+        try:
+            run.budget.build(abs(int(width)))
+        except BudgetExceeded as exc:
+            raise _BoundExceeded(exc.detail) from None
+    return Functions.pad(_argument(args, 0), width, _argument(args, 2))
+
+
+def _format_number(run: _Run, name: str, args: list[Any]) -> Any:
+    """$formatNumber(number, picture [, options]): JSONata's, once each separator and sign of ``options`` is a
+    single character, as XPath's decimal format has them: the library builds regular expressions from them."""
+    options = _argument(args, 2)
+    if isinstance(options, dict):
+        for key in _SINGLE_CHARACTER_OPTIONS:
+            value = options.get(key)
+            if value is None:
+                continue
+            if not (isinstance(value, str) and len(value) == 1):
+                _fail(f"The option '{key}' of $formatNumber must be a single character")
+            # The library escapes most of them with a backslash inside a character class, but the exponent
+            # separator not at all.
+            if value == "\\" or (key == "exponent-separator" and value in _REGEX_SYMBOLS):
+                _fail(f"The option '{key}' of $formatNumber cannot be '{value}'")
+    return Functions.format_number(_argument(args, 0), _argument(args, 1), options)
+
+
+_SINGLE_CHARACTER_OPTIONS = ("decimal-separator", "grouping-separator", "exponent-separator", "percent",
+                             "per-mille", "zero-digit", "digit", "pattern-separator", "minus-sign")
+_REGEX_SYMBOLS = frozenset(".^$*+?{}[]|()\\")
+
+
 def _now(run: _Run, name: str, args: list[Any]) -> Any:
     """$now([picture [, timezone]]): the evaluation's time as an ISO 8601 timestamp (or as the picture says)."""
     picture, timezone = _argument(args, 0), _argument(args, 1)
@@ -652,6 +705,8 @@ _SIGNATURES = {
     "shuffle": "<a:a>",
     "now": "<s?s?:s>",
     "millis": "<:n>",
+    "pad": "<s-ns?:s>",
+    "formatNumber": "<n-so?:s>",
 }
 _IMPLEMENTATIONS: dict[str, Callable[[_Run, str, list[Any]], Any]] = {
     "partition": _partition,
@@ -663,6 +718,8 @@ _IMPLEMENTATIONS: dict[str, Callable[[_Run, str, list[Any]], Any]] = {
     "shuffle": _shuffle,
     "now": _now,
     "millis": _millis,
+    "pad": _pad,
+    "formatNumber": _format_number,
 }
 # name -> (signature parsed once, implementation)
 _FUNCTIONS = {name: (Signature(signature, name), _IMPLEMENTATIONS[name]) for name, signature in _SIGNATURES.items()}

@@ -7,7 +7,8 @@ list, as they do on AWS. A path that starts with ``$$`` reads the context object
 Regular expressions: a filter's ``=~`` runs on RE2 (linear in the text), through the one hook jsonpath-ng offers,
 its operator table (``jsonpath_ng.ext.filter.OPERATOR_MAP["=~"]``), replaced when this module is imported; a
 pattern RE2 cannot run is refused when the path is compiled. jsonpath-ng's own ```sub(/regex/, repl)``` extension,
-which AWS does not have, would run a backtracking regex and is refused.
+which AWS does not have, would run a backtracking regex and is refused. What such a path selects counts against
+the transition step's evaluation budget (asl/budget.py), one step per value selected: past it, States.Runtime.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from jsonpath_ng.ext import filter as jsonpath_filter
 from jsonpath_ng.ext import parse as parse_extended
 from jsonpath_ng.ext.string import Sub
 
+from .budget import active
 from .errors import RUNTIME, StatesError
 from .regex import compile_filter_regex
 
@@ -154,7 +156,9 @@ class Path:
         else:
             value = data
         if self._steps is None:
-            return [match.value for match in self._expr.find(value)]
+            found = [match.value for match in self._expr.find(value)]
+            active().spend(len(found) + 1)
+            return found
         for step in self._steps:
             if isinstance(step, int):
                 if isinstance(value, list) and -len(value) <= step < len(value):

@@ -21,6 +21,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from ..asl.budget import Budget
 from ..asl.definition import Definition, parse_definition
 from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
@@ -57,7 +60,7 @@ FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could n
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
                      "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
-                     "forward-once"})
+                     "forward-once", "run-unbounded"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
 
@@ -100,7 +103,8 @@ class _Transfer:
 class Engine:
     def __init__(self, store: Store, *, node_id: str = "local", clock: Callable[[], int] = wall_clock_ms,
                  limits: Limits | None = None, tokens: TaskTokens | None = None,
-                 planted: frozenset[str] = frozenset(), wait_scale: float = 1.0) -> None:
+                 planted: frozenset[str] = frozenset(), wait_scale: float = 1.0,
+                 evaluation_clock: Callable[[], float] | None = time.perf_counter) -> None:
         self.store = store
         # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
         unknown = planted - PLANTED
@@ -113,7 +117,12 @@ class Engine:
         self.tokens = tokens or TaskTokens.load(store)
         # The ARNs of the activities that exist, kept current by ``note_activity``: the decider reads no store.
         self.activities: set[str] = _activity_arns(store)
-        self.services = decider.Services(self.tokens.mint, self.activities, wait_scale)
+        # ``evaluation_clock`` bounds each step's evaluation in wall time (the simulator passes None: its runs stay
+        # deterministic, bounded by steps and items alone).
+        states_max = 10**9 if "run-unbounded" in planted else self.limits.apply_states_max
+        self.services = decider.Services(self.tokens.mint, self.activities, evaluation_budget(
+            self.limits, evaluation_clock), states_max, self.limits.apply_steps_max, self.limits.heavy_pause_ms,
+            wait_scale=wait_scale)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.
@@ -530,6 +539,8 @@ class Engine:
         state.version = expected_version + 1
         try:
             blob = state.to_blob()
+            for _, payload in decision.dispatches_added:  # written by the store with orjson too
+                orjson.dumps(payload)
         except TypeError as exc:  # orjson cannot write the data (nested too deeply): that execution fails, alone
             decider.fail_unstorable(decision, now_ms, str(exc))
             blob = state.to_blob()
@@ -759,6 +770,11 @@ class Engine:
             while len(self._definitions) > self.limits.cached_definitions_max:
                 self._definitions.popitem(last=False)
         return definition
+
+
+def evaluation_budget(limits: Limits, clock: Callable[[], float] | None) -> Callable[[], Budget]:
+    """A factory of fresh evaluation budgets for transition steps, as ``limits`` set them."""
+    return lambda: Budget(limits.evaluation_steps_max, limits.evaluation_ms_max, limits.evaluation_items_max, clock)
 
 
 def _activity_arns(store: Store) -> set[str]:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..asl import errors
+from ..asl.budget import spending
 from ..asl.jsonio import loads
 from ..asl.states import Definition
 from . import flows, tasks
@@ -164,7 +165,7 @@ class OneStateRun:
         flow.entered_id = step.emit(f"{definition.states[state_name].type}StateEntered", None, None)
         flow.entered_prev = step.decision.events[-1]["previousEventId"]
         self._step, self._flow = step, flow
-        self.outcome = self._guarded(lambda: flows.attempt(step, ROOT, definition.states[state_name], data))
+        self.outcome: Outcome = self._guarded(lambda: flows.attempt(step, ROOT, definition.states[state_name], data))
 
     @property
     def trace(self) -> dict[str, Any]:
@@ -188,9 +189,9 @@ class OneStateRun:
         else:
             self.outcome = self._guarded(lambda: tasks.failed(step, ROOT, result.error, result.cause))
 
-    @staticmethod
-    def _guarded(action: Callable[[], Outcome]) -> Outcome:
+    def _guarded(self, action: Callable[[], Outcome]) -> Outcome:
         try:
-            return action()
+            with spending(self._step.budget):
+                return action()
         except HistoryFull:  # a Map over more items than one history holds
             return Fail(errors.RUNTIME, HISTORY_LIMIT_CAUSE)

@@ -83,12 +83,12 @@ class Flow:
     machine: int  # index of the Machine (States collection) it runs in Definition.machines
     parent: str | None  # the parent flow's id (None for the top level)
     slot: int  # its index among the parent's children
-    state: str | None = None  # the state it is in
+    state: str | None = None  # the state it is in (or, waiting on a continuation timer, the one it enters next)
     data: Any = None  # that state's input (a Wait's effective input; the raw input of a state waiting to retry)
     entered_id: int = 0  # the state's Entered event
     entered_ms: int = 0
     entered_prev: int = 0  # the Entered event's previousEventId, where an EvaluationFailed event points
-    timer: str | None = None  # the timer it waits on (a Wait or a retry backoff)
+    timer: str | None = None  # the timer it waits on (a Wait, a retry backoff, or a continuation: flows.py)
     retries: dict[str, int] = field(default_factory=dict)  # attempts used per retrier index of the current state
     attempts: int = 0  # Task attempts scheduled in the current state
     variables: dict[str, Any] = field(default_factory=dict)

@@ -4,6 +4,13 @@ A flow runs inline as far as it can: Pass, Choice, a Wait already due, and the c
 (``gather``) all run within one Decision. When a flow ends, a child reports to its parent's fan-out and the top
 level closes the execution. The only module that runs flows: the others return outcomes for it to act on, so
 no callback goes back up. Functions over a ``step.Step``; pure, like the rest of the decider.
+
+Fairness: one step runs at most ``Services.apply_states_max`` states of a flow, and enters none after it has spent
+``apply_steps_max`` evaluation steps (or its budget ran out once). A flow past that stops before its next state on
+a continuation timer, due at once (or after ``heavy_pause_ms`` when evaluation was the cost, so a heavy loop takes
+a small share of the engine thread): the step commits, the engine applies the other executions' queued commands,
+and the timer's firing enters that state in a later tick. A loop of pure states thus advances a slice per tick instead
+of holding the engine; the first state a call runs always runs, so every step makes progress.
 """
 
 from __future__ import annotations
@@ -13,15 +20,24 @@ from typing import Any
 from ..asl.errors import StatesError
 from ..asl.states import MapState, ParallelState, State, TaskState, WaitState
 from . import fan_out, jsonata_states, jsonpath_states, retry_catch, tasks
-from .execution import SUCCEEDED
+from .execution import SUCCEEDED, Flow
 from .outcomes import WAIT, End, Fail, Next, Outcome
 from .step import NO_DETAILS, ROOT, Step
 
+CONTINUE_TIMER = "continue-"  # a flow that stopped for fairness: "continue-<entered event id of its last state>"
+
 
 def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int | None = None) -> None:
-    """Enter ``name`` in a flow and keep going through pure states until the flow waits, ends or fails."""
+    """Enter ``name`` in a flow and keep going through pure states until the flow waits, ends or fails, or the
+    step has done its share (then the flow continues in a later tick)."""
+    first = True
     while step.execution.is_open and flow_id in step.flows:
         flow = step.flows[flow_id]
+        if not first and step.done_enough():
+            _continue_later(step, flow, name, data)
+            return
+        first = False
+        step.entered += 1
         state = step.states_of(flow)[name]
         try:
             text = step.json_of(data, name)
@@ -38,6 +54,15 @@ def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int |
         if following is None:
             return
         name, data = following.state, following.data
+
+
+def _continue_later(step: Step, flow: Flow, name: str, data: Any) -> None:
+    """Stop before entering ``name``: the flow holds it and its input, and a timer (a row written in this step's
+    commit, like any timer) enters it when it fires: at once, or after ``heavy_pause_ms`` when evaluation was the
+    step's cost."""
+    flow.state, flow.data = name, data
+    pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
+    step.sleep(flow, f"{CONTINUE_TIMER}{flow.entered_id}", step.now_ms + pause_ms)
 
 
 def settle(step: Step, flow_id: str, outcome: Outcome) -> Next | None:
@@ -87,6 +112,9 @@ def timer_fired(step: Step, timer_id: str) -> None:
         resume(step, flow_id, tasks.timer_fired(step, flow_id, timer_id))
         return
     flow.timer = None
+    if timer_id.startswith(CONTINUE_TIMER):  # the state it stopped before (not yet entered)
+        run(step, flow_id, flow.state, flow.data)
+        return
     state = step.state_of(flow)
     if not isinstance(state, WaitState):
         resume(step, flow_id, attempt(step, flow_id, state, flow.data))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..asl import budget
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -39,3 +41,21 @@ class Limits:
     cached_executions_max: int = 10_000
     # Parsed definitions kept in memory (least recently used leave first).
     cached_definitions_max: int = 1_000
+    # The evaluation budget of one transition step (one command applied to one execution, or one TestState):
+    # JSONata, intrinsic and JSONPath steps, wall time, and items built (array elements and string characters; a
+    # range is counted before it is built). Past one, the state being evaluated fails with
+    # States.QueryEvaluationError (JSONata), States.IntrinsicFailure (intrinsics) or States.Runtime (JSONPath),
+    # so Retry and Catch apply, and the execution goes on in a later tick.
+    evaluation_steps_max: int = budget.STEPS_MAX
+    evaluation_ms_max: int = budget.MS_MAX
+    evaluation_items_max: int = budget.ITEMS_MAX
+    # States one execution enters in one transition step, and evaluation steps after which it enters no more:
+    # it stops before its next state and continues in a later tick (a due-now timer committed with its state),
+    # so the commands of other executions waiting in the inbox get their turn; its burst waits behind itself.
+    apply_states_max: int = 100
+    apply_steps_max: int = 2_000
+    # How long an execution that stopped on apply_steps_max (or ran out of budget) waits before it goes on: its
+    # evaluation takes at most a small share of the engine thread, whatever its loop does.
+    heavy_pause_ms: int = 250
+    # TestState calls evaluating at once, each on a thread of its own off the event loop; more wait their turn.
+    test_states_concurrent_max: int = 2

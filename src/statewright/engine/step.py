@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..asl import errors
+from ..asl.budget import Budget, spending
 from ..asl.dataflow import place_result, select
 from ..asl.errors import StatesError
 from ..asl.jsonata import QUERY_EVALUATION_ERROR
@@ -57,18 +58,23 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    """What Task states ask of the world, passed in as data so the decider stays pure."""
+    """What Task states ask of the world, and the engine's bounds on one step, passed in as data so the decider
+    stays pure."""
 
     mint_token: Callable[[str, int, int], str]  # (execution ARN, scheduled event id, attempt) -> task token
     activities: Container[str]  # the ARNs of the activities that exist
+    budget: Callable[[], Budget] = Budget  # a fresh evaluation budget for each transition step
+    apply_states_max: int = 100  # states one step enters; then the execution continues in a later tick
+    apply_steps_max: int = 2_000  # evaluation steps after which one step enters no more states
+    heavy_pause_ms: int = 250  # then, the wait before the execution goes on
     wait_scale: float = 1.0  # Waits and Retry backoffs last this many times their length (serve --wait-scale)
 
 
 class Step:
     """One Decision in the making, over a copy of the execution's state."""
 
-    __slots__ = ("decision", "definition", "execution", "failures", "flows", "gathering", "known_text", "known_value",
-                 "now_ms", "services", "trace")
+    __slots__ = ("budget", "decision", "definition", "entered", "execution", "failures", "flows", "gathering",
+                 "known_text", "known_value", "now_ms", "services", "trace")
 
     def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
                  services: Services | None = None) -> None:
@@ -84,6 +90,8 @@ class Step:
         self.failures: dict[str, tuple[str | None, str | None]] = {}  # their children's failures, to report
         # TestState only: the data-flow steps of the state under test.
         self.trace: dict[str, Any] | None = None
+        self.budget = _DEFAULT_SERVICES.budget() if services is None else services.budget()
+        self.entered = 0  # states entered in this step
 
     # -- history, timers, dispatches
 
@@ -167,11 +175,24 @@ class Step:
                    error=error, cause=cause)
 
     def guarded(self, action: Callable[..., object], *args: Any) -> None:
-        """Run ``action``; if the history fills up, the execution fails with the last event it may hold."""
+        """Run ``action`` on this step's evaluation budget; if the history fills up, the execution fails with the
+        last event it may hold."""
         try:
-            action(*args)
+            with spending(self.budget):
+                action(*args)
         except HistoryFull:
             self.fail_execution(errors.RUNTIME, HISTORY_LIMIT_CAUSE)
+
+    def heavy(self) -> bool:
+        """Whether this step spent its share of evaluation (not only its share of states)."""
+        services = self.services or _DEFAULT_SERVICES
+        return self.budget.exceeded or self.budget.steps >= services.apply_steps_max
+
+    def done_enough(self) -> bool:
+        """Whether this step has done its share (states entered, evaluation spent, or the budget ran out once):
+        a flow about to enter another state waits for a later tick instead. Never in TestState."""
+        services = self.services or _DEFAULT_SERVICES
+        return self.trace is None and (self.entered >= services.apply_states_max or self.heavy())
 
     # -- what a state sees
 
@@ -320,6 +341,9 @@ class Step:
             return failure.cause
         return (f"An error occurred while executing the state '{flow.state}' "
                 f"(entered at the event id #{flow.entered_id}). {failure.cause}")
+
+
+_DEFAULT_SERVICES = Services(lambda arn, scheduled_id, attempt: "", ())
 
 
 def context_object(execution: ExecutionState, state_name: str, entered_ms: int,

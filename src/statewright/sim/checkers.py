@@ -22,6 +22,7 @@ _HISTORY_PAGE = 1_000
 _SCHEDULED = frozenset({"ActivityScheduled", "TaskScheduled"})
 _STARTED = frozenset({"ActivityStarted", "TaskStarted"})
 _ANSWERED = frozenset({"ActivitySucceeded", "ActivityFailed", "TaskSucceeded", "TaskFailed"})
+_FAN_OUT_STARTS = frozenset({"ParallelStateStarted", "MapStateStarted", "MapIterationStarted"})
 
 
 def history_problems(where: str, events: list[dict[str, Any]], closed: bool) -> list[str]:
@@ -83,9 +84,24 @@ class Ledger:
     fenced_writes: int = 0  # writes sent with a range id that had moved (each must have been rejected)
 
     early_timers: list[str] = field(default_factory=list)
+    # The engine's bound on states one transition step enters (Limits.apply_states_max), and the writes past it.
+    states_max: int | None = None
+    oversized_steps: list[str] = field(default_factory=list)
 
     def started_attempt(self, arn: str, scheduled_id: int) -> None:
         self.attempts_started[(arn, scheduled_id)] += 1
+
+    def wrote(self, writes: Iterable[Any]) -> None:
+        """Writes handed to the store: one without fan-out (where every child started runs its first state)
+        enters at most ``states_max`` states, the rest waiting for a later tick."""
+        if self.states_max is None:
+            return
+        for write in writes:
+            types = [event["type"] for event in write.events]
+            entered = sum(kind.endswith("StateEntered") for kind in types)
+            if entered > self.states_max and not _FAN_OUT_STARTS.intersection(types):
+                self.oversized_steps.append(f"{write.arn}: one transition step entered {entered} states, more than "
+                                            f"{self.states_max}")
 
     # -- the engine's probe (Engine.probe)
 
@@ -98,7 +114,7 @@ class Ledger:
 def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liveness: bool) -> list[str]:
     """Every invariant over every execution of ``machines`` (children and starts whose reply was lost included)
     and every acknowledged one; with ``liveness`` also that all of them closed."""
-    problems = [*ledger.bad_replies, *ledger.early_timers, *ledger.fence_problems]
+    problems = [*ledger.bad_replies, *ledger.early_timers, *ledger.fence_problems, *ledger.oversized_steps]
     executions = {arn: None for arn in sorted(ledger.acknowledged)}
     executions.update((arn, None) for machine in machines for arn in all_executions(store, machine))
     for arn in executions:

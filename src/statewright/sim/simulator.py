@@ -76,7 +76,8 @@ STEPS_DEFAULT = 400
 FAULT_RATE_DEFAULT = 0.05
 # Small limits, so that paging, full windows and read-backs run in every simulation.
 SIM_LIMITS = Limits(tick_commands_max=64, refill_rows_max=16, timer_window_max=4096, outbox_window_max=24,
-                    outbox_page_rows_max=8, inbox_commands_max=10_000, cached_executions_max=16)
+                    outbox_page_rows_max=8, inbox_commands_max=10_000, cached_executions_max=16,
+                    apply_states_max=3)
 LEASES = LeaseSettings()  # the defaults a server runs with: 10 s leases renewed every 3 s
 FORWARD_TIMEOUT_MS = 2_000  # a forwarded call that was lost fails its sender after this
 SETTLE_MS = 4 * LEASES.lease_ms  # after the liveness phase: time for the membership to settle before it is checked
@@ -231,8 +232,9 @@ class _Run:
         holder: list[_Node] = []
         store = FaultyStore(inner, self.faults, owner, self.ledger, cut_off=lambda: self._cut_off(holder[0]),
                             clock=lambda: self.now_ms, cluster=self.cluster)
+        self.ledger.states_max = limits.apply_states_max
         engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
-                        planted=self.config.planted)
+                        planted=self.config.planted, evaluation_clock=None)
         node = _Node(index, engine, store)
         holder.append(node)
         engine.deliver_replies = node.replies.extend
