@@ -43,9 +43,10 @@ def as_v0(state: ExecutionState) -> dict:
 
 def without_task_inputs(v0: dict) -> dict:
     """Version 0 kept a task's input in its record as well as in its dispatch; the dispatch alone needs it. It knew
-    no versions or aliases: its executions ran on the latest revision."""
+    no versions, aliases or test cases: its executions ran on the latest revision, unmocked."""
     v0.setdefault("version_arn", None)
     v0.setdefault("alias_arn", None)
+    v0.setdefault("test_case", None)
     for flow in v0["flows"].values():
         if flow["task"] is not None:
             flow["task"].pop("input")

@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--clock", choices=["wall", "virtual"], default="wall",
                      help="virtual: time also moves forward on request (`statewright clock advance`), so Waits, "
                           "retries and timeouts of days pass in a test at once; one server on SQLite (default wall)")
+    run.add_argument("--mock-config", type=Path, default=os.environ.get("SFN_MOCK_CONFIG") or None, metavar="FILE",
+                     help="mocked responses in Step Functions Local's MockConfigFile format, for executions started "
+                          "on STATE_MACHINE_ARN#TestCase (default $SFN_MOCK_CONFIG)")
     run.add_argument("--wait-scale", type=_scale, default=1.0, metavar="F",
                      help="Waits and Retry backoffs last F times their length (0: not at all), as Step Functions "
                           "Local's WAIT_TIME_SCALE; timeouts and heartbeats keep theirs (default 1)")
@@ -168,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                       args.connections_max)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
                               args.connections, tuned, args.store, secret, args.advertise, leases, http,
-                              args.clock == "virtual", args.wait_scale))
+                              args.clock == "virtual", args.wait_scale, args.mock_config))
 
 
 def _positive(text: str) -> int:

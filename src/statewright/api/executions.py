@@ -37,7 +37,7 @@ def _check_input(text: str) -> None:
 
 @handler("StartExecution")
 async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
-    target_arn = params["stateMachineArn"]
+    target_arn, test_case = _test_case(service, params["stateMachineArn"])
     machine_arn = arns.qualified(target_arn).machine
     target = await service.state_machine(target_arn)
     if target is None:
@@ -57,12 +57,27 @@ async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
     version_arn = target.arn if isinstance(target, VersionRecord) else None
     machine = target.machine if isinstance(target, VersionRecord) else target
     command = commands.StartExecution(arn, machine_arn, name, machine.revision_id, machine.role_arn, text,
-                                      version_arn=version_arn, alias_arn=alias_arn)
+                                      version_arn=version_arn, alias_arn=alias_arn, test_case=test_case)
     try:
         start_ms = await service.run(command)
     except commands.ExecutionAlreadyExists:
         raise AwsError("ExecutionAlreadyExists", f"Execution Already Exists: '{arn}'") from None
     return {"executionArn": arn, "startDate": seconds(start_ms)}
+
+
+def _test_case(service: Service, given: str) -> tuple[str, str | None]:
+    """(the state machine ARN, the test case) of ``ARN#TestCase``, as Step Functions Local takes a mocked run."""
+    target_arn, mark, case = given.partition("#")
+    if not mark:
+        return given, None
+    if service.mocks is None:
+        raise AwsError("ValidationException", f"'{given}' names a test case; start the server with --mock-config "
+                                              "FILE to run executions on mocked responses")
+    machine = arns.qualified(target_arn).machine.rsplit(":", 1)[1]
+    if not service.mocks.has_case(machine, case):
+        raise AwsError("ValidationException", f"The mock configuration has no test case '{case}' for the state "
+                                              f"machine '{machine}'")
+    return target_arn, case
 
 
 @handler("StopExecution")

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+import orjson
 import uvicorn
 
 from ..cluster.loop import MembershipLoop
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
 from ..engine.core import Engine, wall_clock_ms
 from ..engine.limits import Limits
+from ..engine.mocks import InvalidMockConfig, MockConfig
 from ..integrations.http import Connections
 from ..store import open_store
 from ..store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
@@ -55,6 +57,7 @@ class ServerConfig:
     http: HttpLimits = field(default_factory=HttpLimits)  # connection timeouts and the connection limit
     virtual_clock: bool = False  # --clock virtual: time moves forward on request too (see clock.py)
     wait_scale: float = 1.0  # --wait-scale: Waits and Retry backoffs last this many times their length
+    mock_config: Path | None = None  # --mock-config: mocked responses for executions started on ARN#TestCase
 
 
 class DataDirInUse(Exception):
@@ -140,6 +143,18 @@ def _on_exit(service: Service) -> None:
     threading.Thread(target=service.leave, name="statewright-leave", daemon=True).start()
 
 
+def _mocks(path: Path) -> MockConfig:
+    """The mock configuration file, checked; ValueError saying what is wrong with it."""
+    try:
+        return MockConfig.parse(orjson.loads(path.read_bytes()))
+    except OSError as exc:
+        raise ValueError(f"cannot read the mock configuration {path}: {exc.strerror or exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"the mock configuration {path} is not JSON: {exc}") from None
+    except InvalidMockConfig as exc:
+        raise ValueError(f"the mock configuration {path} cannot be used: {exc}") from None
+
+
 def _reachable_host(host: str) -> str:
     """The host other nodes reach this one at, when it listens on every interface."""
     return socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
@@ -150,6 +165,7 @@ def serve(config: ServerConfig) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per membership poke otherwise
     address = config.advertise or f"http://{_reachable_host(config.host)}:{config.port}"
     try:
+        mocks = None if config.mock_config is None else _mocks(config.mock_config)
         connections = Connections(config.connections)
         store, lock, where = _open(config, address)
     except (DataDirInUse, DataDirUnusable, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError,
@@ -165,7 +181,7 @@ def serve(config: ServerConfig) -> int:
             return 1
         virtual = VirtualClock(store)
     engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
-                    wait_scale=config.wait_scale)
+                    wait_scale=config.wait_scale, mocks=mocks)
     node = None  # a cluster node's membership
     if config.store:
         if not config.cluster_secret:

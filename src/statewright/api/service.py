@@ -85,6 +85,7 @@ class Service:
         self.account_id = account_id
         self.clock = engine.clock
         self.virtual_clock: VirtualClock | None = None  # --clock virtual: the engine's clock, which the API moves
+        self.mocks = engine.services.mocks  # --mock-config: the test cases executions may be started on
         self.limits = limits or Limits()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._store_threads = ThreadPoolExecutor(STORE_THREADS_MAX, thread_name_prefix="statewright-api-store")

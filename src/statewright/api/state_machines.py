@@ -20,9 +20,9 @@ _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 _CHANGEABLE = ("definition", "roleArn", "loggingConfiguration", "tracingConfiguration", "encryptionConfiguration")
 
 
-def _check_definition(text: str) -> None:
+def _check_definition(service: Service, text: str) -> None:
     try:
-        parse_definition(text)
+        parse_definition(text, mockable=service.mocks is not None)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
 
@@ -55,7 +55,7 @@ async def create_state_machine(service: Service, params: dict, scope: Scope) -> 
     kind = params.get("type", "STANDARD")
     _check_type(kind)
     _check_role(params["roleArn"])
-    _check_definition(params["definition"])
+    _check_definition(service, params["definition"])
     check_description(params)
     now_ms = service.clock()
     revision_id = str(uuid.uuid4())
@@ -105,7 +105,7 @@ async def update_state_machine(service: Service, params: dict, scope: Scope) -> 
     check_description(params)
     record = await _load(service, params["stateMachineArn"])
     if "definition" in changes:
-        _check_definition(changes["definition"])
+        _check_definition(service, changes["definition"])
     if "roleArn" in changes:
         _check_role(changes["roleArn"])
     updated = replace(
@@ -164,7 +164,7 @@ async def list_state_machines(service: Service, params: dict, scope: Scope) -> d
 @handler("ValidateStateMachineDefinition")
 def validate_state_machine_definition(service: Service, params: dict, scope: Scope) -> dict:
     try:
-        parse_definition(params["definition"])
+        parse_definition(params["definition"], mockable=service.mocks is not None)
         diagnostics = []
     except InvalidDefinition as exc:
         diagnostics = exc.diagnostics

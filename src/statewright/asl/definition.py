@@ -113,15 +113,33 @@ _NOT_YET: set[str] = set()
 _ACTIVITY_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:activity:[^:]+$")
 _SERVICE_ARN = re.compile(r"^arn:aws[a-z-]*:states:::(?P<service>[a-zA-Z0-9-]+):(?P<action>[a-zA-Z0-9]+)"
                           r"(?:\.(?P<pattern>sync(?::2)?|waitForTaskToken))?$")
+_SDK_ARN = re.compile(r"^arn:aws[a-z-]*:states:::aws-sdk:(?P<service>[a-z0-9]+):(?P<action>[a-zA-Z0-9]+)"
+                      r"(?:\.(?P<pattern>waitForTaskToken))?$")
+_LAMBDA_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[a-zA-Z0-9_-]+(?::[a-zA-Z0-9_$-]+)?$")
 # The service integrations this build runs, with the patterns each allows.
 _INTEGRATIONS = {("http", "invoke"): {""}, ("states", "startExecution"): {"", "sync", "sync:2", "waitForTaskToken"}}
 
 
-def parse_definition(text: str) -> Definition:
-    """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong."""
+def _other_resource(resource: str) -> tuple[str, str, str] | None:
+    """(resource type, resource, pattern) as AWS records them in TaskScheduled for a resource this build does
+    not call: an optimized integration, an AWS SDK call or a Lambda function ARN; None if it is none of those."""
+    sdk = _SDK_ARN.match(resource)
+    if sdk:
+        return f"aws-sdk:{sdk['service']}", sdk["action"], sdk["pattern"] or ""
+    service = _SERVICE_ARN.match(resource)
+    if service:
+        return service["service"], service["action"], service["pattern"] or ""
+    if _LAMBDA_ARN.match(resource):
+        return "lambda", resource, ""
+    return None
+
+
+def parse_definition(text: str, *, mockable: bool = False) -> Definition:
+    """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong. ``mockable`` (a
+    server with mocks): a Task may name an AWS resource this build does not call, for a mock to answer."""
     raw, duplicates = load_json(text)
     try:
-        return _Parser(duplicates).parse(raw)
+        return _Parser(duplicates, mockable).parse(raw)
     except RecursionError:
         raise InvalidDefinition([Diagnostic(TOO_DEEPLY_NESTED, "The states are too deeply nested")]) from None
 
@@ -169,8 +187,9 @@ class _Scope:
 
 
 class _Parser:
-    def __init__(self, duplicates: dict[int, list[str]]) -> None:
+    def __init__(self, duplicates: dict[int, list[str]], mockable: bool = False) -> None:
         self.duplicates = duplicates  # id(object) -> keys the JSON text repeats in it
+        self.mockable = mockable
         self.problems: list[Diagnostic] = []  # the schema phase
         self.graph_problems: list[Diagnostic] = []  # the graph phase, reported only when the schema phase is clean
         self.machines: list[Machine] = []
@@ -721,10 +740,13 @@ class _Parser:
                              f"'.{state.pattern}' pattern", f"{where}/Resource")
             if state.integration == "http":
                 self.http_parameters(raw, where)
+        elif self.mockable and (other := _other_resource(resource)) is not None:
+            state.integration, state.action, state.pattern = other
+            state.runnable = False
         else:
             self.problem(INVALID_RESOURCE, f"statewright does not run the resource '{resource}' yet; it runs "
-                         "activities, arn:aws:states:::http:invoke and arn:aws:states:::states:startExecution",
-                         f"{where}/Resource")
+                         "activities, arn:aws:states:::http:invoke and arn:aws:states:::states:startExecution "
+                         "(others only when mocked: serve --mock-config)", f"{where}/Resource")
         return state
 
     def http_parameters(self, raw: dict, where: str) -> None:

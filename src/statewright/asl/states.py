@@ -81,9 +81,10 @@ class ResultState(State):
 @dataclass(slots=True)
 class TaskState(ResultState):
     resource: str = ""
-    integration: str = ""  # "activity", "http" or "states"
+    integration: str = ""  # "activity", "http" or "states"; with mocks also any other, e.g. "lambda", "aws-sdk:sqs"
     action: str = ""  # for service integrations: "invoke", "startExecution", ...
     pattern: str = ""  # "" (request and response), "sync", "sync:2" or "waitForTaskToken"
+    runnable: bool = True  # False: a resource this build does not call, accepted because a mock may answer it
     parameters: Template | None = None
     timeout_seconds: int | None = None
     timeout_seconds_path: Path | None = None

@@ -70,6 +70,7 @@ class StartExecution:
     parent: dict | None = None  # {"token", "pattern"} when a .sync Task of another execution waits on this one
     version_arn: str | None = None  # started on a version (directly or through an alias)
     alias_arn: str | None = None  # started through an alias
+    test_case: str | None = None  # started on ARN#case: the mock configuration's test case it runs
 
 
 @dataclass(frozen=True, slots=True)

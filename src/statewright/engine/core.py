@@ -45,6 +45,7 @@ from .commands import (
 )
 from .execution import ExecutionState
 from .limits import Limits
+from .mocks import MockConfig
 from .outbox import OutboxWindow
 from .timers import WINDOW_MS, TimerWindow
 from .tokens import TaskTokens
@@ -104,7 +105,8 @@ class Engine:
     def __init__(self, store: Store, *, node_id: str = "local", clock: Callable[[], int] = wall_clock_ms,
                  limits: Limits | None = None, tokens: TaskTokens | None = None,
                  planted: frozenset[str] = frozenset(), wait_scale: float = 1.0,
-                 evaluation_clock: Callable[[], float] | None = time.perf_counter) -> None:
+                 evaluation_clock: Callable[[], float] | None = time.perf_counter,
+                 mocks: MockConfig | None = None) -> None:
         self.store = store
         # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
         unknown = planted - PLANTED
@@ -122,7 +124,7 @@ class Engine:
         states_max = 10**9 if "run-unbounded" in planted else self.limits.apply_states_max
         self.services = decider.Services(self.tokens.mint, self.activities, evaluation_budget(
             self.limits, evaluation_clock), states_max, self.limits.apply_steps_max, self.limits.heavy_pause_ms,
-            wait_scale=wait_scale)
+            wait_scale=wait_scale, mocks=mocks)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.
@@ -431,7 +433,8 @@ class Engine:
                 return ExecutionAlreadyExists(command.arn)
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
                                    command.role_arn, command.input, now_ms, shard, parent=command.parent,
-                                   version_arn=command.version_arn, alias_arn=command.alias_arn)
+                                   version_arn=command.version_arn, alias_arn=command.alias_arn,
+                                   test_case=command.test_case)
             self._stage(batch, decider.start(fresh, self._definition(fresh), now_ms, self.services), 0, now_ms)
             return now_ms
         if isinstance(command, FireTimer):
@@ -675,7 +678,7 @@ class Engine:
             self._transfers.append(transfer)
 
     def _hand_out(self, dispatch: Dispatch) -> None:
-        if dispatch.payload["kind"] in TRANSFER_KINDS:
+        if dispatch.payload["kind"] in TRANSFER_KINDS and "mocked" not in dispatch.payload:
             self._transfers.append(_Transfer(dispatch, stages(dispatch, self._transfer_context)))
             return
         try:
@@ -765,7 +768,7 @@ class Engine:
             revision = self.store.get_revision(*key)
             if revision is None:
                 raise LookupError(f"definition revision {key} is missing")
-            definition = parse_definition(revision[0])
+            definition = parse_definition(revision[0], mockable=self.services.mocks is not None)
             self._definitions[key] = definition
             while len(self._definitions) > self.limits.cached_definitions_max:
                 self._definitions.popitem(last=False)

@@ -135,6 +135,7 @@ class ExecutionState:
     # What it was started through (DescribeExecution): its revision_id is that version's. Absent from older blobs.
     version_arn: str | None = None
     alias_arn: str | None = None
+    test_case: str | None = None  # serve --mock-config: the test case it runs (started on ARN#case)
 
     @property
     def is_open(self) -> bool:
@@ -151,7 +152,7 @@ class ExecutionState:
             "marker_prev": self.marker_prev, "version": self.version,
             "flows": {flow_id: _flow_row(flow) for flow_id, flow in self.flows.items()},
             "parent": self.parent, "timers": self.timers, "version_arn": self.version_arn,
-            "alias_arn": self.alias_arn})
+            "alias_arn": self.alias_arn, "test_case": self.test_case})
 
     @classmethod
     def from_blob(cls, blob: bytes) -> ExecutionState:

@@ -27,6 +27,7 @@ from ..asl.states import Definition, ResultState, State, TaskState
 from ..asl.templates import Template
 from ..asl.timestamps import format_ms
 from .execution import FAILED, ExecutionState, Flow, redrive_status
+from .mocks import MockConfig
 from .outcomes import End, Next
 
 MAX_PAYLOAD_BYTES = 262_144
@@ -68,6 +69,7 @@ class Services:
     apply_steps_max: int = 2_000  # evaluation steps after which one step enters no more states
     heavy_pause_ms: int = 250  # then, the wait before the execution goes on
     wait_scale: float = 1.0  # Waits and Retry backoffs last this many times their length (serve --wait-scale)
+    mocks: MockConfig | None = None  # serve --mock-config: what Task states of a test case answer instead
 
 
 class Step:

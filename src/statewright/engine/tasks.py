@@ -29,6 +29,10 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
     """Evaluate the Task's input and schedule its next attempt."""
     flow = step.flows[flow_id]
     attempt = flow.attempts = flow.attempts + 1
+    mocked = _mocked(step, state, attempt)
+    if mocked is None and not state.runnable:
+        raise StatesError(errors.RUNTIME, f"statewright does not call the resource {state.resource}; name the "
+                                          "state in the execution's test case of the mock configuration")
     scheduled_id = step.execution.next_event_id  # the id the Scheduled event is about to get
     flow.task = TaskAttempt(scheduled_id)  # visible to $$.Task.Token while Parameters render
     try:
@@ -59,6 +63,8 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
                "attempt": attempt, "input": effective}
     if state.pattern == "waitForTaskToken" or state.pattern.startswith("sync"):
         payload["token"] = step.token(scheduled_id, attempt)
+    if mocked is not None:  # answered by the mock, not the resource (its dispatch carries the answer, durably)
+        payload["mocked"] = mocked
     step.add_dispatch(str(scheduled_id), payload)
     return WAIT
 
@@ -202,6 +208,15 @@ def timer_fired(step: Step, flow_id: str, timer_id: str) -> Outcome:
         # AWS records a missed heartbeat as States.Timeout; rules naming States.HeartbeatTimeout still match it.
         return failed(step, flow_id, errors.TIMEOUT, None, timed_out=True, alias=HEARTBEAT_TIMEOUT)
     return failed(step, flow_id, errors.TIMEOUT, None, timed_out=True)
+
+
+def _mocked(step: Step, state: TaskState, attempt: int) -> dict[str, Any] | None:
+    """The mocked outcome of this attempt when the execution runs a test case that names the state (engine/mocks.py)."""
+    execution, services = step.execution, step.services
+    if execution.test_case is None or services is None or services.mocks is None:
+        return None
+    machine = execution.state_machine_arn.split(":")[6]
+    return services.mocks.response(machine, execution.test_case, state.name, attempt - 1)
 
 
 def _resource_name(state: TaskState) -> str:

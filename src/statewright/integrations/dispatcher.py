@@ -15,12 +15,17 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..engine.commands import Command, StartAttempt, TaskNotPending
+from ..asl.jsonio import dumps
+from ..engine.commands import Command, CompleteAttempt, EngineUnavailable, StartAttempt, TaskNotPending
+from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..store.base import Dispatch
 
 log = logging.getLogger("statewright.integrations")
 
 Handler = Callable[[Dispatch], Awaitable[None] | bool | None]  # False: full now, give the dispatch back
+REPORT_RETRY_FIRST_S = 0.05  # the first pause before an outcome the engine could not commit is sent again
+REPORT_RETRY_MAX_S = 2.0
+MOCK_REPORT_S = 60.0  # how long a mocked outcome is offered again while the engine cannot commit it
 
 
 class Dispatcher:
@@ -56,7 +61,7 @@ class Dispatcher:
             loop.call_soon_threadsafe(self._deliver, dispatch)
 
     def _deliver(self, dispatch: Dispatch) -> None:
-        handler = self._handlers.get(dispatch.payload["kind"])
+        handler = self.answer_mocked if "mocked" in dispatch.payload else self._handlers.get(dispatch.payload["kind"])
         if handler is None:
             log.error("no integration handles dispatches of kind %r", dispatch.payload["kind"])
             return
@@ -72,6 +77,38 @@ class Dispatcher:
         self._running.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("an integration failed", exc_info=task.exception())
+
+    async def report(self, completion: CompleteAttempt, within_s: float) -> None:
+        """Hand an attempt's outcome to the engine until it lands, for up to ``within_s`` (the attempt's own
+        deadline ends it anyway); an attempt no longer pending (its deadline fired first) takes nothing."""
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + within_s
+        pause_s = REPORT_RETRY_FIRST_S
+        while True:
+            try:
+                await self.run(completion)
+                return
+            except TaskNotPending:
+                return
+            except EngineUnavailable:
+                if loop.time() + pause_s > give_up_at:
+                    raise
+            await asyncio.sleep(pause_s)
+            pause_s = min(pause_s * 2, REPORT_RETRY_MAX_S)
+
+    async def answer_mocked(self, dispatch: Dispatch) -> None:
+        """A Task of a test case (engine/mocks.py): started, then answered with the mocked outcome its dispatch
+        carries, as its resource would have answered."""
+        try:
+            if not await self.start_attempt(dispatch, "mock"):
+                return  # a duplicate, or the attempt moved on
+        except EngineUnavailable:
+            return  # the start did not land: the engine re-reads the shard and offers the dispatch again
+        mocked = dispatch.payload["mocked"]
+        outcome = (AttemptSucceeded(dumps(mocked["Return"])) if "Return" in mocked
+                   else AttemptFailed(mocked["Throw"]["Error"], mocked["Throw"]["Cause"]))
+        await self.report(CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"], outcome),
+                          MOCK_REPORT_S)
 
     async def start_attempt(self, dispatch: Dispatch, worker_name: str | None = None) -> bool:
         """Record the attempt as started; False when the owning shard refuses (a duplicate, or moved on)."""

@@ -68,7 +68,7 @@ import h11
 
 from ..asl import errors
 from ..asl.jsonio import dumps, loads
-from ..engine.commands import CompleteAttempt, EngineUnavailable, TaskNotPending
+from ..engine.commands import CompleteAttempt, EngineUnavailable
 from ..engine.limits import Limits
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..store.base import Dispatch
@@ -98,8 +98,6 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 RESPONSE_BYTES_MAX = 262_144
 READ_CHUNK_BYTES = 65_536
 TOKEN_REFRESH_MARGIN_S = 60.0
-REPORT_RETRY_FIRST_S = 0.05  # the first pause before a result the engine could not commit is sent again
-REPORT_RETRY_MAX_S = 2.0
 ATTEMPT_TIMEOUT_S = 60.0  # AWS's limit on one HTTP Task attempt (the engine enforces it as a deadline too)
 # Characters left as they are when a URL's path and query go on the wire; everything else is percent-encoded.
 URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
@@ -638,22 +636,6 @@ class HttpTasks:
             except EngineUnavailable:
                 return  # the start did not land: the engine re-reads the shard and offers the call again
             outcome = await invoke(dispatch.payload["input"], self.connections)
-        await self._report(CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"], outcome))
-
-    async def _report(self, completion: CompleteAttempt) -> None:
-        """Hand the call's outcome to the engine until it lands: the call was made, and calling again (after the
-        attempt's deadline, on a Retry) would repeat its side effect. Bounded by the attempt's deadline."""
-        loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + ATTEMPT_TIMEOUT_S
-        pause_s = REPORT_RETRY_FIRST_S
-        while True:
-            try:
-                await self.dispatcher.run(completion)
-                return
-            except TaskNotPending:  # the attempt's 60 s deadline fired first
-                return
-            except EngineUnavailable:
-                if loop.time() + pause_s > give_up_at:
-                    raise
-            await asyncio.sleep(pause_s)
-            pause_s = min(pause_s * 2, REPORT_RETRY_MAX_S)
+        # The call was made: calling again (after the attempt's deadline, on a Retry) would repeat its side effect.
+        await self.dispatcher.report(CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"],
+                                                     outcome), ATTEMPT_TIMEOUT_S)

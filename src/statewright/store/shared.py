@@ -124,4 +124,6 @@ def activity_row(row: tuple) -> ActivityRecord:
 
 def activity_of(payload: dict[str, Any]) -> str | None:
     """The activity ARN of a dispatch's payload if it is an activity task (kept in its own column, to claim by)."""
-    return payload.get("resource") if payload.get("kind") == "activity" else None
+    if payload.get("kind") != "activity" or "mocked" in payload:  # a mocked task is answered by its mock only
+        return None
+    return payload.get("resource")
