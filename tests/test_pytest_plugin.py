@@ -1,5 +1,6 @@
-"""The pytest plugin as a user gets it: the README's example test (docs/examples) runs in a pytest process of its
-own, with nothing but the plugin's fixtures, and passes; a failing test in it fails."""
+"""The pytest plugin as a user gets it: the README's example test (docs/examples: a day's Wait, a mocked Lambda
+retried once, an activity) runs in a pytest process of its own, with nothing but the plugin's fixtures and its
+pytest.ini, and passes; a failing test in it fails."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).parent.parent / "docs" / "examples" / "test_approval_workflow.py"
+EXAMPLES = Path(__file__).parent.parent / "docs" / "examples"
 
 
 def run_pytest(directory: Path) -> subprocess.CompletedProcess:
@@ -17,7 +18,8 @@ def run_pytest(directory: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_readme_example_passes_with_the_plugin_fixtures(tmp_path):
-    shutil.copy(EXAMPLE, tmp_path / EXAMPLE.name)
+    for name in ("test_approval_workflow.py", "MockConfigFile.json", "pytest.ini"):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
     run = run_pytest(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout

@@ -1,8 +1,9 @@
 """The pytest plugin (registered as ``statewright`` by ``pip install statewright[testing]``): one real statewright
 server per test session on the virtual clock, and fixtures to reach it.
 
-- ``statewright_server``: the session's StatewrightServer (``--clock virtual``, a temporary data directory; more
-  ``statewright serve`` options from the ``statewright_serve_args`` ini setting).
+- ``statewright_server``: the session's StatewrightServer (``--clock virtual``, a temporary data directory; a mock
+  configuration from the ``statewright_mock_config`` ini setting, a path from the rootdir; more ``statewright
+  serve`` options from ``statewright_serve_args``).
 - ``statewright_sfn``: a boto3 Step Functions client pointed at it.
 - ``statewright_clock``: its clock: ``advance("1d")`` fires every timer the day passes; ``now()``.
 
@@ -24,12 +25,18 @@ from .server import StatewrightServer
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("statewright_serve_args", "more `statewright serve` options for the statewright_server fixture",
                   default="")
+    parser.addini("statewright_mock_config", "a MockConfigFile.json for the statewright_server fixture (a path from "
+                                             "the rootdir): executions started on ARN#TestCase run on its mocks",
+                  default="")
 
 
 @pytest.fixture(scope="session")
 def statewright_server(request: pytest.FixtureRequest,
                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[StatewrightServer]:
     extra = tuple(shlex.split(request.config.getini("statewright_serve_args")))
+    mock_config = request.config.getini("statewright_mock_config")
+    if mock_config:
+        extra += ("--mock-config", str(request.config.rootpath / mock_config))
     server = StatewrightServer(tmp_path_factory.mktemp("statewright") / "data",
                                extra_args=("--clock", "virtual", *extra)).start()
     yield server
