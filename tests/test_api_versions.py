@@ -167,6 +167,8 @@ def test_an_execution_on_a_version_reports_it_and_describes_the_versions_definit
     assert described["stateMachineVersionArn"] == f"{machine}:1"
     assert "stateMachineAliasArn" not in described
     assert "stateMachineVersionArn" not in sfn.describe_execution(executionArn=latest)
+    started = sfn.get_execution_history(executionArn=on_version)["events"][0]["executionStartedEventDetails"]
+    assert started["stateMachineVersionArn"] == f"{machine}:1" and "stateMachineAliasArn" not in started
     assert json.loads(sfn.describe_state_machine_for_execution(executionArn=on_version)["definition"]) == ONE
     by_version = sfn.list_executions(stateMachineArn=f"{machine}:1")["executions"]
     assert [item["executionArn"] for item in by_version] == [on_version]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from concurrent.futures import Future
 
 import pytest
@@ -149,6 +150,24 @@ def test_a_tick_reads_the_executions_it_does_not_hold_in_one_store_call(store):
     engine.tick(clock.now_ms)
     assert [len(arns) for arns in reads] == [20, 20]
     assert [reply.result() for reply in again] == [reply.result() for reply in replies]
+
+
+def test_an_execution_row_this_build_cannot_read_fails_its_own_commands_and_no_others(store):
+    clock = VirtualClock()
+    engine = make_engine(store, clock, cache_size=0)
+    command, started = start(engine, "unreadable", 3600)
+    engine.tick(clock.now_ms)
+    started.result()
+    state = json.loads(store.load_execution(command.arn))
+    state["v"] = 99  # as a newer statewright would write it
+    with sqlite3.connect(store.path) as raw:  # behind the store's back, as another process would write it
+        raw.execute("UPDATE executions SET state = ? WHERE arn = ?", (json.dumps(state).encode(), command.arn))
+    stopped = engine.submit(StopExecution(command.arn, "E", "c"))
+    _, fresh = start(engine, "readable", 5)
+    engine.tick(clock.now_ms)
+    assert isinstance(fresh.result(), int)
+    with pytest.raises(ValueError, match="newer than this statewright reads"):
+        stopped.result()
 
 
 def test_commands_for_one_execution_apply_in_order_within_a_tick(store):

@@ -213,6 +213,19 @@ def test_a_caller_that_skips_the_challenge_is_closed_before_anything_applies(nod
     assert code(missing) == "ExecutionDoesNotExist"
 
 
+def test_a_caller_that_never_answers_the_challenge_is_closed(nodes):
+    _, b = nodes
+
+    async def stay_silent() -> int:
+        async with connect(channel.websocket_url(b.endpoint), proxy=None) as raw:
+            await raw.recv()  # the challenge, never answered
+            with pytest.raises(websockets.ConnectionClosed):
+                await raw.recv()  # the node closes the connection after CONNECT_TIMEOUT_S
+            return raw.close_code
+
+    assert asyncio.run(stay_silent()) == channel.POLICY_VIOLATION
+
+
 def test_the_channel_refuses_bad_bodies_and_is_absent_without_a_secret(nodes, tmp_path):
     _, b = nodes
     garbled = b'{"v": 1, "throttle": true, "commands": [{"type": "Nope"}]}'

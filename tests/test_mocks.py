@@ -163,6 +163,20 @@ def test_a_resource_statewright_does_not_call_and_no_mock_answers_fails_the_exec
     assert "mock configuration" in described["cause"]
 
 
+def test_a_start_with_the_same_name_on_another_test_case_is_another_execution(server):
+    sfn = server.client()
+    activity = sfn.create_activity(name=f"held-{uuid.uuid4().hex[:8]}")["activityArn"]
+    machine = orders(sfn, activity)  # HybridPath waits on the real activity: the execution stays open
+    name = uuid.uuid4().hex
+    first = sfn.start_execution(stateMachineArn=f"{machine}#HybridPath", name=name, input="{}")
+    again = sfn.start_execution(stateMachineArn=f"{machine}#HybridPath", name=name, input="{}")  # idempotent
+    assert again["executionArn"] == first["executionArn"]
+    with pytest.raises(ClientError) as refused:
+        sfn.start_execution(stateMachineArn=f"{machine}#Broken", name=name, input="{}")
+    assert refused.value.response["Error"]["Code"] == "ExecutionAlreadyExists"
+    sfn.stop_execution(executionArn=first["executionArn"])
+
+
 def test_a_test_case_that_does_not_exist_is_refused(server):
     sfn = server.client()
     machine = orders(sfn)
@@ -196,6 +210,8 @@ def test_without_a_mock_config_test_cases_and_unrun_resources_are_refused(tmp_pa
     ({"MockedResponses": {"R": {"first": {"Return": 1}}}}, "MockedResponses.R has the key 'first'"),
     ({"MockedResponses": {"R": {"0": {"Return": 1, "Throw": {"Error": "E"}}}}}, "exactly one of Return or Throw"),
     ({"MockedResponses": {"R": {"0-2": {"Return": 1}, "2": {"Return": 2}}}}, "answers attempt 2 twice"),
+    ({"MockedResponses": {"R": {"0": {"Return": 1}, "2": {"Return": 2}}}}, "does not answer attempt 1"),
+    ({"MockedResponses": {"R": {"1": {"Return": 1}}}}, "does not answer attempt 0"),
 ])
 def test_a_mock_config_that_cannot_be_used_stops_the_server_saying_where(tmp_path, config, says):
     path = tmp_path / "MockConfigFile.json"

@@ -148,3 +148,21 @@ def test_wait_scale_must_be_a_number_from_zero(tmp_path):
     run = subprocess.run([sys.executable, "-m", "statewright", "serve", "--wait-scale", "-1", "--data-dir",
                           str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "--wait-scale" in run.stderr
+
+
+def test_one_advance_fires_the_timers_set_within_its_span_at_their_due_times_before_it_answers(server):
+    sfn = server.client()
+    arn = machine(sfn, {"StartAt": "Day", "States": {
+        "Day": {"Type": "Wait", "Seconds": DAY_S, "Next": "Hour"},
+        "Hour": {"Type": "Wait", "Seconds": 3600, "Next": "Done"},
+        "Done": {"Type": "Pass", "End": True}}})
+    run = started(sfn, arn)
+    assert clock(server, "advance", "2d").returncode == 0
+    described = sfn.describe_execution(executionArn=run)  # at once: the advance answers once they have fired
+    assert described["status"] == "SUCCEEDED"
+    events = {event["type"] + ":" + (event.get("stateExitedEventDetails") or {}).get("name", ""): event["timestamp"]
+              for event in history(sfn, run)}
+    slack = timedelta(seconds=1)  # the wall clock runs on meanwhile (the virtual clock is it plus an offset)
+    assert timedelta(days=1) <= events["WaitStateExited:Day"] - described["startDate"] < timedelta(days=1) + slack
+    assert timedelta(hours=1) <= events["WaitStateExited:Hour"] - events["WaitStateExited:Day"] < timedelta(
+        hours=1) + slack

@@ -8,9 +8,12 @@ Against HTTP requests (one per forwarded batch) this costs a few tens of microse
 no request line, headers or signature per call, one connection kept open.
 
 The connection is authenticated once, without the secret crossing the wire: the receiver opens with a fresh random
-challenge and closes the connection (code 1008) unless the caller's first message is its HMAC-SHA256 under the
-cluster secret. Someone who sees a connection on a network without TLS can replay nothing: the next connection gets
-another challenge. A node that is not in cluster mode refuses the handshake (HTTP 403).
+challenge and closes the connection (code 1008) unless the caller's first message, within a second, is its
+HMAC-SHA256 under the cluster secret. Someone who only sees a connection can replay nothing: the next connection
+gets another challenge. The messages after it carry no signature of their own, and the caller does not check who
+answers: someone who can take over a TCP connection between nodes could send commands on it. Between nodes on a
+network you do not trust, put TLS in front of each node (advertise an https:// URL: the channel is then wss://).
+A node that is not in cluster mode refuses the handshake (HTTP 403).
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ PATH = "/_statewright/channel"
 COMMANDS, CHANGED = b"c", b"a"  # what a request carries
 OK, REFUSED = b"0", b"!"  # how it was answered
 POLICY_VIOLATION = 1008  # the close code for a caller that cannot prove it knows the secret
-# A forwarded batch is at most BATCH_COMMANDS_MAX commands of at most 256 KiB each (AWS's payload limit).
-MESSAGE_BYTES_MAX = 256 * 1024 * 1024
+# A forwarded batch is at most BATCH_COMMANDS_MAX (200) commands of at most 256 KiB each (AWS's payload limit).
+MESSAGE_BYTES_MAX = 64 * 1024 * 1024
+MESSAGES_QUEUED_MAX = 4  # received and not yet read, per connection (uvicorn's ws_max_queue): bounds memory
 CONNECT_TIMEOUT_S = 1.0
 _ID_BYTES = 8
+_PROOF_BYTES = 32  # an HMAC-SHA256 digest
 
 
 class Unreachable(Exception):
@@ -96,12 +101,15 @@ class Channel:
             return self._connection
         if self._connecting is None:
             self._connecting = asyncio.ensure_future(self._open())
-        connecting = self._connecting
-        try:
-            return await asyncio.shield(connecting)  # a caller giving up does not cancel the others' connection
-        finally:
-            if connecting.done() and self._connecting is connecting:
-                self._connecting = None
+            self._connecting.add_done_callback(self._opened)
+        return await asyncio.shield(self._connecting)  # a caller giving up does not cancel the others' connection
+
+    def _opened(self, connecting: asyncio.Future) -> None:
+        """An open finished (or failed): the next caller opens again if there is no connection by then."""
+        if self._connecting is connecting:
+            self._connecting = None
+        if not connecting.cancelled():
+            connecting.exception()  # retrieved: a failed open is each waiting caller's error, not the loop's
 
     async def _open(self) -> ClientConnection:
         try:
@@ -161,9 +169,13 @@ async def serve(scope: dict, receive: Any, send: Any, secret: bytes | None, answ
     await send({"type": "websocket.accept"})
     challenge = secrets.token_bytes(32)
     await send({"type": "websocket.send", "bytes": challenge})
-    first = await receive()
-    if first["type"] != "websocket.receive" or not hmac.compare_digest(first.get("bytes") or b"",
-                                                                      proof(secret, challenge)):
+    try:  # a caller that does not answer at once is no node of this cluster: it holds no connection
+        first = await asyncio.wait_for(receive(), CONNECT_TIMEOUT_S)
+    except TimeoutError:
+        first = {"type": "websocket.receive", "bytes": b""}
+    answer_bytes = first.get("bytes") or b""
+    if (first["type"] != "websocket.receive" or len(answer_bytes) != _PROOF_BYTES
+            or not hmac.compare_digest(answer_bytes, proof(secret, challenge))):
         client = (scope.get("client") or ("?",))[0]
         log.warning("refused a channel from %s: it does not know this cluster's secret", client)
         await send({"type": "websocket.close", "code": POLICY_VIOLATION, "reason": "wrong cluster secret"})
@@ -171,7 +183,11 @@ async def serve(scope: dict, receive: Any, send: Any, secret: bytes | None, answ
     running: set[asyncio.Task] = set()
 
     async def respond(message: bytes) -> None:
-        status, body = await answer(message[_ID_BYTES:_ID_BYTES + 1], message[_ID_BYTES + 1:])
+        try:
+            status, body = await answer(message[_ID_BYTES:_ID_BYTES + 1], message[_ID_BYTES + 1:])
+        except Exception as exc:  # e.g. the store away while re-reading a change: the caller hears it at once
+            log.warning("a channel request failed: %s", exc)
+            status, body = REFUSED, f"{type(exc).__name__}: {exc}".encode()
         try:
             await send({"type": "websocket.send", "bytes": message[:_ID_BYTES] + status + body})
         except Exception:  # the caller went away: it sends the request again elsewhere

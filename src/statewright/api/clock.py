@@ -3,8 +3,10 @@ forward on request, so a test of a 30-day flow runs in milliseconds with histori
 
 The offset is a store setting, written before an advance is answered: a server killed after an advance starts
 again at the advanced time, and since the clock never goes back no timer can fire twice. The engine, the API's
-timestamps and the activity polls all read this clock; the engine is woken after an advance and fires, in due
-order, every timer the span passed (Waits, Retry backoffs, TimeoutSeconds, HeartbeatSeconds).
+timestamps and the activity polls all read this clock. An advance moves it from one due timer to the next
+(``advance_through``), so every timer the span passed fires, in due order and at its due time, including those
+that timers fired within the span set (Waits, Retry backoffs, TimeoutSeconds, HeartbeatSeconds), and it is
+answered once they have.
 
 The operations ride on the API's own protocol with their own target prefix: ``X-Amz-Target:
 Statewright.GetClock`` answers ``{"now": epoch seconds, "offsetMs": n}``; ``Statewright.AdvanceClock`` with
@@ -14,16 +16,21 @@ answers the same. ``statewright clock now|advance`` calls them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
 import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from ..engine.core import wall_clock_ms
 from ..store.base import Store
 from .errors import AwsError
+
+if TYPE_CHECKING:
+    from .service import Service
 
 TARGET_PREFIX = "Statewright."
 OPERATIONS = ("GetClock", "AdvanceClock")
@@ -31,6 +38,8 @@ _SETTING = "virtual_clock_offset_ms"
 _DURATION = re.compile(r"(\d{1,12})([smhd])", re.ASCII)
 _UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 ADVANCE_MS_MAX = 100 * 365 * 86_400_000  # a century per call: far enough for any test, short of overflows
+SETTLE_S = 30.0  # how long an advance waits for the engine to fire what the span passed
+SETTLE_POLL_S = 0.005
 
 
 def parse_duration(text: str) -> int:
@@ -79,6 +88,41 @@ def call(endpoint: str, operation: str, body: dict, timeout_s: float = 30) -> di
         return json.loads(answer.read())
 
 
+async def advance_through(service: Service, clock: VirtualClock, by_ms: int) -> None:
+    """Move the clock forward by ``by_ms`` one due timer at a time: to the next timer, until the engine has fired
+    everything due by then (a fired timer may set another within the span: a Wait after a Wait, a retry's
+    backoff), then on to the next, and last to the end of the span. So events carry their timers' due times, and
+    the answer comes once every timer the span passed has fired (or after SETTLE_S, for an execution that keeps
+    setting timers due at once)."""
+    loop = asyncio.get_running_loop()
+    target_ms = clock() + by_ms
+    give_up_at = loop.time() + SETTLE_S
+    while True:
+        await _settle(service, clock, give_up_at)
+        due_ms = await service.store_call(_next_due, service.store, target_ms)
+        until_ms = target_ms if due_ms is None else due_ms
+        if until_ms > clock():
+            await service.store_call(clock.advance, until_ms - clock())
+            service.engine.wake()  # the timers now due fire at once, not at the engine's next look
+        if due_ms is None or loop.time() > give_up_at:
+            await _settle(service, clock, give_up_at)
+            return
+
+
+async def _settle(service: Service, clock: VirtualClock, give_up_at: float) -> None:
+    """Wait until no timer due by now is left unfired (a fired timer's row goes in its commit)."""
+    loop = asyncio.get_running_loop()
+    while await service.store_call(_next_due, service.store, clock()) is not None and loop.time() < give_up_at:
+        await asyncio.sleep(SETTLE_POLL_S)
+
+
+def _next_due(store: Store, until_ms: int) -> int | None:
+    """The earliest time a timer of any shard fires at, if one fires by ``until_ms``."""
+    due = [rows[0].fire_at_ms for shard in range(store.shard_count())
+           if (rows := store.due_timers(shard, 0, until_ms, 1))]
+    return min(due, default=None)
+
+
 def reading(clock: VirtualClock) -> dict:
     return {"now": clock() / 1000, "offsetMs": clock.offset_ms}
 
@@ -93,10 +137,15 @@ def advance_by(params: dict) -> int:
         if not isinstance(by, str):
             raise AwsError("ValidationException", f"'by' must be a string such as \"90d\", not {by!r}")
         try:
-            return parse_duration(by)
+            by_ms = parse_duration(by)
         except ValueError as exc:
             raise AwsError("ValidationException", str(exc)) from None
-    if isinstance(milliseconds, bool) or not isinstance(milliseconds, int) or milliseconds < 0:
+    elif isinstance(milliseconds, bool) or not isinstance(milliseconds, int) or milliseconds < 0:
         raise AwsError("ValidationException", f"'milliseconds' must be a whole number of 0 or more, not "
                                               f"{milliseconds!r}")
-    return milliseconds
+    else:
+        by_ms = milliseconds
+    if by_ms > ADVANCE_MS_MAX:
+        raise AwsError("ValidationException", f"The clock moves forward by at most {ADVANCE_MS_MAX // 86_400_000}d "
+                                              "at a time; advance it in steps")
+    return by_ms

@@ -48,7 +48,7 @@ ATTEMPT_TIMEOUT_S = 5.0
 FIRST_RETRY_S = 0.02
 LAST_RETRY_S = 0.5  # the longest pause between tries, doubled from FIRST_RETRY_S
 REQUESTS_PER_NODE_MAX = 4  # requests in flight to one node; calls arriving meanwhile wait for the next
-BATCH_COMMANDS_MAX = 512  # commands in one request
+BATCH_COMMANDS_MAX = 200  # commands in one request (within the channel's message size: see channel.py)
 # How long a change waits for the other nodes to hear of it; one that does not hears of it through its next miss
 # (activities) or its cache's expiry (state machine records, within a second).
 ANNOUNCE_TIMEOUT_S = 1.0
@@ -129,7 +129,8 @@ class Forwarder:
                 pause = min(pause * 2, LAST_RETRY_S)
 
     async def announce(self, addresses: list[str], body: bytes) -> None:
-        """Send a change (see cluster.py) to these nodes at once; waits at most ANNOUNCE_TIMEOUT_S for them."""
+        """Send a change (see cluster.py) to these nodes at once; waits ANNOUNCE_TIMEOUT_S for their answers, after
+        opening a channel to a node it has none to (up to channel.CONNECT_TIMEOUT_S more, twice)."""
         answers = await asyncio.gather(*(self._channel(address).request(CHANGED, body, ANNOUNCE_TIMEOUT_S)
                                          for address in addresses), return_exceptions=True)
         for address, answer in zip(addresses, answers, strict=True):

@@ -215,7 +215,8 @@ def serve(config: ServerConfig) -> int:
                                     lifespan="on", proxy_headers=False, server_header=False,
                                     http=protocol_class(config.http),
                                     timeout_keep_alive=config.http.keep_alive_ms / 1000,
-                                    ws_max_size=channel.MESSAGE_BYTES_MAX),
+                                    ws_max_size=channel.MESSAGE_BYTES_MAX,
+                                    ws_max_queue=channel.MESSAGES_QUEUED_MAX),
                      on_exit=lambda: _on_exit(service))
     try:
         server.run()

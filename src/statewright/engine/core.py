@@ -83,7 +83,7 @@ class _Batch:
     replies: list[tuple[Reply, object, int]] = field(default_factory=list)
     fired: dict[int, tuple[str, str, int, int]] = field(default_factory=dict)  # write index -> the timer it fired
     fetched: dict[str, ExecutionState | None] = field(default_factory=dict)  # read by the prefetch (None: new)
-    unread: dict[str, StoreUnavailable] = field(default_factory=dict)  # the prefetch failed: each fails alike
+    unread: dict[str, Exception] = field(default_factory=dict)  # the prefetch failed for these: each fails alike
     # (transfer, its stage's replies, first write index, end write index): goes on only if those writes land
     transfers: list[tuple[_Transfer, list[object], int, int]] = field(default_factory=list)
     group: int = 0  # the write group being staged (0: none): a transfer stage, or a start with its result
@@ -428,7 +428,8 @@ class Engine:
         current = batch.staged.get(command.arn) or self._load(command.arn, batch)
         if isinstance(command, StartExecution):
             if current is not None:
-                if current.is_open and current.input == command.input and current.parent == command.parent:
+                if (current.is_open and current.input == command.input and current.parent == command.parent
+                        and current.test_case == command.test_case):
                     return current.start_ms  # idempotent start (a child only for the parent attempt that made it)
                 return ExecutionAlreadyExists(command.arn)
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
@@ -724,12 +725,15 @@ class Engine:
             return
         try:
             found = self.store.load_executions(wanted)
-        except StoreUnavailable as exc:  # as if each had failed to load: their commands fail and come again
+        except Exception as exc:  # as if each had failed to load: their commands fail (and come again, if retried)
             batch.unread = dict.fromkeys(wanted, exc)
             return
         for arn in wanted:
             blob = found.get(arn)
-            batch.fetched[arn] = None if blob is None else self._keep(ExecutionState.from_blob(blob))
+            try:
+                batch.fetched[arn] = None if blob is None else self._keep(ExecutionState.from_blob(blob))
+            except Exception as exc:  # a row this build cannot read fails its own commands, not the tick
+                batch.unread[arn] = exc
 
     def _load(self, arn: str, batch: _Batch | None = None) -> ExecutionState | None:
         state = self._cache.get(arn)

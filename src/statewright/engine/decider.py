@@ -50,8 +50,12 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int,
     """Open a new execution (version 0, no events yet) and run it until it waits or closes."""
     decision = Decision(execution.copy())
     step = Step(decision, definition, now_ms, services)
-    step.emit("ExecutionStarted", "executionStartedEventDetails",
-              {"input": execution.input, "inputDetails": NO_DETAILS, "roleArn": execution.role_arn})
+    details = {"input": execution.input, "inputDetails": NO_DETAILS, "roleArn": execution.role_arn}
+    if execution.alias_arn is not None:  # as AWS records a start through an alias or on a version
+        details["stateMachineAliasArn"] = execution.alias_arn
+    if execution.version_arn is not None:
+        details["stateMachineVersionArn"] = execution.version_arn
+    step.emit("ExecutionStarted", "executionStartedEventDetails", details)
     if definition.timeout_seconds is not None:
         step.add_timer(EXECUTION_TIMEOUT_TIMER, execution.start_ms + definition.timeout_seconds * 1000)
     step.flows[ROOT] = Flow(0, None, 0)

@@ -62,7 +62,8 @@ def _continue_later(step: Step, flow: Flow, name: str, data: Any) -> None:
     step's cost."""
     flow.state, flow.data = name, data
     pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
-    step.sleep(flow, f"{CONTINUE_TIMER}{flow.entered_id}", step.now_ms + pause_ms)
+    flow.timer = f"{CONTINUE_TIMER}{flow.entered_id}"  # not step.sleep: --wait-scale scales Waits, not this
+    step.add_timer(flow.timer, step.now_ms + pause_ms)
 
 
 def settle(step: Step, flow_id: str, outcome: Outcome) -> Next | None:

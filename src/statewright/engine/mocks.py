@@ -8,8 +8,9 @@ The file names test cases per state machine and, per test case, the mocked respo
 
 An execution runs a test case when it is started on ``<state machine ARN>#<case>``. Its Task states named in the
 case do not call their resource: attempt n (0 for the first, counted per state and per branch or iteration, as
-Retry counts) gets the response whose key covers n (a number or an inclusive range); past the last key, the last
-response answers again. States the case does not name call their real resource. A mocked attempt is recorded as
+Retry counts; each branch and Map iteration counts its own from 0) gets the response whose key covers n (a number
+or an inclusive range; the keys cover every attempt from 0 on); past the last key, the last response answers
+again. States the case does not name call their real resource. A mocked attempt is recorded as
 the real one would be: scheduled, started, then succeeded with ``Return`` as its result or failed with ``Throw``.
 
 Pure data: ``MockConfig.parse`` checks a parsed file and says where it is wrong; the decider asks ``response``.
@@ -96,9 +97,15 @@ def _attempts(name: str, attempts: Any) -> tuple[tuple[int, int, dict[str, Any]]
     if not ranges:
         raise InvalidMockConfig(f"{where} defines no response")
     ranges.sort(key=lambda entry: entry[0])
+    if ranges[0][0] != 0:
+        raise InvalidMockConfig(f"{where} does not answer attempt 0, the first; its keys must cover every attempt "
+                                "from 0 on")
     for (_, last, _), (first, _, _) in itertools.pairwise(ranges):
         if first <= last:
             raise InvalidMockConfig(f"{where} answers attempt {first} twice")
+        if first > last + 1:
+            raise InvalidMockConfig(f"{where} does not answer attempt {last + 1}; its keys must cover every attempt "
+                                    "from 0 on")
     return tuple(ranges)
 
 
@@ -108,8 +115,8 @@ def _outcome(outcome: Any, where: str) -> dict[str, Any]:
         return {"Return": outcome["Return"]}
     if set(outcome) == {"Throw"}:
         thrown = _object(outcome["Throw"], f"{where}.Throw")
-        error, cause = thrown.get("Error"), thrown.get("Cause", "")
-        if not isinstance(error, str) or not isinstance(cause, str) or set(thrown) - {"Error", "Cause"}:
+        error, cause = thrown.get("Error"), thrown.get("Cause")
+        if not isinstance(error, str) or not isinstance(cause, str | None) or set(thrown) - {"Error", "Cause"}:
             raise InvalidMockConfig(f"{where}.Throw takes an Error string and an optional Cause string")
-        return {"Throw": {"Error": error, "Cause": cause}}
-    raise InvalidMockConfig(f"{where} must hold exactly one of Return or Throw")
+        return {"Throw": {"Error": error} if cause is None else {"Error": error, "Cause": cause}}
+    raise InvalidMockConfig(f"{where} must hold exactly one of Return or Throw, not {sorted(outcome)}")

@@ -63,7 +63,7 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
                "attempt": attempt, "input": effective}
     if state.pattern == "waitForTaskToken" or state.pattern.startswith("sync"):
         payload["token"] = step.token(scheduled_id, attempt)
-    if mocked is not None:  # answered by the mock, not the resource (its dispatch carries the answer, durably)
+    if mocked is not None:  # answered by the mock, not the resource (the dispatch carries the answer until it lands)
         payload["mocked"] = mocked
     step.add_dispatch(str(scheduled_id), payload)
     return WAIT

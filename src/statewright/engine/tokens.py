@@ -89,11 +89,12 @@ class TaskTokens:
         if self._store is not None:
             self._set = _read(self._store)
 
-    def reread_for(self, token: str) -> TokenClaims:
-        """``verify`` after reading the key set again, for a token that named an unknown key (blocking; at most
-        one read per UNKNOWN_KEY_REREAD_S, so forged key ids cannot make a node read the store per request)."""
+    def reread_for(self, token: str, *, limited: bool = True) -> TokenClaims:
+        """``verify`` after reading the key set again, for a token that named an unknown key (blocking). A token
+        from outside (``limited``) rereads at most once per UNKNOWN_KEY_REREAD_S, so forged key ids cannot make a
+        node read the store per request; one the engine itself carries (a child's parent token) always rereads."""
         now = time.monotonic()
-        if self._store is not None and now >= self._reread_at:
+        if self._store is not None and (now >= self._reread_at or not limited):
             self._reread_at = now + UNKNOWN_KEY_REREAD_S
             self.refresh()
         return self.verify(token)
@@ -128,8 +129,11 @@ class TaskTokens:
 
 
 def _read(store: Store) -> tuple[dict[str, bytes], str]:
-    created = _encode({"current": "k1", "keys": {"k1": _b64(secrets.token_bytes(32))}})
-    stored = orjson.loads(store.put_setting_if_absent(_SETTING, created))
+    text = store.get_setting(_SETTING)  # a read; only the first node to start writes the key set
+    if text is None:
+        text = store.put_setting_if_absent(_SETTING, _encode({"current": "k1",
+                                                              "keys": {"k1": _b64(secrets.token_bytes(32))}}))
+    stored = orjson.loads(text)
     return {kid: _unb64(key) for kid, key in stored["keys"].items()}, stored["current"]
 
 

@@ -128,7 +128,7 @@ def _notify_parent(dispatch: Dispatch, context: TransferContext) -> Stages:
         try:
             claims = context.tokens.verify(payload["token"])
         except UnknownKey:  # the parent's node signed it with a key set this node has not read yet
-            claims = context.tokens.reread_for(payload["token"])
+            claims = context.tokens.reread_for(payload["token"], limited=False)
     except InvalidToken:
         log.error("a child execution carries a parent token that does not verify: %s", dispatch.execution_arn)
     else:

@@ -25,7 +25,8 @@ log = logging.getLogger("statewright.integrations")
 Handler = Callable[[Dispatch], Awaitable[None] | bool | None]  # False: full now, give the dispatch back
 REPORT_RETRY_FIRST_S = 0.05  # the first pause before an outcome the engine could not commit is sent again
 REPORT_RETRY_MAX_S = 2.0
-MOCK_REPORT_S = 60.0  # how long a mocked outcome is offered again while the engine cannot commit it
+MOCK_REPORT_S = 60.0  # how long a mocked outcome is offered again while the engine cannot commit it (then the
+# dispatch is still in the outbox: the engine offers it again once it re-reads)
 
 
 class Dispatcher:
@@ -97,16 +98,13 @@ class Dispatcher:
             pause_s = min(pause_s * 2, REPORT_RETRY_MAX_S)
 
     async def answer_mocked(self, dispatch: Dispatch) -> None:
-        """A Task of a test case (engine/mocks.py): started, then answered with the mocked outcome its dispatch
-        carries, as its resource would have answered."""
-        try:
-            if not await self.start_attempt(dispatch, "mock"):
-                return  # a duplicate, or the attempt moved on
-        except EngineUnavailable:
-            return  # the start did not land: the engine re-reads the shard and offers the dispatch again
+        """A Task of a test case (engine/mocks.py): answered with the mocked outcome its dispatch carries, as its
+        resource would have answered. The engine records the attempt's start and its result in one commit, which
+        also removes the dispatch: until then the dispatch stays in the outbox, so a crash loses no answer (a
+        second answer to an attempt that is over is refused)."""
         mocked = dispatch.payload["mocked"]
         outcome = (AttemptSucceeded(dumps(mocked["Return"])) if "Return" in mocked
-                   else AttemptFailed(mocked["Throw"]["Error"], mocked["Throw"]["Cause"]))
+                   else AttemptFailed(mocked["Throw"]["Error"], mocked["Throw"].get("Cause")))
         await self.report(CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"], outcome),
                           MOCK_REPORT_S)
 

@@ -13,8 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..api import clock
-
 START_TIMEOUT_S = 30.0
 
 
@@ -71,7 +69,8 @@ class StatewrightServer:
                 return self
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"statewright did not start listening within {START_TIMEOUT_S:g} s")
+        self.kill()
+        raise RuntimeError(f"statewright did not start listening within {START_TIMEOUT_S:g} s; see {self.log_path}")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, as in a crash."""
@@ -102,4 +101,7 @@ class StatewrightServer:
         return self._clock("GetClock", {})
 
     def _clock(self, operation: str, body: dict) -> float:
+        from ..api import clock  # here: the pytest plugin loads this module in every session, and the server's
+        # modules are heavy to import
+
         return clock.call(self.endpoint, operation, body)["now"]
