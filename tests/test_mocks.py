@@ -30,6 +30,7 @@ CONFIG = {
         }},
         "callbacks": {"TestCases": {"Mocked": {"Approve": "Approved", "Work": "Worked"}}},
         "jsonata": {"TestCases": {"Mocked": {"Call": "LambdaOk"}}},
+        "legacy": {"TestCases": {"Mocked": {"Function": "LambdaRetry"}}},
     },
     "MockedResponses": {
         "LambdaOk": {"0": {"Return": HELLO}},
@@ -152,6 +153,23 @@ def test_jsonata_states_read_the_mocked_result(server):
                  "Output": "{% {'said': $states.result.Payload.body} %}", "End": True}}})
     described = run(sfn, machine, "Mocked")
     assert json.loads(described["output"]) == {"said": "Hello from Lambda!"}
+
+
+def test_a_lambda_function_arn_is_recorded_with_lambda_function_events(server):
+    sfn = server.client()
+    function = "arn:aws:lambda:us-east-1:123456789012:function:charge"
+    machine = create(sfn, "legacy", {"StartAt": "Function", "States": {"Function": {
+        "Type": "Task", "Resource": function, "End": True,
+        "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 1, "MaxAttempts": 3}]}}})
+    described = run(sfn, machine, "Mocked")
+    assert described["status"] == "SUCCEEDED"
+    events = history(sfn, described["executionArn"])
+    attempts = {"TaskScheduled", "TaskStarted", "TaskSucceeded", "TaskFailed"}
+    types = [e["type"] for e in events if e["type"].startswith("Lambda") or e["type"] in attempts]
+    assert types == ["LambdaFunctionScheduled", "LambdaFunctionStarted", "LambdaFunctionFailed"] * 3 + [
+        "LambdaFunctionScheduled", "LambdaFunctionStarted", "LambdaFunctionSucceeded"]
+    scheduled = next(e for e in events if e["type"] == "LambdaFunctionScheduled")["lambdaFunctionScheduledEventDetails"]
+    assert scheduled["resource"] == function
 
 
 def test_a_resource_statewright_does_not_call_and_no_mock_answers_fails_the_execution(server):

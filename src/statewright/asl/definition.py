@@ -113,6 +113,7 @@ _NOT_YET: set[str] = set()
 _ACTIVITY_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:activity:[^:]+$")
 _SERVICE_ARN = re.compile(r"^arn:aws[a-z-]*:states:::(?P<service>[a-zA-Z0-9-]+):(?P<action>[a-zA-Z0-9]+)"
                           r"(?:\.(?P<pattern>sync(?::2)?|waitForTaskToken))?$")
+LAMBDA_FUNCTION = "lambdaFunction"  # TaskState.integration of a Task whose Resource is a Lambda function's ARN
 _SDK_ARN = re.compile(r"^arn:aws[a-z-]*:states:::aws-sdk:(?P<service>[a-z0-9]+):(?P<action>[a-zA-Z0-9]+)"
                       r"(?:\.(?P<pattern>waitForTaskToken))?$")
 _LAMBDA_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[a-zA-Z0-9_-]+(?::[a-zA-Z0-9_$-]+)?$")
@@ -129,8 +130,8 @@ def _other_resource(resource: str) -> tuple[str, str, str] | None:
     service = _SERVICE_ARN.match(resource)
     if service:
         return service["service"], service["action"], service["pattern"] or ""
-    if _LAMBDA_ARN.match(resource):
-        return "lambda", resource, ""
+    if _LAMBDA_ARN.match(resource):  # the legacy form: recorded as LambdaFunction* events, not Task* ones
+        return LAMBDA_FUNCTION, resource, ""
     return None
 
 

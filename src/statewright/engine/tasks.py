@@ -13,6 +13,7 @@ from typing import Any
 
 from ..asl import errors
 from ..asl.dataflow import select
+from ..asl.definition import LAMBDA_FUNCTION
 from ..asl.errors import StatesError
 from ..asl.jsonio import dumps, loads
 from ..asl.states import TaskState
@@ -40,9 +41,9 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
     finally:
         flow.task = None  # scheduled only once its event is recorded
     text = step.json_of(effective, state.name)
-    if state.integration == "activity":
+    if state.integration in _OWN_EVENTS:
         details = {"resource": state.resource, "input": text, "inputDetails": {"truncated": False}}
-        event = ("ActivityScheduled", "activityScheduledEventDetails")
+        event = _event(state, "Scheduled")
     else:
         details = {"resourceType": state.integration, "resource": _resource_name(state),
                    "region": step.execution.arn.split(":")[3], "parameters": text}
@@ -124,6 +125,8 @@ def start(step: Step, flow_id: str, worker_name: str | None) -> None:
     step.remove_dispatch(str(task.scheduled_id))
     if state.integration == "activity":
         step.emit("ActivityStarted", "activityStartedEventDetails", {"workerName": worker_name} if worker_name else {})
+    elif state.integration == LAMBDA_FUNCTION:
+        step.emit("LambdaFunctionStarted", None, {})
     else:
         step.emit("TaskStarted", "taskStartedEventDetails",
                   {"resourceType": state.integration, "resource": _resource_name(state)})
@@ -166,9 +169,8 @@ def succeeded(step: Step, flow_id: str, output_text: str) -> Outcome:
     flow = step.flows[flow_id]
     state = step.state_of(flow)
     end(step, flow_id)
-    if state.integration == "activity":
-        step.emit("ActivitySucceeded", "activitySucceededEventDetails",
-                  {"output": output_text, "outputDetails": {"truncated": False}})
+    if state.integration in _OWN_EVENTS:
+        step.emit(*_event(state, "Succeeded"), {"output": output_text, "outputDetails": {"truncated": False}})
     else:
         step.emit("TaskSucceeded", "taskSucceededEventDetails",
                   {"resourceType": state.integration, "resource": _resource_name(state), "output": output_text,
@@ -186,9 +188,8 @@ def failed(step: Step, flow_id: str, error: str | None, cause: str | None, timed
     state = step.state_of(flow)
     end(step, flow_id)
     details = without_none(error, cause)
-    if state.integration == "activity":
-        kind = "ActivityTimedOut" if timed_out else "ActivityFailed"
-        step.emit(kind, f"activity{kind[8:]}EventDetails", details)
+    if state.integration in _OWN_EVENTS:
+        step.emit(*_event(state, "TimedOut" if timed_out else "Failed"), details)
     else:
         kind = "TaskTimedOut" if timed_out else "TaskFailed"
         step.emit(kind, f"task{kind[4:]}EventDetails",
@@ -217,6 +218,16 @@ def _mocked(step: Step, state: TaskState, attempt: int) -> dict[str, Any] | None
         return None
     machine = execution.state_machine_arn.split(":")[6]
     return services.mocks.response(machine, execution.test_case, state.name, attempt - 1)
+
+
+# Integrations whose attempts AWS records with events of their own (Activity*, LambdaFunction*), not Task* ones.
+_OWN_EVENTS = {"activity": "Activity", LAMBDA_FUNCTION: "LambdaFunction"}
+
+
+def _event(state: TaskState, what: str) -> tuple[str, str]:
+    """The event type and its details' field: ("ActivityScheduled", "activityScheduledEventDetails"), ..."""
+    family = _OWN_EVENTS[state.integration]
+    return family + what, family[0].lower() + family[1:] + what + "EventDetails"
 
 
 def _resource_name(state: TaskState) -> str:
