@@ -201,7 +201,12 @@ def test_a_test_case_that_does_not_exist_is_refused(server):
     with pytest.raises(ClientError) as refused:
         sfn.start_execution(stateMachineArn=f"{machine}#NoSuchCase")
     assert refused.value.response["Error"]["Code"] == "ValidationException"
-    assert "no test case 'NoSuchCase'" in refused.value.response["Error"]["Message"]
+    message = refused.value.response["Error"]["Message"]
+    assert "no test case 'NoSuchCase'" in message and "HappyPath, HybridPath, RetryPath" in message
+    unlisted = create(sfn, "unlisted", {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
+    with pytest.raises(ClientError) as refused:
+        sfn.start_execution(stateMachineArn=f"{unlisted}#HappyPath")
+    assert "no test cases for the state machine 'unlisted'" in refused.value.response["Error"]["Message"]
 
 
 def test_without_a_mock_config_test_cases_and_unrun_resources_are_refused(tmp_path):

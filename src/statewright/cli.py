@@ -211,6 +211,8 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _clock(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.action == "now" and args.duration:
+        parser.error(f"now takes no duration; to move the clock: statewright clock advance {args.duration}")
     if args.action == "advance":
         if not args.duration:
             parser.error("advance needs a duration, such as 90d")

@@ -142,7 +142,7 @@ def advance_by(params: dict) -> int:
             raise AwsError("ValidationException", str(exc)) from None
     elif isinstance(milliseconds, bool) or not isinstance(milliseconds, int) or milliseconds < 0:
         raise AwsError("ValidationException", f"'milliseconds' must be a whole number of 0 or more, not "
-                                              f"{milliseconds!r}")
+                                              f"{json.dumps(milliseconds)}")
     else:
         by_ms = milliseconds
     if by_ms > ADVANCE_MS_MAX:

@@ -74,9 +74,13 @@ def _test_case(service: Service, given: str) -> tuple[str, str | None]:
         raise AwsError("ValidationException", f"'{given}' names a test case; start the server with --mock-config "
                                               "FILE to run executions on mocked responses")
     machine = arns.qualified(target_arn).machine.rsplit(":", 1)[1]
+    if machine not in service.mocks.cases:
+        raise AwsError("ValidationException", f"The mock configuration has no test cases for the state machine "
+                                              f"'{machine}'; it has them for: {', '.join(sorted(service.mocks.cases))}")
     if not service.mocks.has_case(machine, case):
+        known = ", ".join(sorted(service.mocks.cases[machine]))
         raise AwsError("ValidationException", f"The mock configuration has no test case '{case}' for the state "
-                                              f"machine '{machine}'")
+                                              f"machine '{machine}'; its test cases: {known}")
     return target_arn, case
 
 

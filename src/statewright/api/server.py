@@ -207,6 +207,9 @@ def serve(config: ServerConfig) -> int:
     if node is not None:
         print(f"statewright: cluster node {address} (leases {config.leases.lease_ms} ms, renewed every "
               f"{config.leases.renew_ms} ms)", flush=True)
+    if mocks is not None:
+        print(f"statewright: mocked responses from {config.mock_config} ({len(mocks.cases)} state machines with "
+              f"test cases); start executions on STATE_MACHINE_ARN#TestCase", flush=True)
     if virtual is not None:
         print(f"statewright: virtual clock at {iso(virtual())}; move it with `statewright clock advance 1d "
               f"--endpoint-url http://{config.host}:{config.port}`", flush=True)
