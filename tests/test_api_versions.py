@@ -107,6 +107,11 @@ def test_publishing_stops_at_1000_versions(sfn):
     with pytest.raises(ClientError) as excinfo:
         sfn.publish_state_machine_version(stateMachineArn=machine)
     assert excinfo.value.response["Error"]["Code"] == "ServiceQuotaExceededException"
+    before = sfn.describe_state_machine(stateMachineArn=machine)["revisionId"]
+    with pytest.raises(ClientError) as excinfo:  # an update that would publish a 1,001st version: refused whole
+        sfn.update_state_machine(stateMachineArn=machine, definition=json.dumps(ONE), publish=True)
+    assert excinfo.value.response["Error"]["Code"] == "ServiceQuotaExceededException"
+    assert sfn.describe_state_machine(stateMachineArn=machine)["revisionId"] == before
     sfn.delete_state_machine_version(stateMachineVersionArn=f"{machine}:1")
     assert sfn.publish_state_machine_version(stateMachineArn=machine)["stateMachineVersionArn"] == f"{machine}:1001"
 

@@ -13,7 +13,7 @@ from .arns import Scope
 from .errors import AwsError, invalid_arn, state_machine_does_not_exist
 from .service import STATE_MACHINE, Service, handler, seconds
 from .tags import tag_map
-from .versions import check_description, publish
+from .versions import check_description, check_room, publish
 
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 # What UpdateStateMachine may change; a change to any of them is a new revision.
@@ -118,6 +118,8 @@ async def update_state_machine(service: Service, params: dict, scope: Scope) -> 
         encryption_configuration=configuration.encryption_of(changes.get("encryptionConfiguration",
                                                                          record.encryption_configuration)))
     if _revision(updated) != _revision(record):  # an update that changes nothing leaves the revision as it was
+        if params.get("publish"):  # its new version must fit: refused whole, not updated and then refused
+            await check_room(service, record.arn)
         updated.revision_id = str(uuid.uuid4())
         if not await service.store_call(service.store.update_state_machine, updated):
             raise state_machine_does_not_exist(record.arn)

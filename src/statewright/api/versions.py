@@ -8,7 +8,7 @@ starting executions on a deleted version or keeps "no such version" for one just
 
 from __future__ import annotations
 
-from ..store.base import NoSuchStateMachine, QuotaExceeded, RevisionChanged, VersionRecord, VersionRouted
+from ..store.base import VERSIONS_MAX, NoSuchStateMachine, QuotaExceeded, RevisionChanged, VersionRecord, VersionRouted
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, conflict, quota_exceeded, state_machine_does_not_exist
@@ -26,10 +26,21 @@ async def publish(service: Service, arn: str, description: str, revision_id: str
         raise conflict(f"Failed to publish the State Machine version for revision {exc.expected}. "
                        f"The current State Machine revision is {exc.current}.") from None
     except QuotaExceeded as exc:
-        raise quota_exceeded(f"The state machine '{arn}' has {exc.limit} versions, the most it may have: delete "
-                             f"one to publish another.") from None
+        raise _too_many(arn, exc.limit) from None
     await service.changed(STATE_MACHINE, version.arn)  # a node may hold "no such version" for its ARN
     return version
+
+
+async def check_room(service: Service, arn: str) -> None:
+    """Before an UpdateStateMachine that publishes: refuse it whole, rather than update and then fail to publish."""
+    page = await service.store_call(service.store.list_versions, arn, VERSIONS_MAX, None)
+    if len(page.items) >= VERSIONS_MAX:
+        raise _too_many(arn, VERSIONS_MAX)
+
+
+def _too_many(arn: str, limit: int) -> AwsError:
+    return quota_exceeded(f"The state machine '{arn}' has {limit} versions, the most it may have: delete one to "
+                          f"publish another.")
 
 
 def check_description(params: dict) -> None:
