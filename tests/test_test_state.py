@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from botocore.exceptions import ClientError
 
 
 def run(sfn, state: dict, payload: object, **options) -> dict:
@@ -107,3 +108,33 @@ def test_a_failed_jsonata_expression_fails_the_state(sfn):
     result = run(sfn, state, {"a": 1})
     assert result["status"] == "FAILED"
     assert result["error"] == "States.QueryEvaluationError"
+
+
+LAMBDA_TASK = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Parameters": {"FunctionName": "f"},
+               "ResultSelector": {"body.$": "$.Payload.body"}, "End": True,
+               "Catch": [{"ErrorEquals": ["Lambda.Unknown"], "Next": "Handle"}]}
+
+
+def test_a_mocked_result_stands_for_the_tasks_call(sfn):
+    answer = run(sfn, LAMBDA_TASK, {}, inspectionLevel="DEBUG",
+                 mock={"result": json.dumps({"Payload": {"body": "hi"}, "StatusCode": 200})})
+    assert answer["status"] == "SUCCEEDED" and json.loads(answer["output"]) == {"body": "hi"}
+    assert json.loads(answer["inspectionData"]["result"]) == {"Payload": {"body": "hi"}, "StatusCode": 200}
+
+
+def test_a_mocked_error_output_goes_to_the_tasks_catch(sfn):
+    answer = run(sfn, LAMBDA_TASK, {}, mock={"errorOutput": {"error": "Lambda.Unknown", "cause": "boom"}})
+    assert (answer["status"], answer["error"], answer["cause"], answer["nextState"]) == (
+        "CAUGHT_ERROR", "Lambda.Unknown", "boom", "Handle")
+
+
+@pytest.mark.parametrize(("state", "mock", "says"), [
+    (LAMBDA_TASK, {"result": "{}", "errorOutput": {"error": "E"}}, "exactly one of result or errorOutput"),
+    (LAMBDA_TASK, {"result": "not json"}, "Invalid mock result"),
+    ({"Type": "Pass", "End": True}, {"result": "{}"}, "a Task state only"),
+])
+def test_a_mock_that_cannot_stand_for_the_call_is_refused(sfn, state, mock, says):
+    with pytest.raises(ClientError) as refused:
+        run(sfn, state, {}, mock=mock)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert says in refused.value.response["Error"]["Message"]

@@ -8,6 +8,7 @@ from typing import Any
 from ..asl.definition import InvalidDefinition
 from ..engine import commands
 from ..engine.execution import ExecutionState, redrive_status
+from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.test_state import outcome_of, start_test
 from ..integrations.http import invoke
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
@@ -222,6 +223,20 @@ def _revision_and_machine(service: Service, execution: ExecutionState) -> tuple[
             machine or service.store.get_state_machine(execution.state_machine_arn))
 
 
+def _test_mock(mock: Any) -> AttemptSucceeded | AttemptFailed | None:
+    """TestState's ``mock``: the Task's result (``result``, JSON text) or its error (``errorOutput``) instead of
+    calling its resource. ``fieldValidationMode`` is accepted; results are not checked against the API's shape."""
+    if mock is None:
+        return None
+    if ("result" in mock) == ("errorOutput" in mock):
+        raise AwsError("ValidationException", "A mock takes exactly one of result or errorOutput")
+    if "result" in mock:
+        parse_json(mock["result"], "ValidationException", "Invalid mock result")
+        return AttemptSucceeded(mock["result"])
+    error = mock["errorOutput"]
+    return AttemptFailed(error.get("error"), error.get("cause"))
+
+
 @handler("TestState")
 async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     text = params.get("input", "{}")
@@ -230,6 +245,7 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
         "variables") else {}
     if not isinstance(variables, dict):
         raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
+    mocked = _test_mock(params.get("mock"))
     machine_arn = scope.state_machine_arn("TestStateMachine")
     # Every evaluation off the event loop (evaluating a state can take up to its budget, and every other request
     # waits on the loop) and off the store's threads, on the engine's evaluation budget.
@@ -237,11 +253,15 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
         run = await service.evaluation_call(
             start_test, params["definition"], params.get("stateName"), text, variables,
             machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()), machine_arn,
-            params.get("roleArn", ""), service.clock(), service.engine.services)
+            params.get("roleArn", ""), service.clock(), service.engine.services, mocked is not None)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
     task = run.pending_task
-    if task is not None:
+    if mocked is not None and task is None:
+        raise AwsError("ValidationException", "TestState takes a mock for a Task state only")
+    if mocked is not None:
+        await service.evaluation_call(run.complete, mocked)
+    elif task is not None:
         if task["kind"] != "http":
             raise AwsError("ValidationException", "TestState runs Task states on arn:aws:states:::http:invoke "
                            "only; activities and nested executions need a real execution")

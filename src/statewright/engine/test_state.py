@@ -33,12 +33,13 @@ class TestOutcome:
 
 def start_test(definition_text: str, state_name: str | None, input_text: str, variables: dict[str, Any],
                execution_arn: str, state_machine_arn: str, role_arn: str, now_ms: int,
-               services: decider.Services | None = None) -> decider.OneStateRun:
+               services: decider.Services | None = None, mocked: bool = False) -> decider.OneStateRun:
     """Run the state once; raises InvalidDefinition when it (or the machine holding ``state_name``) is not valid.
-    A Task's attempt is left pending: the caller performs it and passes the result to ``complete``."""
+    A Task's attempt is left pending: the caller performs it (or, ``mocked``, answers with the request's mock,
+    so its resource need not be one statewright calls) and passes the result to ``complete``."""
     if state_name is None:
         definition_text, state_name = _as_machine(definition_text)
-    definition = parse_definition(definition_text)
+    definition = parse_definition(definition_text, mockable=mocked)
     if state_name not in definition.states:
         raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED",
                                             f"The state '{state_name}' is not in the definition")])
