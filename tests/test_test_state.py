@@ -138,3 +138,22 @@ def test_a_mock_that_cannot_stand_for_the_call_is_refused(sfn, state, mock, says
         run(sfn, state, {}, mock=mock)
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert says in refused.value.response["Error"]["Message"]
+
+
+RETRIED = {**LAMBDA_TASK, "Retry": [{"ErrorEquals": ["Lambda.ServiceException"], "IntervalSeconds": 2,
+                                     "MaxAttempts": 2},
+                                    {"ErrorEquals": ["Lambda.Unknown"], "IntervalSeconds": 3, "MaxAttempts": 2}]}
+
+
+def test_a_mocked_error_a_retrier_takes_is_retriable_with_the_retriers_index_and_backoff(sfn):
+    answer = run(sfn, RETRIED, {}, inspectionLevel="DEBUG",
+                 mock={"errorOutput": {"error": "Lambda.Unknown", "cause": "boom"}})
+    assert answer["status"] == "RETRIABLE"
+    assert answer["inspectionData"]["errorDetails"] == {"retryIndex": 1, "retryBackoffIntervalSeconds": 3}
+
+
+def test_once_the_retriers_count_is_spent_the_catch_takes_the_error(sfn):
+    answer = run(sfn, RETRIED, {}, inspectionLevel="DEBUG", stateConfiguration={"retrierRetryCount": 2},
+                 mock={"errorOutput": {"error": "Lambda.Unknown", "cause": "boom"}})
+    assert (answer["status"], answer["nextState"]) == ("CAUGHT_ERROR", "Handle")
+    assert answer["inspectionData"]["errorDetails"] == {"catchIndex": 0}

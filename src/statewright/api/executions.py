@@ -253,7 +253,8 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
         run = await service.evaluation_call(
             start_test, params["definition"], params.get("stateName"), text, variables,
             machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()), machine_arn,
-            params.get("roleArn", ""), service.clock(), service.engine.services, mocked is not None)
+            params.get("roleArn", ""), service.clock(), service.engine.services, mocked is not None,
+            (params.get("stateConfiguration") or {}).get("retrierRetryCount", 0))
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
     task = run.pending_task

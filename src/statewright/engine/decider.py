@@ -161,10 +161,16 @@ class OneStateRun:
     """
 
     def __init__(self, execution: ExecutionState, definition: Definition, state_name: str, data: Any,
-                 variables: dict[str, Any], now_ms: int, services: Services | None = None) -> None:
+                 variables: dict[str, Any], now_ms: int, services: Services | None = None,
+                 retries_used: int = 0) -> None:
+        """``retries_used``: retries already spent on the state's retrier that takes the error (TestState's
+        stateConfiguration.retrierRetryCount), so a test can see what the next error does after them."""
         step = Step(Decision(execution.copy()), definition, now_ms, services)
         step.trace = {}
         flow = Flow(0, None, 0, state=state_name, data=data, entered_ms=now_ms, variables=dict(variables))
+        state = definition.states[state_name]
+        if retries_used:
+            flow.retries = {str(index): retries_used for index in range(len(getattr(state, "retry", ())))}
         step.flows[ROOT] = flow
         flow.entered_id = step.emit(f"{definition.states[state_name].type}StateEntered", None, None)
         flow.entered_prev = step.decision.events[-1]["previousEventId"]

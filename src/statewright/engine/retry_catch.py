@@ -51,7 +51,9 @@ def retry(step: Step, flow_id: str, state: State, error: str | None, cause: str 
             return None  # the first matching retrier decides; once spent, Catch decides
         flow.retries[str(index)] = used + 1
         seed = jitter_seed(step.execution.arn, flow.entered_id, used + 1)
-        step.sleep(flow, f"retry-{flow.entered_id}-{used + 1}", step.now_ms + retrier.delay_ms(used + 1, seed))
+        delay_ms = retrier.delay_ms(used + 1, seed)
+        step.note("errorDetails", {"retryIndex": index, "retryBackoffIntervalSeconds": delay_ms // 1000})
+        step.sleep(flow, f"retry-{flow.entered_id}-{used + 1}", step.now_ms + delay_ms)
         return WAIT
     return None
 
@@ -61,9 +63,11 @@ def catch(step: Step, flow_id: str, state: State, error: str | None, cause: str 
     """The first catcher matching the error takes the flow to its Next; without one the flow fails."""
     if not isinstance(state, ResultState) or error is None:
         return Fail(error, cause)
-    catcher = next((catcher for catcher in state.catch if matches(catcher.error_equals, error, alias)), None)
+    index, catcher = next(((index, catcher) for index, catcher in enumerate(state.catch)
+                           if matches(catcher.error_equals, error, alias)), (None, None))
     if catcher is None:
         return Fail(error, cause)
+    step.note("errorDetails", {"catchIndex": index})
     flow = step.flows[flow_id]
     error_object = error_output(error, cause)
     try:

@@ -33,7 +33,8 @@ class TestOutcome:
 
 def start_test(definition_text: str, state_name: str | None, input_text: str, variables: dict[str, Any],
                execution_arn: str, state_machine_arn: str, role_arn: str, now_ms: int,
-               services: decider.Services | None = None, mocked: bool = False) -> decider.OneStateRun:
+               services: decider.Services | None = None, mocked: bool = False,
+               retries_used: int = 0) -> decider.OneStateRun:
     """Run the state once; raises InvalidDefinition when it (or the machine holding ``state_name``) is not valid.
     A Task's attempt is left pending: the caller performs it (or, ``mocked``, answers with the request's mock,
     so its resource need not be one statewright calls) and passes the result to ``complete``."""
@@ -46,7 +47,7 @@ def start_test(definition_text: str, state_name: str | None, input_text: str, va
     execution = ExecutionState(execution_arn, state_machine_arn, execution_arn.rsplit(":", 1)[-1], "test",
                                role_arn, input_text, now_ms, 0)
     return decider.OneStateRun(execution, definition, state_name, orjson.loads(input_text), variables, now_ms,
-                               services)
+                               services, retries_used)
 
 
 def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
@@ -56,6 +57,8 @@ def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
     inspection.update({step: dumps(trace[step]) for step in _INSPECTION_STEPS if step in trace})
     if "maxConcurrency" in trace:
         inspection["maxConcurrency"] = trace["maxConcurrency"]
+    if "errorDetails" in trace:  # which retrier or catcher took the error (and the retry's backoff)
+        inspection["errorDetails"] = trace["errorDetails"]
     if run.variables:
         inspection["variables"] = dumps(run.variables)
     caught = trace.get("error")
