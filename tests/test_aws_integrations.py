@@ -10,86 +10,13 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from aws import LocalFunction, aws_client, server_env, start_moto
-from server import ROLE_ARN, ServerProcess, history, wait_closed
-
-ACCOUNT = "123456789012"
-
-
-def _function_answer(path: str, payload, number: int) -> tuple[int, object]:
-    if path == "/greet":
-        return 200, {"greeting": f"hello {payload.get('name')}"}
-    if path == "/flaky" and number == 1:
-        return 200, {"errorType": "FlakyError", "errorMessage": "first call fails", "stackTrace": []}
-    if path == "/flaky":
-        return 200, {"ok": number}
-    if path == "/broken":
-        return 500, {"message": "the handler crashed"}
-    if path == "/slow":
-        time.sleep(2)
-        return 200, {"slow": True}
-    return 200, payload  # /legacy echoes
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server, endpoint = start_moto()
-    yield endpoint
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def functions():
-    local = LocalFunction(_function_answer)
-    yield local
-    local.close()
-
-
-@pytest.fixture(scope="module")
-def aws_server(tmp_path_factory, moto, functions):
-    directory = tmp_path_factory.mktemp("aws")
-    mapping = {name: f"{functions.url}/{name}" for name in ("greet", "flaky", "broken", "slow")}
-    mapping[f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:legacy"] = f"{functions.url}/legacy"
-    (directory / "functions.json").write_text(json.dumps(mapping))
-    process = ServerProcess(directory / "data", extra_args=("--functions", str(directory / "functions.json")),
-                            env=server_env(moto)).start()
-    yield process
-    process.stop()
+from aws import ACCOUNT, aws_client, caught, output, run, task
+from server import ROLE_ARN, history, wait_closed
 
 
 @pytest.fixture
 def sfn(aws_server):
     return aws_server.client()
-
-
-def run(sfn, definition: dict, payload: dict | None = None) -> dict:
-    """Create a machine, run one execution to its end, return DescribeExecution (with the history under
-    "events")."""
-    arn = sfn.create_state_machine(name=f"aws-{uuid.uuid4().hex[:10]}", definition=json.dumps(definition),
-                                   roleArn=ROLE_ARN)["stateMachineArn"]
-    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps(payload or {}))["executionArn"]
-    described = wait_closed(sfn, execution)
-    described["events"] = history(sfn, execution)
-    return described
-
-
-def task(resource: str, parameters: dict | None = None, **fields) -> dict:
-    state = {"Type": "Task", "Resource": resource, "End": True, **fields}
-    if parameters is not None:
-        state["Parameters"] = parameters
-    return {"StartAt": "T", "States": {"T": state}}
-
-
-def caught(resource: str, parameters: dict) -> dict:
-    """A Task whose every error is caught: the output is the error and cause."""
-    definition = task(resource, parameters, Catch=[{"ErrorEquals": ["States.ALL"], "Next": "Caught"}])
-    definition["States"]["Caught"] = {"Type": "Pass", "End": True}
-    return definition
-
-
-def output(described: dict):
-    assert described["status"] == "SUCCEEDED", described
-    return json.loads(described["output"])
 
 
 # -- SQS, SNS, EventBridge
