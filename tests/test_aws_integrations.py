@@ -247,3 +247,30 @@ def test_parameters_that_do_not_fit_the_api_at_run_time_fail_the_execution(sfn):
                     {"prefix": {"not": "a string"}})
     assert described["status"] == "FAILED" and described["error"] == "States.Runtime"
     assert "QueueNamePrefix" in described["cause"]
+
+
+# -- TestState
+
+
+def test_test_state_calls_the_resource_for_real(sfn, moto):
+    sqs = aws_client(moto, "sqs")
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    state = {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:sqs:getQueueUrl", "End": True,
+             "Parameters": {"QueueName.$": "$.queue"}}
+    answer = sfn.test_state(definition=json.dumps(state), roleArn=ROLE_ARN, input=json.dumps({"queue": name}))
+    assert answer["status"] == "SUCCEEDED" and json.loads(answer["output"]) == {"QueueUrl": url}
+    answer = sfn.test_state(definition=json.dumps(state), roleArn=ROLE_ARN, input=json.dumps({"queue": "nope"}))
+    assert answer["status"] == "FAILED" and answer["error"] == "Sqs.QueueDoesNotExistException"
+    lambda_state = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "End": True,
+                    "Parameters": {"FunctionName": "greet", "Payload": {"name": "bo"}}, "OutputPath": "$.Payload"}
+    answer = sfn.test_state(definition=json.dumps(lambda_state), roleArn=ROLE_ARN)
+    assert json.loads(answer["output"]) == {"greeting": "hello bo"}
+
+
+def test_test_state_refuses_a_callback_task_without_a_mock(sfn):
+    state = {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken", "End": True,
+             "Parameters": {"QueueUrl": "q", "MessageBody.$": "$$.Task.Token"}}
+    with pytest.raises(ClientError) as raised:
+        sfn.test_state(definition=json.dumps(state), roleArn=ROLE_ARN)
+    assert raised.value.response["Error"]["Code"] == "ValidationException"
