@@ -10,8 +10,8 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from aws import ACCOUNT, aws_client, caught, output, run, task
-from server import ROLE_ARN, history, wait_closed
+from aws import ACCOUNT, aws_client, caught, output, run, server_env, task
+from server import ROLE_ARN, ServerProcess, history, wait_closed
 
 
 @pytest.fixture
@@ -274,3 +274,15 @@ def test_test_state_refuses_a_callback_task_without_a_mock(sfn):
     with pytest.raises(ClientError) as raised:
         sfn.test_state(definition=json.dumps(state), roleArn=ROLE_ARN)
     assert raised.value.response["Error"]["Code"] == "ValidationException"
+
+
+def test_machine_role_and_a_service_endpoint_of_its_own(tmp_path, moto):
+    """--assume-machine-role makes calls as the state machine's role; AWS_ENDPOINT_URL_<SERVICE> wins over
+    AWS_ENDPOINT_URL, as in every AWS tool (the general endpoint here answers nothing)."""
+    env = {**server_env(moto), "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ENDPOINT_URL_STS": moto}
+    server = ServerProcess(tmp_path / "data", extra_args=("--assume-machine-role",), env=env).start()
+    try:
+        result = output(run(server.client(), task("arn:aws:states:::aws-sdk:sts:getCallerIdentity", {})))
+        assert result["Arn"].startswith(f"arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE_ARN.rsplit('/', 1)[1]}/")
+    finally:
+        server.stop()
