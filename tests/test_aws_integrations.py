@@ -79,7 +79,11 @@ def test_events_put_events_reaches_the_rule_target_queue(sfn, moto):
     assert result["FailedEntryCount"] == 0 and "EventId" in result["Entries"][0]
     assert "SdkHttpMetadata" not in result
     message = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=2)["Messages"][0]
-    assert json.loads(message["Body"])["detail"] == {"order": 3}
+    event = json.loads(message["Body"])
+    assert event["detail"] == {"order": 3}
+    execution, machine = event["resources"]  # Step Functions adds both to every entry's Resources
+    assert ":execution:" in execution
+    assert machine == execution.replace(":execution:", ":stateMachine:").rsplit(":", 1)[0]
 
 
 # -- DynamoDB and S3
@@ -202,6 +206,45 @@ def test_legacy_function_arn_resource_returns_the_payload_and_records_lambda_eve
     assert types[2:5] == ["LambdaFunctionScheduled", "LambdaFunctionStarted", "LambdaFunctionSucceeded"]
 
 
+@pytest.mark.parametrize(("invocation_type", "status"), [("Event", 202), ("DryRun", 204)])
+def test_an_event_or_dry_run_invocation_answers_without_the_functions_result(sfn, invocation_type, status):
+    result = output(run(sfn, task("arn:aws:states:::lambda:invoke", {
+        "FunctionName": "greet", "InvocationType": invocation_type, "Payload": {"name": "x"}})))
+    assert result["StatusCode"] == status and result["Payload"] == ""
+
+
+def test_aws_sdk_lambda_invoke_gets_the_apis_own_answer(sfn):
+    result = output(run(sfn, task("arn:aws:states:::aws-sdk:lambda:invoke",
+                                  {"FunctionName": "greet", "Payload": json.dumps({"name": "sdk"})})))
+    assert json.loads(result["Payload"]) == {"greeting": "hello sdk"} and result["StatusCode"] == 200
+    result = output(run(sfn, task("arn:aws:states:::aws-sdk:lambda:invoke", {"FunctionName": "broken"})))
+    assert result["FunctionError"] == "Unhandled"  # data in the API's answer, not a failure of the task
+
+
+def test_a_function_mapped_by_arn_answers_to_its_name_and_qualifier(sfn):
+    result = output(run(sfn, task("arn:aws:states:::lambda:invoke",
+                                  {"FunctionName": "legacy", "Qualifier": "7", "Payload": {"a": 1}})))
+    assert result["Payload"] == {"a": 1} and result["ExecutedVersion"] == "7"
+
+
+def test_a_call_that_outlasts_timeout_seconds_times_out_and_frees_its_slot(sfn):
+    described = run(sfn, task("arn:aws:states:::lambda:invoke", {"FunctionName": "slow"}, TimeoutSeconds=1))
+    assert described["status"] == "FAILED" and described["error"] == "States.Timeout"
+    state = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "TimeoutSeconds": 1, "End": True,
+             "Parameters": {"FunctionName": "slow"}}
+    answer = sfn.test_state(definition=json.dumps(state), roleArn=ROLE_ARN)
+    assert answer["status"] == "FAILED" and answer["error"] == "States.Timeout"
+
+
+def test_credentials_naming_the_role_twice_are_refused(sfn):
+    definition = task("arn:aws:states:::aws-sdk:sts:getCallerIdentity", {},
+                      Credentials={"RoleArn": f"arn:aws:iam::{ACCOUNT}:role/a", "RoleArn.$": "$.r"})
+    with pytest.raises(ClientError) as raised:
+        sfn.create_state_machine(name=f"bad-{uuid.uuid4().hex[:8]}", roleArn=ROLE_ARN,
+                                 definition=json.dumps(definition))
+    assert "/States/T/Credentials" in raised.value.response["Error"]["Message"]
+
+
 def test_unmapped_function_goes_to_the_lambda_endpoint(sfn):
     result = output(run(sfn, caught("arn:aws:states:::lambda:invoke", {"FunctionName": "not-deployed"})))
     assert result["Error"] == "Lambda.ResourceNotFoundException"
@@ -214,6 +257,7 @@ def test_unmapped_function_goes_to_the_lambda_endpoint(sfn):
     "arn:aws:states:::aws-sdk:nosuchservice:doThing",
     "arn:aws:states:::aws-sdk:sqs:noSuchAction",
     "arn:aws:states:::aws-sdk:sqs:sendMessage.sync",
+    "arn:aws:states:::aws-sdk:sqs:SendMessage",
     "arn:aws:states:::nothing",
 ])
 def test_unknown_resources_are_refused_as_aws_refuses_them(sfn, resource):
@@ -286,3 +330,15 @@ def test_machine_role_and_a_service_endpoint_of_its_own(tmp_path, moto):
         assert result["Arn"].startswith(f"arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE_ARN.rsplit('/', 1)[1]}/")
     finally:
         server.stop()
+
+
+def test_the_language_the_calls_and_the_jobs_agree_on_the_integrations():
+    """asl/definition.py lists each optimized integration's patterns (the language layer knows no botocore);
+    integrations/aws/calls.py says how each is called, jobs.py how each .sync job is followed."""
+    from statewright.asl.definition import _INTEGRATIONS
+    from statewright.integrations.aws.calls import OPTIMIZED
+    from statewright.integrations.aws.jobs import JOBS
+
+    aws = {key for key in _INTEGRATIONS if key[0] not in ("http", "states")}
+    assert aws == set(OPTIMIZED)
+    assert {key for key in aws if "sync" in _INTEGRATIONS[key]} == set(JOBS)

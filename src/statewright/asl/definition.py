@@ -798,8 +798,11 @@ class _Parser:
         for key in value:
             if key not in allowed:
                 self.schema(f"The field '{key}' is not supported by Step Functions", f"{where}/Credentials")
-        if not any(key in allowed for key in value):
+        given = [key for key in value if key in allowed]
+        if not given:
             self.schema("These fields are required: [RoleArn]", f"{where}/Credentials")
+        elif len(given) > 1:
+            self.schema(only_one(given), f"{where}/Credentials")
         elif len(value) == 1 and self.language == "JSONPath":
             state.credentials = self.template(raw, "Credentials", where)
 

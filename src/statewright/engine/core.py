@@ -61,7 +61,7 @@ FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could n
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
                      "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
-                     "forward-once", "run-unbounded"})
+                     "forward-once", "run-unbounded", "drop-job-stops"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
 
@@ -549,6 +549,8 @@ class Engine:
         except TypeError as exc:  # orjson cannot write the data (nested too deeply): that execution fails, alone
             decider.fail_unstorable(decision, now_ms, str(exc))
             blob = state.to_blob()
+        if self.planted and "drop-job-stops" in self.planted:  # abandoned AWS jobs are never stopped
+            decision.dispatches_added[:] = [(i, p) for i, p in decision.dispatches_added if "cancel" not in p]
         batch.staged[state.arn] = state
         batch.last_write[state.arn] = len(batch.writes)
         batch.states.append(state)

@@ -112,7 +112,7 @@ def complete_attempt(execution: ExecutionState, definition: Definition, schedule
     if isinstance(result, AttemptSubmitted):
         step.guarded(tasks.submit, step, flow_id, result.output, result.job)
     elif isinstance(result, AttemptPolled):
-        tasks.polled(step, flow_id)
+        tasks.polled(step, flow_id, result.poll)
     elif isinstance(result, AttemptSucceeded):
         step.guarded(lambda: flows.resume(step, flow_id, tasks.succeeded(step, flow_id, result.output)))
     else:

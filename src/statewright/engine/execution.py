@@ -70,7 +70,8 @@ class TaskAttempt:
     submitted: bool = False  # a .sync or .waitForTaskToken call was made; the result comes later
     child: str | None = None  # the nested execution it waits on, stopped if this one closes first
     job: Any = None  # an AWS job a .sync task started and polls (integrations/aws/jobs.py), stopped if abandoned
-    polls: int = 0  # the job's polls so far (they back off)
+    polls: int = 0  # the job's polls dispatched so far (their timers back off)
+    polling: bool = False  # the last of them has not reported yet (its dispatch is pending)
 
     def copy(self) -> TaskAttempt:
         clone = TaskAttempt(*_TASK_ATTEMPT_FIELDS(self))

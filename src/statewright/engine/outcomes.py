@@ -64,7 +64,9 @@ class AttemptSubmitted:
 
 @dataclass(frozen=True, slots=True)
 class AttemptPolled:
-    """A .sync task's AWS job is still running: poll it again later."""
+    """A .sync task's AWS job was still running at this poll (its number, from the poll's dispatch)."""
+
+    poll: int
 
 
 AttemptResult = AttemptSucceeded | AttemptFailed | AttemptSubmitted | AttemptPolled

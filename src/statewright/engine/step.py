@@ -80,7 +80,8 @@ def poll_timer(task: TaskAttempt) -> str:
 
 
 def poll_dispatch(task: TaskAttempt) -> str:
-    return f"{task.scheduled_id}.poll"
+    """The dispatch of the task's latest poll (each poll has its own, so a late report names the one it answers)."""
+    return f"{task.scheduled_id}.poll{task.polls}"
 
 
 class Step:
@@ -197,9 +198,14 @@ class Step:
     def abandon_job(self, flow: Flow) -> None:
         """The task stops waiting on its job before the job ended: drop a poll under way, stop the job."""
         task = flow.task
-        if poll_timer(task) not in task.timers:  # a poll is under way: its dispatch is pending
-            self.remove_dispatch(poll_dispatch(task))
+        self.end_poll(task)
         self.add_dispatch(f"cancel-{task.scheduled_id}", self.job_dispatch(flow, "cancel"))
+
+    def end_poll(self, task: TaskAttempt) -> None:
+        """The task's latest poll is over: its dispatch goes, if it is still pending."""
+        if task.polling:
+            task.polling = False
+            self.remove_dispatch(poll_dispatch(task))
 
     def fail_execution(self, error: str | None, cause: str | None) -> None:
         self.close(FAILED, "ExecutionFailed", "executionFailedEventDetails", without_none(error, cause),

@@ -26,7 +26,8 @@ from .step import Step, poll_dispatch, poll_timer, without_none
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 # The longest one call may take, whatever the state's TimeoutSeconds: an HTTP Task's 60 s, a Lambda function's
 # 15 minutes, and 60 s for any other AWS API call. It bounds the call only: a .sync or .waitForTaskToken task's
-# wait for its result after the call is bounded by TimeoutSeconds alone.
+# wait for its result after the call answered is bounded by TimeoutSeconds alone. A call whose answer was lost
+# (the server died while it was in flight) so ends in States.Timeout, and the state's Retry decides.
 CALL_DEADLINE_MS = {"http": 60_000, "lambda": 900_000, LAMBDA_FUNCTION: 900_000}
 AWS_CALL_DEADLINE_MS = 60_000
 POLL_FIRST_MS = 1_000  # a .sync task's AWS job is polled this long after it started, then ever less often
@@ -63,14 +64,21 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
     assert step.emit(*event, details) == scheduled_id
     task = flow.task = TaskAttempt(scheduled_id, heartbeat_ms=None if heartbeat_s is None else heartbeat_s * 1000)
     deadline_ms = None if timeout_s is None else timeout_s * 1000
-    if state.integration not in _NOT_CALLS and state.pattern == "":
+    call_ms = None  # how long the call itself may take (the integration gives up on it then)
+    if state.integration not in _NOT_CALLS:
         cap_ms = CALL_DEADLINE_MS.get(state.integration, AWS_CALL_DEADLINE_MS)
-        deadline_ms = min(deadline_ms or cap_ms, cap_ms)
+        call_ms = min(deadline_ms or cap_ms, cap_ms)
+        if state.pattern == "":
+            deadline_ms = call_ms
+        elif call_ms < (deadline_ms or cap_ms + 1):  # the call's answer must come in time, whatever comes later
+            _add_timer(step, task, f"call-{scheduled_id}", step.now_ms + call_ms)
     if deadline_ms is not None:
         _add_timer(step, task, f"timeout-{scheduled_id}", step.now_ms + deadline_ms)
     payload = {"kind": state.integration, "action": state.action, "pattern": state.pattern,
                "resource": state.resource, "execution": step.execution.arn, "scheduled_id": scheduled_id,
                "attempt": attempt, "input": effective}
+    if call_ms is not None:
+        payload["call_s"] = call_ms / 1000
     if state.pattern == "waitForTaskToken" or state.pattern.startswith("sync"):
         payload["token"] = step.token(scheduled_id, attempt)
     if role_arn is not None:
@@ -169,6 +177,9 @@ def submit(step: Step, flow_id: str, output: Any, job: Any = None) -> None:
     if task.submitted:
         return  # a replayed dispatch submitted it again
     task.submitted = True
+    if f"call-{task.scheduled_id}" in task.timers:  # the call answered in time
+        task.timers.remove(f"call-{task.scheduled_id}")
+        step.remove_timer(f"call-{task.scheduled_id}")
     state = step.state_of(flow)
     if job is not None:
         task.job = {**job, "kind": state.integration, "action": state.action}
@@ -180,19 +191,28 @@ def submit(step: Step, flow_id: str, output: Any, job: Any = None) -> None:
                "outputDetails": {"truncated": False}})
 
 
-def polled(step: Step, flow_id: str) -> None:
-    """The job is still running: its poll is done; poll again after a longer pause."""
+def polled(step: Step, flow_id: str, poll: int) -> None:
+    """The job was still running at poll number ``poll``: that poll is over (the next one has its timer)."""
     task = step.flows[flow_id].task
-    if task.job is None or poll_timer(task) in task.timers:
-        return  # a poll reported twice
-    step.remove_dispatch(poll_dispatch(task))
+    if task.job is not None and poll == task.polls:  # not a late report of a poll a newer one replaced
+        step.end_poll(task)
+
+
+def _poll_job(step: Step, flow_id: str) -> None:
+    """The poll timer fired: dispatch a poll of the job (replacing one that never reported: its report was lost,
+    so the job is not left unwatched) and arm the next, so the polls go on whatever becomes of each report."""
+    flow = step.flows[flow_id]
+    task = flow.task
+    step.end_poll(task)
     task.polls += 1
+    task.polling = True
+    step.add_dispatch(poll_dispatch(task), step.job_dispatch(flow, "poll"))
     _arm_poll(step, task)
 
 
 def _arm_poll(step: Step, task: TaskAttempt) -> None:
-    """The next poll of the job, a timer (so a restart loses none): 1 s after the start, doubling to 30 s, scaled
-    by --wait-scale like a Wait."""
+    """The timer of the job's next poll (a row, so a restart loses none): 1 s after the start, doubling to 30 s,
+    scaled by --wait-scale like a Wait."""
     delay_ms = min(POLL_FIRST_MS * 2 ** task.polls, POLL_MAX_MS)
     scale = 1.0 if step.services is None else step.services.wait_scale
     _add_timer(step, task, poll_timer(task), step.now_ms + math.ceil(delay_ms * scale))
@@ -209,8 +229,8 @@ def end(step: Step, flow_id: str, abandoned: bool = False) -> None:
     if flow.task.job is not None:
         if abandoned:
             step.abandon_job(flow)
-        elif poll_timer(flow.task) not in flow.task.timers:  # the poll that brought the result
-            step.remove_dispatch(poll_dispatch(flow.task))
+        else:  # the result came from the latest poll (or a callback): its dispatch goes
+            step.end_poll(flow.task)
     task, flow.task = flow.task, None
     for timer_id in task.timers:
         if timer_id in step.execution.timers:
@@ -256,7 +276,7 @@ def timer_fired(step: Step, flow_id: str, timer_id: str) -> Outcome:
     task = step.flows[flow_id].task
     task.timers.remove(timer_id)
     if timer_id == poll_timer(task):
-        step.add_dispatch(poll_dispatch(task), step.job_dispatch(step.flows[flow_id], "poll"))
+        _poll_job(step, flow_id)
         return WAIT
     if timer_id.startswith("heartbeat-"):
         due_ms = task.last_beat_ms + task.heartbeat_ms

@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ..asl.jsonio import dumps
-from ..engine.commands import Command, CompleteAttempt, EngineUnavailable, StartAttempt, TaskNotPending
+from ..engine.commands import AckDispatch, Command, CompleteAttempt, EngineUnavailable, StartAttempt, TaskNotPending
 from ..engine.outcomes import AttemptFailed, AttemptResult, AttemptSucceeded
 from ..store.base import Dispatch
 
@@ -83,9 +83,10 @@ class Dispatcher:
         if not task.cancelled() and task.exception() is not None:
             log.error("an integration failed", exc_info=task.exception())
 
-    async def report(self, completion: CompleteAttempt, within_s: float) -> None:
-        """Hand an attempt's outcome to the engine until it lands, for up to ``within_s`` (the attempt's own
-        deadline ends it anyway); an attempt no longer pending (its deadline fired first) takes nothing."""
+    async def report(self, completion: CompleteAttempt | AckDispatch, within_s: float) -> None:
+        """Hand an attempt's outcome (or the end of a dispatch's work) to the engine until it lands, for up to
+        ``within_s`` (the attempt's own deadline ends it anyway); an attempt no longer pending (its deadline fired
+        first) takes nothing."""
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + within_s
         pause_s = REPORT_RETRY_FIRST_S
@@ -116,9 +117,9 @@ class Dispatcher:
                         call: Callable[[], Awaitable[AttemptResult]], report_within_s: float) -> None:
         """An outbound call's attempt: wait for a ``slot``, record the attempt started, make the call once, report.
 
-        The start is recorded only once the call holds its slot, so TaskStarted (and a deadline counted from it)
-        leaves the wait out; a call still waiting when the server stops is offered again from the outbox. Once
-        the call was made it is never made again for this attempt: a Retry is a new attempt."""
+        The start is recorded only once the call holds its slot (the attempt's deadline, counted from its
+        scheduling, includes the wait); a call still waiting when the server stops is offered again from the
+        outbox. Once the call was made it is never made again for this attempt: a Retry is a new attempt."""
         async with slot:
             try:
                 if not await self.start_attempt(dispatch):

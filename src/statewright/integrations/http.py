@@ -628,5 +628,7 @@ class HttpTasks:
         dispatcher.register("http", self.run)
 
     async def run(self, dispatch: Dispatch) -> None:
-        await self.dispatcher.call_once(dispatch, self._slots,
-                                        lambda: invoke(dispatch.payload["input"], self.connections), ATTEMPT_TIMEOUT_S)
+        timeout_s = dispatch.payload.get("call_s", ATTEMPT_TIMEOUT_S)  # the attempt's TimeoutSeconds, capped
+        await self.dispatcher.call_once(dispatch, self._slots, lambda: invoke(dispatch.payload["input"],
+                                                                              self.connections, timeout_s=timeout_s),
+                                        ATTEMPT_TIMEOUT_S)

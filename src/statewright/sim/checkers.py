@@ -7,6 +7,7 @@ checkers compare it with the store at the end. The simulator and the test suite 
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ _SCHEDULED = frozenset({"ActivityScheduled", "TaskScheduled"})
 _STARTED = frozenset({"ActivityStarted", "TaskStarted"})
 _ANSWERED = frozenset({"ActivitySucceeded", "ActivityFailed", "TaskSucceeded", "TaskFailed"})
 _FAN_OUT_STARTS = frozenset({"ParallelStateStarted", "MapStateStarted", "MapIterationStarted"})
+
+
+_JOB_RUN = re.compile(r'"jr-(\d+)"')
 
 
 def history_problems(where: str, events: list[dict[str, Any]], closed: bool) -> list[str]:
@@ -88,6 +92,9 @@ class Ledger:
     states_max: int | None = None
     oversized_steps: list[str] = field(default_factory=list)
 
+    # Stops of the AWS jobs of .sync tasks (workload.JOB) the simulated service received, by (arn, scheduled id).
+    jobs_stopped: Counter[tuple[str, int]] = field(default_factory=Counter)
+
     def started_attempt(self, arn: str, scheduled_id: int) -> None:
         self.attempts_started[(arn, scheduled_id)] += 1
 
@@ -125,13 +132,40 @@ def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liv
         status = _status(blob)
         if liveness and status not in CLOSED:
             problems.append(f"{arn}: still {status} after every fault stopped and time ran on")
-        problems += history_problems(arn, read_history(store, arn), status in CLOSED)
+        events = read_history(store, arn)
+        problems += history_problems(arn, events, status in CLOSED)
+        problems += _job_problems(arn, events, ledger, liveness and status in CLOSED)
     problems += [f"{arn}: attempt {sid} handed out {n} times" for (arn, sid), n in ledger.attempts_started.items()
                  if n > 1]
     problems += [f"{arn}: timer {timer_id} due at {due} applied {n} times"
                  for (arn, timer_id, due), n in ledger.timer_fires.items() if n > 1]
     problems += [f"shard {shard}: range id {range_id} committed by {sorted(owners)}"
                  for (shard, range_id), owners in ledger.range_owners.items() if len(owners) > 1]
+    if liveness:
+        problems += [f"{dispatch.execution_arn}: dispatch {dispatch.dispatch_id} left in the outbox after it closed"
+                     for shard in range(store.shard_count()) for dispatch in store.pending_dispatches(shard)]
+    return problems
+
+
+def _job_problems(arn: str, events: list[dict[str, Any]], ledger: Ledger, closed: bool) -> list[str]:
+    """A .sync task's job that ended the task with its result (TaskSucceeded or TaskFailed) is never stopped;
+    once the execution closed, every other job it submitted (its task timed out, or was stopped or dropped with
+    the execution or a sibling) was stopped. The simulated service names each job ``jr-<scheduled id>`` in what
+    it answers (the history's events do not carry the attempt they belong to)."""
+    submitted, ended = set(), set()
+    for event in events:
+        details = event.get("taskSubmittedEventDetails") or event.get("taskSucceededEventDetails") or event.get(
+            "taskFailedEventDetails")
+        if details is None or details.get("resourceType") != "glue":
+            continue
+        found = _JOB_RUN.search(details.get("output") or details.get("cause") or "")
+        if found:
+            (submitted if event["type"] == "TaskSubmitted" else ended).add(int(found[1]))
+    problems = [f"{arn}: the job of attempt {sid} ended with its result and was stopped too"
+                for sid in sorted(ended) if ledger.jobs_stopped[(arn, sid)]]
+    if closed:
+        problems += [f"{arn}: the job of attempt {sid} was abandoned and never stopped"
+                     for sid in sorted(submitted - ended) if not ledger.jobs_stopped[(arn, sid)]]
     return problems
 
 

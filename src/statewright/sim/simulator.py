@@ -38,9 +38,11 @@ from typing import Any
 
 import orjson
 
+from ..asl.handling import TASK_FAILED
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
 from ..engine import decider
 from ..engine.commands import (
+    AckDispatch,
     Command,
     CompleteAttempt,
     EngineUnavailable,
@@ -52,7 +54,7 @@ from ..engine.commands import (
 from ..engine.core import Engine, shard_for
 from ..engine.execution import ExecutionState
 from ..engine.limits import Limits
-from ..engine.outcomes import AttemptFailed, AttemptSucceeded
+from ..engine.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
 from ..engine.timers import WINDOW_MS
 from ..engine.tokens import InvalidToken, TaskTokens
 from ..store.base import ActivityRecord, Dispatch, StateMachineRecord, StoreUnavailable
@@ -70,6 +72,7 @@ ACTIVITIES = 3
 MACHINES = 6  # the first two are children only (no nested starts of their own)
 LIVENESS_MS = 6 * 3600 * 1000  # virtual time the run may take to close everything once the faults stop
 TICKS_PER_STEP_MAX = 64
+ACK_RETRY_MS = 5_000  # an acknowledgement with no reply by then is sent again
 CLAIMED_ELSEWHERE = 0.5  # several nodes: how often a worker polling another node also goes for an activity task
 CLAIM_MS = 5_000  # how long such a claim holds the task from other claims, as the API's matcher claims it
 STEPS_DEFAULT = 400
@@ -564,7 +567,11 @@ class _Run:
     # -- workers
 
     def _dispatched(self, node: _Node, dispatch: Dispatch) -> None:
-        """An activity task reached matching (engine thread): a worker polls for it soon."""
+        """An activity task reached matching (engine thread): a worker polls for it soon. A job's start, poll or
+        stop reached its integration: the simulated service answers soon."""
+        if dispatch.payload["kind"] == "glue":
+            self.at(self.rng.choice((0, 50, 1000)), lambda: self._job(node, dispatch))
+            return
         if dispatch.payload["kind"] != "activity":
             return
         self.at(self.rng.choice((0, 0, 50, 1000)), lambda: self._take(node, dispatch))
@@ -602,6 +609,41 @@ class _Run:
         self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, worker), started)
         if self.faults.fire("duplicate-result"):  # the same task reached two pollers
             self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, "sim-worker-2"), started)
+
+    def _job(self, node: _Node, dispatch: Dispatch) -> None:
+        """The simulated AWS job service: a start submits the attempt with the job's handle; a poll finds the job
+        running, or ended (SUCCEEDED or FAILED); a stop is recorded, then acknowledged."""
+        if self.nodes[node.index] is not node:
+            return  # held by a process that died: only the outbox row brings it back
+        payload = dispatch.payload
+        key = (dispatch.execution_arn, payload["scheduled_id"])
+        if "cancel" in payload:
+            self.ledger.jobs_stopped[key] += 1
+            self._acknowledge(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id))
+            return
+        if "poll" in payload:
+            roll = self.rng.random()
+            run_id = payload["job"]["RunId"]  # the checker finds the attempt an ending belongs to by it
+            result = (AttemptPolled(payload["poll"]) if roll < 0.6 else
+                      AttemptSucceeded(json.dumps({"JobRunState": "SUCCEEDED", "RunId": run_id})) if roll < 0.9 else
+                      AttemptFailed(TASK_FAILED, json.dumps({"JobRunState": "FAILED", "RunId": run_id})))
+            self.submit(CompleteAttempt(*key, result))
+            return
+
+        def started(reply: object) -> None:
+            if reply is True:
+                self.ledger.started_attempt(*key)
+                run_id = f"jr-{key[1]}"
+                answer = AttemptSubmitted({"JobRunId": run_id}, {"JobName": "sim", "RunId": run_id})
+                self.at(self.rng.choice((0, 10, 500)), lambda: self.submit(CompleteAttempt(*key, answer)))
+
+        self.submit(StartAttempt(*key, "sim-glue"), started)
+
+    def _acknowledge(self, ack: AckDispatch) -> None:
+        """Send the acknowledgement until it lands, as the integration's Dispatcher.report does."""
+        replied: list[object] = []
+        self.submit(ack, replied.append)
+        self.at(ACK_RETRY_MS, lambda: None if True in replied else self._acknowledge(ack))
 
     def _deadlines(self, attempt: _Attempt) -> tuple[int, int | None]:
         (event,) = self.reader.read_history(attempt.arn, attempt.scheduled_id - 1, 1, False)

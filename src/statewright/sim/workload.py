@@ -48,6 +48,8 @@ UNNAMED_ERROR = "Sim.Unexpected"  # rarely raised by a worker; no rule names it,
 FAIL_ERRORS = ("Sim.Rejected", "Sim.Invalid")  # the Error of Fail states
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 START_EXECUTION = "arn:aws:states:::states:startExecution"
+JOB = "arn:aws:states:::glue:startJobRun.sync"  # an AWS job the harness plays: started, polled, maybe stopped
+JOB_STATES = ("SUCCEEDED", "FAILED")  # how a simulated job ends
 NESTED_PATTERNS = ("", "sync", "sync:2", "waitForTaskToken")  # request-response, .sync, .sync:2, .waitForTaskToken
 
 TOP_FIELDS = ("n", "s", "flag", "wait_s", "items")
@@ -225,7 +227,7 @@ class _Generator:
         """The type of the next state in a chain, and how many states it pays for beside itself."""
         options: list[tuple[str, float]] = [("Pass", 3), ("Wait", 2)]
         if self.activity_arns:
-            options.append(("Activity", 4))
+            options += [("Activity", 4), ("Job", 1)]
         if self.child_arns:
             options.append(("Child", 2))
         options += [("Succeed", 1), ("Fail", 0.5)] if last else [("Choice", 2.5)]
@@ -265,6 +267,8 @@ class _Generator:
             return self.activity_task(scope, chain, name)
         if kind == "Child":
             return self.child_task(scope, chain, name)
+        if kind == "Job":
+            return self.job_task(chain, name)
         if kind == "Parallel":
             return self.parallel_state(scope, chain, name, children)
         return self.map_state(scope, chain, name)
@@ -471,6 +475,13 @@ class _Generator:
         if self.rng.random() < 0.5:
             body["Parameters"] = {"n.$": "$.n", "s.$": "$.s", "retry.$": "$$.State.RetryCount"}
         return self.result_handling(body, chain, name, {"value.$": "$.value"})
+
+    def job_task(self, chain: _Chain, name: str) -> dict[str, Any]:
+        """A .sync AWS job: polled until it ends, stopped if the task is abandoned first."""
+        body: dict[str, Any] = {"Type": "Task", "Resource": JOB, "Parameters": {"JobName": name}}
+        if self.rng.random() < 0.5:
+            body["TimeoutSeconds"] = self.rng.randint(*TASK_TIMEOUT_SECONDS)
+        return self.result_handling(body, chain, name, {"value.$": "$.JobRunState"})
 
     def task_timeouts(self) -> dict[str, int]:
         """TimeoutSeconds, and sometimes HeartbeatSeconds, not under a quarter of it (so a worker plan's

@@ -47,14 +47,13 @@ from ...asl import errors
 from ...asl.definition import LAMBDA_FUNCTION, NOT_RECOGNIZED
 from ...asl.jsonio import dumps, loads
 from ...engine.outcomes import AttemptFailed, AttemptSucceeded
+from ...engine.tasks import AWS_CALL_DEADLINE_MS
 from . import catalogue, shapes
 
 LAMBDA_UNKNOWN = "Lambda.Unknown"
 LAMBDA_CLIENT = "Lambda.SdkClientException"
 TASK_FAILED = "States.TaskFailed"
 FAILED_ENTRY = "EventBridge.FailedEntry"
-CALL_TIMEOUT_S = 60.0  # an AWS API call's own limit (engine/tasks.py AWS_CALL_DEADLINE_MS)
-LAMBDA_TIMEOUT_S = 900.0  # a Lambda function runs for at most 15 minutes
 
 Outcome = AttemptSucceeded | AttemptFailed
 
@@ -102,7 +101,7 @@ class Call:
     service: str  # botocore's name
     operation: OperationModel
     params: dict[str, Any]
-    read_timeout_s: float
+    timeout_s: float  # the call's deadline (its read timeout): the attempt's TimeoutSeconds, capped
     naming: Naming
     legacy_lambda: bool = False  # a bare function ARN: the result is the payload itself
 
@@ -117,20 +116,27 @@ class Naming:
     metadata: bool = False
 
 
-def plan(kind: str, action: str, parameters: Any) -> Call:
-    """The call a dispatch of ``kind`` and ``action`` makes with the Task's evaluated ``parameters``; raises
-    shapes.ParameterError when they do not fit the operation."""
+def call_deadline_s(payload: dict[str, Any]) -> float:
+    """How long the call a Task's dispatch asks for may take (engine/tasks.py sets it)."""
+    return payload.get("call_s") or AWS_CALL_DEADLINE_MS / 1000
+
+
+def plan(payload: dict[str, Any]) -> Call:
+    """The call a Task's dispatch payload asks for; raises shapes.ParameterError when the Task's parameters do not
+    fit the operation."""
+    kind, action, parameters = payload["kind"], payload["action"], payload["input"]
+    timeout_s = call_deadline_s(payload)
     if kind == LAMBDA_FUNCTION:
-        return _optimized_call(LAMBDA, {"FunctionName": action, "Payload": parameters}, legacy_lambda=True)
+        return _optimized_call(LAMBDA, {"FunctionName": action, "Payload": parameters}, timeout_s, payload,
+                               legacy_lambda=True)
     if kind.startswith("aws-sdk:"):
         service = catalogue.service(kind[len("aws-sdk:"):])
         operation = service.operation(action) if service else None
         if operation is None:  # validated when the machine was created; a botocore without it now
             raise shapes.ParameterError(f"The resource aws-sdk:{kind[8:]}:{action} is not available")
-        params = shapes.request(operation.input_shape, parameters, payload=_payload_member(operation))
-        timeout_s = LAMBDA_TIMEOUT_S if service.botocore_name == "lambda" else CALL_TIMEOUT_S
+        params = shapes.request(operation.input_shape, parameters, payload=payload_member(operation.input_shape))
         return Call(service.botocore_name, operation, params, timeout_s, Naming(service.java_name, service.error_name))
-    return _optimized_call(OPTIMIZED[(kind, action)], parameters)
+    return _optimized_call(OPTIMIZED[(kind, action)], parameters, timeout_s, payload)
 
 
 def resource_problems(integration: str, action: str, pattern: str,
@@ -155,7 +161,8 @@ def resource_problems(integration: str, action: str, pattern: str,
             for name in sorted(names or ()) if name not in members]
 
 
-def _optimized_call(spec: Optimized, parameters: Any, legacy_lambda: bool = False) -> Call:
+def _optimized_call(spec: Optimized, parameters: Any, timeout_s: float, payload: dict[str, Any],
+                    legacy_lambda: bool = False) -> Call:
     if not isinstance(parameters, dict):
         raise shapes.ParameterError("The API parameters must be a JSON object")
     parameters = dict(parameters)
@@ -163,16 +170,26 @@ def _optimized_call(spec: Optimized, parameters: Any, legacy_lambda: bool = Fals
         if name in parameters and (name == "Payload" or not isinstance(parameters[name], str)):
             parameters[name] = dumps(parameters[name])
     if spec.operation == "PutEvents" and isinstance(parameters.get("Entries"), list):
-        parameters["Entries"] = [{**entry, "Detail": dumps(entry["Detail"])}
-                                 if isinstance(entry, dict) and not isinstance(entry.get("Detail", ""), str)
-                                 else entry for entry in parameters["Entries"]]
+        parameters["Entries"] = [_event_entry(entry, payload["execution"]) for entry in parameters["Entries"]]
     service = catalogue.by_botocore_name(spec.service)
     operation = service.model.operation_model(spec.operation)
-    params = shapes.request(operation.input_shape, parameters, payload=_payload_member(operation))
-    errors_of = _v1_errors(service, spec)
-    timeout_s = LAMBDA_TIMEOUT_S if spec is LAMBDA else CALL_TIMEOUT_S
+    params = shapes.request(operation.input_shape, parameters, payload=payload_member(operation.input_shape))
     return Call(spec.service, operation, params, timeout_s,
-                Naming(spec.sdk_name, errors_of, v1=True, metadata=spec.metadata), legacy_lambda)
+                Naming(spec.sdk_name, _v1_errors(service, spec), v1=True, metadata=spec.metadata), legacy_lambda)
+
+
+def _event_entry(entry: Any, execution_arn: str) -> Any:
+    """An events:putEvents entry as Step Functions sends it: a JSON Detail as its text, and the execution's and its
+    state machine's ARNs added to Resources."""
+    if not isinstance(entry, dict):
+        return entry
+    entry = dict(entry)
+    if not isinstance(entry.get("Detail", ""), str):
+        entry["Detail"] = dumps(entry["Detail"])
+    machine_arn = ":".join(execution_arn.replace(":execution:", ":stateMachine:", 1).split(":")[:7])
+    resources = entry.get("Resources") if isinstance(entry.get("Resources"), list) else []
+    entry["Resources"] = [*resources, execution_arn, machine_arn]
+    return entry
 
 
 def _v1_errors(service: catalogue.Service, spec: Optimized) -> Any:
@@ -184,8 +201,8 @@ def _v1_errors(service: catalogue.Service, spec: Optimized) -> Any:
     return name
 
 
-def _payload_member(operation: OperationModel) -> str | None:
-    shape = operation.input_shape
+def payload_member(shape: Any) -> str | None:
+    """The member of an input or output shape that is the HTTP payload (S3's Body, Lambda's Payload), if any."""
     return shape.serialization.get("payload") if shape is not None else None
 
 
@@ -193,6 +210,9 @@ def perform(call: Call, client: Any) -> Outcome:
     """Make ``call`` with ``client`` (blocking: on a pool thread) and read its answer."""
     try:
         raw = getattr(client, xform_name(call.operation.name))(**call.params)
+        return _result(call, raw)  # reading a streamed body can fail too
+    except shapes.ParameterError as error:  # the answer holds what a Task cannot return
+        return AttemptFailed(errors.RUNTIME, str(error))
     except ClientError as error:
         return _service_error(call, error)
     except ReadTimeoutError as error:
@@ -202,7 +222,6 @@ def perform(call: Call, client: Any) -> Outcome:
     except (NoCredentialsError, ConnectTimeoutError, BotoCoreError) as error:
         return AttemptFailed(LAMBDA_CLIENT if call.service == "lambda" and call.naming.v1 else TASK_FAILED,
                              f"{type(error).__name__}: {error}")
-    return _result(call, raw)
 
 
 def _service_error(call: Call, error: ClientError) -> AttemptFailed:
@@ -220,7 +239,7 @@ def _service_error(call: Call, error: ClientError) -> AttemptFailed:
 
 def _result(call: Call, raw: dict[str, Any]) -> Outcome:
     operation = call.operation
-    output = shapes.response(operation.output_shape, raw, payload=_output_payload(operation))
+    output = shapes.response(operation.output_shape, raw, payload=payload_member(operation.output_shape))
     if call.service == "lambda" and operation.name == "Invoke" and call.naming.v1:
         return lambda_outcome(raw.get("FunctionError"), output.get("Payload", ""), output,
                               raw.get("ResponseMetadata", {}), call.legacy_lambda)
@@ -229,11 +248,6 @@ def _result(call: Call, raw: dict[str, Any]) -> Outcome:
     if call.naming.metadata:
         output.update(metadata(raw.get("ResponseMetadata", {})))
     return AttemptSucceeded(dumps(output))
-
-
-def _output_payload(operation: OperationModel) -> str | None:
-    shape = operation.output_shape
-    return shape.serialization.get("payload") if shape is not None else None
 
 
 def lambda_outcome(function_error: str | None, payload_text: str, output: dict[str, Any], response_metadata: dict,

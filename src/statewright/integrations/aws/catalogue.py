@@ -83,7 +83,9 @@ class Service:
         self._errors = {shape.error_code: shape.name for shape in self.model.error_shapes}
 
     def operation(self, action: str) -> OperationModel | None:
-        """The operation a camelCase action names (``getItem`` -> GetItem), or None."""
+        """The operation a camelCase action names (``getItem`` -> GetItem), or None (``GetItem`` too)."""
+        if not action[:1].islower():
+            return None
         name = action[:1].upper() + action[1:]
         return self.model.operation_model(name) if name in self.model.operation_names else None
 

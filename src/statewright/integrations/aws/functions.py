@@ -6,21 +6,25 @@ function (``lambda:invoke`` or the function's ARN as its Resource) POSTs the pay
 is the function's answer: a 2xx reply's body is its result; a reply whose body is a JSON object carrying
 ``errorType`` and ``errorMessage`` is a function error, named by errorType (as Lambda reports a function that
 raised); any other reply is a function error ``Lambda.Unknown``; no reply at all is ``Lambda.SdkClientException``.
-The result has the shape of Lambda's own (``StatusCode`` 200, ``ExecutedVersion`` ``$LATEST``, the reply's headers
-in SdkHttpMetadata). A function the file does not map is invoked through the Lambda endpoint botocore is
-configured for.
+The result has the shape of Lambda's own (``StatusCode`` 200, ``ExecutedVersion`` the numeric Qualifier or
+``$LATEST``, the reply's headers in SdkHttpMetadata); ``InvocationType`` Event answers 202 without waiting for the
+function, DryRun 204 without calling it. ``aws-sdk:lambda:invoke`` gets the API's answer as it is (a function
+error is its ``FunctionError`` field, not a failure). A function the file does not map is invoked through the
+Lambda endpoint botocore is configured for.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import os
 import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...asl.jsonio import loads
+from ...asl.jsonio import dumps, loads
 from ...engine.outcomes import AttemptFailed, AttemptSucceeded
-from ..http import Failure, Request, exchange
+from ..http import Failure, Request, Response, exchange
 from .calls import LAMBDA_CLIENT, LAMBDA_UNKNOWN, lambda_outcome
 
 Outcome = AttemptSucceeded | AttemptFailed
@@ -28,6 +32,14 @@ Outcome = AttemptSucceeded | AttemptFailed
 
 class InvalidFunctions(ValueError):
     """The --functions file cannot be used: the message says why."""
+
+
+class FunctionStyle(enum.Enum):
+    """How the Task that invokes a function reads its answer."""
+
+    PAYLOAD = "payload"  # a function's ARN as the Resource: the result is the payload itself
+    TASK = "task"  # lambda:invoke: Lambda's answer with Payload parsed and SdkHttpMetadata; a function error fails
+    SDK = "sdk"  # aws-sdk:lambda:invoke: the API's answer as it is (Payload as text, FunctionError in it)
 
 
 class LocalFunctions:
@@ -47,6 +59,7 @@ class LocalFunctions:
             if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
                 raise InvalidFunctions(f"the functions file {path}: the URL of {name!r} must be an http or https URL")
             self._urls[name] = url
+            self._urls.setdefault(_bare_name(name), url)  # an ARN's function answers to its name too
 
     def __len__(self) -> int:
         return len(self._urls)
@@ -55,16 +68,22 @@ class LocalFunctions:
         """The URL serving this FunctionName (a name, ``name:qualifier``, or a full or partial ARN), if mapped."""
         if not isinstance(function_name, str) or not self._urls:
             return None
-        found = self._urls.get(function_name)
-        if found is not None:
-            return found
-        name = function_name.split(":function:", 1)[-1].split(":", 1)[0]
-        return self._urls.get(name)
+        return self._urls.get(function_name) or self._urls.get(_bare_name(function_name))
 
-    async def invoke(self, url: str, payload: bytes, *, legacy: bool) -> Outcome:
-        """POST ``payload`` to ``url`` and read the reply as the function's answer (module docstring)."""
+    async def invoke(self, url: str, payload: bytes, *, style: FunctionStyle, invocation_type: str = "RequestResponse",
+                     qualifier: str | None = None) -> Outcome:
+        """Invoke the function at ``url`` as Lambda would (module docstring): DryRun calls nothing (204), Event
+        hands the payload over without waiting for the function's answer (202)."""
+        version = qualifier if isinstance(qualifier, str) and qualifier.isdigit() else "$LATEST"
+        if invocation_type in ("Event", "DryRun"):
+            if invocation_type == "Event":
+                task = asyncio.ensure_future(_post(url, payload))
+                _BACKGROUND.add(task)
+                task.add_done_callback(_BACKGROUND.discard)
+            status = 202 if invocation_type == "Event" else 204
+            return _answer(style, None, "", {"StatusCode": status}, _metadata(status, []))
         try:
-            reply = await exchange(Request("POST", url, [("Content-Type", "application/json")], payload))
+            reply = await _post(url, payload)
         except Failure as failure:
             return AttemptFailed(LAMBDA_CLIENT, f"The function at {url} could not be reached: {failure.cause}")
         text = reply.body.decode("utf-8", errors="replace") or "null"
@@ -73,10 +92,36 @@ class LocalFunctions:
         except ValueError:
             answer = None
         if isinstance(answer, dict) and "errorType" in answer and "errorMessage" in answer:
-            return lambda_outcome("Unhandled", text, {}, {}, legacy)
-        if not 200 <= reply.status < 300:
-            return AttemptFailed(LAMBDA_UNKNOWN, f"The function at {url} answered {reply.status} {reply.reason}: "
-                                                 f"{text[:1000]}")
-        headers = {name.lower(): value for name, value in reply.headers}
-        metadata = {"HTTPHeaders": headers, "HTTPStatusCode": 200, "RequestId": str(uuid.uuid4())}
-        return lambda_outcome(None, text, {"ExecutedVersion": "$LATEST", "StatusCode": 200}, metadata, legacy)
+            error: str | None = "Unhandled"
+        elif not 200 <= reply.status < 300:
+            if style is not FunctionStyle.SDK:
+                return AttemptFailed(LAMBDA_UNKNOWN, f"The function at {url} answered {reply.status} {reply.reason}: "
+                                                     f"{text[:1000]}")
+            error = "Unhandled"
+        else:
+            error = None
+        return _answer(style, error, text, {"ExecutedVersion": version, "StatusCode": 200},
+                       _metadata(200, reply.headers))
+
+
+_BACKGROUND: set[asyncio.Task] = set()  # Event invocations under way (held so they are not collected)
+
+
+async def _post(url: str, payload: bytes) -> Response:
+    return await exchange(Request("POST", url, [("Content-Type", "application/json")], payload))
+
+
+def _answer(style: FunctionStyle, error: str | None, text: str, fields: dict[str, Any], metadata: dict) -> Outcome:
+    if style is FunctionStyle.SDK:  # the API's own answer: a function error is data, not a failure
+        return AttemptSucceeded(dumps({**fields, "Payload": text, **({"FunctionError": error} if error else {})}))
+    return lambda_outcome(error, text, fields, metadata, style is FunctionStyle.PAYLOAD)
+
+
+def _metadata(status: int, headers: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"HTTPHeaders": {name.lower(): value for name, value in headers}, "HTTPStatusCode": status,
+            "RequestId": str(uuid.uuid4())}
+
+
+def _bare_name(function_name: str) -> str:
+    """``arn:aws:lambda:r:a:function:name:qualifier`` (or ``a:function:name``, ``name:qualifier``) -> ``name``."""
+    return function_name.split(":function:", 1)[-1].split(":", 1)[0]

@@ -9,12 +9,14 @@ poll (the timer and the dispatch are rows). When the attempt is abandoned (its d
 a sibling's failure), the job is stopped where the API allows: TerminateJob, StopTask, BatchStopJobRun,
 StopQueryExecution, StopBuild.
 
-A describe call that fails (the service throttles, the network drops) is tried again at the next poll; a job the
-service no longer knows fails the attempt.
+A describe call that fails in passing (throttled, the service's own error, no answer) is tried again at the next
+poll, and so is one whose report was lost (the engine's poll timers go on whatever becomes of each report); a
+describe call the service refuses (the job is gone, access denied) fails the attempt. An ECS task succeeds when
+every container exited 0.
 
 Sources: AWS's pages on each integration's "Run a Job (.sync)" pattern (the result is the job's description,
-the terminal statuses). Inferred: the poll schedule (AWS does not document its own), ECS's non-zero container exit
-codes failing the task.
+the terminal statuses). Inferred: the poll schedule (AWS does not document its own), ECS's exit codes deciding the
+task's outcome.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def _ecs(output: dict) -> tuple[str, Any]:
     if task.get("LastStatus") != "STOPPED":
         return RUNNING, task
     exits = [container.get("ExitCode") for container in task.get("Containers", [])]
-    return (FAILED if any(code not in (0, None) for code in exits) else SUCCEEDED), task
+    return (SUCCEEDED if exits and all(code == 0 for code in exits) else FAILED), task  # None: it never ran
 
 
 def _glue(output: dict) -> tuple[str, Any]:
@@ -129,23 +131,40 @@ def handle(kind: str, action: str, given: Any, output: Any) -> dict | None:
     return job.handle(given if isinstance(given, dict) else {}, output)
 
 
-def poll(kind: str, action: str, handle_: dict, client: Any) -> Outcome:
-    """One describe call (blocking: on a pool thread): the attempt's outcome, or AttemptPolled while it runs."""
+def poll(kind: str, action: str, handle_: dict, client: Any, number: int) -> Outcome:
+    """Poll ``number``'s describe call (blocking: on a pool thread): the attempt's outcome, or AttemptPolled while
+    the job runs."""
     job = JOBS[(kind, action)]
     try:
         raw = getattr(client, xform_name(job.describe))(**job.describe_params(handle_))
-    except (ClientError, BotoCoreError):
-        return AttemptPolled()  # a passing failure of the describe call: the next poll tries again
+    except ClientError as error:
+        if _passing(error):
+            return AttemptPolled(number)  # the next poll tries again
+        detail = error.response.get("Error", {})
+        return AttemptFailed(TASK_FAILED, f"The job could not be followed: {job.describe} was refused with "
+                                          f"{detail.get('Code')}: {detail.get('Message')}")
+    except BotoCoreError:
+        return AttemptPolled(number)  # no answer (the network, a timeout): the next poll tries again
     operation = catalogue.by_botocore_name(job.service).model.operation_model(job.describe)
     status, result = job.progress(shapes.response(operation.output_shape, raw))
     if status == RUNNING:
-        return AttemptPolled()
+        return AttemptPolled(number)
     if status == SUCCEEDED:
         return AttemptSucceeded(dumps(result))
     return AttemptFailed(TASK_FAILED, dumps(result))
 
 
-def stop(kind: str, action: str, handle_: dict, client: Any) -> None:
+_THROTTLED = frozenset({"Throttling", "ThrottlingException", "ThrottledException", "TooManyRequestsException",
+                        "RequestLimitExceeded", "RequestThrottled", "SlowDown"})
+
+
+def _passing(error: ClientError) -> bool:
+    """Whether a refused describe call may succeed when tried again: throttled, or the service's own failure."""
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)
+    return status >= 500 or status == 429 or error.response.get("Error", {}).get("Code") in _THROTTLED
+
+
+def stop(kind: str, action: str, handle_: dict, client: Any, number: int) -> None:
     """Stop the job (blocking); a job that already ended, or a refusal, is left as it is."""
     job = JOBS[(kind, action)]
     getattr(client, xform_name(job.stop))(**job.stop_params(handle_))

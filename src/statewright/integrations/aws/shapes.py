@@ -107,7 +107,11 @@ def _out(shape: Shape, value: Any, is_payload: bool = False) -> Any:
     if kind == "blob":
         data = value.read() if hasattr(value, "read") else value
         if is_payload or shape.serialization.get("streaming"):
-            return data.decode("utf-8", errors="replace")
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ParameterError("The response's body is not UTF-8 text, which a Task's result cannot "
+                                     "hold") from None
         return base64.b64encode(data).decode()
     if isinstance(value, datetime.datetime):
         return timestamp(value)

@@ -18,6 +18,7 @@ once overall only when its Retry allows it; services that take an idempotency ke
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -33,9 +34,10 @@ from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
 from . import calls, jobs, shapes
 from .clients import AwsClients
-from .functions import LocalFunctions
+from .functions import FunctionStyle, LocalFunctions
 
 log = logging.getLogger("statewright.integrations")
+ECS_FAILURES = "AmazonECS.Unknown"  # an ECS job or callback task whose RunTask answered with Failures
 T = TypeVar("T")
 Outcome = AttemptSucceeded | AttemptFailed | AttemptSubmitted
 
@@ -52,15 +54,15 @@ class AwsTasks:
 
     async def run(self, dispatch: Dispatch) -> None:
         payload = dispatch.payload
-        lambda_call = payload["kind"] in (LAMBDA_FUNCTION, "lambda") or payload["kind"] == "aws-sdk:lambda"
-        within_s = calls.LAMBDA_TIMEOUT_S if lambda_call else calls.CALL_TIMEOUT_S
-        service = "lambda" if lambda_call else payload["kind"].removeprefix("aws-sdk:")
+        within_s = calls.call_deadline_s(payload)
+        kind = payload["kind"]
+        service = "lambda" if kind in (LAMBDA_FUNCTION, "aws-sdk:lambda") else kind.removeprefix("aws-sdk:")
         if "poll" in payload:  # a .sync task's job: no attempt to start, the describe call may repeat
             async with self.clients.slot(service):
                 try:
                     outcome = await self.clients.run(self._job_call, payload, jobs.poll)
                 except (ClientError, BotoCoreError):  # no client now (its role could not be assumed): poll later
-                    outcome = AttemptPolled()
+                    outcome = AttemptPolled(payload["poll"])
             await self.dispatcher.report(CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], outcome),
                                          within_s)
         elif "cancel" in payload:
@@ -69,51 +71,87 @@ class AwsTasks:
                     await self.clients.run(self._job_call, payload, jobs.stop)
                 except (ClientError, BotoCoreError) as error:
                     log.info("could not stop the job of %s: %s", dispatch.execution_arn, error)
-            await self.dispatcher.run(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id))
+            await self.dispatcher.report(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id), within_s)
         else:
             await self.dispatcher.call_once(dispatch, self.clients.slot(service), lambda: self.perform(payload),
                                             within_s)
 
     async def perform(self, payload: dict[str, Any]) -> Outcome:
-        """Make the call a Task's dispatch payload describes and return its outcome (TestState calls it too)."""
-        kind, action, given = payload["kind"], payload["action"], payload["input"]
-        function = action if kind == LAMBDA_FUNCTION else given.get("FunctionName") if (
-            kind == "lambda" and isinstance(given, dict)) else None
-        url = self.functions.url(function)
-        if url is not None:
-            body = dumps(given if kind == LAMBDA_FUNCTION else given.get("Payload", {})).encode()
-            outcome: Outcome = await self.functions.invoke(url, body, legacy=kind == LAMBDA_FUNCTION)
-        else:
-            outcome = await self.clients.run(self._call, payload)
-        if isinstance(outcome, AttemptSucceeded) and payload["pattern"] == "waitForTaskToken":
-            return AttemptSubmitted(loads(outcome.output))
-        if isinstance(outcome, AttemptSucceeded) and payload["pattern"] == "sync":
-            output = loads(outcome.output)
-            handle = jobs.handle(kind, action, given, output)
-            if handle is None:
-                return AttemptFailed(calls.TASK_FAILED, f"The call started no job: {outcome.output}")
-            if payload.get("role"):
-                handle["RoleArn"] = payload["role"]
-            return AttemptSubmitted(output, handle)
-        return outcome
+        """Make the call a Task's dispatch payload describes and return its outcome (TestState calls it too),
+        within the call's deadline; never raises."""
+        deadline_s = calls.call_deadline_s(payload)
+        try:
+            async with asyncio.timeout(deadline_s):
+                outcome = await self._perform(payload)
+        except TimeoutError:
+            return AttemptFailed(errors.TIMEOUT, f"The call got no answer within {deadline_s:g} seconds")
+        except Exception as error:  # a bug; the attempt fails alone, with what went wrong
+            log.exception("the AWS call of %s failed", payload["execution"])
+            return AttemptFailed(calls.TASK_FAILED, f"{type(error).__name__}: {error}")
+        return self._pattern_outcome(payload, outcome)
+
+    async def _perform(self, payload: dict[str, Any]) -> AttemptSucceeded | AttemptFailed:
+        kind, given = payload["kind"], payload["input"]
+        url = self.functions.url(_function_name(payload))
+        if url is None:
+            return await self.clients.run(self._call, payload)
+        if kind == LAMBDA_FUNCTION:
+            return await self.functions.invoke(url, dumps(given).encode(), style=FunctionStyle.PAYLOAD)
+        payload_value = given.get("Payload", {})
+        sdk = kind == "aws-sdk:lambda"  # the API's Payload is the bytes themselves; lambda:invoke's is JSON
+        body = payload_value.encode() if sdk and isinstance(payload_value, str) else dumps(payload_value).encode()
+        return await self.functions.invoke(url, body, invocation_type=given.get("InvocationType", "RequestResponse"),
+                                           qualifier=given.get("Qualifier"),
+                                           style=FunctionStyle.SDK if sdk else FunctionStyle.TASK)
+
+    def _pattern_outcome(self, payload: dict[str, Any], outcome: AttemptSucceeded | AttemptFailed) -> Outcome:
+        """A callback or .sync task's call answered: the attempt is submitted (with the job to poll), or fails when
+        the answer shows the work never started."""
+        pattern = payload["pattern"]
+        if not isinstance(outcome, AttemptSucceeded) or pattern == "":
+            return outcome
+        output = loads(outcome.output)
+        if payload["kind"] == "ecs" and isinstance(output, dict) and output.get("Failures"):
+            return AttemptFailed(ECS_FAILURES, outcome.output)  # as AWS fails an ECS job or callback task
+        if pattern == "waitForTaskToken":
+            return AttemptSubmitted(output)
+        handle = jobs.handle(payload["kind"], payload["action"], payload["input"], output)
+        if handle is None:
+            return AttemptFailed(calls.TASK_FAILED, f"The call started no job: {outcome.output}")
+        role = self._role(payload)
+        if role:
+            handle["RoleArn"] = role  # its polls and its stop are made as the role that started it
+        return AttemptSubmitted(output, handle)
+
+    def _role(self, payload: dict[str, Any]) -> str | None:
+        return payload.get("role") or (payload.get("machine_role") if self.assume_machine_role else None) or None
 
     def _job_call(self, payload: dict[str, Any], operation: Callable[..., T]) -> T:
         """On a pool thread: poll or stop the job of a .sync task."""
         handle = payload["job"]
         spec = jobs.JOBS[(payload["kind"], payload["action"])]
         client = self.clients.client(spec.service, payload["execution"].split(":")[3], handle.get("RoleArn"))
-        return operation(payload["kind"], payload["action"], handle, client)
+        return operation(payload["kind"], payload["action"], handle, client, payload.get("poll", 0))
 
-    def _call(self, payload: dict[str, Any]) -> Outcome:
+    def _call(self, payload: dict[str, Any]) -> AttemptSucceeded | AttemptFailed:
         """On a pool thread: plan the call, find its client (assuming its role), make it."""
         try:
-            call = calls.plan(payload["kind"], payload["action"], payload["input"])
+            call = calls.plan(payload)
         except shapes.ParameterError as error:
             return AttemptFailed(errors.RUNTIME, str(error))
-        role = payload.get("role") or (payload.get("machine_role") if self.assume_machine_role else None)
-        region = payload["execution"].split(":")[3]
+        role = self._role(payload)
         try:
-            client = self.clients.client(call.service, region, role or None, call.read_timeout_s)
+            client = self.clients.client(call.service, payload["execution"].split(":")[3], role, call.timeout_s)
         except (ClientError, BotoCoreError) as error:
             return AttemptFailed(calls.TASK_FAILED, f"Could not assume the role {role}: {error}")
         return calls.perform(call, client)
+
+
+def _function_name(payload: dict[str, Any]) -> Any:
+    """The Lambda function a Task invokes, if it invokes one."""
+    kind, given = payload["kind"], payload["input"]
+    if kind == LAMBDA_FUNCTION:
+        return payload["action"]
+    if kind in ("lambda", "aws-sdk:lambda") and payload["action"] == "invoke" and isinstance(given, dict):
+        return given.get("FunctionName")
+    return None
