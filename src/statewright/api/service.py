@@ -43,6 +43,7 @@ LOOK_AGAIN_S = 1.0  # how often waiting polls look in the store in case word of 
 # What ``changed`` says changed: the state machine, version and alias records cached by ``state_machine``, and the
 # engine's activities.
 STATE_MACHINE, ACTIVITY = "stateMachine", "activity"
+STANDARD, EXPRESS = "STANDARD", "EXPRESS"  # the state machine types (fixed when a state machine is created)
 CHANGED_KINDS = (STATE_MACHINE, ACTIVITY)
 _MACHINE_CACHE_S = 1.0
 _MACHINE_CACHE_SIZE = 10_000
