@@ -10,6 +10,7 @@ from ..engine import commands
 from ..engine.execution import ExecutionState, redrive_status
 from ..engine.express import ASYNC, SYNC
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
+from ..engine.step import without_data
 from ..engine.test_state import outcome_of, start_test
 from ..integrations.http import invoke
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
@@ -30,8 +31,6 @@ from .service import EXPRESS, Service, Target, handler, seconds
 # statewright reports the first step. Duration is billed by the 100 ms, rounded up.
 BILLED_MEMORY_MB = 64
 BILLED_STEP_MS = 100
-
-_DATA_KEYS = ("input", "inputDetails", "output", "outputDetails")
 
 
 async def _load(service: Service, arn: str) -> ExecutionState:
@@ -258,7 +257,7 @@ async def get_execution_history(service: Service, params: dict, scope: Scope) ->
         if not include_data:
             for key, details in event.items():
                 if key.endswith("EventDetails"):
-                    event[key] = {k: v for k, v in details.items() if k not in _DATA_KEYS}
+                    event[key] = without_data(details)
     result: dict[str, Any] = {"events": events}
     if more:
         result["nextToken"] = paging.encode(str(events[-1]["id"]))

@@ -26,7 +26,9 @@ from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
 from ..engine.core import Engine, answer, shard_for
 from ..engine.limits import Limits
 from ..integrations.activities import ActivityMatcher
+from ..integrations.aws.clients import AwsClients
 from ..integrations.dispatcher import Dispatcher
+from ..integrations.execution_logs import ExecutionLogs
 from ..integrations.http import Connections, HttpTasks
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, Store, VersionRecord
 from . import arns
@@ -108,6 +110,13 @@ class Service:
         self.connections = connections or Connections()
         HttpTasks(self.dispatcher, self.connections, self.limits)
         engine.on_dispatch = self.dispatcher.submit
+        self.aws = AwsClients(self.limits)  # botocore clients (execution logs), found as AWS tools find them
+        self.logs = ExecutionLogs(self.aws, self._logging_of)
+        engine.on_history = self.logs.offer
+
+    async def _logging_of(self, machine_arn: str) -> dict[str, Any] | None:
+        record = await self.state_machine(machine_arn)
+        return None if record is None else record.logging_configuration
 
     async def store_call(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` (a store read or write) on the service's store threads, off the event loop."""
@@ -155,6 +164,7 @@ class Service:
         store, rather than taking the change from the message, keeps the last word right when messages cross."""
         if kind == STATE_MACHINE:
             self.forget_state_machine(arn)
+            self.logs.forget(arn)
         elif kind == ACTIVITY:
             self.engine.note_activity(arn, await self.store_call(self.store.get_activity, arn) is not None)
         else:
@@ -188,6 +198,7 @@ class Service:
         Several nodes: watch for other nodes' activity tasks, and look again now and then."""
         self._use_loop(loop)
         self.dispatcher.attach(loop)
+        self.logs.attach(loop)
         if self.forwarder is not None:
             self.engine.on_removed = lambda keys: loop.call_soon_threadsafe(self.matcher.discard, keys)
             self._stop_watching = self.store.watch_activity_tasks(
@@ -247,6 +258,7 @@ class Service:
         """Wait for running store calls and evaluations to finish; call before closing the store."""
         self._evaluation_threads.shutdown(wait=True)
         self._store_threads.shutdown(wait=True)
+        self.aws.close()
 
     def _use_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import replace
 
 from ..asl.definition import InvalidDefinition, parse_definition
+from ..integrations.execution_logs import check_destination
 from ..store.base import StateMachineRecord
 from . import arns, configuration, describe, paging
 from .arns import Scope
@@ -35,6 +36,15 @@ def _check_role(role_arn: str) -> None:
         raise invalid_arn(f"Resource type not valid in this context: {role_arn}")
 
 
+async def _logging_of(service: Service, given: dict | None) -> dict:
+    """A loggingConfiguration checked as AWS checks it, its log group included."""
+    kept = configuration.logging_of(given)
+    problem = await check_destination(service.aws, kept)
+    if problem is not None:
+        raise configuration.invalid_logging(problem)
+    return kept
+
+
 async def _load(service: Service, arn: str) -> StateMachineRecord:
     record = await service.store_call(service.store.get_state_machine, arns.state_machine(arn))
     if record is None:
@@ -50,12 +60,13 @@ async def create_state_machine(service: Service, params: dict, scope: Scope) -> 
     _check_role(params["roleArn"])
     _check_definition(service, params["definition"], kind)
     check_description(params)
+    logging_configuration = await _logging_of(service, params.get("loggingConfiguration"))
     now_ms = service.clock()
     revision_id = str(uuid.uuid4())
     record = StateMachineRecord(
         arn=scope.state_machine_arn(name), name=name, type=kind, definition=params["definition"],
         role_arn=params["roleArn"], revision_id=revision_id, created_ms=now_ms, updated_ms=now_ms,
-        logging_configuration=configuration.logging_of(params.get("loggingConfiguration")),
+        logging_configuration=logging_configuration,
         tracing_configuration=configuration.tracing_of(params.get("tracingConfiguration")),
         encryption_configuration=configuration.encryption_of(params.get("encryptionConfiguration")),
         initial_revision_id=revision_id,
@@ -104,8 +115,8 @@ async def update_state_machine(service: Service, params: dict, scope: Scope) -> 
     updated = replace(
         record, definition=changes.get("definition", record.definition),
         role_arn=changes.get("roleArn", record.role_arn), updated_ms=max(service.clock(), record.created_ms + 1),
-        logging_configuration=configuration.logging_of(changes.get("loggingConfiguration",
-                                                                   record.logging_configuration)),
+        logging_configuration=await _logging_of(service, changes["loggingConfiguration"])
+        if "loggingConfiguration" in changes else record.logging_configuration,
         tracing_configuration=configuration.tracing_of(changes.get("tracingConfiguration",
                                                                    record.tracing_configuration)),
         encryption_configuration=configuration.encryption_of(changes.get("encryptionConfiguration",
