@@ -619,6 +619,7 @@ class Engine:
             self._hand_out(Dispatch(state.shard_id, state.arn, dispatch_id, payload))
         if not state.is_open:
             self.express.close(run)
+            self.metrics.express_closed.labels("async" if run.durable else "sync").inc()
             if run.reply is not None:
                 batch.replies.append((run.reply, express_result(state), -1))
 
