@@ -8,9 +8,10 @@ from concurrent.futures import Future
 
 import pytest
 
-from statewright.engine.commands import StartExecution
+from statewright.engine.commands import InboxFull, StartExecution
 from statewright.engine.core import Engine
 from statewright.engine.express import ASYNC, SYNC
+from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
 
@@ -106,3 +107,13 @@ def test_a_new_engine_runs_again_the_async_starts_the_last_one_held(store):
     assert started(second) == [arn]
     assert all(not store.express_starts(shard) for shard in range(4))
     assert not sync_reply.done()  # its caller's connection went down with the first engine
+
+
+def test_starts_past_the_express_limit_are_throttled(store):
+    clock = [T0_MS]
+    engine = Engine(store, clock=lambda: clock[0], limits=Limits(express_runs_max=1))
+    engine.acquire_all_shards()
+    _, first = start(engine, "one", 10, SYNC)
+    _, second = start(engine, "two", 10, ASYNC)
+    engine.tick(clock[0])
+    assert isinstance(second.exception(), InboxFull) and not first.done()

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..asl.definition import InvalidDefinition
 from ..engine import commands
+from ..engine.core import shard_for
 from ..engine.execution import ExecutionState, redrive_status
 from ..engine.express import ASYNC, SYNC
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
@@ -31,6 +32,7 @@ from .service import EXPRESS, Service, Target, handler, seconds
 # statewright reports the first step. Duration is billed by the 100 ms, rounded up.
 BILLED_MEMORY_MB = 64
 BILLED_STEP_MS = 100
+LOCAL_ID_TRIES_MAX = 64  # ids drawn for a synchronous express execution until one falls in a shard served here
 
 
 async def _load(service: Service, arn: str) -> ExecutionState:
@@ -82,6 +84,18 @@ def _billed_ms(duration_ms: int) -> int:
     return max(1, -(-duration_ms // BILLED_STEP_MS)) * BILLED_STEP_MS
 
 
+def _express_arn(service: Service, machine_arn: str, name: str, local: bool) -> str:
+    """An Express execution's ARN: ``...:express:MACHINE:NAME:ID``. ``local`` (StartSyncExecution): an id whose
+    shard this node serves, when it serves any, so the caller's wait is never forwarded to another node (whose
+    answer a forwarder gives up on after seconds, and a start sent twice would be an execution run twice)."""
+    prefix = machine_arn.replace(":stateMachine:", ":express:", 1) + f":{name}:"
+    for _ in range(LOCAL_ID_TRIES_MAX):
+        arn = prefix + str(uuid.uuid4())
+        if not local or service.engine.owns(shard_for(arn, service.engine.shard_count)):
+            return arn
+    return arn
+
+
 async def _type_of(service: Service, target: Target) -> str:
     """STANDARD or EXPRESS: a state machine's type, which its versions and aliases share."""
     if isinstance(target, AliasRecord):
@@ -107,7 +121,7 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
     arn = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
     if await _type_of(service, target) == EXPRESS:  # every start is its own execution, whatever its name: AWS
         # adds an id
-        arn = machine_arn.replace(":stateMachine:", ":express:", 1) + f":{name}:{uuid.uuid4()}"
+        arn = _express_arn(service, machine_arn, name, local=sync is not None)
     alias_arn = None
     if isinstance(target, AliasRecord):  # the version by the alias's weights, drawn from the execution's ARN
         alias_arn = target.arn

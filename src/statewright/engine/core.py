@@ -469,6 +469,9 @@ class Engine:
                         and current.test_case == command.test_case and command.express != SYNC):
                     return current.start_ms  # idempotent start (a child only for the parent attempt that made it)
                 return ExecutionAlreadyExists(command.arn)
+            if (command.express is not None and not rerun
+                    and len(self.express.runs) + len(batch.express_starting) >= self.limits.express_runs_max):
+                return InboxFull(f"{len(self.express.runs)} express executions are running")
             if command.express == ASYNC and not rerun:  # durable first: it runs once its row has landed
                 batch.last_write[command.arn] = EXPRESS_ROWS - len(batch.express_starting)
                 batch.express_rows.append((shard, command.arn, encode_commands([command])))
