@@ -23,7 +23,8 @@ _CHANGEABLE = ("definition", "roleArn", "loggingConfiguration", "tracingConfigur
 
 def _check_definition(service: Service, text: str, kind: str) -> None:
     try:
-        parse_definition(text, mockable=service.mocks is not None, express=kind == EXPRESS)
+        parse_definition(text, mockable=service.mocks is not None, express=kind == EXPRESS,
+                         resource_check=service.engine.services.resource_check)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
 
@@ -39,7 +40,7 @@ def _check_role(role_arn: str) -> None:
 async def _logging_of(service: Service, given: dict | None) -> dict:
     """A loggingConfiguration checked as AWS checks it, its log group included."""
     kept = configuration.logging_of(given)
-    problem = await check_destination(service.aws, kept)
+    problem = await check_destination(service.aws_clients, kept)
     if problem is not None:
         raise configuration.invalid_logging(problem)
     return kept
@@ -171,7 +172,8 @@ async def list_state_machines(service: Service, params: dict, scope: Scope) -> d
 def validate_state_machine_definition(service: Service, params: dict, scope: Scope) -> dict:
     try:
         parse_definition(params["definition"], mockable=service.mocks is not None,
-                         express=params.get("type") == EXPRESS)
+                         express=params.get("type") == EXPRESS,
+                         resource_check=service.engine.services.resource_check)
         diagnostics = []
     except InvalidDefinition as exc:
         diagnostics = exc.diagnostics

@@ -19,6 +19,7 @@ from typing import Any
 from ..asl import errors
 from ..asl.budget import Budget, spending
 from ..asl.dataflow import place_result, select
+from ..asl.definition import ResourceCheck
 from ..asl.errors import StatesError
 from ..asl.jsonata import QUERY_EVALUATION_ERROR
 from ..asl.jsonio import dumps, loads
@@ -70,6 +71,8 @@ class Services:
     heavy_pause_ms: int = 250  # then, the wait before the execution goes on
     wait_scale: float = 1.0  # Waits and Retry backoffs last this many times their length (serve --wait-scale)
     mocks: MockConfig | None = None  # serve --mock-config: what Task states of a test case answer instead
+    # How a definition's aws-sdk resources are checked against the services the SDK models (asl/definition.py).
+    resource_check: ResourceCheck | None = None
 
 
 class Step:

@@ -23,7 +23,12 @@ from .outcomes import WAIT, Outcome, Wait
 from .step import Step, without_none
 
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
-HTTP_DEADLINE_MS = 60_000
+# The longest one call may take, whatever the state's TimeoutSeconds: an HTTP Task's 60 s, a Lambda function's
+# 15 minutes, and 60 s for any other AWS API call. It bounds the call only: a .sync or .waitForTaskToken task's
+# wait for its result after the call is bounded by TimeoutSeconds alone.
+CALL_DEADLINE_MS = {"http": 60_000, "lambda": 900_000, LAMBDA_FUNCTION: 900_000}
+AWS_CALL_DEADLINE_MS = 60_000
+_NOT_CALLS = ("activity", "states")  # handed to workers, or applied inside the engine
 
 
 def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any) -> Wait:
@@ -37,7 +42,7 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
     scheduled_id = step.execution.next_event_id  # the id the Scheduled event is about to get
     flow.task = TaskAttempt(scheduled_id)  # visible to $$.Task.Token while Parameters render
     try:
-        effective, timeout_s, heartbeat_s = _task_input(step, flow_id, state, data, context)
+        effective, timeout_s, heartbeat_s, role_arn = _task_input(step, flow_id, state, data, context)
     finally:
         flow.task = None  # scheduled only once its event is recorded
     text = step.json_of(effective, state.name)
@@ -55,8 +60,9 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
     assert step.emit(*event, details) == scheduled_id
     task = flow.task = TaskAttempt(scheduled_id, heartbeat_ms=None if heartbeat_s is None else heartbeat_s * 1000)
     deadline_ms = None if timeout_s is None else timeout_s * 1000
-    if state.integration == "http":
-        deadline_ms = min(deadline_ms or HTTP_DEADLINE_MS, HTTP_DEADLINE_MS)
+    if state.integration not in _NOT_CALLS and state.pattern == "":
+        cap_ms = CALL_DEADLINE_MS.get(state.integration, AWS_CALL_DEADLINE_MS)
+        deadline_ms = min(deadline_ms or cap_ms, cap_ms)
     if deadline_ms is not None:
         _add_timer(step, task, f"timeout-{scheduled_id}", step.now_ms + deadline_ms)
     payload = {"kind": state.integration, "action": state.action, "pattern": state.pattern,
@@ -64,6 +70,10 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
                "attempt": attempt, "input": effective}
     if state.pattern == "waitForTaskToken" or state.pattern.startswith("sync"):
         payload["token"] = step.token(scheduled_id, attempt)
+    if role_arn is not None:
+        payload["role"] = role_arn
+    elif state.integration not in _NOT_CALLS and state.integration != "http":
+        payload["machine_role"] = step.execution.role_arn  # assumed only when the server is told to (README)
     if mocked is not None:  # answered by the mock, not the resource (the dispatch carries the answer until it lands)
         payload["mocked"] = mocked
     step.add_dispatch(str(scheduled_id), payload)
@@ -71,18 +81,21 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
 
 
 def _task_input(step: Step, flow_id: str, state: TaskState, data: Any,
-                context: Any) -> tuple[Any, int | None, int | None]:
-    """The attempt's input (Parameters or Arguments) and its TimeoutSeconds and HeartbeatSeconds."""
+                context: Any) -> tuple[Any, int | None, int | None, str | None]:
+    """The attempt's input (Parameters or Arguments), its TimeoutSeconds and HeartbeatSeconds, and the role its
+    call is made as (Credentials)."""
     if state.query_language == "JSONata":
         effective = step.note("afterArguments", step.jsonata(flow_id, state, "Arguments", data, data))
         timeout_s = jsonata_states.seconds(step, flow_id, state, "TimeoutSeconds", data, state.timeout_seconds)
         heartbeat_s = jsonata_states.seconds(step, flow_id, state, "HeartbeatSeconds", data, state.heartbeat_seconds)
         timeout_s, heartbeat_s = timeout_s or None, heartbeat_s or None
+        credentials = step.jsonata(flow_id, state, "Credentials", data, None)
     else:
-        effective = step.note("afterInputPath", select(state.input_path, data, context))
+        selected = effective = step.note("afterInputPath", select(state.input_path, data, context))
+        seed = step.seed_of(step.flows[flow_id])
         if state.parameters is not None:
-            effective = step.note("afterParameters", state.parameters.render(effective, context,
-                                                                             step.seed_of(step.flows[flow_id])))
+            effective = step.note("afterParameters", state.parameters.render(effective, context, seed))
+        credentials = None if state.credentials is None else state.credentials.render(selected, context, seed)
         timeout_s = _seconds(state.timeout_seconds, state.timeout_seconds_path, effective, context,
                              "TimeoutSecondsPath")
         heartbeat_s = _seconds(state.heartbeat_seconds, state.heartbeat_seconds_path, effective, context,
@@ -92,7 +105,17 @@ def _task_input(step: Step, flow_id: str, state: TaskState, data: Any,
     if (state.integration == "activity" and step.services is not None
             and state.resource not in step.services.activities):
         raise StatesError(errors.RUNTIME, f"The activity {state.resource} does not exist.")
-    return effective, timeout_s, heartbeat_s
+    return effective, timeout_s, heartbeat_s, _role(credentials)
+
+
+def _role(credentials: Any) -> str | None:
+    if credentials is None:
+        return None
+    role = credentials.get("RoleArn") if isinstance(credentials, dict) else None
+    if not isinstance(role, str) or not role:
+        raise StatesError(errors.RUNTIME, f"The Credentials field must hold a RoleArn string, not "
+                                          f"'{dumps(credentials)}'")
+    return role
 
 
 def _seconds(fixed: int | None, path: Any, effective: Any, context: Any, field: str) -> int | None:

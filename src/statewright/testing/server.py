@@ -42,12 +42,12 @@ def stop(process: subprocess.Popen | None, grace_s: float) -> None:
 class StatewrightServer:
     def __init__(self, data_dir: Path, shards: int = 8, extra_args: tuple[str, ...] = (),
                  port: int | None = None, env: dict[str, str] | None = None) -> None:
-        """``extra_args``: more ``statewright serve`` options, e.g. ``("--clock", "virtual")``; ``env``: more
-        environment variables for the server process (``AWS_ENDPOINT_URL``, credentials, ...)."""
+        """``extra_args``: more ``statewright serve`` options, e.g. ``("--clock", "virtual")``; ``env``: variables
+        added to the server's environment, e.g. ``{"AWS_ENDPOINT_URL": ...}`` for the AWS integrations."""
         self.data_dir = data_dir
+        self.env = env or {}
         self.shards = shards
         self.extra_args = extra_args
-        self.env = env or {}
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
