@@ -10,12 +10,11 @@ import time
 import uuid
 from collections.abc import Iterator
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto.server import ThreadedMotoServer
 
-from server import ROLE_ARN, ServerProcess, free_port
+from aws import aws_client, server_env, start_moto
+from server import ROLE_ARN, ServerProcess
 
 FAILING = {"StartAt": "Prepare", "States": {
     "Prepare": {"Type": "Pass", "Result": {"ready": True}, "Next": "Stop"},
@@ -25,25 +24,22 @@ TYPES_LOGGED = {
     "ALL": ["ExecutionStarted", "PassStateEntered", "PassStateExited", "FailStateEntered", "ExecutionFailed"],
     "ERROR": ["FailStateEntered", "ExecutionFailed"],
     "FATAL": ["ExecutionFailed"]}
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    moto.start()
-    yield f"http://127.0.0.1:{moto._port}"
+    moto, endpoint = start_moto()
+    yield endpoint
     moto.stop()
 
 
 @pytest.fixture(scope="module")
 def logs(moto_endpoint):
-    return boto3.client("logs", endpoint_url=moto_endpoint, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
+    return aws_client(moto_endpoint, "logs")
 
 
 def serve(path, moto_endpoint: str, *args: str) -> ServerProcess:
-    return ServerProcess(path, extra_args=args, env={"AWS_ENDPOINT_URL": moto_endpoint, **CREDENTIALS})
+    return ServerProcess(path, extra_args=args, env=server_env(moto_endpoint))
 
 
 @pytest.fixture(scope="module")
