@@ -25,18 +25,18 @@ from typing import Any
 
 import orjson
 
-from . import backlog, cluster, express, workloads
+from . import backlog, cluster, express, lambda_chain, workloads
 from .client import Pool
 from .servers import Moto, Statewright, drop_databases
 
 QUICK = {"w1_n": 3000, "w2_n": 2000, "moto_n": 200, "dbos_n": 300, "w3_n": 5000, "w4_n": 20000, "w5_n": 200,
-         "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000, "w10_n": 3000}
+         "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000, "w10_n": 1000, "w11_n": 3000}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="./dev bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"small sizes for a quick look: {QUICK}")
-    parser.add_argument("--only", default="W1,W2,W3,W4,W5,W6", help="workloads to run (default all)")
+    parser.add_argument("--only", default="W1,W2,W3,W4,W5,W6,W10", help="workloads to run (default all)")
     parser.add_argument("--w1-n", type=int, default=20_000, help="W1 executions on statewright (default 20000)")
     parser.add_argument("--concurrency", type=int, default=256, help="client connections to statewright (256)")
     parser.add_argument("--moto-n", type=int, default=1000, help="W1 executions on moto (default 1000)")
@@ -68,8 +68,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--w9-runaways", type=int, default=1, help="W9: runaway executions (default 1)")
     parser.add_argument("--w9-range", type=int, default=1000,
                         help="W9: items each runaway Pass sums with $reduce (default 1000)")
-    parser.add_argument("--w10-n", type=int, default=20_000,
-                        help="W10: W1 executions as Standard, async Express and sync Express each (default 20000)")
+    parser.add_argument("--w10-n", type=int, default=5000,
+                        help="W10 executions of the Lambda chain, 5 invocations each (default 5000)")
+    parser.add_argument("--w11-n", type=int, default=20_000,
+                        help="W11: W1 executions as Standard, async Express and sync Express each (default 20000)")
     parser.add_argument("--no-peers", action="store_true", help="statewright only")
     parser.add_argument("--store", metavar="URL", default=None,
                         help="a PostgreSQL server (postgresql://...): each statewright server keeps its data in a "
@@ -177,6 +179,8 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         await w9(args, work, results, table)
     if "W10" in args.only:
         await w10(args, work, results, table)
+    if "W11" in args.only:
+        await w11(args, work, results, table)
     results["table"] = table.render()
     return results
 
@@ -212,32 +216,45 @@ async def w7(args: argparse.Namespace, work: Path, results: dict, table: Table) 
 
 
 async def w10(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    """A chain of lambda:invoke states against a local HTTP function (serve --functions)."""
+    run = await lambda_chain.w10(work, args.w10_n, args.concurrency)
+    results["w10"] = run
+    ours, direct = run["statewright"], run["direct"]
+    table.add("W10 Lambda", f"invocations/s, {run['links']}-invoke chains (the function called directly: peer)",
+              f"{ours['invocations_per_s']:,.0f} ({ours['invocations_per_s'] / direct['invocations_per_s']:.2f}x "
+              f"direct {direct['invocations_per_s']:,.0f})", target=">= 1,000/s",
+              verdict=ours["invocations_per_s"] >= 1000)
+    table.add("W10 Lambda", "server CPU per invocation, us",
+              f"{ours['server_cpu_s'] / (ours['n'] * run['links']) * 1e6:,.0f}")
+
+
+async def w11(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
     """W1 as an EXPRESS machine, through StartExecution and StartSyncExecution, beside W1 as STANDARD (opt-in:
-    --only W10)."""
-    server = Statewright(work / "w10-statewright", postgres=args.store)
+    --only W11)."""
+    server = Statewright(work / "w11-statewright", postgres=args.store)
     server.start()
     pool = Pool(server.endpoint, args.concurrency)
     try:
-        run = await express.w10(server, pool, args.w10_n, args.concurrency, args.half_load_s)
+        run = await express.w11(server, pool, args.w11_n, args.concurrency, args.half_load_s)
     finally:
         pool.close()
         server.stop()
-    results["w10"] = run
+    results["w11"] = run
     standard = run["standard"]["executions_per_s"]
-    label = f"(n={args.w10_n:,}, {args.concurrency} conns)"
-    table.add("W10 express", f"Standard W1: completed executions/s {label}", fmt(standard))
+    label = f"(n={args.w11_n:,}, {args.concurrency} conns)"
+    table.add("W11 express", f"Standard W1: completed executions/s {label}", fmt(standard))
     for kind, name in (("async", "StartExecution"), ("sync", "StartSyncExecution")):
         rate = run[kind]["executions_per_s"]
-        table.add("W10 express", f"Express W1 via {name}: completed executions/s",
+        table.add("W11 express", f"Express W1 via {name}: completed executions/s",
                   f"{fmt(rate)} ({rate / standard:.1f}x Standard)", target=">= 3x Standard",
                   verdict=rate >= 3 * standard)
-        table.add("W10 express", f"Express W1 via {name}: server CPU us/execution",
+        table.add("W11 express", f"Express W1 via {name}: server CPU us/execution",
                   fmt(run[kind]["server_cpu_per_execution_us"]))
     half = run["sync_half_load"]
-    table.add("W10 express", f"StartSyncExecution p50 / p99 at half peak ({half['rate_per_s']:,.0f}/s), ms",
+    table.add("W11 express", f"StartSyncExecution p50 / p99 at half peak ({half['rate_per_s']:,.0f}/s), ms",
               f"{fmt(ms(half['p50_s']), 1)} / {fmt(ms(half['p99_s']), 1)}", target="p99 < 5 ms",
               verdict=half["p99_s"] < 0.005)
-    table.add("W10 express", "errors: Standard / async / sync / at half peak",
+    table.add("W11 express", "errors: Standard / async / sync / at half peak",
               f"{run['standard']['errors']} / {run['async']['errors']} / {run['sync']['errors']} / {half['errors']}")
 
 

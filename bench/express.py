@@ -1,4 +1,4 @@
-"""W10: W1's ten-state chain as an EXPRESS state machine, through StartExecution (durable start, runs in memory)
+"""W11: W1's ten-state chain as an EXPRESS state machine, through StartExecution (durable start, runs in memory)
 and StartSyncExecution (answers with the result), against W1 as a STANDARD machine on the same server in the same
 run.
 
@@ -32,7 +32,7 @@ CLOSED = "statewright_express_executions_closed_total{start=async}"
 
 async def express_machine(pool: Pool) -> str:
     created = await pool.call("CreateStateMachine", {
-        "name": f"w10-{time.time_ns()}", "definition": orjson.dumps(chain_definition()).decode(), "roleArn": ROLE,
+        "name": f"w11-{time.time_ns()}", "definition": orjson.dumps(chain_definition()).decode(), "roleArn": ROLE,
         "type": "EXPRESS"})
     return created["stateMachineArn"]
 
@@ -97,9 +97,9 @@ async def sync_at_rate(pool: Pool, machine: str, rate_per_s: float, duration_s: 
             "p99_s": percentile(latencies, 0.99)}
 
 
-async def w10(server: Statewright, pool: Pool, n: int, concurrency: int, half_load_s: float) -> dict[str, Any]:
+async def w11(server: Statewright, pool: Pool, n: int, concurrency: int, half_load_s: float) -> dict[str, Any]:
     """Standard, then async Express, then sync Express (closed loop), then sync Express at half its peak."""
-    standard = await run_to_end(server, pool, chain_definition(), chain_input, n, concurrency, "w10-standard", 600)
+    standard = await run_to_end(server, pool, chain_definition(), chain_input, n, concurrency, "w11-standard", 600)
     machine = await express_machine(pool)
     await sync_closed_loop(server, pool, machine, min(n, 200), min(concurrency, 10))  # warm-up
     started = await async_express(server, pool, machine, n, concurrency)

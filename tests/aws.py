@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -13,9 +14,10 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from server import free_port
+from server import ROLE_ARN, free_port, history, wait_closed
 
 REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's default account, and statewright's
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -77,3 +79,33 @@ class LocalFunction:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def run(sfn, definition: dict, payload: dict | None = None) -> dict:
+    """Create a machine, run one execution to its end, return DescribeExecution (with the history under
+    "events")."""
+    arn = sfn.create_state_machine(name=f"aws-{uuid.uuid4().hex[:10]}", definition=json.dumps(definition),
+                                   roleArn=ROLE_ARN)["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps(payload or {}))["executionArn"]
+    described = wait_closed(sfn, execution)
+    described["events"] = history(sfn, execution)
+    return described
+
+
+def task(resource: str, parameters: dict | None = None, **fields) -> dict:
+    state = {"Type": "Task", "Resource": resource, "End": True, **fields}
+    if parameters is not None:
+        state["Parameters"] = parameters
+    return {"StartAt": "T", "States": {"T": state}}
+
+
+def caught(resource: str, parameters: dict) -> dict:
+    """A Task whose every error is caught: the output is the error and cause."""
+    definition = task(resource, parameters, Catch=[{"ErrorEquals": ["States.ALL"], "Next": "Caught"}])
+    definition["States"]["Caught"] = {"Type": "Pass", "End": True}
+    return definition
+
+
+def output(described: dict):
+    assert described["status"] == "SUCCEEDED", described
+    return json.loads(described["output"])

@@ -10,86 +10,13 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from aws import LocalFunction, aws_client, server_env, start_moto
+from aws import ACCOUNT, aws_client, caught, output, run, server_env, task
 from server import ROLE_ARN, ServerProcess, history, wait_closed
-
-ACCOUNT = "123456789012"
-
-
-def _function_answer(path: str, payload, number: int) -> tuple[int, object]:
-    if path == "/greet":
-        return 200, {"greeting": f"hello {payload.get('name')}"}
-    if path == "/flaky" and number == 1:
-        return 200, {"errorType": "FlakyError", "errorMessage": "first call fails", "stackTrace": []}
-    if path == "/flaky":
-        return 200, {"ok": number}
-    if path == "/broken":
-        return 500, {"message": "the handler crashed"}
-    if path == "/slow":
-        time.sleep(2)
-        return 200, {"slow": True}
-    return 200, payload  # /legacy echoes
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server, endpoint = start_moto()
-    yield endpoint
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def functions():
-    local = LocalFunction(_function_answer)
-    yield local
-    local.close()
-
-
-@pytest.fixture(scope="module")
-def aws_server(tmp_path_factory, moto, functions):
-    directory = tmp_path_factory.mktemp("aws")
-    mapping = {name: f"{functions.url}/{name}" for name in ("greet", "flaky", "broken", "slow")}
-    mapping[f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:legacy"] = f"{functions.url}/legacy"
-    (directory / "functions.json").write_text(json.dumps(mapping))
-    process = ServerProcess(directory / "data", extra_args=("--functions", str(directory / "functions.json")),
-                            env=server_env(moto)).start()
-    yield process
-    process.stop()
 
 
 @pytest.fixture
 def sfn(aws_server):
     return aws_server.client()
-
-
-def run(sfn, definition: dict, payload: dict | None = None) -> dict:
-    """Create a machine, run one execution to its end, return DescribeExecution (with the history under
-    "events")."""
-    arn = sfn.create_state_machine(name=f"aws-{uuid.uuid4().hex[:10]}", definition=json.dumps(definition),
-                                   roleArn=ROLE_ARN)["stateMachineArn"]
-    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps(payload or {}))["executionArn"]
-    described = wait_closed(sfn, execution)
-    described["events"] = history(sfn, execution)
-    return described
-
-
-def task(resource: str, parameters: dict | None = None, **fields) -> dict:
-    state = {"Type": "Task", "Resource": resource, "End": True, **fields}
-    if parameters is not None:
-        state["Parameters"] = parameters
-    return {"StartAt": "T", "States": {"T": state}}
-
-
-def caught(resource: str, parameters: dict) -> dict:
-    """A Task whose every error is caught: the output is the error and cause."""
-    definition = task(resource, parameters, Catch=[{"ErrorEquals": ["States.ALL"], "Next": "Caught"}])
-    definition["States"]["Caught"] = {"Type": "Pass", "End": True}
-    return definition
-
-
-def output(described: dict):
-    assert described["status"] == "SUCCEEDED", described
-    return json.loads(described["output"])
 
 
 # -- SQS, SNS, EventBridge
@@ -320,3 +247,42 @@ def test_parameters_that_do_not_fit_the_api_at_run_time_fail_the_execution(sfn):
                     {"prefix": {"not": "a string"}})
     assert described["status"] == "FAILED" and described["error"] == "States.Runtime"
     assert "QueueNamePrefix" in described["cause"]
+
+
+# -- TestState
+
+
+def test_test_state_calls_the_resource_for_real(sfn, moto):
+    sqs = aws_client(moto, "sqs")
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    state = {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:sqs:getQueueUrl", "End": True,
+             "Parameters": {"QueueName.$": "$.queue"}}
+    answer = sfn.test_state(definition=json.dumps(state), roleArn=ROLE_ARN, input=json.dumps({"queue": name}))
+    assert answer["status"] == "SUCCEEDED" and json.loads(answer["output"]) == {"QueueUrl": url}
+    answer = sfn.test_state(definition=json.dumps(state), roleArn=ROLE_ARN, input=json.dumps({"queue": "nope"}))
+    assert answer["status"] == "FAILED" and answer["error"] == "Sqs.QueueDoesNotExistException"
+    lambda_state = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "End": True,
+                    "Parameters": {"FunctionName": "greet", "Payload": {"name": "bo"}}, "OutputPath": "$.Payload"}
+    answer = sfn.test_state(definition=json.dumps(lambda_state), roleArn=ROLE_ARN)
+    assert json.loads(answer["output"]) == {"greeting": "hello bo"}
+
+
+def test_test_state_refuses_a_callback_task_without_a_mock(sfn):
+    state = {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken", "End": True,
+             "Parameters": {"QueueUrl": "q", "MessageBody.$": "$$.Task.Token"}}
+    with pytest.raises(ClientError) as raised:
+        sfn.test_state(definition=json.dumps(state), roleArn=ROLE_ARN)
+    assert raised.value.response["Error"]["Code"] == "ValidationException"
+
+
+def test_machine_role_and_a_service_endpoint_of_its_own(tmp_path, moto):
+    """--assume-machine-role makes calls as the state machine's role; AWS_ENDPOINT_URL_<SERVICE> wins over
+    AWS_ENDPOINT_URL, as in every AWS tool (the general endpoint here answers nothing)."""
+    env = {**server_env(moto), "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ENDPOINT_URL_STS": moto}
+    server = ServerProcess(tmp_path / "data", extra_args=("--assume-machine-role",), env=env).start()
+    try:
+        result = output(run(server.client(), task("arn:aws:states:::aws-sdk:sts:getCallerIdentity", {})))
+        assert result["Arn"].startswith(f"arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE_ARN.rsplit('/', 1)[1]}/")
+    finally:
+        server.stop()

@@ -8,12 +8,11 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from botocore.exceptions import ClientError
 
-from aws import aws_client, server_env, start_moto
+from aws import aws_client, server_env
 from server import ROLE_ARN, ServerProcess
 
 FAILING = {"StartAt": "Prepare", "States": {
@@ -27,24 +26,17 @@ TYPES_LOGGED = {
 
 
 @pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    moto, endpoint = start_moto()
-    yield endpoint
-    moto.stop()
+def logs(moto):
+    return aws_client(moto, "logs")
+
+
+def serve(path, moto: str, *args: str) -> ServerProcess:
+    return ServerProcess(path, extra_args=args, env=server_env(moto))
 
 
 @pytest.fixture(scope="module")
-def logs(moto_endpoint):
-    return aws_client(moto_endpoint, "logs")
-
-
-def serve(path, moto_endpoint: str, *args: str) -> ServerProcess:
-    return ServerProcess(path, extra_args=args, env=server_env(moto_endpoint))
-
-
-@pytest.fixture(scope="module")
-def logging_server(tmp_path_factory, moto_endpoint):
-    process = serve(tmp_path_factory.mktemp("logging") / "data", moto_endpoint).start()
+def logging_server(tmp_path_factory, moto):
+    process = serve(tmp_path_factory.mktemp("logging") / "data", moto).start()
     yield process
     process.stop()
 
@@ -156,10 +148,10 @@ def test_logging_configurations_are_checked_as_aws_checks_them(logging_server, l
     assert caught.value.response["Error"]["Message"] == "Invalid Logging Configuration: Log Destination not found."
 
 
-def test_a_killed_engine_reruns_async_express_executions_but_not_sync_ones(tmp_path, moto_endpoint, logs):
+def test_a_killed_engine_reruns_async_express_executions_but_not_sync_ones(tmp_path, moto, logs):
     """kill -9 with two express executions waiting in memory: the asynchronous one (its caller had its 200) starts
     again on the restarted server and finishes, so its log shows two starts; the synchronous one is not run again."""
-    server = serve(tmp_path / "data", moto_endpoint, "--clock", "virtual").start()
+    server = serve(tmp_path / "data", moto, "--clock", "virtual").start()
     try:
         sfn = server.client()
         group = log_group(logs)

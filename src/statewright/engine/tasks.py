@@ -9,6 +9,7 @@ over a ``step.Step``; pure, like the rest of the decider (whether an activity ex
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..asl import errors
@@ -20,7 +21,7 @@ from ..asl.states import TaskState
 from . import jsonata_states, retry_catch
 from .execution import TaskAttempt
 from .outcomes import WAIT, Outcome, Wait
-from .step import Step, without_none
+from .step import Step, poll_dispatch, poll_timer, without_none
 
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 # The longest one call may take, whatever the state's TimeoutSeconds: an HTTP Task's 60 s, a Lambda function's
@@ -28,6 +29,8 @@ HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 # wait for its result after the call is bounded by TimeoutSeconds alone.
 CALL_DEADLINE_MS = {"http": 60_000, "lambda": 900_000, LAMBDA_FUNCTION: 900_000}
 AWS_CALL_DEADLINE_MS = 60_000
+POLL_FIRST_MS = 1_000  # a .sync task's AWS job is polled this long after it started, then ever less often
+POLL_MAX_MS = 30_000
 _NOT_CALLS = ("activity", "states")  # handed to workers, or applied inside the engine
 
 
@@ -158,28 +161,56 @@ def start(step: Step, flow_id: str, worker_name: str | None) -> None:
         _add_timer(step, task, f"heartbeat-{task.scheduled_id}", step.now_ms + task.heartbeat_ms)
 
 
-def submit(step: Step, flow_id: str, output: Any) -> None:
-    """The integration's call returned for a .sync or .waitForTaskToken task: it now waits for the result."""
+def submit(step: Step, flow_id: str, output: Any, job: Any = None) -> None:
+    """The integration's call returned for a .sync or .waitForTaskToken task: it now waits for the result, or
+    (``job``, an AWS job a .sync task started) polls the job until it ends."""
     flow = step.flows[flow_id]
     task = flow.task
     if task.submitted:
         return  # a replayed dispatch submitted it again
     task.submitted = True
-    if isinstance(output, dict) and "ExecutionArn" in output:
-        task.child = output["ExecutionArn"]
     state = step.state_of(flow)
+    if job is not None:
+        task.job = {**job, "kind": state.integration, "action": state.action}
+        _arm_poll(step, task)
+    if state.integration == "states" and isinstance(output, dict) and "ExecutionArn" in output:
+        task.child = output["ExecutionArn"]
     step.emit("TaskSubmitted", "taskSubmittedEventDetails",
               {"resourceType": state.integration, "resource": _resource_name(state), "output": dumps(output),
                "outputDetails": {"truncated": False}})
+
+
+def polled(step: Step, flow_id: str) -> None:
+    """The job is still running: its poll is done; poll again after a longer pause."""
+    task = step.flows[flow_id].task
+    if task.job is None or poll_timer(task) in task.timers:
+        return  # a poll reported twice
+    step.remove_dispatch(poll_dispatch(task))
+    task.polls += 1
+    _arm_poll(step, task)
+
+
+def _arm_poll(step: Step, task: TaskAttempt) -> None:
+    """The next poll of the job, a timer (so a restart loses none): 1 s after the start, doubling to 30 s, scaled
+    by --wait-scale like a Wait."""
+    delay_ms = min(POLL_FIRST_MS * 2 ** task.polls, POLL_MAX_MS)
+    scale = 1.0 if step.services is None else step.services.wait_scale
+    _add_timer(step, task, poll_timer(task), step.now_ms + math.ceil(delay_ms * scale))
 
 
 def beat(step: Step, flow_id: str) -> None:
     step.flows[flow_id].task.last_beat_ms = step.now_ms
 
 
-def end(step: Step, flow_id: str) -> None:
-    """Forget the pending attempt: its timers and any dispatch still waiting go with it."""
+def end(step: Step, flow_id: str, abandoned: bool = False) -> None:
+    """Forget the pending attempt: its timers and any dispatch still waiting go with it. ``abandoned``: it ends
+    before its result came (a deadline, a sibling's failure), so an AWS job it polls is stopped."""
     flow = step.flows[flow_id]
+    if flow.task.job is not None:
+        if abandoned:
+            step.abandon_job(flow)
+        elif poll_timer(flow.task) not in flow.task.timers:  # the poll that brought the result
+            step.remove_dispatch(poll_dispatch(flow.task))
     task, flow.task = flow.task, None
     for timer_id in task.timers:
         if timer_id in step.execution.timers:
@@ -209,7 +240,7 @@ def failed(step: Step, flow_id: str, error: str | None, cause: str | None, timed
            alias: str | None = None) -> Outcome:
     flow = step.flows[flow_id]
     state = step.state_of(flow)
-    end(step, flow_id)
+    end(step, flow_id, abandoned=timed_out)
     details = without_none(error, cause)
     if state.integration in _OWN_EVENTS:
         step.emit(*_event(state, "TimedOut" if timed_out else "Failed"), details)
@@ -224,6 +255,9 @@ def timer_fired(step: Step, flow_id: str, timer_id: str) -> Outcome:
     """A task deadline: time the attempt out, or re-arm the heartbeat timer if a heartbeat came since."""
     task = step.flows[flow_id].task
     task.timers.remove(timer_id)
+    if timer_id == poll_timer(task):
+        step.add_dispatch(poll_dispatch(task), step.job_dispatch(step.flows[flow_id], "poll"))
+        return WAIT
     if timer_id.startswith("heartbeat-"):
         due_ms = task.last_beat_ms + task.heartbeat_ms
         if due_ms > step.now_ms:

@@ -18,20 +18,25 @@ once overall only when its Retry allows it; services that take an idempotency ke
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ...asl import errors
 from ...asl.definition import LAMBDA_FUNCTION
 from ...asl.jsonio import dumps, loads
-from ...engine.outcomes import AttemptFailed, AttemptSubmitted, AttemptSucceeded
+from ...engine.commands import AckDispatch, CompleteAttempt
+from ...engine.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
 from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
-from . import calls, shapes
+from . import calls, jobs, shapes
 from .clients import AwsClients
 from .functions import LocalFunctions
 
+log = logging.getLogger("statewright.integrations")
+T = TypeVar("T")
 Outcome = AttemptSucceeded | AttemptFailed | AttemptSubmitted
 
 
@@ -50,8 +55,24 @@ class AwsTasks:
         lambda_call = payload["kind"] in (LAMBDA_FUNCTION, "lambda") or payload["kind"] == "aws-sdk:lambda"
         within_s = calls.LAMBDA_TIMEOUT_S if lambda_call else calls.CALL_TIMEOUT_S
         service = "lambda" if lambda_call else payload["kind"].removeprefix("aws-sdk:")
-        await self.dispatcher.call_once(dispatch, self.clients.slot(service), lambda: self.perform(payload),
-                                        within_s)
+        if "poll" in payload:  # a .sync task's job: no attempt to start, the describe call may repeat
+            async with self.clients.slot(service):
+                try:
+                    outcome = await self.clients.run(self._job_call, payload, jobs.poll)
+                except (ClientError, BotoCoreError):  # no client now (its role could not be assumed): poll later
+                    outcome = AttemptPolled()
+            await self.dispatcher.report(CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], outcome),
+                                         within_s)
+        elif "cancel" in payload:
+            async with self.clients.slot(service):
+                try:
+                    await self.clients.run(self._job_call, payload, jobs.stop)
+                except (ClientError, BotoCoreError) as error:
+                    log.info("could not stop the job of %s: %s", dispatch.execution_arn, error)
+            await self.dispatcher.run(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id))
+        else:
+            await self.dispatcher.call_once(dispatch, self.clients.slot(service), lambda: self.perform(payload),
+                                            within_s)
 
     async def perform(self, payload: dict[str, Any]) -> Outcome:
         """Make the call a Task's dispatch payload describes and return its outcome (TestState calls it too)."""
@@ -66,7 +87,22 @@ class AwsTasks:
             outcome = await self.clients.run(self._call, payload)
         if isinstance(outcome, AttemptSucceeded) and payload["pattern"] == "waitForTaskToken":
             return AttemptSubmitted(loads(outcome.output))
+        if isinstance(outcome, AttemptSucceeded) and payload["pattern"] == "sync":
+            output = loads(outcome.output)
+            handle = jobs.handle(kind, action, given, output)
+            if handle is None:
+                return AttemptFailed(calls.TASK_FAILED, f"The call started no job: {outcome.output}")
+            if payload.get("role"):
+                handle["RoleArn"] = payload["role"]
+            return AttemptSubmitted(output, handle)
         return outcome
+
+    def _job_call(self, payload: dict[str, Any], operation: Callable[..., T]) -> T:
+        """On a pool thread: poll or stop the job of a .sync task."""
+        handle = payload["job"]
+        spec = jobs.JOBS[(payload["kind"], payload["action"])]
+        client = self.clients.client(spec.service, payload["execution"].split(":")[3], handle.get("RoleArn"))
+        return operation(payload["kind"], payload["action"], handle, client)
 
     def _call(self, payload: dict[str, Any]) -> Outcome:
         """On a pool thread: plan the call, find its client (assuming its role), make it."""
