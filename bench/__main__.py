@@ -25,12 +25,12 @@ from typing import Any
 
 import orjson
 
-from . import backlog, cluster, lambda_chain, workloads
+from . import backlog, cluster, express, lambda_chain, workloads
 from .client import Pool
 from .servers import Moto, Statewright, drop_databases
 
 QUICK = {"w1_n": 3000, "w2_n": 2000, "moto_n": 200, "dbos_n": 300, "w3_n": 5000, "w4_n": 20000, "w5_n": 200,
-         "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000, "w10_n": 1000}
+         "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000, "w10_n": 1000, "w11_n": 3000}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -70,6 +70,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="W9: items each runaway Pass sums with $reduce (default 1000)")
     parser.add_argument("--w10-n", type=int, default=5000,
                         help="W10 executions of the Lambda chain, 5 invocations each (default 5000)")
+    parser.add_argument("--w11-n", type=int, default=20_000,
+                        help="W11: W1 executions as Standard, async Express and sync Express each (default 20000)")
     parser.add_argument("--no-peers", action="store_true", help="statewright only")
     parser.add_argument("--store", metavar="URL", default=None,
                         help="a PostgreSQL server (postgresql://...): each statewright server keeps its data in a "
@@ -177,6 +179,8 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         await w9(args, work, results, table)
     if "W10" in args.only:
         await w10(args, work, results, table)
+    if "W11" in args.only:
+        await w11(args, work, results, table)
     results["table"] = table.render()
     return results
 
@@ -222,6 +226,36 @@ async def w10(args: argparse.Namespace, work: Path, results: dict, table: Table)
               verdict=ours["invocations_per_s"] >= 1000)
     table.add("W10 Lambda", "server CPU per invocation, us",
               f"{ours['server_cpu_s'] / (ours['n'] * run['links']) * 1e6:,.0f}")
+
+
+async def w11(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    """W1 as an EXPRESS machine, through StartExecution and StartSyncExecution, beside W1 as STANDARD (opt-in:
+    --only W11)."""
+    server = Statewright(work / "w11-statewright", postgres=args.store)
+    server.start()
+    pool = Pool(server.endpoint, args.concurrency)
+    try:
+        run = await express.w11(server, pool, args.w11_n, args.concurrency, args.half_load_s)
+    finally:
+        pool.close()
+        server.stop()
+    results["w11"] = run
+    standard = run["standard"]["executions_per_s"]
+    label = f"(n={args.w11_n:,}, {args.concurrency} conns)"
+    table.add("W11 express", f"Standard W1: completed executions/s {label}", fmt(standard))
+    for kind, name in (("async", "StartExecution"), ("sync", "StartSyncExecution")):
+        rate = run[kind]["executions_per_s"]
+        table.add("W11 express", f"Express W1 via {name}: completed executions/s",
+                  f"{fmt(rate)} ({rate / standard:.1f}x Standard)", target=">= 3x Standard",
+                  verdict=rate >= 3 * standard)
+        table.add("W11 express", f"Express W1 via {name}: server CPU us/execution",
+                  fmt(run[kind]["server_cpu_per_execution_us"]))
+    half = run["sync_half_load"]
+    table.add("W11 express", f"StartSyncExecution p50 / p99 at half peak ({half['rate_per_s']:,.0f}/s), ms",
+              f"{fmt(ms(half['p50_s']), 1)} / {fmt(ms(half['p99_s']), 1)}", target="p99 < 5 ms",
+              verdict=half["p99_s"] < 0.005)
+    table.add("W11 express", "errors: Standard / async / sync / at half peak",
+              f"{run['standard']['errors']} / {run['async']['errors']} / {run['sync']['errors']} / {half['errors']}")
 
 
 async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:

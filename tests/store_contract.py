@@ -149,7 +149,23 @@ def page_through(fetch: Callable[[int, str | None], Page], limit: int) -> list[A
 
 
 class DispatchAndActivityContract:
-    """The outbox, activities and shared settings; mixed into StoreContract."""
+    """The outbox, express starts, activities and shared settings; mixed into StoreContract."""
+
+    def test_express_starts_are_kept_until_removed_and_survive_a_reopen(self, store: Store) -> None:
+        ranges = own(store, 0, 1)
+        a, b, c = (f"arn:aws:states:us-east-1:123456789012:express:m:{name}:1" for name in "abc")
+        assert store.write_express_starts([(0, b, b"B"), (0, a, b"A"), (1, c, b"C")], [], ranges) == set()
+        assert store.express_starts(0) == [b"A", b"B"]
+        assert store.write_express_starts([(0, a, b"A2")], [(1, c)], ranges) == set()
+        assert self.reopen().express_starts(0) == [b"A2", b"B"]
+        assert store.express_starts(1) == []
+
+    def test_express_starts_of_a_lost_shard_are_not_written(self, store: Store) -> None:
+        ranges = own(store, 0, 1)
+        store.acquire_shard(1, "node-b", 120_000)  # another node takes shard 1
+        arn = "arn:aws:states:us-east-1:123456789012:express:m:x:1"
+        assert store.write_express_starts([(0, arn, b"0"), (1, arn, b"1")], [], ranges) == {1}
+        assert (store.express_starts(0), store.express_starts(1)) == ([b"0"], [])
 
     def test_dispatches_are_pending_until_removed_in_order(self, store: Store) -> None:
         ranges = own(store, 0, 1)

@@ -154,11 +154,6 @@ def test_tagging_a_missing_resource_is_resource_not_found(sfn):
         sfn.tag_resource(resourceArn="arn:aws:states:us-east-1:123456789012:stateMachine:none",
                          tags=[{"key": "a", "value": "b"}])
 
-def test_express_type_is_refused_clearly(sfn):
-    with pytest.raises(sfn.exceptions.StateMachineTypeNotSupported):
-        sfn.create_state_machine(name=unique(), definition=json.dumps(SIMPLE), roleArn=ROLE_ARN, type="EXPRESS")
-
-
 def test_list_state_machines_shows_only_the_callers_region(server):
     client = server.client(region="me-south-1")
     client.create_state_machine(name="only-here", definition=json.dumps(SIMPLE), roleArn=ROLE_ARN)

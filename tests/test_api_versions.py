@@ -228,21 +228,6 @@ def test_an_activity_shows_its_encryption_configuration(sfn):
     assert sfn.describe_activity(activityArn=keyed)["encryptionConfiguration"] == key
 
 
-def test_logging_and_tracing_are_checked_and_returned(sfn):
-    group = "arn:aws:logs:us-east-1:123456789012:log-group:/aws/vendedlogs/states/orders:*"
-    logging = {"level": "ERROR", "includeExecutionData": True,
-               "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": group}}]}
-    machine = create(sfn, loggingConfiguration=logging, tracingConfiguration={"enabled": True})["stateMachineArn"]
-    described = sfn.describe_state_machine(stateMachineArn=machine)
-    assert described["loggingConfiguration"] == logging
-    assert described["tracingConfiguration"] == {"enabled": True}
-    for wrong in ({"level": "ALL"}, {"level": "ALL", "destinations": [
-            {"cloudWatchLogsLogGroup": {"logGroupArn": group[:-2]}}]}):
-        with pytest.raises(ClientError) as excinfo:
-            create(sfn, loggingConfiguration=wrong)
-        assert error(excinfo)[0] == "InvalidLoggingConfiguration"
-
-
 def test_variable_references_name_what_each_state_reads(sfn):
     definition = {"StartAt": "Set", "States": {
         "Set": {"Type": "Pass", "Assign": {"guess": 1, "answer": 1}, "Next": "Check"},

@@ -11,9 +11,9 @@ from server import ROLE_ARN, wait_closed
 AWS = Path(sys.executable).parent / "aws"
 
 
-def aws(server, *args: str) -> subprocess.CompletedProcess:
+def aws(server, *args: str, **more_env: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_DEFAULT_REGION": "eu-central-1", "AWS_PAGER": ""}
+           "AWS_DEFAULT_REGION": "eu-central-1", "AWS_PAGER": "", **more_env}
     return subprocess.run([str(AWS), "--endpoint-url", server.endpoint, "stepfunctions", *args],
                           capture_output=True, text=True, env=env, timeout=60)
 
@@ -38,3 +38,16 @@ def test_cli_shows_aws_errors(server):
     result = aws(server, "describe-execution", "--execution-arn", "bogus")
     assert result.returncode != 0
     assert "InvalidArn" in result.stderr
+
+
+def test_cli_reaches_start_sync_execution_without_the_host_prefix(server, tmp_path):
+    """The README's way: AWS_DISABLE_HOST_PREFIX_INJECTION (or disable_host_prefix_injection in the profile)."""
+    definition = tmp_path / "express.json"
+    definition.write_text(json.dumps({"StartAt": "A", "States": {"A": {"Type": "Pass", "End": True}}}))
+    created = aws(server, "create-state-machine", "--name", "cli-express", "--role-arn", ROLE_ARN, "--type",
+                  "EXPRESS", "--definition", f"file://{definition}")
+    machine_arn = json.loads(created.stdout)["stateMachineArn"]
+    ran = aws(server, "start-sync-execution", "--state-machine-arn", machine_arn, "--input", '{"x": 1}',
+              AWS_DISABLE_HOST_PREFIX_INJECTION="true")
+    assert ran.returncode == 0, ran.stderr
+    assert (json.loads(ran.stdout)["status"], json.loads(ran.stdout)["output"]) == ("SUCCEEDED", '{"x": 1}')

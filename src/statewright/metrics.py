@@ -76,6 +76,9 @@ class Metrics:
         self.state_transitions = Counter(
             "statewright_state_transitions_committed", "State transitions committed: states entered, as AWS counts "
             "them", registry=registry)
+        self.express_closed = Counter(
+            "statewright_express_executions_closed", "EXPRESS executions run to their end in memory, by how they "
+            "were started (async: StartExecution, sync: StartSyncExecution)", ["start"], registry=registry)
         self.commit_writes = Histogram(
             "statewright_commit_batch_writes", "Transition steps (execution writes) per group commit",
             buckets=_BATCH_WRITES, registry=registry)

@@ -1,5 +1,6 @@
 """The configuration members of state machines and activities: logging, tracing and encryption, checked and
-filled in as AWS does. statewright delivers no logs, traces or keys yet; it keeps what it was given and shows it.
+filled in as AWS does. Execution logs are delivered (integrations/execution_logs.py, which also checks that the log
+group exists); traces and keys are kept and shown, not used.
 
 What AWS documents is checked: a log level other than OFF needs exactly one CloudWatch Logs group destination
 (an ARN ending in ``:*``); a customer managed key needs its ``kmsKeyId`` (the reuse period's 60-900 s range is the
@@ -27,11 +28,11 @@ def logging_of(given: dict[str, Any] | None) -> dict[str, Any]:
     level = given.get("level", "OFF")
     destinations = given.get("destinations", [])
     if level != "OFF" and len(destinations) != 1:
-        raise _invalid_logging("Must specify exactly one Log Destination.")
+        raise invalid_logging("Must specify exactly one Log Destination.")
     for destination in destinations:
         group = (destination.get("cloudWatchLogsLogGroup") or {}).get("logGroupArn", "")
         if not _LOG_GROUP_ARN.match(group):
-            raise _invalid_logging(f"Invalid log group ARN: '{group}'. The ARN must name a CloudWatch Logs log "
+            raise invalid_logging(f"Invalid log group ARN: '{group}'. The ARN must name a CloudWatch Logs log "
                                    f"group and end with ':*'.")
     kept: dict[str, Any] = {"level": level, "includeExecutionData": given.get("includeExecutionData", False)}
     if destinations:
@@ -54,5 +55,5 @@ def encryption_of(given: dict[str, Any] | None) -> dict[str, Any]:
             "kmsDataKeyReusePeriodSeconds": given.get("kmsDataKeyReusePeriodSeconds", KEY_REUSE_DEFAULT_S)}
 
 
-def _invalid_logging(reason: str) -> AwsError:
+def invalid_logging(reason: str) -> AwsError:
     return AwsError("InvalidLoggingConfiguration", f"Invalid Logging Configuration: {reason}")

@@ -43,6 +43,11 @@ def invalid_arn(reason: str) -> AwsError:
     return AwsError("InvalidArn", f"Invalid Arn: '{reason}'")
 
 
+def type_not_supported() -> AwsError:
+    """An operation that the state machine's type (STANDARD or EXPRESS) does not have, in AWS's words."""
+    return AwsError("StateMachineTypeNotSupported", "This operation is not supported by this type of state machine")
+
+
 def conflict(message: str) -> AwsError:
     return AwsError("ConflictException", message, 409)
 

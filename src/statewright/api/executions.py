@@ -7,23 +7,36 @@ from typing import Any
 
 from ..asl.definition import InvalidDefinition
 from ..engine import commands
+from ..engine.core import shard_for
 from ..engine.execution import ExecutionState, redrive_status
+from ..engine.express import ASYNC, SYNC
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
+from ..engine.step import without_data
 from ..engine.test_state import outcome_of, start_test
 from ..integrations.http import invoke
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
 from . import arns, describe, paging
 from .aliases import route
 from .arns import Scope
-from .errors import AwsError, execution_does_not_exist, resource_not_found, state_machine_does_not_exist
+from .errors import (
+    AwsError,
+    execution_does_not_exist,
+    resource_not_found,
+    state_machine_does_not_exist,
+    type_not_supported,
+)
 from .payloads import parse_json
-from .service import Service, handler, seconds
+from .service import EXPRESS, Service, Target, handler, seconds
 
-_DATA_KEYS = ("input", "inputDetails", "output", "outputDetails")
+# StartSyncExecution's billingDetails: AWS bills memory in 64 MB steps from a workflow's definition and payloads;
+# statewright reports the first step. Duration is billed by the 100 ms, rounded up.
+BILLED_MEMORY_MB = 64
+BILLED_STEP_MS = 100
+LOCAL_ID_TRIES_MAX = 64  # ids drawn for a synchronous express execution until one falls in a shard served here
 
 
 async def _load(service: Service, arn: str) -> ExecutionState:
-    arns.execution(arn)
+    arns.execution(arn)  # an express ARN is refused here, as AWS does (its executions keep no state)
     blob = await service.store_call(service.store.load_execution, arn)
     if blob is None:
         raise execution_does_not_exist(arn)
@@ -38,6 +51,64 @@ def _check_input(text: str) -> None:
 
 @handler("StartExecution")
 async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
+    command = await _start_command(service, params, None)
+    try:
+        start_ms = await service.run(command)
+    except commands.ExecutionAlreadyExists:
+        raise AwsError("ExecutionAlreadyExists", f"Execution Already Exists: '{command.arn}'") from None
+    return {"executionArn": command.arn, "startDate": seconds(start_ms)}
+
+
+@handler("StartSyncExecution")
+async def start_sync_execution(service: Service, params: dict, scope: Scope) -> dict:
+    """Runs an Express execution to its end and answers with its result: HTTP 200 whether it succeeded or not."""
+    command = await _start_command(service, params, SYNC)
+    done = await service.run(command)
+    answer: dict[str, Any] = {
+        "executionArn": command.arn, "stateMachineArn": command.state_machine_arn, "name": command.name,
+        "startDate": seconds(done["start_ms"]), "stopDate": seconds(done["stop_ms"]), "status": done["status"],
+        "input": done["input"], "inputDetails": {"included": True},
+        "billingDetails": {"billedMemoryUsedInMB": BILLED_MEMORY_MB,
+                           "billedDurationInMilliseconds": _billed_ms(done["stop_ms"] - done["start_ms"])}}
+    if done["output"] is not None:
+        answer["output"] = done["output"]
+        answer["outputDetails"] = {"included": True}
+    for key in ("error", "cause"):
+        if done[key] is not None:
+            answer[key] = done[key]
+    return answer
+
+
+def _billed_ms(duration_ms: int) -> int:
+    """AWS bills Express executions by the 100 ms, rounded up."""
+    return max(1, -(-duration_ms // BILLED_STEP_MS)) * BILLED_STEP_MS
+
+
+def _express_arn(service: Service, machine_arn: str, name: str, local: bool) -> str:
+    """An Express execution's ARN: ``...:express:MACHINE:NAME:ID``. ``local`` (StartSyncExecution): an id whose
+    shard this node serves, when it serves any, so the caller's wait is never forwarded to another node (whose
+    answer a forwarder gives up on after seconds, and a start sent twice would be an execution run twice)."""
+    prefix = machine_arn.replace(":stateMachine:", ":express:", 1) + f":{name}:"
+    for _ in range(LOCAL_ID_TRIES_MAX):
+        arn = prefix + str(uuid.uuid4())
+        if not local or service.engine.owns(shard_for(arn, service.engine.shard_count)):
+            return arn
+    return arn
+
+
+async def _type_of(service: Service, target: Target) -> str:
+    """STANDARD or EXPRESS: a state machine's type, which its versions and aliases share."""
+    if isinstance(target, AliasRecord):
+        target = await service.state_machine(target.state_machine_arn)
+        if target is None:  # deleted since: its aliases went with it
+            raise state_machine_does_not_exist(target.state_machine_arn)
+    return target.machine.type if isinstance(target, VersionRecord) else target.type
+
+
+async def _start_command(service: Service, params: dict, sync: str | None) -> commands.StartExecution:
+    """The start of an execution of the state machine, version or alias ``params`` names. ``sync``: SYNC for
+    StartSyncExecution, which runs only EXPRESS state machines; StartExecution runs both kinds, an EXPRESS one
+    durably started (ASYNC)."""
     target_arn, test_case = _test_case(service, params["stateMachineArn"])
     machine_arn = arns.qualified(target_arn).machine
     target = await service.state_machine(target_arn)
@@ -48,6 +119,9 @@ async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
     text = params.get("input", "{}")
     _check_input(text)
     arn = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+    if await _type_of(service, target) == EXPRESS:  # every start is its own execution, whatever its name: AWS
+        # adds an id
+        arn = _express_arn(service, machine_arn, name, local=sync is not None)
     alias_arn = None
     if isinstance(target, AliasRecord):  # the version by the alias's weights, drawn from the execution's ARN
         alias_arn = target.arn
@@ -57,13 +131,14 @@ async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
             raise state_machine_does_not_exist(version_arn)
     version_arn = target.arn if isinstance(target, VersionRecord) else None
     machine = target.machine if isinstance(target, VersionRecord) else target
-    command = commands.StartExecution(arn, machine_arn, name, machine.revision_id, machine.role_arn, text,
-                                      version_arn=version_arn, alias_arn=alias_arn, test_case=test_case)
-    try:
-        start_ms = await service.run(command)
-    except commands.ExecutionAlreadyExists:
-        raise AwsError("ExecutionAlreadyExists", f"Execution Already Exists: '{arn}'") from None
-    return {"executionArn": arn, "startDate": seconds(start_ms)}
+    express = None
+    if machine.type == EXPRESS:
+        express = sync or ASYNC
+    elif sync is not None:
+        raise type_not_supported()
+    return commands.StartExecution(arn, machine_arn, name, machine.revision_id, machine.role_arn, text,
+                                   version_arn=version_arn, alias_arn=alias_arn, test_case=test_case,
+                                   express=express)
 
 
 def _test_case(service: Service, given: str) -> tuple[str, str | None]:
@@ -88,7 +163,7 @@ def _test_case(service: Service, given: str) -> tuple[str, str | None]:
 @handler("StopExecution")
 async def stop_execution(service: Service, params: dict, scope: Scope) -> dict:
     arn = params["executionArn"]
-    arns.execution(arn)
+    arns.execution(arn)  # an express ARN is refused here, as AWS does (its executions keep no state)
     try:
         stop_ms = await service.run(commands.StopExecution(arn, params.get("error"), params.get("cause")))
     except commands.ExecutionDoesNotExist:
@@ -158,8 +233,11 @@ def _list_executions(service: Service, target: arns.MachineArn, arn: str, status
                      cursor: str | None) -> Page:
     """On a store thread: the page, once the state machine (or the version or alias) is known to exist. By a
     version: the executions started on it, directly or through an alias; by an alias: those started through it."""
-    if service.store.get_state_machine(target.machine) is None:
+    machine = service.store.get_state_machine(target.machine)
+    if machine is None:
         raise state_machine_does_not_exist(target.machine)
+    if machine.type == EXPRESS:
+        raise type_not_supported()
     if target.version is not None:
         if service.store.get_version(target.machine, target.version) is None:
             raise resource_not_found(arn)
@@ -193,7 +271,7 @@ async def get_execution_history(service: Service, params: dict, scope: Scope) ->
         if not include_data:
             for key, details in event.items():
                 if key.endswith("EventDetails"):
-                    event[key] = {k: v for k, v in details.items() if k not in _DATA_KEYS}
+                    event[key] = without_data(details)
     result: dict[str, Any] = {"events": events}
     if more:
         result["nextToken"] = paging.encode(str(events[-1]["id"]))

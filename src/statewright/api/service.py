@@ -30,6 +30,7 @@ from ..integrations.aws.clients import AwsClients
 from ..integrations.aws.functions import LocalFunctions
 from ..integrations.aws.tasks import AwsTasks
 from ..integrations.dispatcher import Dispatcher
+from ..integrations.execution_logs import ExecutionLogs
 from ..integrations.http import Connections, HttpTasks
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, Store, VersionRecord
 from . import arns
@@ -46,6 +47,7 @@ LOOK_AGAIN_S = 1.0  # how often waiting polls look in the store in case word of 
 # What ``changed`` says changed: the state machine, version and alias records cached by ``state_machine``, and the
 # engine's activities.
 STATE_MACHINE, ACTIVITY = "stateMachine", "activity"
+STANDARD, EXPRESS = "STANDARD", "EXPRESS"  # the state machine types (fixed when a state machine is created)
 CHANGED_KINDS = (STATE_MACHINE, ACTIVITY)
 _MACHINE_CACHE_S = 1.0
 _MACHINE_CACHE_SIZE = 10_000
@@ -113,6 +115,12 @@ class Service:
         self.aws_clients = AwsClients(self.limits)
         self.aws = AwsTasks(self.dispatcher, self.aws_clients, functions, assume_machine_role)
         engine.on_dispatch = self.dispatcher.submit
+        self.logs = ExecutionLogs(self.aws_clients, self._logging_of)
+        engine.on_history = self.logs.offer
+
+    async def _logging_of(self, machine_arn: str) -> dict[str, Any] | None:
+        record = await self.state_machine(machine_arn)
+        return None if record is None else record.logging_configuration
 
     async def store_call(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` (a store read or write) on the service's store threads, off the event loop."""
@@ -160,6 +168,7 @@ class Service:
         store, rather than taking the change from the message, keeps the last word right when messages cross."""
         if kind == STATE_MACHINE:
             self.forget_state_machine(arn)
+            self.logs.forget(arn)
         elif kind == ACTIVITY:
             self.engine.note_activity(arn, await self.store_call(self.store.get_activity, arn) is not None)
         else:
@@ -193,6 +202,7 @@ class Service:
         Several nodes: watch for other nodes' activity tasks, and look again now and then."""
         self._use_loop(loop)
         self.dispatcher.attach(loop)
+        self.logs.attach(loop)
         if self.forwarder is not None:
             self.engine.on_removed = lambda keys: loop.call_soon_threadsafe(self.matcher.discard, keys)
             self._stop_watching = self.store.watch_activity_tasks(

@@ -7,11 +7,12 @@ import uuid
 from dataclasses import replace
 
 from ..asl.definition import InvalidDefinition, parse_definition
+from ..integrations.execution_logs import check_destination
 from ..store.base import StateMachineRecord
 from . import arns, configuration, describe, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn, state_machine_does_not_exist
-from .service import STATE_MACHINE, Service, handler, seconds
+from .service import EXPRESS, STANDARD, STATE_MACHINE, Service, handler, seconds
 from .tags import tag_map
 from .versions import check_description, check_room, publish
 
@@ -20,9 +21,9 @@ _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 _CHANGEABLE = ("definition", "roleArn", "loggingConfiguration", "tracingConfiguration", "encryptionConfiguration")
 
 
-def _check_definition(service: Service, text: str) -> None:
+def _check_definition(service: Service, text: str, kind: str) -> None:
     try:
-        parse_definition(text, mockable=service.mocks is not None,
+        parse_definition(text, mockable=service.mocks is not None, express=kind == EXPRESS,
                          resource_check=service.engine.services.resource_check)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
@@ -36,10 +37,13 @@ def _check_role(role_arn: str) -> None:
         raise invalid_arn(f"Resource type not valid in this context: {role_arn}")
 
 
-def _check_type(kind: str) -> None:
-    if kind != "STANDARD":
-        raise AwsError("StateMachineTypeNotSupported",
-                       f"statewright runs STANDARD state machines only so far, not {kind}")
+async def _logging_of(service: Service, given: dict | None) -> dict:
+    """A loggingConfiguration checked as AWS checks it, its log group included."""
+    kept = configuration.logging_of(given)
+    problem = await check_destination(service.aws_clients, kept)
+    if problem is not None:
+        raise configuration.invalid_logging(problem)
+    return kept
 
 
 async def _load(service: Service, arn: str) -> StateMachineRecord:
@@ -53,17 +57,17 @@ async def _load(service: Service, arn: str) -> StateMachineRecord:
 async def create_state_machine(service: Service, params: dict, scope: Scope) -> dict:
     name = params["name"]
     arns.check_name(name)
-    kind = params.get("type", "STANDARD")
-    _check_type(kind)
+    kind = params.get("type", STANDARD)  # the service model allows only STANDARD and EXPRESS; fixed for good
     _check_role(params["roleArn"])
-    _check_definition(service, params["definition"])
+    _check_definition(service, params["definition"], kind)
     check_description(params)
+    logging_configuration = await _logging_of(service, params.get("loggingConfiguration"))
     now_ms = service.clock()
     revision_id = str(uuid.uuid4())
     record = StateMachineRecord(
         arn=scope.state_machine_arn(name), name=name, type=kind, definition=params["definition"],
         role_arn=params["roleArn"], revision_id=revision_id, created_ms=now_ms, updated_ms=now_ms,
-        logging_configuration=configuration.logging_of(params.get("loggingConfiguration")),
+        logging_configuration=logging_configuration,
         tracing_configuration=configuration.tracing_of(params.get("tracingConfiguration")),
         encryption_configuration=configuration.encryption_of(params.get("encryptionConfiguration")),
         initial_revision_id=revision_id,
@@ -106,14 +110,14 @@ async def update_state_machine(service: Service, params: dict, scope: Scope) -> 
     check_description(params)
     record = await _load(service, params["stateMachineArn"])
     if "definition" in changes:
-        _check_definition(service, changes["definition"])
+        _check_definition(service, changes["definition"], record.type)
     if "roleArn" in changes:
         _check_role(changes["roleArn"])
     updated = replace(
         record, definition=changes.get("definition", record.definition),
         role_arn=changes.get("roleArn", record.role_arn), updated_ms=max(service.clock(), record.created_ms + 1),
-        logging_configuration=configuration.logging_of(changes.get("loggingConfiguration",
-                                                                   record.logging_configuration)),
+        logging_configuration=await _logging_of(service, changes["loggingConfiguration"])
+        if "loggingConfiguration" in changes else record.logging_configuration,
         tracing_configuration=configuration.tracing_of(changes.get("tracingConfiguration",
                                                                    record.tracing_configuration)),
         encryption_configuration=configuration.encryption_of(changes.get("encryptionConfiguration",
@@ -168,6 +172,7 @@ async def list_state_machines(service: Service, params: dict, scope: Scope) -> d
 def validate_state_machine_definition(service: Service, params: dict, scope: Scope) -> dict:
     try:
         parse_definition(params["definition"], mockable=service.mocks is not None,
+                         express=params.get("type") == EXPRESS,
                          resource_check=service.engine.services.resource_check)
         diagnostics = []
     except InvalidDefinition as exc:

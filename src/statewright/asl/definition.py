@@ -147,13 +147,15 @@ def _other_resource(resource: str) -> tuple[str, str, str] | None:
     return None
 
 
-def parse_definition(text: str, *, mockable: bool = False, resource_check: ResourceCheck | None = None) -> Definition:
+def parse_definition(text: str, *, mockable: bool = False, resource_check: ResourceCheck | None = None,
+                     express: bool = False) -> Definition:
     """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong. ``mockable`` (a
     server with mocks): a Task may name an AWS resource this build does not call, for a mock to answer.
-    ``resource_check``: how AWS resources are checked (without it they are taken as written)."""
+    ``resource_check``: how AWS resources are checked (without it they are taken as written). ``express``: the
+    rules of an EXPRESS state machine too (no activities, no .sync or .waitForTaskToken)."""
     raw, duplicates = load_json(text)
     try:
-        return _Parser(duplicates, mockable, resource_check).parse(raw)
+        return _Parser(duplicates, mockable, resource_check, express).parse(raw)
     except RecursionError:
         raise InvalidDefinition([Diagnostic(TOO_DEEPLY_NESTED, "The states are too deeply nested")]) from None
 
@@ -202,10 +204,11 @@ class _Scope:
 
 class _Parser:
     def __init__(self, duplicates: dict[int, list[str]], mockable: bool = False,
-                 resource_check: ResourceCheck | None = None) -> None:
+                 resource_check: ResourceCheck | None = None, express: bool = False) -> None:
         self.duplicates = duplicates  # id(object) -> keys the JSON text repeats in it
         self.mockable = mockable
         self.resource_check = resource_check
+        self.express = express
         self.problems: list[Diagnostic] = []  # the schema phase
         self.graph_problems: list[Diagnostic] = []  # the graph phase, reported only when the schema phase is clean
         self.machines: list[Machine] = []
@@ -773,7 +776,18 @@ class _Parser:
                          "listed in the README (others only when mocked: serve --mock-config)", f"{where}/Resource")
         else:
             self.schema(f"The resource provided {resource} {NOT_RECOGNIZED}", f"{where}/Resource")
+        if self.express:
+            self.express_resource(state, where)
         return state
+
+    def express_resource(self, state: TaskState, where: str) -> None:
+        """What an EXPRESS state machine cannot wait for: an activity worker, a .sync job or a task token (its
+        execution lasts five minutes at most and keeps no history to wait in). AWS's wording."""
+        if state.integration == "activity":
+            self.schema("Express state machine does not support Activity ARN", f"{where}/Resource")
+        elif state.pattern in ("sync", "sync:2", "waitForTaskToken"):
+            self.schema(f"Express state machine does not support '.{state.pattern}' service integration.",
+                        f"{where}/Resource")
 
     def check_resource(self, state: TaskState, raw: dict, where: str) -> None:
         """An AWS resource and the names of its literal parameters, against the SDK's model (``resource_check``)."""

@@ -59,7 +59,8 @@ class InboxFull(Exception):
 
 @dataclass(frozen=True, slots=True)
 class StartExecution:
-    """Reply: the start time (ms), or ExecutionAlreadyExists."""
+    """Reply: the start time (ms), or ExecutionAlreadyExists; for a synchronous express start, once it closed,
+    its result (express.result)."""
 
     arn: str
     state_machine_arn: str
@@ -71,6 +72,7 @@ class StartExecution:
     version_arn: str | None = None  # started on a version (directly or through an alias)
     alias_arn: str | None = None  # started through an alias
     test_case: str | None = None  # started on ARN#case: the mock configuration's test case it runs
+    express: str | None = None  # an EXPRESS execution: "async" (StartExecution) or "sync" (StartSyncExecution)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,12 @@ from .commands import (
     StartExecution,
     StopExecution,
     TaskNotPending,
+    decode_commands,
+    encode_commands,
 )
 from .execution import ExecutionState
+from .express import ASYNC, DURATION_MS_MAX, SYNC, ExpressRun, ExpressRuns, is_express
+from .express import result as express_result
 from .limits import Limits
 from .mocks import MockConfig
 from .outbox import OutboxWindow
@@ -63,6 +67,12 @@ PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-star
                      "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
                      "forward-once", "run-unbounded", "drop-job-stops"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
+HELD = object()  # what _apply returns for a command whose reply an express run holds until it closes
+# A reply's write index at or below this waits for the tick's express start rows instead: index EXPRESS_ROWS - i
+# for the i-th asynchronous express start of the batch.
+EXPRESS_ROWS = -2
+# (state machine ARN, execution ARN, history events) of one transition step, for the execution logs
+Logged = tuple[str, str, list[dict[str, Any]]]
 
 
 def wall_clock_ms() -> int:
@@ -89,6 +99,10 @@ class _Batch:
     group: int = 0  # the write group being staged (0: none): a transfer stage, or a start with its result
     stage_group: int = 0  # the transfer stage's group, which a command's own group falls back to
     last_write: dict[str, int] = field(default_factory=dict)  # each execution's last write in the batch, by index
+    # Asynchronous express starts: their rows (shard, ARN, the command), and the commands to run once they landed
+    express_rows: list[tuple[int, str, bytes]] = field(default_factory=list)
+    express_starting: list[StartExecution] = field(default_factory=list)
+    logged: list[Logged] = field(default_factory=list)  # committed (or express) history, for the execution logs
 
 
 @dataclass(slots=True)
@@ -136,6 +150,10 @@ class Engine:
         # Called on the engine thread once per tick with every (reply, result) whose commit landed (or that needed
         # none). The default resolves concurrent futures; an event loop passes its own replies back in one hop.
         self.deliver_replies: Callable[[list[tuple[Reply, object]]], None] = answer
+        # Called on the engine thread once per tick with the history events its commit landed and its express
+        # executions recorded (the execution logs); it must hand them on without blocking. None: no logs.
+        self.on_history: Callable[[list[Logged]], None] | None = None
+        self.express = ExpressRuns()
         self.node_id = node_id
         self.clock = clock
         self.shard_count = store.shard_count()
@@ -221,6 +239,7 @@ class Engine:
         else:
             self.serve_until_ms[shard] = serve_until_ms
         self.windows[shard] = TimerWindow(shard, self.limits)
+        self.express.unread.add(shard)
         if "skip-timers-at-start" in self.planted:
             self.windows[shard].planted_lose_rows(now_ms + WINDOW_MS)
         if "no-outbox-read-at-start" not in self.planted:
@@ -238,6 +257,11 @@ class Engine:
         self.outbox.forget(shard)
         for arn in [arn for arn, state in self._cache.items() if state.shard_id == shard]:
             del self._cache[arn]
+        self.express.unread.discard(shard)
+        gone = [(run.reply, EngineUnavailable(f"this node stopped serving shard {shard} while the execution ran"))
+                for run in self.express.drop_shard(shard) if run.reply is not None]
+        if gone:
+            self.deliver_replies(gone)
         self._drop_transfers({shard})
         self.metrics.shards_owned.set(len(self.range_ids))
 
@@ -322,8 +346,7 @@ class Engine:
             wait_ms = min(wait_ms, until_ms - now_ms)
         for retry_at_ms, _ in self._forward_retries:
             wait_ms = min(wait_ms, retry_at_ms - now_ms)
-        for window in self.windows.values():
-            due = window.next_due_ms()
+        for due in [window.next_due_ms() for window in self.windows.values()] + [self.express.next_due_ms()]:
             if due is not None:
                 wait_ms = min(wait_ms, due - now_ms)
         return max(wait_ms, 0) / 1000
@@ -334,20 +357,25 @@ class Engine:
         self._take_back(now_ms)
         self._check_leases(now_ms)
         store_ok = now_ms >= self._store_retry_at_ms
+        reruns: list[StartExecution] = []
         if store_ok:
             self._read_outboxes(now_ms)
+            reruns = self._read_express_starts(now_ms)
         work = self._gather(now_ms, store_ok)
-        if not work:
+        if not work and not reruns and not self.express.finished:
             return 0
         batch = _Batch()
+        for command in reruns:
+            self._attempt(command, batch, now_ms, rerun=True)
         self._prefetch(work, batch)
         for item, reply in work:
             started = time.perf_counter()
             if isinstance(item, _Transfer):
                 self._advance(item, batch, now_ms)
             else:
-                result = self._attempt(item, batch, now_ms)
-                if reply is not None:  # it answers once the last write of its execution so far has landed
+                result = self._attempt(item, batch, now_ms, reply)
+                if reply is not None and result is not HELD:  # it answers once the last write of its execution
+                    # so far has landed
                     batch.replies.append((reply, result, batch.last_write.get(item.arn, -1)))
             self.metrics.apply_seconds.observe(time.perf_counter() - started)
         if "reply-before-commit" in self.planted:
@@ -360,12 +388,16 @@ class Engine:
             self._reread({write.shard_id for write in batch.writes} & self.range_ids.keys(), batch.states)
             failed = {index: EngineUnavailable("the engine failed after the commit; retry the request")
                       for index in range(len(batch.writes))}
-        answers = [(reply, failed.get(index, result) if index >= 0 else result)
-                   for reply, result, index in batch.replies]
+        unstarted = self._commit_express(batch, now_ms)
+        answers = [(reply, failed.get(index, result) if index >= 0 else
+                    unstarted.get(batch.express_starting[EXPRESS_ROWS - index].arn, result)
+                    if index <= EXPRESS_ROWS else result) for reply, result, index in batch.replies]
         if answers:
             self.deliver_replies(answers)
+        if batch.logged and self.on_history is not None:
+            self.on_history(batch.logged)
         self._after_stages(batch, failed)
-        return len(work)
+        return len(work) + len(reruns)
 
     def _gather(self, now_ms: int, store_ok: bool) -> list[tuple[Command | _Transfer, Reply]]:
         """This tick's work, within ``tick_commands_max``: due timers first, then transfers, then the inbox."""
@@ -385,6 +417,8 @@ class Engine:
                 if self.planted and "lose-timeouts" in self.planted and timer_id.startswith("timeout-"):
                     continue
                 work.append((FireTimer(arn, timer_id), None))
+        for arn, timer_id in self.express.pop_due(now_ms, budget - len(work)):
+            work.append((FireTimer(arn, timer_id), None))
         if self._forward_retries:
             due = [transfer for at_ms, transfer in self._forward_retries if at_ms <= now_ms]
             self._forward_retries = [(at_ms, t) for at_ms, t in self._forward_retries if at_ms > now_ms]
@@ -403,10 +437,12 @@ class Engine:
 
     # -- applying commands
 
-    def _attempt(self, command: Command, batch: _Batch, now_ms: int) -> object:
-        """Apply one command to the batch; returns its reply (an exception for a refusal or a bug)."""
+    def _attempt(self, command: Command, batch: _Batch, now_ms: int, reply: Reply = None, *,
+                 rerun: bool = False) -> object:
+        """Apply one command to the batch; returns its reply (an exception for a refusal or a bug), or HELD when an
+        express run holds ``reply`` until it closes. ``rerun``: an express start read back from its row."""
         try:
-            result = self._apply(command, batch, now_ms)
+            result = self._apply(command, batch, now_ms, reply, rerun)
         except StoreUnavailable as exc:  # a read failed: a popped timer or a held dispatch must not be lost
             log.error("store unavailable applying %s: %s", type(command).__name__, exc)
             self._reread({shard_for(command.arn, self.shard_count)} & self.range_ids.keys(), [])
@@ -422,7 +458,8 @@ class Engine:
             self.outbox.release(command.arn, str(command.scheduled_id))  # its dispatch is stale: let it go
         return result
 
-    def _apply(self, command: Command, batch: _Batch, now_ms: int) -> object:
+    def _apply(self, command: Command, batch: _Batch, now_ms: int, reply: Reply = None,
+               rerun: bool = False) -> object:
         shard = shard_for(command.arn, self.shard_count)
         if shard not in self.range_ids:
             return EngineUnavailable(f"this node does not own shard {shard}")
@@ -430,15 +467,28 @@ class Engine:
         if isinstance(command, StartExecution):
             if current is not None:
                 if (current.is_open and current.input == command.input and current.parent == command.parent
-                        and current.test_case == command.test_case):
+                        and current.test_case == command.test_case and command.express != SYNC):
                     return current.start_ms  # idempotent start (a child only for the parent attempt that made it)
                 return ExecutionAlreadyExists(command.arn)
+            if (command.express is not None and not rerun
+                    and len(self.express.runs) + len(batch.express_starting) >= self.limits.express_runs_max):
+                return InboxFull(f"{len(self.express.runs)} express executions are running")
+            if command.express == ASYNC and not rerun:  # durable first: it runs once its row has landed
+                batch.last_write[command.arn] = EXPRESS_ROWS - len(batch.express_starting)
+                batch.express_rows.append((shard, command.arn, encode_commands([command])))
+                batch.express_starting.append(command)
+                return now_ms
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
                                    command.role_arn, command.input, now_ms, shard, parent=command.parent,
                                    version_arn=command.version_arn, alias_arn=command.alias_arn,
                                    test_case=command.test_case)
-            self._stage(batch, decider.start(fresh, self._definition(fresh), now_ms, self.services), 0, now_ms)
-            return now_ms
+            limit_ms = None
+            if command.express is not None:
+                self.express.runs[command.arn] = ExpressRun(fresh, reply, durable=command.express == ASYNC)
+                limit_ms = DURATION_MS_MAX
+            self._stage(batch, decider.start(fresh, self._definition(fresh), now_ms, self.services, limit_ms), 0,
+                        now_ms)
+            return HELD if command.express == SYNC else now_ms
         if isinstance(command, FireTimer):
             if current is None:
                 return None
@@ -542,6 +592,9 @@ class Engine:
     def _stage(self, batch: _Batch, decision: decider.Decision, expected_version: int, now_ms: int) -> None:
         state = decision.state
         state.version = expected_version + 1
+        if is_express(state.arn):
+            self._run_express(batch, decision)
+            return
         try:
             blob = state.to_blob()
             for _, payload in decision.dispatches_added:  # written by the store with orjson too
@@ -559,6 +612,61 @@ class Engine:
             state.stop_ms, expected_version, state.version, blob, decision.events,
             decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed,
             batch.group, state.version_arn, state.alias_arn))
+
+    def _run_express(self, batch: _Batch, decision: decider.Decision) -> None:
+        """An express execution's step takes effect at once, in memory: nothing is committed for it."""
+        state = decision.state
+        run = self.express.runs[state.arn]
+        run.state = batch.staged[state.arn] = state
+        if decision.events:
+            batch.logged.append((state.state_machine_arn, state.arn, decision.events))
+        self.express.add_timers(state.arn, decision.timers_added)
+        for dispatch_id, payload in decision.dispatches_added:  # outside the outbox window: no row to read back
+            self._hand_out(Dispatch(state.shard_id, state.arn, dispatch_id, payload))
+        if not state.is_open:
+            self.express.close(run)
+            self.metrics.express_closed.labels("async" if run.durable else "sync").inc()
+            if run.reply is not None:
+                batch.replies.append((run.reply, express_result(state), -1))
+
+    def _commit_express(self, batch: _Batch, now_ms: int) -> dict[str, Exception]:
+        """Write the batch's asynchronous express starts and delete the rows of those that closed, in one store
+        transaction, then run the starts that landed. Returns the starts that did not, by ARN."""
+        finished, self.express.finished = self.express.finished, []
+        if not batch.express_rows and not finished:
+            return {}
+        try:
+            lost = self.store.write_express_starts(batch.express_rows, finished, self.range_ids)
+        except Exception as exc:  # nothing landed, or unknown: callers retry (an unknown row runs at the restart)
+            log.error("writing express starts failed: %s", exc)
+            self.express.finished = finished + self.express.finished
+            return {command.arn: EngineUnavailable("the start could not be recorded; retry the request")
+                    for command in batch.express_starting}
+        for shard in lost & self.range_ids.keys():
+            self._unserve(shard, "another node took it")
+        unstarted: dict[str, Exception] = {}
+        for command in batch.express_starting:
+            if shard_for(command.arn, self.shard_count) in lost:
+                unstarted[command.arn] = EngineUnavailable("this node no longer serves the execution's shard")
+            else:
+                self._attempt(command, batch, now_ms, rerun=True)
+        return unstarted
+
+    def _read_express_starts(self, now_ms: int) -> list[StartExecution]:
+        """The express starts of shards just taken: each runs again from the start (at-least-once)."""
+        reruns: list[StartExecution] = []
+        for shard in sorted(self.express.unread & self.range_ids.keys()):
+            try:
+                rows = self.store.express_starts(shard)
+            except StoreUnavailable as exc:
+                self._store_failed(now_ms, f"reading the express starts of shard {shard}", exc)
+                break
+            self.express.unread.discard(shard)
+            for row in rows:
+                command = decode_commands(row)[0][0]
+                if command.arn not in self.express.runs:
+                    reruns.append(command)
+        return reruns
 
     # -- committing, then acting
 
@@ -590,6 +698,8 @@ class Engine:
                     self._reread({write.shard_id}, [state])
                 continue
             self._remember(state)
+            if write.events and self.on_history is not None:
+                batch.logged.append((write.state_machine_arn, write.arn, write.events))
             if self.probe is not None and index in batch.fired:
                 self.probe.timer_applied(*batch.fired[index])
             window = self.windows[state.shard_id]
@@ -723,7 +833,7 @@ class Engine:
         """Read the tick's commands' executions this engine does not hold in one store call (a networked store
         would otherwise take a round trip per new execution on this thread); those not found are new."""
         wanted = list({item.arn for item, _ in work if not isinstance(item, _Transfer) and item.arn not in self._cache
-                       and shard_for(item.arn, self.shard_count) in self.range_ids})
+                       and not is_express(item.arn) and shard_for(item.arn, self.shard_count) in self.range_ids})
         if not wanted:
             return
         try:
@@ -739,6 +849,9 @@ class Engine:
                 batch.unread[arn] = exc
 
     def _load(self, arn: str, batch: _Batch | None = None) -> ExecutionState | None:
+        if is_express(arn):  # in memory only, while it runs
+            run = self.express.runs.get(arn)
+            return None if run is None else run.state
         state = self._cache.get(arn)
         if state is not None:
             self._cache.move_to_end(arn)

@@ -47,8 +47,9 @@ EXECUTION_TIMEOUT_TIMER = "execution-timeout"
 
 
 def start(execution: ExecutionState, definition: Definition, now_ms: int,
-          services: Services | None = None) -> Decision:
-    """Open a new execution (version 0, no events yet) and run it until it waits or closes."""
+          services: Services | None = None, duration_ms_max: int | None = None) -> Decision:
+    """Open a new execution (version 0, no events yet) and run it until it waits or closes. ``duration_ms_max``:
+    it times out then at the latest, whatever the definition's TimeoutSeconds (an Express execution's limit)."""
     decision = Decision(execution.copy())
     step = Step(decision, definition, now_ms, services)
     details = {"input": execution.input, "inputDetails": NO_DETAILS, "roleArn": execution.role_arn}
@@ -57,8 +58,11 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int,
     if execution.version_arn is not None:
         details["stateMachineVersionArn"] = execution.version_arn
     step.emit("ExecutionStarted", "executionStartedEventDetails", details)
+    timeout_ms = duration_ms_max
     if definition.timeout_seconds is not None:
-        step.add_timer(EXECUTION_TIMEOUT_TIMER, execution.start_ms + definition.timeout_seconds * 1000)
+        timeout_ms = min(definition.timeout_seconds * 1000, timeout_ms or definition.timeout_seconds * 1000)
+    if timeout_ms is not None:
+        step.add_timer(EXECUTION_TIMEOUT_TIMER, execution.start_ms + timeout_ms)
     step.flows[ROOT] = Flow(0, None, 0)
     step.known_value, step.known_text = loads(execution.input), execution.input
     step.guarded(flows.run, step, ROOT, definition.start_at, step.known_value, 0)

@@ -43,6 +43,9 @@ class Limits:
     aws_calls_per_service_max: int = 32
     # Open executions whose mutable state stays in memory (least recently used leave first).
     cached_executions_max: int = 10_000
+    # EXPRESS executions running in memory (they last five minutes at most). At the limit new starts are answered
+    # ThrottlingException; the starts a new owner runs again from their rows are not refused.
+    express_runs_max: int = 100_000
     # Parsed definitions kept in memory (least recently used leave first).
     cached_definitions_max: int = 1_000
     # The evaluation budget of one transition step (one command applied to one execution, or one TestState):

@@ -425,6 +425,15 @@ def describe_for_parent(execution: ExecutionState) -> dict[str, Any]:
     return dict(sorted(described.items()))
 
 
+DATA_KEYS = ("input", "inputDetails", "output", "outputDetails")  # what includeExecutionData false leaves out
+
+
+def without_data(details: dict[str, Any]) -> dict[str, Any]:
+    """An event's details without the execution data in them (GetExecutionHistory's and the execution logs'
+    ``includeExecutionData`` false)."""
+    return {key: value for key, value in details.items() if key not in DATA_KEYS}
+
+
 def without_none(error: str | None, cause: str | None) -> dict[str, str]:
     """Event details of an error: only the fields that are set."""
     return {key: value for key, value in (("error", error), ("cause", cause)) if value is not None}

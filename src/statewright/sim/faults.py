@@ -140,6 +140,14 @@ class FaultyStore(Store):
         self._maybe_busy()
         return self.inner.pending_dispatches(shard_id, after_seq, limit)
 
+    def write_express_starts(self, *args: Any) -> set[int]:
+        self._reachable()
+        return self.inner.write_express_starts(*args)
+
+    def express_starts(self, shard_id: int) -> list[bytes]:
+        self._reachable()
+        return self.inner.express_starts(shard_id)
+
     def claim_activity_task(self, activity_arn: str, now_ms: int, until_ms: int,
                             skip_shards: Sequence[int] = ()) -> Dispatch | None:
         self._maybe_busy()

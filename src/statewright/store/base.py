@@ -26,6 +26,8 @@ Contract (tests/store_contract.py runs it against every implementation):
   exist, and a version an alias routes to cannot be deleted (VersionRouted): writes of one state machine's
   versions and aliases are serialized against each other. Deleting a state machine deletes its versions and aliases;
   its revisions stay, so executions started on them run to the end.
+- Express starts (``write_express_starts``): the asynchronous starts of EXPRESS executions, one row each from
+  before the caller hears of it until the execution closed, fenced by range id like commits.
 - Dispatches (the outbox) are written and removed in the same commits as the transitions that create and
   consume them; ``pending_dispatches`` lists what a new owner must hand out again. An activity task's payload
   has ``kind`` "activity" and the activity's ARN in ``resource``: ``claim_activity_task`` finds it by that ARN,
@@ -364,6 +366,18 @@ class Store(ABC):
     def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
         """The shard's outbox: up to ``limit`` dispatches committed and not yet removed whose ``seq`` is above
         ``after_seq``, in the order they were written (seq ascending; a later commit's rows sort after)."""
+
+    @abstractmethod
+    def write_express_starts(self, added: Sequence[tuple[int, str, bytes]], removed: Sequence[tuple[int, str]],
+                             range_ids: Mapping[int, int]) -> set[int]:
+        """In one transaction: insert (or replace) the ``added`` express starts (shard, execution ARN, the encoded
+        start command) and delete the ``removed`` ones (shard, execution ARN), leaving out the rows of shards whose
+        range id is not the one in ``range_ids``; returns those shards. StoreUnavailable: nothing was written, or
+        (mid-commit) maybe all of it."""
+
+    @abstractmethod
+    def express_starts(self, shard_id: int) -> list[bytes]:
+        """The shard's express start commands, by execution ARN: what a new owner runs again."""
 
     @abstractmethod
     def claim_activity_task(self, activity_arn: str, now_ms: int, until_ms: int,

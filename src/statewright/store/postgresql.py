@@ -142,6 +142,10 @@ _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection], None], ...], ...] 
         "ALTER TABLE activities ADD COLUMN encryption bytea",
         _initial_revisions,
     ),
+    (  # 4: asynchronous express starts, run again by a shard's next owner
+        'CREATE TABLE express_starts (shard_id integer NOT NULL, execution_arn text COLLATE "C" NOT NULL, '
+        "command bytea NOT NULL, PRIMARY KEY (shard_id, execution_arn))",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 _MIGRATION_LOCK = 0x5354_5754_5343_4831  # the advisory lock nodes starting at once take in turn to migrate
@@ -553,6 +557,27 @@ class PostgresStore(Store):
                           f"AND {bound} AND fire_at_ms <= %s ORDER BY fire_at_ms, execution_arn, timer_id LIMIT %s",
                           (shard_id, *args, until_ms, limit))
         return [TimerRow(*row) for row in rows]
+
+    def write_express_starts(self, added: Sequence[tuple[int, str, bytes]], removed: Sequence[tuple[int, str]],
+                             range_ids: Mapping[int, int]) -> set[int]:
+        shards = sorted({row[0] for row in added} | {row[0] for row in removed})
+        with self._transaction() as db:
+            current = dict(db.execute("SELECT shard_id, range_id FROM shards WHERE shard_id = ANY(%s) "
+                                      "ORDER BY shard_id FOR SHARE", (shards,)).fetchall())
+            lost = {shard for shard in shards if current.get(shard) != range_ids.get(shard)}
+            cursor = db.cursor()
+            live = [row for row in added if row[0] not in lost]
+            if live:
+                cursor.executemany("INSERT INTO express_starts VALUES (%s, %s, %s) ON CONFLICT (shard_id, "
+                                   "execution_arn) DO UPDATE SET command = EXCLUDED.command", live)
+            gone = [row for row in removed if row[0] not in lost]
+            if gone:
+                cursor.executemany("DELETE FROM express_starts WHERE shard_id = %s AND execution_arn = %s", gone)
+        return lost
+
+    def express_starts(self, shard_id: int) -> list[bytes]:
+        return [row[0] for row in self._rows("SELECT command FROM express_starts WHERE shard_id = %s "
+                                             "ORDER BY execution_arn", (shard_id,))]
 
     def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
         rows = self._rows("SELECT shard_id, execution_arn, dispatch_id, payload, seq FROM outbox WHERE shard_id = %s "

@@ -99,8 +99,12 @@ CREATE TABLE IF NOT EXISTS activities (
 CREATE TABLE IF NOT EXISTS tags (
     resource_arn TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     PRIMARY KEY (resource_arn, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS express_starts (
+    shard_id INTEGER NOT NULL, execution_arn TEXT NOT NULL, command BLOB NOT NULL,
+    PRIMARY KEY (shard_id, execution_arn)) WITHOUT ROWID;
 """
-SCHEMA_VERSION = 3  # recorded in meta 'schema_version'; a database without one was written at version 1
+SCHEMA_VERSION = 4  # recorded in meta 'schema_version'; a database without one was written at version 1
+# Version 4: asynchronous express starts (their table is in _SCHEMA).
 # Version 2: the outbox's activity ARN and claim time (Store.claim_activity_task). No index on them: one node on
 # its own file never claims (its matcher is fed by its engine), and an index would cost every task two writes.
 _TO_VERSION_2 = (
@@ -461,6 +465,26 @@ class SqliteStore(Store):
                 "AND fire_at_ms <= ? ORDER BY fire_at_ms, execution_arn, timer_id LIMIT ?",
                 (shard_id, *args, until_ms, limit)).fetchall()
         return [TimerRow(*row) for row in rows]
+
+    def write_express_starts(self, added: Sequence[tuple[int, str, bytes]], removed: Sequence[tuple[int, str]],
+                             range_ids: Mapping[int, int]) -> set[int]:
+        shards = sorted({row[0] for row in added} | {row[0] for row in removed})
+        with _unavailable(), self._transaction() as db:
+            placeholders = ",".join("?" * len(shards))
+            current = dict(db.execute(f"SELECT shard_id, range_id FROM shards WHERE shard_id IN ({placeholders})",
+                                      shards).fetchall())
+            lost = {shard for shard in shards if current.get(shard) != range_ids.get(shard)}
+            db.executemany("INSERT OR REPLACE INTO express_starts VALUES (?, ?, ?)",
+                           [row for row in added if row[0] not in lost])
+            db.executemany("DELETE FROM express_starts WHERE shard_id = ? AND execution_arn = ?",
+                           [row for row in removed if row[0] not in lost])
+        return lost
+
+    def express_starts(self, shard_id: int) -> list[bytes]:
+        with _unavailable():
+            rows = self._db().execute("SELECT command FROM express_starts WHERE shard_id = ? ORDER BY execution_arn",
+                                      (shard_id,)).fetchall()
+        return [row[0] for row in rows]
 
     def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
         with _unavailable():
