@@ -342,3 +342,19 @@ def test_the_language_the_calls_and_the_jobs_agree_on_the_integrations():
     aws = {key for key in _INTEGRATIONS if key[0] not in ("http", "states")}
     assert aws == set(OPTIMIZED)
     assert {key for key in aws if "sync" in _INTEGRATIONS[key]} == set(JOBS)
+
+
+def test_an_express_workflow_calls_lambda_and_sqs_synchronously(sfn, moto):
+    sqs = aws_client(moto, "sqs")
+    queue = sqs.create_queue(QueueName=f"x-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    definition = {"StartAt": "Greet", "States": {
+        "Greet": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "OutputPath": "$.Payload",
+                  "Parameters": {"FunctionName": "greet", "Payload.$": "$"}, "Next": "Send"},
+        "Send": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage", "ResultPath": None, "End": True,
+                 "Parameters": {"QueueUrl": queue, "MessageBody.$": "$"}}}}
+    arn = sfn.create_state_machine(name=f"x-{uuid.uuid4().hex[:8]}", definition=json.dumps(definition),
+                                   roleArn=ROLE_ARN, type="EXPRESS")["stateMachineArn"]
+    answer = sfn.start_sync_execution(stateMachineArn=arn, input=json.dumps({"name": "ex"}))
+    assert answer["status"] == "SUCCEEDED" and json.loads(answer["output"]) == {"greeting": "hello ex"}
+    message = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1)["Messages"][0]
+    assert json.loads(message["Body"]) == {"greeting": "hello ex"}
