@@ -140,6 +140,35 @@ def test_a_mock_that_cannot_stand_for_the_call_is_refused(sfn, state, mock, says
     assert says in refused.value.response["Error"]["Message"]
 
 
+DYNAMO_GET = {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:dynamodb:describeTable", "End": True,
+              "Parameters": {"TableName": "t"}}
+
+
+@pytest.mark.parametrize(("state", "result", "mode", "says"), [
+    (DYNAMO_GET, {"Tabel": {}}, "STRICT", "Tabel is not a field of the API's output"),
+    (DYNAMO_GET, {"Table": {"ItemCount": "many"}}, "PRESENT", "Table.ItemCount must be of type long"),
+    (DYNAMO_GET, {"Table": {"TableStatus": "SLEEPING"}}, "PRESENT", "Table.TableStatus must be one of"),
+    (LAMBDA_TASK, {"StatusCode": "200", "Payload": {}}, "STRICT", "StatusCode must be of type integer"),
+    ({"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage", "End": True,
+      "Parameters": {"QueueUrl": "q", "MessageBody": "m"}}, {"MessageId": 7}, "STRICT",
+     "MessageId must be of type string"),
+])
+def test_a_mock_result_that_does_not_fit_the_apis_output_is_refused(sfn, state, result, mode, says):
+    with pytest.raises(ClientError) as refused:
+        run(sfn, state, {}, mock={"result": json.dumps(result), "fieldValidationMode": mode})
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert says in refused.value.response["Error"]["Message"]
+
+
+@pytest.mark.parametrize(("result", "mode"), [
+    ({"Table": {"TableName": "t", "ItemCount": 3}}, "STRICT"),
+    ({"Table": {"ItemCount": "many"}, "Extra": True}, "NONE"),
+])
+def test_a_mock_result_that_fits_or_is_not_checked_stands_for_the_call(sfn, result, mode):
+    answer = run(sfn, DYNAMO_GET, {}, mock={"result": json.dumps(result), "fieldValidationMode": mode})
+    assert answer["status"] == "SUCCEEDED" and json.loads(answer["output"]) == result
+
+
 RETRIED = {**LAMBDA_TASK, "Retry": [{"ErrorEquals": ["Lambda.ServiceException"], "IntervalSeconds": 2,
                                      "MaxAttempts": 2},
                                     {"ErrorEquals": ["Lambda.Unknown"], "IntervalSeconds": 3, "MaxAttempts": 2}]}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import orjson
+
 from ..asl.definition import InvalidDefinition
 from ..engine import commands
 from ..engine.core import shard_for
@@ -13,6 +15,7 @@ from ..engine.express import ASYNC, SYNC
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.step import without_data
 from ..engine.test_state import outcome_of, start_test
+from ..integrations.aws import calls
 from ..integrations.http import invoke
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
 from . import arns, describe, paging
@@ -303,7 +306,7 @@ def _revision_and_machine(service: Service, execution: ExecutionState) -> tuple[
 
 def _test_mock(mock: Any) -> AttemptSucceeded | AttemptFailed | None:
     """TestState's ``mock``: the Task's result (``result``, JSON text) or its error (``errorOutput``) instead of
-    calling its resource. ``fieldValidationMode`` is accepted; results are not checked against the API's shape."""
+    calling its resource (its ``fieldValidationMode`` is applied once the Task's resource is known)."""
     if mock is None:
         return None
     if ("result" in mock) == ("errorOutput" in mock):
@@ -313,6 +316,18 @@ def _test_mock(mock: Any) -> AttemptSucceeded | AttemptFailed | None:
         return AttemptSucceeded(mock["result"])
     error = mock["errorOutput"]
     return AttemptFailed(error.get("error"), error.get("cause"))
+
+
+def _check_mock_fields(task: dict[str, Any], mocked: AttemptSucceeded | AttemptFailed, mode: str) -> None:
+    """fieldValidationMode: STRICT (every required field present, every present one of the API's output) or
+    PRESENT (every present one) against the output the Task's API returns; NONE checks nothing."""
+    if mode == "NONE" or not isinstance(mocked, AttemptSucceeded):
+        return
+    problems = calls.mock_problems(task, orjson.loads(mocked.output), strict=mode == "STRICT")
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise AwsError("ValidationException", f"The mock result does not match the output of "
+                       f"{task['resource']} (fieldValidationMode {mode}): {shown}")
 
 
 @handler("TestState")
@@ -339,6 +354,7 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     if mocked is not None and task is None:
         raise AwsError("ValidationException", "TestState takes a mock for a Task state only")
     if mocked is not None:
+        _check_mock_fields(task, mocked, params["mock"].get("fieldValidationMode", "STRICT"))
         await service.evaluation_call(run.complete, mocked)
     elif task is not None:
         if task["kind"] in ("activity", "states") or task["pattern"] != "":
