@@ -318,6 +318,18 @@ def _test_mock(mock: Any) -> AttemptSucceeded | AttemptFailed | None:
     return AttemptFailed(error.get("error"), error.get("cause"))
 
 
+def _test_context(text: str | None, mocked: AttemptSucceeded | AttemptFailed | None) -> dict[str, Any] | None:
+    """TestState's ``context``: fields of the context object ($$) the state sees (AWS takes it with a mock only)."""
+    if text is None:
+        return None
+    if mocked is None:
+        raise AwsError("ValidationException", "The context may only be specified together with a mock")
+    context = parse_json(text, "ValidationException", "Invalid context")
+    if not isinstance(context, dict):
+        raise AwsError("ValidationException", "Invalid context: 'the context must be a JSON object'")
+    return context
+
+
 def _check_mock_fields(task: dict[str, Any], mocked: AttemptSucceeded | AttemptFailed, mode: str) -> None:
     """fieldValidationMode: STRICT (every required field present, every present one of the API's output) or
     PRESENT (every present one) against the output the Task's API returns; NONE checks nothing."""
@@ -339,6 +351,8 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     if not isinstance(variables, dict):
         raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
     mocked = _test_mock(params.get("mock"))
+    context = _test_context(params.get("context"), mocked)
+    configuration = params.get("stateConfiguration") or {}
     machine_arn = scope.state_machine_arn("TestStateMachine")
     # Every evaluation off the event loop (evaluating a state can take up to its budget, and every other request
     # waits on the loop) and off the store's threads, on the engine's evaluation budget.
@@ -346,14 +360,14 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
         run = await service.evaluation_call(
             start_test, params["definition"], params.get("stateName"), text, variables,
             machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()), machine_arn,
-            params.get("roleArn", ""), service.clock(), service.engine.services, mocked is not None,
-            (params.get("stateConfiguration") or {}).get("retrierRetryCount", 0))
+            params.get("roleArn", ""), service.clock(), service.engine.services, mocked,
+            configuration.get("retrierRetryCount", 0), context)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
     task = run.pending_task
-    if mocked is not None and task is None:
-        raise AwsError("ValidationException", "TestState takes a mock for a Task state only")
-    if mocked is not None:
+    if mocked is not None and task is None and not run.mocked_fan_out:
+        raise AwsError("ValidationException", "TestState takes a mock for a Task, Parallel or Map state only")
+    if mocked is not None and task is not None:  # a Parallel's or Map's mock stood for its children already
         _check_mock_fields(task, mocked, params["mock"].get("fieldValidationMode", "STRICT"))
         await service.evaluation_call(run.complete, mocked)
     elif task is not None:

@@ -24,9 +24,10 @@ from typing import Any
 
 from ..asl import errors
 from ..asl.budget import spending
+from ..asl.errors import StatesError
 from ..asl.jsonio import loads
-from ..asl.states import Definition
-from . import flows, tasks
+from ..asl.states import Definition, MapState, ParallelState
+from . import fan_out, flows, retry_catch, tasks
 from .execution import ABORTED, TIMED_OUT, ExecutionState, Flow
 from .outcomes import (
     AttemptFailed,
@@ -169,11 +170,15 @@ class OneStateRun:
 
     def __init__(self, execution: ExecutionState, definition: Definition, state_name: str, data: Any,
                  variables: dict[str, Any], now_ms: int, services: Services | None = None,
-                 retries_used: int = 0) -> None:
+                 retries_used: int = 0, mock: AttemptSucceeded | AttemptFailed | None = None,
+                 context: dict[str, Any] | None = None) -> None:
         """``retries_used``: retries already spent on the state's retrier that takes the error (TestState's
-        stateConfiguration.retrierRetryCount), so a test can see what the next error does after them."""
+        stateConfiguration.retrierRetryCount), so a test can see what the next error does after them. ``mock``:
+        a Parallel's or Map's result or error, standing for its branches or iterations (a Task's mock goes to
+        ``complete``). ``context``: fields of the context object ($$) the caller gives."""
         step = Step(Decision(execution.copy()), definition, now_ms, services)
         step.trace = {}
+        step.context_given = context
         flow = Flow(0, None, 0, state=state_name, data=data, entered_ms=now_ms, variables=dict(variables))
         state = definition.states[state_name]
         if retries_used:
@@ -182,7 +187,25 @@ class OneStateRun:
         flow.entered_id = step.emit(f"{definition.states[state_name].type}StateEntered", None, None)
         flow.entered_prev = step.decision.events[-1]["previousEventId"]
         self._step, self._flow = step, flow
-        self.outcome: Outcome = self._guarded(lambda: flows.attempt(step, ROOT, definition.states[state_name], data))
+        self.mocked_fan_out = mock is not None and isinstance(state, ParallelState | MapState)
+        if self.mocked_fan_out:
+            self.outcome: Outcome = self._guarded(lambda: self._mocked_fan_out(state, data, mock))
+        else:
+            self.outcome = self._guarded(lambda: flows.attempt(step, ROOT, state, data))
+
+    def _mocked_fan_out(self, state: ParallelState | MapState, data: Any,
+                        mock: AttemptSucceeded | AttemptFailed) -> Outcome:
+        """The state's input processing as it runs, then the mock for what its children would have given."""
+        step = self._step
+        try:
+            fan_out.enter(step, ROOT, state, data, step.scope(ROOT, state.name))
+        except StatesError as failure:
+            return retry_catch.failed_in_state(step, ROOT, state, failure)
+        if isinstance(mock, AttemptSucceeded):
+            self._flow.fan.results = loads(mock.output)
+            return fan_out.join(step, ROOT, state)
+        self._flow.fan = None
+        return fan_out.failed(step, ROOT, mock.error, mock.cause)
 
     @property
     def trace(self) -> dict[str, Any]:

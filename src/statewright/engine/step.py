@@ -87,8 +87,8 @@ def poll_dispatch(task: TaskAttempt) -> str:
 class Step:
     """One Decision in the making, over a copy of the execution's state."""
 
-    __slots__ = ("budget", "decision", "definition", "entered", "execution", "failures", "flows", "gathering",
-                 "known_text", "known_value", "now_ms", "services", "trace")
+    __slots__ = ("budget", "context_given", "decision", "definition", "entered", "execution", "failures", "flows",
+                 "gathering", "known_text", "known_value", "now_ms", "services", "trace")
 
     def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
                  services: Services | None = None) -> None:
@@ -100,6 +100,7 @@ class Step:
         self.now_ms = now_ms
         self.known_value: Any = None
         self.known_text: str | None = None
+        self.context_given: dict[str, Any] | None = None  # TestState's context: merged over the one computed
         self.gathering: set[str] = set()  # flows whose fan-out loop is on the stack
         self.failures: dict[str, tuple[str | None, str | None]] = {}  # their children's failures, to report
         # TestState only: the data-flow steps of the state under test.
@@ -264,6 +265,9 @@ class Step:
             context["State"]["RetryCount"] = max(flow.attempts - 1, 0)
             if state.pattern == "waitForTaskToken" and flow.task is not None:
                 context["Task"] = {"Token": self.token(flow.task.scheduled_id, flow.attempts)}
+        for key, value in (self.context_given or {}).items():  # a section given replaces fields of its own
+            context[key] = {**context[key], **value} if isinstance(value, dict) and isinstance(
+                context.get(key), dict) else value
         return context
 
     def token(self, scheduled_id: int, attempt: int) -> str:
