@@ -375,8 +375,12 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
             raise AwsError("ValidationException", "TestState calls a Task's resource only with the request-response "
                            "pattern; activities, nested executions, .sync and .waitForTaskToken need a mock or a "
                            "real execution")
-        outcome = (await invoke(task["input"], service.connections, timeout_s=task["call_s"])
-                   if task["kind"] == "http" else await service.aws.perform(task))
+        if task["kind"] == "http":  # at TRACE, with the HTTP request and response it made
+            trace = run.trace if params.get("inspectionLevel") == "TRACE" else None
+            outcome = await invoke(task["input"], service.connections, timeout_s=task["call_s"], trace=trace,
+                                   reveal_secrets=bool(params.get("revealSecrets")))
+        else:
+            outcome = await service.aws.perform(task)
         await service.evaluation_call(run.complete, outcome)
     outcome = await service.evaluation_call(outcome_of, run, text)
     result: dict[str, Any] = {"status": outcome.status}

@@ -61,6 +61,9 @@ def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
         inspection["maxConcurrency"] = trace["maxConcurrency"]
     if "errorDetails" in trace:  # which retrier or catcher took the error (and the retry's backoff)
         inspection["errorDetails"] = trace["errorDetails"]
+    for key in ("request", "response"):  # an HTTP Task's, at inspection level TRACE
+        if key in trace:
+            inspection[key] = trace[key]
     if run.variables:
         inspection["variables"] = dumps(run.variables)
     caught = trace.get("error")
