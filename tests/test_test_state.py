@@ -164,6 +164,19 @@ def test_a_mocked_result_stands_for_a_maps_iterations_after_its_items_are_read(s
     assert json.loads(answer["inspectionData"]["afterItemsPath"]) == [1, 2]
 
 
+def test_error_caused_by_state_names_a_state_inside_the_mocked_parallel(sfn):
+    answer = run(sfn, PARALLEL, {}, stateConfiguration={"errorCausedByState": "B"},
+                 mock={"errorOutput": {"error": "Branch.Failed", "cause": "b"}})
+    assert answer["status"] == "CAUGHT_ERROR"
+    for configuration, mock, says in (
+            ({"errorCausedByState": "Nope"}, {"errorOutput": {"error": "E"}}, "not a state inside"),
+            ({"errorCausedByState": "B"}, {"result": "[]"}, "takes a mocked errorOutput"),
+            ({"mapIterationFailureCount": 1}, {"result": "[]"}, "distributed Map")):
+        with pytest.raises(ClientError) as refused:
+            run(sfn, PARALLEL, {}, stateConfiguration=configuration, mock=mock)
+        assert says in refused.value.response["Error"]["Message"]
+
+
 def test_a_given_context_is_what_the_state_reads_from_the_context_object(sfn):
     state = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "End": True, "ResultPath": "$.r",
              "Parameters": {"FunctionName": "f", "Payload": {"name.$": "$$.Execution.Name", "id.$": "$$.Execution.Id"}}}

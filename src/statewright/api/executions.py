@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from ..asl.definition import InvalidDefinition
+from ..asl.states import MapState, ParallelState
 from ..engine import commands
 from ..engine.core import shard_for
 from ..engine.execution import ExecutionState, redrive_status
@@ -330,6 +331,36 @@ def _test_context(text: str | None, mocked: AttemptSucceeded | AttemptFailed | N
     return context
 
 
+def _check_state_configuration(configuration: dict[str, Any], state: Any,
+                               mocked: AttemptSucceeded | AttemptFailed | None) -> None:
+    """stateConfiguration's members that describe a Parallel's or Map's children: errorCausedByState names the
+    state inside it a mocked error came from; the Map members need a distributed Map (ItemReader, tolerated
+    failures), which statewright does not run yet."""
+    caused_by = configuration.get("errorCausedByState")
+    if caused_by is not None:
+        if not isinstance(mocked, AttemptFailed) or not isinstance(state, ParallelState | MapState):
+            raise AwsError("ValidationException", "errorCausedByState takes a mocked errorOutput of a Parallel or "
+                           "Map state")
+        machines = state.branches if isinstance(state, ParallelState) else [state.processor]
+        if not any(caused_by in _state_names(machine) for machine in machines):
+            raise AwsError("ValidationException", f"errorCausedByState names '{caused_by}', which is not a state "
+                           f"inside '{state.name}'")
+    for member in ("mapIterationFailureCount", "mapItemReaderData"):
+        if member in configuration:
+            raise AwsError("ValidationException", f"{member} describes a distributed Map (ItemReader, tolerated "
+                           "failures), which statewright does not run yet")
+
+
+def _state_names(machine: Any) -> set[str]:
+    """Every state name in a States collection, nested ones included."""
+    names = set(machine.states)
+    for inner in machine.states.values():
+        for nested in (getattr(inner, "branches", None) or []) + [getattr(inner, "processor", None)]:
+            if nested is not None:
+                names |= _state_names(nested)
+    return names
+
+
 def _check_mock_fields(task: dict[str, Any], mocked: AttemptSucceeded | AttemptFailed, mode: str) -> None:
     """fieldValidationMode: STRICT (every required field present, every present one of the API's output) or
     PRESENT (every present one) against the output the Task's API returns; NONE checks nothing."""
@@ -364,6 +395,7 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
             configuration.get("retrierRetryCount", 0), context)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
+    _check_state_configuration(configuration, run.state, mocked)
     task = run.pending_task
     if mocked is not None and task is None and not run.mocked_fan_out:
         raise AwsError("ValidationException", "TestState takes a mock for a Task, Parallel or Map state only")

@@ -26,7 +26,7 @@ from ..asl import errors
 from ..asl.budget import spending
 from ..asl.errors import StatesError
 from ..asl.jsonio import loads
-from ..asl.states import Definition, MapState, ParallelState
+from ..asl.states import Definition, MapState, ParallelState, State
 from . import fan_out, flows, retry_catch, tasks
 from .execution import ABORTED, TIMED_OUT, ExecutionState, Flow
 from .outcomes import (
@@ -210,6 +210,10 @@ class OneStateRun:
     @property
     def trace(self) -> dict[str, Any]:
         return self._step.trace
+
+    @property
+    def state(self) -> State:
+        return self._step.state_of(self._flow)
 
     @property
     def variables(self) -> dict[str, Any]:
