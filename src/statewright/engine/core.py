@@ -35,15 +35,17 @@ from .commands import (
     EngineUnavailable,
     ExecutionAlreadyExists,
     ExecutionDoesNotExist,
+    ExecutionNotRedrivable,
     FireTimer,
     Heartbeat,
     InboxFull,
+    RedriveExecution,
     StartAttempt,
     StartExecution,
     StopExecution,
     TaskNotPending,
 )
-from .execution import ExecutionState
+from .execution import REDRIVABLE_MS, ExecutionState, not_redrivable
 from .limits import Limits
 from .mocks import MockConfig
 from .outbox import OutboxWindow
@@ -106,8 +108,9 @@ class Engine:
                  limits: Limits | None = None, tokens: TaskTokens | None = None,
                  planted: frozenset[str] = frozenset(), wait_scale: float = 1.0,
                  evaluation_clock: Callable[[], float] | None = time.perf_counter,
-                 mocks: MockConfig | None = None) -> None:
+                 mocks: MockConfig | None = None, redrivable_ms: int = REDRIVABLE_MS) -> None:
         self.store = store
+        self.redrivable_ms = redrivable_ms  # how long after it closed an execution can be redriven
         # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
         unknown = planted - PLANTED
         if unknown:
@@ -457,6 +460,8 @@ class Engine:
                 return current.stop_ms
             self._stage(batch, decision, current.version, now_ms)
             return now_ms
+        if isinstance(command, RedriveExecution):
+            return self._redrive(command, current, batch, now_ms)
         if isinstance(command, AckDispatch):
             if current is not None:
                 self._stage(batch, decider.ack_dispatch(current, command.dispatch_id), current.version, now_ms)
@@ -489,6 +494,21 @@ class Engine:
             return TaskNotPending(command.arn)
         self._stage(batch, decision, current.version, now_ms)
         return True
+
+    def _redrive(self, command: RedriveExecution, current: ExecutionState | None, batch: _Batch, now_ms: int) -> object:
+        if current is None:
+            return ExecutionDoesNotExist(command.arn)
+        earlier_ms = decider.redriven_by(current, command.client_token, now_ms)
+        if earlier_ms is not None:  # the same request again: answered as it was
+            return earlier_ms
+        reason = not_redrivable(current, now_ms, self.redrivable_ms)
+        if reason is not None:
+            return ExecutionNotRedrivable(command.arn, reason)
+        inputs = {event_id: self.store.read_history(command.arn, event_id - 1, 1, False)[0][
+            "stateEnteredEventDetails"]["input"] for event_id in decider.redrive_reads(current)}
+        self._stage(batch, decider.redrive(current, self._definition(current), now_ms, command.client_token, inputs,
+                                           self.services), current.version, now_ms)
+        return now_ms
 
     def _advance(self, transfer: _Transfer, batch: _Batch, now_ms: int) -> None:
         """Apply a transfer's next stage in this batch (see transfers.py)."""
@@ -555,7 +575,7 @@ class Engine:
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
             state.stop_ms, expected_version, state.version, blob, decision.events,
             decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed,
-            batch.group, state.version_arn, state.alias_arn))
+            batch.group, state.version_arn, state.alias_arn, state.redrive_count, state.redrive_ms))
 
     # -- committing, then acting
 
