@@ -21,6 +21,7 @@ import uvicorn
 from ..cluster.loop import MembershipLoop
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
 from ..engine.core import Engine, wall_clock_ms
+from ..engine.execution import DAY_MS, REDRIVABLE_MS
 from ..engine.limits import Limits
 from ..engine.mocks import InvalidMockConfig, MockConfig
 from ..integrations.http import Connections
@@ -58,6 +59,7 @@ class ServerConfig:
     virtual_clock: bool = False  # --clock virtual: time moves forward on request too (see clock.py)
     wait_scale: float = 1.0  # --wait-scale: Waits and Retry backoffs last this many times their length
     mock_config: Path | None = None  # --mock-config: mocked responses for executions started on ARN#TestCase
+    redrivable_days: int = REDRIVABLE_MS // DAY_MS  # --redrivable-days: how long after it closed an execution can be redriven
 
 
 class DataDirInUse(Exception):
@@ -181,7 +183,7 @@ def serve(config: ServerConfig) -> int:
             return 1
         virtual = VirtualClock(store)
     engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
-                    wait_scale=config.wait_scale, mocks=mocks)
+                    wait_scale=config.wait_scale, mocks=mocks, redrivable_ms=config.redrivable_days * DAY_MS)
     node = None  # a cluster node's membership
     if config.store:
         if not config.cluster_secret:

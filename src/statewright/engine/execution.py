@@ -31,9 +31,10 @@ ABORTED = "ABORTED"
 CLOSED_STATUSES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, ABORTED})
 
 
+DAY_MS = 86_400_000
 REDRIVE_EVENTS_MAX = 24_998  # AWS redrives a history under 24,999 events: room for ExecutionRedriven and one more
-REDRIVE_OPEN_MS_MAX = 365 * 86_400_000  # an execution's maximum open time, one year, counted from its start
-REDRIVABLE_MS = 14 * 86_400_000  # how long after it closed an execution can be redriven (serve --redrivable-days)
+REDRIVE_OPEN_MS_MAX = 365 * DAY_MS  # an execution's maximum open time, one year, counted from its start
+REDRIVABLE_MS = 14 * DAY_MS  # how long after it closed an execution can be redriven (serve --redrivable-days)
 REDRIVE_TOKENS_MAX = 10  # the client tokens of the latest redrives, answered idempotently
 REDRIVE_TOKEN_MS = 15 * 60_000  # ... for 15 minutes after their first use
 
