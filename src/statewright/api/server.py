@@ -59,7 +59,7 @@ class ServerConfig:
     virtual_clock: bool = False  # --clock virtual: time moves forward on request too (see clock.py)
     wait_scale: float = 1.0  # --wait-scale: Waits and Retry backoffs last this many times their length
     mock_config: Path | None = None  # --mock-config: mocked responses for executions started on ARN#TestCase
-    redrivable_days: int = REDRIVABLE_MS // DAY_MS  # --redrivable-days: how long after it closed an execution can be redriven
+    redrivable_days: int = REDRIVABLE_MS // DAY_MS  # --redrivable-days: how long after closing it can be redriven
 
 
 class DataDirInUse(Exception):
