@@ -45,7 +45,7 @@ from .commands import (
     StopExecution,
     TaskNotPending,
 )
-from .execution import REDRIVABLE_MS, ExecutionState, not_redrivable
+from .execution import REDRIVABLE_MS, ExecutionState, Flow, not_redrivable
 from .limits import Limits
 from .mocks import MockConfig
 from .outbox import OutboxWindow
@@ -63,7 +63,7 @@ FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could n
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
                      "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
-                     "forward-once", "run-unbounded"})
+                     "forward-once", "run-unbounded", "redrive-from-start"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 
 
@@ -506,8 +506,12 @@ class Engine:
             return ExecutionNotRedrivable(command.arn, reason)
         inputs = {event_id: self.store.read_history(command.arn, event_id - 1, 1, False)[0][
             "stateEnteredEventDetails"]["input"] for event_id in decider.redrive_reads(current)}
-        self._stage(batch, decider.redrive(current, self._definition(current), now_ms, command.client_token, inputs,
-                                           self.services), current.version, now_ms)
+        definition = self._definition(current)
+        if "redrive-from-start" in self.planted:  # reruns what had succeeded, for the simulator's checker to catch
+            current = current.copy()
+            current.halted = {"": Flow(0, None, 0, definition.start_at, orjson.loads(current.input))}
+        self._stage(batch, decider.redrive(current, definition, now_ms, command.client_token, inputs, self.services),
+                    current.version, now_ms)
         return now_ms
 
     def _advance(self, transfer: _Transfer, batch: _Batch, now_ms: int) -> None:
