@@ -130,38 +130,48 @@ class _Graph:
     def __init__(self, definition: dict[str, Any]) -> None:
         self.edges: dict[str, set[str]] = defaultdict(set)
         self.inside: dict[str, set[str]] = defaultdict(set)  # a fan-out state -> every state of its children
+        self.enclosing: dict[str, str] = {}  # a state -> the fan-out state whose child it is in
         self.maps: set[str] = set()
+        self.retried: set[str] = set()  # fan-out states with a Retry: one reruns every child
         self._collect(definition)
 
-    def _collect(self, machine: dict[str, Any]) -> set[str]:
+    def _collect(self, machine: dict[str, Any], enclosing: str | None = None) -> set[str]:
         names = set(machine["States"])
         for name, state in machine["States"].items():
+            if enclosing is not None:
+                self.enclosing[name] = enclosing
             targets = {state.get("Next"), state.get("Default"), *(c.get("Next") for c in state.get("Choices", ())),
                        *(c.get("Next") for c in state.get("Catch", ()))}
             self.edges[name] |= {target for target in targets if target}
             for child in [*state.get("Branches", ()), *filter(None, [state.get("ItemProcessor") or
                                                                       state.get("Iterator")])]:
-                self.inside[name] |= self._collect(child)
+                self.inside[name] |= self._collect(child, name)
             names |= self.inside[name]
             if state["Type"] == "Map":
                 self.maps.add(name)
+            if state.get("Retry") and self.inside[name]:
+                self.retried.add(name)
         return names
 
     def downstream(self, starts: set[str]) -> set[str]:
-        """The states reachable from ``starts`` (a fan-out's children entered afresh are reachable from the states
+        """The states reachable from ``starts``: a fan-out's children entered afresh are reachable from the states
         after it; those of an unfinished Parallel only from its unfinished children, and any of an unfinished Map,
-        whose iterations not started yet begin afresh: ``_map_reruns`` checks those that had succeeded)."""
-        seen = set(starts).union(*(self.inside[name] for name in starts & self.maps))
-        todo = list(seen)
+        whose iterations not started yet begin afresh (``_map_reruns`` checks those that had succeeded); and a
+        failure inside a fan-out with a Retry reruns all of its children."""
+        seen: set[str] = set()
+        todo = [*starts, *(inner for name in starts & self.maps for inner in self.inside[name])]
         while todo:
-            for target in self.edges[todo.pop()]:
-                if target not in seen:
-                    seen.add(target)
-                    todo.append(target)
-                    for inner in self.inside[target]:
-                        if inner not in seen:
-                            seen.add(inner)
-                            todo.append(inner)
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo += self.edges[name]
+            todo += [inner for target in self.edges[name] for inner in self.inside[target]]
+            fan_out = self.enclosing.get(name)
+            while fan_out is not None:
+                if fan_out in self.retried:
+                    todo += self.inside[fan_out]
+                fan_out = self.enclosing.get(fan_out)
         return seen
 
 
