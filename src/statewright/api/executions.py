@@ -9,11 +9,11 @@ from ..asl.definition import InvalidDefinition
 from ..engine import commands
 from ..engine.execution import ExecutionState, redrive_status
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
+from ..engine.routing import route
 from ..engine.test_state import outcome_of, start_test
 from ..integrations.http import invoke
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
 from . import arns, describe, paging
-from .aliases import route
 from .arns import Scope
 from .errors import AwsError, execution_does_not_exist, resource_not_found, state_machine_does_not_exist
 from .payloads import parse_json

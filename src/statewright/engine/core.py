@@ -152,7 +152,8 @@ class Engine:
         self._definitions: OrderedDict[tuple[str, str], Definition] = OrderedDict()
         self._inbox: deque[tuple[Command, Reply]] = deque()
         self._transfers: deque[_Transfer] = deque()  # their dispatches are held in the outbox window: bounded
-        self._transfer_context = TransferContext(store.get_state_machine, self._load, self.tokens)
+        self._transfer_context = TransferContext(store.get_state_machine, store.get_version, store.get_alias,
+                                                 self._load, self.tokens)
         self._given_back: list[Dispatch] = []
         self._room_again = False
         self._ownership: list[Callable[[int], None]] = []  # shard changes asked for from other threads
