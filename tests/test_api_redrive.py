@@ -13,14 +13,10 @@ from server import ROLE_ARN, ServerProcess, history, wait_closed
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    """This module's own server, on the virtual clock (conftest's ``sfn`` is a client of it)."""
     process = ServerProcess(tmp_path_factory.mktemp("redrive") / "data", extra_args=("--clock", "virtual")).start()
     yield process
     process.stop()
-
-
-@pytest.fixture
-def sfn(server):
-    return server.client()
 
 
 @pytest.fixture
