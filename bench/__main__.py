@@ -25,18 +25,18 @@ from typing import Any
 
 import orjson
 
-from . import backlog, cluster, workloads
+from . import backlog, cluster, lambda_chain, workloads
 from .client import Pool
 from .servers import Moto, Statewright, drop_databases
 
 QUICK = {"w1_n": 3000, "w2_n": 2000, "moto_n": 200, "dbos_n": 300, "w3_n": 5000, "w4_n": 20000, "w5_n": 200,
-         "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000}
+         "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000, "w10_n": 1000}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="./dev bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"small sizes for a quick look: {QUICK}")
-    parser.add_argument("--only", default="W1,W2,W3,W4,W5,W6", help="workloads to run (default all)")
+    parser.add_argument("--only", default="W1,W2,W3,W4,W5,W6,W10", help="workloads to run (default all)")
     parser.add_argument("--w1-n", type=int, default=20_000, help="W1 executions on statewright (default 20000)")
     parser.add_argument("--concurrency", type=int, default=256, help="client connections to statewright (256)")
     parser.add_argument("--moto-n", type=int, default=1000, help="W1 executions on moto (default 1000)")
@@ -68,6 +68,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--w9-runaways", type=int, default=1, help="W9: runaway executions (default 1)")
     parser.add_argument("--w9-range", type=int, default=1000,
                         help="W9: items each runaway Pass sums with $reduce (default 1000)")
+    parser.add_argument("--w10-n", type=int, default=5000,
+                        help="W10 executions of the Lambda chain, 5 invocations each (default 5000)")
     parser.add_argument("--no-peers", action="store_true", help="statewright only")
     parser.add_argument("--store", metavar="URL", default=None,
                         help="a PostgreSQL server (postgresql://...): each statewright server keeps its data in a "
@@ -173,6 +175,8 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         await w7(args, work, results, table)
     if "W9" in args.only:
         await w9(args, work, results, table)
+    if "W10" in args.only:
+        await w10(args, work, results, table)
     results["table"] = table.render()
     return results
 
@@ -205,6 +209,19 @@ async def w7(args: argparse.Namespace, work: Path, results: dict, table: Table) 
     table.add("W7 cluster", f"dispatch p50 / p99 / max, tasks of the polled node's own executions "
               f"({dispatch['local_n']} tasks), ms",
               f"{dispatch['local_p50_ms']:.1f} / {dispatch['local_p99_ms']:.1f} / {dispatch['local_max_ms']:.1f}")
+
+
+async def w10(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    """A chain of lambda:invoke states against a local HTTP function (serve --functions)."""
+    run = await lambda_chain.w10(work, args.w10_n, args.concurrency)
+    results["w10"] = run
+    ours, direct = run["statewright"], run["direct"]
+    table.add("W10 Lambda", f"invocations/s, {run['links']}-invoke chains (the function called directly: peer)",
+              f"{ours['invocations_per_s']:,.0f} ({ours['invocations_per_s'] / direct['invocations_per_s']:.2f}x "
+              f"direct {direct['invocations_per_s']:,.0f})", target=">= 1,000/s",
+              verdict=ours["invocations_per_s"] >= 1000)
+    table.add("W10 Lambda", "server CPU per invocation, us",
+              f"{ours['server_cpu_s'] / (ours['n'] * run['links']) * 1e6:,.0f}")
 
 
 async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -108,10 +109,11 @@ class Statewright(Child):
     name = "statewright"
 
     def __init__(self, data_dir: Path, shards: int = 64, profile_dir: Path | None = None,
-                 postgres: str | None = None) -> None:
+                 postgres: str | None = None, extra_args: tuple[str, ...] = ()) -> None:
         """``postgres``: the URL of a PostgreSQL server; the store is then a fresh database there (see
-        ``drop_databases``) instead of SQLite in ``data_dir``."""
+        ``drop_databases``) instead of SQLite in ``data_dir``. ``extra_args``: more ``serve`` options."""
         super().__init__(data_dir.parent / f"{data_dir.name}.log")
+        self.extra_args = extra_args
         self.data_dir = data_dir
         self.shards = shards
         self.profile_dir = profile_dir
@@ -130,6 +132,7 @@ class Statewright(Child):
         serve = ["serve", "--port", str(self.port), "--data-dir", str(self.data_dir), "--shards", str(self.shards)]
         if self.store:
             serve += ["--store", self.store, "--cluster-secret", "bench"]
+        serve += self.extra_args
         if self.profile_dir is None:
             self._spawn([sys.executable, "-m", "statewright", *serve])
         else:
@@ -167,6 +170,25 @@ def drop_databases(postgres: str) -> None:
                                                  (database_name("") + "%",))]
         for name in names:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+class FunctionServer(Child):
+    """W10's local Lambda function (bench/function_server.py) on uvicorn, one process."""
+
+    name = "function"
+
+    def start(self) -> float:
+        spawned = time.monotonic()
+        self._spawn([sys.executable, "-m", "uvicorn", "bench.function_server:app", "--host", "127.0.0.1", "--port",
+                     str(self.port), "--no-access-log", "--log-level", "warning", "--loop", "uvloop",
+                     "--http", "httptools"])
+        while time.monotonic() - spawned < 60:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return time.monotonic() - spawned
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"the function server did not listen; see {self.log_path}")
 
 
 class Moto(Child):

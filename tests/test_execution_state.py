@@ -106,13 +106,21 @@ def test_the_current_version_round_trips_every_field():
 
 
 def test_the_current_version_as_written():
-    """The stored layout, spelled out: a change to it must come with a new version and a loader."""
+    """The stored layout, spelled out: a change to it must come with a new version and a loader (except a field
+    appended to a record with a default: rows written before it load with the default)."""
     assert orjson.loads(full_state().to_blob())["flows"] == {
         "": [0, None, 0, "Each", {"items": [1, 2, 3]}, 2, 1_000_000, 1, None, {}, 0, {"x": 1},
              ["map", [1, 2, 3], [None, {"r": 1}, None], 2, 1, 2, {"items": [1, 2, 3]}, 3], None],
         "2.1": [1, "", 1, "Ask", 2, 8, 1_000_001, 7, "retry-8-1", {"0": 1}, 2, {"y": [True]}, None,
                 [9, True, 60_000, 1_000_123, ["timeout-9", "heartbeat-9"], True,
-                 "arn:aws:states:us-east-1:123456789012:execution:child:c"]]}
+                 "arn:aws:states:us-east-1:123456789012:execution:child:c", None, 0]]}
+
+
+def test_a_task_record_written_before_aws_jobs_loads_without_one():
+    blob = orjson.loads(full_state().to_blob())
+    blob["flows"]["2.1"][-1] = blob["flows"]["2.1"][-1][:7]
+    task = ExecutionState.from_blob(orjson.dumps(blob)).flows["2.1"].task
+    assert task.job is None and task.polls == 0 and task.child.endswith(":child:c")
 
 
 def test_a_newer_version_is_refused():

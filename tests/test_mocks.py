@@ -19,6 +19,7 @@ from statewright.engine.mocks import MockConfig
 
 LAMBDA = "arn:aws:states:::lambda:invoke"
 SQS = "arn:aws:states:::sqs:sendMessage"
+UNBUILT = "arn:aws:states:::bedrock:invokeModel"  # an optimized integration statewright does not call yet
 HELLO = {"StatusCode": 200, "Payload": {"body": "Hello from Lambda!"}}
 CONFIG = {
     "StateMachines": {
@@ -174,8 +175,9 @@ def test_a_lambda_function_arn_is_recorded_with_lambda_function_events(server):
 
 def test_a_resource_statewright_does_not_call_and_no_mock_answers_fails_the_execution(server):
     sfn = server.client()
-    machine = orders(sfn)
-    started = sfn.start_execution(stateMachineArn=machine, input="{}")  # no test case: the real Lambda
+    machine = create(sfn, "unbuilt", {"StartAt": "M", "States": {"M": {
+        "Type": "Task", "Resource": UNBUILT, "Parameters": {"ModelId": "m"}, "End": True}}})
+    started = sfn.start_execution(stateMachineArn=machine, input="{}")  # no test case: the resource itself
     described = wait_closed(sfn, started["executionArn"])
     assert described["status"] == "FAILED" and described["error"] == "States.Runtime"
     assert "mock configuration" in described["cause"]
@@ -215,7 +217,7 @@ def test_without_a_mock_config_test_cases_and_unrun_resources_are_refused(tmp_pa
         sfn = plain.client()
         with pytest.raises(ClientError) as refused:
             sfn.create_state_machine(name="orders", roleArn=ROLE_ARN, definition=json.dumps(
-                {"StartAt": "L", "States": {"L": {"Type": "Task", "Resource": LAMBDA, "End": True}}}))
+                {"StartAt": "L", "States": {"L": {"Type": "Task", "Resource": UNBUILT, "End": True}}}))
         assert "--mock-config" in refused.value.response["Error"]["Message"]
         machine = sfn.create_state_machine(name="p", roleArn=ROLE_ARN, definition=json.dumps(
             {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}))["stateMachineArn"]

@@ -55,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--connections", type=Path, default=None,
                      help="JSON file of HTTP Task connections: ConnectionArn -> {AuthorizationType, AuthParameters} "
                           "as EventBridge's CreateConnection takes them")
+    run.add_argument("--functions", type=Path, default=None, metavar="FILE",
+                     help="JSON file mapping Lambda function names or ARNs to http(s) URLs: a Task invoking a mapped "
+                          "function POSTs its payload there and takes the reply as the function's answer (README)")
+    run.add_argument("--assume-machine-role", action="store_true",
+                     help="make each AWS call as the state machine's role, assumed through the configured STS "
+                          "endpoint (a Task's Credentials.RoleArn always is); off: the server's own credentials")
     run.add_argument("--clock", choices=["wall", "virtual"], default="wall",
                      help="virtual: time also moves forward on request (`statewright clock advance`), so Waits, "
                           "retries and timeouts of days pass in a test at once; one server on SQLite (default wall)")
@@ -174,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                       args.connections_max)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
                               args.connections, tuned, args.store, secret, args.advertise, leases, http,
-                              args.clock == "virtual", args.wait_scale, args.mock_config, args.redrivable_days))
+                              args.clock == "virtual", args.wait_scale, args.mock_config, args.functions,
+                              args.assume_machine_role, args.redrivable_days))
 
 
 def _positive(text: str) -> int:

@@ -300,10 +300,13 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     if mocked is not None:
         await service.evaluation_call(run.complete, mocked)
     elif task is not None:
-        if task["kind"] != "http":
-            raise AwsError("ValidationException", "TestState runs Task states on arn:aws:states:::http:invoke "
-                           "only; activities and nested executions need a real execution")
-        await service.evaluation_call(run.complete, await invoke(task["input"], service.connections))
+        if task["kind"] in ("activity", "states") or task["pattern"] != "":
+            raise AwsError("ValidationException", "TestState calls a Task's resource only with the request-response "
+                           "pattern; activities, nested executions, .sync and .waitForTaskToken need a mock or a "
+                           "real execution")
+        outcome = (await invoke(task["input"], service.connections) if task["kind"] == "http"
+                   else await service.aws.perform(task))
+        await service.evaluation_call(run.complete, outcome)
     outcome = await service.evaluation_call(outcome_of, run, text)
     result: dict[str, Any] = {"status": outcome.status}
     for key, value in (("output", outcome.output), ("error", outcome.error), ("cause", outcome.cause),

@@ -24,6 +24,8 @@ from ..engine.core import Engine, wall_clock_ms
 from ..engine.execution import DAY_MS, REDRIVABLE_MS
 from ..engine.limits import Limits
 from ..engine.mocks import InvalidMockConfig, MockConfig
+from ..integrations.aws import calls
+from ..integrations.aws.functions import LocalFunctions
 from ..integrations.http import Connections
 from ..store import open_store
 from ..store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
@@ -59,6 +61,8 @@ class ServerConfig:
     virtual_clock: bool = False  # --clock virtual: time moves forward on request too (see clock.py)
     wait_scale: float = 1.0  # --wait-scale: Waits and Retry backoffs last this many times their length
     mock_config: Path | None = None  # --mock-config: mocked responses for executions started on ARN#TestCase
+    functions: Path | None = None  # --functions: Lambda functions served at local URLs
+    assume_machine_role: bool = False  # --assume-machine-role: AWS calls made as the state machine's role
     redrivable_days: int = REDRIVABLE_MS // DAY_MS  # --redrivable-days: how long after closing it can be redriven
 
 
@@ -169,9 +173,10 @@ def serve(config: ServerConfig) -> int:
     try:
         mocks = None if config.mock_config is None else _mocks(config.mock_config)
         connections = Connections(config.connections)
+        functions = LocalFunctions(config.functions)
         store, lock, where = _open(config, address)
     except (DataDirInUse, DataDirUnusable, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError,
-            OSError) as exc:
+            OSError) as exc:  # InvalidFunctions is a ValueError
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
     virtual = None
@@ -183,7 +188,8 @@ def serve(config: ServerConfig) -> int:
             return 1
         virtual = VirtualClock(store)
     engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
-                    wait_scale=config.wait_scale, mocks=mocks, redrivable_ms=config.redrivable_days * DAY_MS)
+                    wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
+                    redrivable_ms=config.redrivable_days * DAY_MS)
     node = None  # a cluster node's membership
     if config.store:
         if not config.cluster_secret:
@@ -193,14 +199,16 @@ def serve(config: ServerConfig) -> int:
             return 1
         node = _join(store, engine, address, config)
         service = Service(store, engine, config.account_id, connections, config.limits,
-                          Forwarder(node.membership, config.cluster_secret, store.shard_count(), engine.metrics))
+                          Forwarder(node.membership, config.cluster_secret, store.shard_count(), engine.metrics),
+                          functions=functions, assume_machine_role=config.assume_machine_role)
         service.membership_changed = node.wake
         service.leave = node.stop
         service.peers = node.others
         engine.start(all_shards=False)
         node.start()
     else:
-        service = Service(store, engine, config.account_id, connections, config.limits)
+        service = Service(store, engine, config.account_id, connections, config.limits, functions=functions,
+                          assume_machine_role=config.assume_machine_role)
         service.virtual_clock = virtual
         engine.start()
     engine.metrics.count_open_executions(store.open_count, None if node is None else RECOUNT_OPEN_S)
@@ -209,6 +217,8 @@ def serve(config: ServerConfig) -> int:
     if node is not None:
         print(f"statewright: cluster node {address} (leases {config.leases.lease_ms} ms, renewed every "
               f"{config.leases.renew_ms} ms)", flush=True)
+    if len(functions):
+        print(f"statewright: {len(functions)} Lambda functions served at the URLs in {config.functions}", flush=True)
     if mocks is not None:
         print(f"statewright: mocked responses from {config.mock_config} ({len(mocks.cases)} state machines with "
               f"test cases); start executions on STATE_MACHINE_ARN#TestCase", flush=True)

@@ -26,6 +26,9 @@ from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
 from ..engine.core import Engine, answer, shard_for
 from ..engine.limits import Limits
 from ..integrations.activities import ActivityMatcher
+from ..integrations.aws.clients import AwsClients
+from ..integrations.aws.functions import LocalFunctions
+from ..integrations.aws.tasks import AwsTasks
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.http import Connections, HttpTasks
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, Store, VersionRecord
@@ -72,7 +75,8 @@ def seconds(epoch_ms: int) -> float:
 
 class Service:
     def __init__(self, store: Store, engine: Engine, account_id: str, connections: Connections | None = None,
-                 limits: Limits | None = None, forwarder: Forwarder | None = None) -> None:
+                 limits: Limits | None = None, forwarder: Forwarder | None = None, *,
+                 functions: LocalFunctions | None = None, assume_machine_role: bool = False) -> None:
         self.store = store
         self.engine = engine
         self.forwarder = forwarder  # several nodes: how commands reach the shards another node serves
@@ -106,6 +110,8 @@ class Service:
         self.dispatcher.register("activity", self.matcher.offer)
         self.connections = connections or Connections()
         HttpTasks(self.dispatcher, self.connections, self.limits)
+        self.aws_clients = AwsClients(self.limits)
+        self.aws = AwsTasks(self.dispatcher, self.aws_clients, functions, assume_machine_role)
         engine.on_dispatch = self.dispatcher.submit
 
     async def store_call(self, function: Callable[..., T], *args: Any) -> T:
@@ -246,6 +252,7 @@ class Service:
         """Wait for running store calls and evaluations to finish; call before closing the store."""
         self._evaluation_threads.shutdown(wait=True)
         self._store_threads.shutdown(wait=True)
+        self.aws_clients.close()
 
     def _use_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

@@ -22,7 +22,8 @@ _CHANGEABLE = ("definition", "roleArn", "loggingConfiguration", "tracingConfigur
 
 def _check_definition(service: Service, text: str) -> None:
     try:
-        parse_definition(text, mockable=service.mocks is not None)
+        parse_definition(text, mockable=service.mocks is not None,
+                         resource_check=service.engine.services.resource_check)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
 
@@ -166,7 +167,8 @@ async def list_state_machines(service: Service, params: dict, scope: Scope) -> d
 @handler("ValidateStateMachineDefinition")
 def validate_state_machine_definition(service: Service, params: dict, scope: Scope) -> dict:
     try:
-        parse_definition(params["definition"], mockable=service.mocks is not None)
+        parse_definition(params["definition"], mockable=service.mocks is not None,
+                         resource_check=service.engine.services.resource_check)
         diagnostics = []
     except InvalidDefinition as exc:
         diagnostics = exc.diagnostics

@@ -17,7 +17,7 @@ Pure: this module reads no clock and does no I/O; it must not import from the en
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +102,7 @@ for _kind in ("Task", "Parallel"):
     _ALLOWED_JSONATA[_kind].add("Arguments")
 _ALLOWED_JSONATA["Map"].add("Items")
 _JSONATA_FIELDS = ("Arguments", "Output", "Assign", "Items", "ItemSelector", "Seconds", "Timestamp", "Error", "Cause",
-                   "TimeoutSeconds", "HeartbeatSeconds", "MaxConcurrency")
+                   "TimeoutSeconds", "HeartbeatSeconds", "MaxConcurrency", "Credentials")
 _RETRIER_FIELDS = {"ErrorEquals", "IntervalSeconds", "MaxAttempts", "BackoffRate", "MaxDelaySeconds",
                    "JitterStrategy", "Comment"}
 _CATCHER_FIELDS = {"ErrorEquals", "Next", "Comment", "Assign"}
@@ -117,30 +117,43 @@ LAMBDA_FUNCTION = "lambdaFunction"  # TaskState.integration of a Task whose Reso
 _SDK_ARN = re.compile(r"^arn:aws[a-z-]*:states:::aws-sdk:(?P<service>[a-z0-9]+):(?P<action>[a-zA-Z0-9]+)"
                       r"(?:\.(?P<pattern>waitForTaskToken))?$")
 _LAMBDA_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[a-zA-Z0-9_-]+(?::[a-zA-Z0-9_$-]+)?$")
-# The service integrations this build runs, with the patterns each allows.
-_INTEGRATIONS = {("http", "invoke"): {""}, ("states", "startExecution"): {"", "sync", "sync:2", "waitForTaskToken"}}
+# The optimized service integrations this build runs, with the patterns each allows (AWS's table of supported
+# patterns per integration); aws-sdk resources allow "" and waitForTaskToken.
+_CALLBACK = {"", "waitForTaskToken"}
+_JOB = {"", "sync", "waitForTaskToken"}
+_INTEGRATIONS: dict[tuple[str, str], set[str]] = {
+    ("http", "invoke"): {""}, ("states", "startExecution"): {"", "sync", "sync:2", "waitForTaskToken"},
+    ("lambda", "invoke"): _CALLBACK, ("sqs", "sendMessage"): _CALLBACK, ("sns", "publish"): _CALLBACK,
+    ("events", "putEvents"): _CALLBACK,
+    **{("dynamodb", action): {""} for action in ("getItem", "putItem", "updateItem", "deleteItem")},
+    ("batch", "submitJob"): _JOB, ("ecs", "runTask"): _JOB, ("glue", "startJobRun"): {"", "sync"},
+    ("athena", "startQueryExecution"): {"", "sync"}, ("codebuild", "startBuild"): {"", "sync"},
+}
+NOT_RECOGNIZED = "is not recognized. The value is not a valid resource ARN, or the resource is not available in " \
+                 "this region."
+# What checks an AWS resource against the services and operations the SDK models: (integration, action, pattern,
+# the names of the Task's literal Parameters or Arguments, or None when they are computed) -> the problems found,
+# each as (the field it is in: "Resource" or "Parameters", message). The caller injects it: the language layer
+# knows no service models.
+ResourceCheck = Callable[[str, str, str, Collection[str] | None], list[tuple[str, str]]]
 
 
 def _other_resource(resource: str) -> tuple[str, str, str] | None:
-    """(resource type, resource, pattern) as AWS records them in TaskScheduled for a resource this build does
-    not call: an optimized integration, an AWS SDK call or a Lambda function ARN; None if it is none of those."""
-    sdk = _SDK_ARN.match(resource)
-    if sdk:
-        return f"aws-sdk:{sdk['service']}", sdk["action"], sdk["pattern"] or ""
+    """(resource type, resource, pattern) as AWS records them in TaskScheduled for an AWS resource this build does
+    not call (an optimized integration it has not built), for a mock to answer; None if it is not one."""
     service = _SERVICE_ARN.match(resource)
     if service:
         return service["service"], service["action"], service["pattern"] or ""
-    if _LAMBDA_ARN.match(resource):  # the legacy form: recorded as LambdaFunction* events, not Task* ones
-        return LAMBDA_FUNCTION, resource, ""
     return None
 
 
-def parse_definition(text: str, *, mockable: bool = False) -> Definition:
+def parse_definition(text: str, *, mockable: bool = False, resource_check: ResourceCheck | None = None) -> Definition:
     """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong. ``mockable`` (a
-    server with mocks): a Task may name an AWS resource this build does not call, for a mock to answer."""
+    server with mocks): a Task may name an AWS resource this build does not call, for a mock to answer.
+    ``resource_check``: how AWS resources are checked (without it they are taken as written)."""
     raw, duplicates = load_json(text)
     try:
-        return _Parser(duplicates, mockable).parse(raw)
+        return _Parser(duplicates, mockable, resource_check).parse(raw)
     except RecursionError:
         raise InvalidDefinition([Diagnostic(TOO_DEEPLY_NESTED, "The states are too deeply nested")]) from None
 
@@ -188,9 +201,11 @@ class _Scope:
 
 
 class _Parser:
-    def __init__(self, duplicates: dict[int, list[str]], mockable: bool = False) -> None:
+    def __init__(self, duplicates: dict[int, list[str]], mockable: bool = False,
+                 resource_check: ResourceCheck | None = None) -> None:
         self.duplicates = duplicates  # id(object) -> keys the JSON text repeats in it
         self.mockable = mockable
+        self.resource_check = resource_check
         self.problems: list[Diagnostic] = []  # the schema phase
         self.graph_problems: list[Diagnostic] = []  # the graph phase, reported only when the schema phase is clean
         self.machines: list[Machine] = []
@@ -714,8 +729,7 @@ class _Parser:
         state = TaskState(name, "Task")
         self.result_fields(state, raw, where)
         state.parameters = self.template(raw, "Parameters", where)
-        if "Credentials" in raw and not isinstance(raw["Credentials"], dict):
-            self.schema(expected("OBJECT"), f"{where}/Credentials")
+        self.credentials(state, raw, where)
         state.timeout_seconds, state.timeout_seconds_path = self.seconds(raw, "TimeoutSeconds", where)
         state.heartbeat_seconds, state.heartbeat_seconds_path = self.seconds(raw, "HeartbeatSeconds", where)
         if (state.heartbeat_seconds is not None and state.timeout_seconds is not None
@@ -731,8 +745,15 @@ class _Parser:
             return state
         state.resource = resource
         service = _SERVICE_ARN.match(resource)
+        sdk = _SDK_ARN.match(resource)
         if _ACTIVITY_ARN.match(resource):
             state.integration = "activity"
+        elif _LAMBDA_ARN.match(resource):  # the legacy form: recorded as LambdaFunction* events, not Task* ones
+            state.integration, state.action = LAMBDA_FUNCTION, resource
+        elif sdk:
+            state.integration, state.action = f"aws-sdk:{sdk['service']}", sdk["action"]
+            state.pattern = sdk["pattern"] or ""
+            self.check_resource(state, raw, where)
         elif service and (service["service"], service["action"]) in _INTEGRATIONS:
             state.integration, state.action = service["service"], service["action"]
             state.pattern = service["pattern"] or ""
@@ -741,14 +762,46 @@ class _Parser:
                              f"'.{state.pattern}' pattern", f"{where}/Resource")
             if state.integration == "http":
                 self.http_parameters(raw, where)
+            elif state.integration != "states":
+                self.check_resource(state, raw, where)
         elif self.mockable and (other := _other_resource(resource)) is not None:
             state.integration, state.action, state.pattern = other
             state.runnable = False
-        else:
+        elif service:
             self.problem(INVALID_RESOURCE, f"statewright does not run the resource '{resource}' yet; it runs "
-                         "activities, arn:aws:states:::http:invoke and arn:aws:states:::states:startExecution "
-                         "(others only when mocked: serve --mock-config)", f"{where}/Resource")
+                         "activities, Lambda functions, arn:aws:states:::aws-sdk:*, and the optimized integrations "
+                         "listed in the README (others only when mocked: serve --mock-config)", f"{where}/Resource")
+        else:
+            self.schema(f"The resource provided {resource} {NOT_RECOGNIZED}", f"{where}/Resource")
         return state
+
+    def check_resource(self, state: TaskState, raw: dict, where: str) -> None:
+        """An AWS resource and the names of its literal parameters, against the SDK's model (``resource_check``)."""
+        if self.resource_check is None:
+            return
+        key = "Arguments" if self.language == "JSONata" else "Parameters"
+        given = raw.get(key, {})
+        names = ({name[:-2] if name.endswith(".$") and key == "Parameters" else name for name in given}
+                 if isinstance(given, dict) else None)
+        for field_name, message in self.resource_check(state.integration, state.action, state.pattern, names):
+            self.schema(message, f"{where}/{key if field_name == 'Parameters' else field_name}")
+
+    def credentials(self, state: TaskState, raw: dict, where: str) -> None:
+        """Credentials: the role the Task's call is made as ({"RoleArn": ...} or {"RoleArn.$": path})."""
+        if "Credentials" not in raw:
+            return
+        value = raw["Credentials"]
+        if not isinstance(value, dict):
+            self.schema(expected("OBJECT"), f"{where}/Credentials")
+            return
+        allowed = {"RoleArn"} if self.language == "JSONata" else {"RoleArn", "RoleArn.$"}
+        for key in value:
+            if key not in allowed:
+                self.schema(f"The field '{key}' is not supported by Step Functions", f"{where}/Credentials")
+        if not any(key in allowed for key in value):
+            self.schema("These fields are required: [RoleArn]", f"{where}/Credentials")
+        elif len(value) == 1 and self.language == "JSONPath":
+            state.credentials = self.template(raw, "Credentials", where)
 
     def http_parameters(self, raw: dict, where: str) -> None:
         """The HTTP Task's fields that can be checked before it runs (literal Parameters or Arguments only)."""

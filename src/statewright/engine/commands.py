@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from .outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
+from .outcomes import AttemptFailed, AttemptPolled, AttemptResult, AttemptSubmitted, AttemptSucceeded
 
 
 class EngineError(Exception):
@@ -151,7 +151,8 @@ Command = (StartExecution | StopExecution | RedriveExecution | FireTimer | Start
 WIRE_VERSION = 1
 _COMMANDS: dict[str, type] = {cls.__name__: cls for cls in (
     StartExecution, StopExecution, RedriveExecution, FireTimer, StartAttempt, CompleteAttempt, Heartbeat, AckDispatch)}
-_RESULTS: dict[str, type] = {cls.__name__: cls for cls in (AttemptSucceeded, AttemptFailed, AttemptSubmitted)}
+_RESULTS: dict[str, type] = {cls.__name__: cls for cls in (AttemptSucceeded, AttemptFailed, AttemptSubmitted,
+                                                            AttemptPolled)}
 _REFUSALS: dict[str, type[EngineError]] = {cls.__name__: cls for cls in (
     ExecutionAlreadyExists, ExecutionDoesNotExist, TaskNotPending)}
 _RETRYABLE: dict[str, type[Exception]] = {cls.__name__: cls for cls in (EngineUnavailable, InboxFull)}

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from ..asl.budget import Budget
-from ..asl.definition import Definition, parse_definition
+from ..asl.definition import Definition, ResourceCheck, parse_definition
 from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
 from . import decider
@@ -108,9 +108,12 @@ class Engine:
                  limits: Limits | None = None, tokens: TaskTokens | None = None,
                  planted: frozenset[str] = frozenset(), wait_scale: float = 1.0,
                  evaluation_clock: Callable[[], float] | None = time.perf_counter,
-                 mocks: MockConfig | None = None, redrivable_ms: int = REDRIVABLE_MS) -> None:
+                 mocks: MockConfig | None = None, resource_check: ResourceCheck | None = None,
+                 redrivable_ms: int = REDRIVABLE_MS) -> None:
+        """``resource_check``: how definitions' aws-sdk resources are checked (the API's catalogue of AWS services);
+        ``redrivable_ms``: how long after it closed an execution can be redriven."""
         self.store = store
-        self.redrivable_ms = redrivable_ms  # how long after it closed an execution can be redriven
+        self.redrivable_ms = redrivable_ms
         # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
         unknown = planted - PLANTED
         if unknown:
@@ -127,7 +130,7 @@ class Engine:
         states_max = 10**9 if "run-unbounded" in planted else self.limits.apply_states_max
         self.services = decider.Services(self.tokens.mint, self.activities, evaluation_budget(
             self.limits, evaluation_clock), states_max, self.limits.apply_steps_max, self.limits.heavy_pause_ms,
-            wait_scale=wait_scale, mocks=mocks)
+            wait_scale=wait_scale, mocks=mocks, resource_check=resource_check)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.

@@ -34,6 +34,7 @@ from . import flows, tasks
 from .execution import ABORTED, REDRIVE_TOKEN_MS, REDRIVE_TOKENS_MAX, RUNNING, TIMED_OUT, ExecutionState, Flow
 from .outcomes import (
     AttemptFailed,
+    AttemptPolled,
     AttemptResult,
     AttemptSubmitted,
     AttemptSucceeded,
@@ -155,7 +156,9 @@ def complete_attempt(execution: ExecutionState, definition: Definition, schedule
     if flow_id is None:
         return None
     if isinstance(result, AttemptSubmitted):
-        step.guarded(tasks.submit, step, flow_id, result.output)
+        step.guarded(tasks.submit, step, flow_id, result.output, result.job)
+    elif isinstance(result, AttemptPolled):
+        tasks.polled(step, flow_id)
     elif isinstance(result, AttemptSucceeded):
         step.guarded(lambda: flows.resume(step, flow_id, tasks.succeeded(step, flow_id, result.output)))
     else:

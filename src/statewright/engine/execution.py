@@ -94,6 +94,8 @@ class TaskAttempt:
     timers: list[str] = field(default_factory=list)  # its deadline timers
     submitted: bool = False  # a .sync or .waitForTaskToken call was made; the result comes later
     child: str | None = None  # the nested execution it waits on, stopped if this one closes first
+    job: Any = None  # an AWS job a .sync task started and polls (integrations/aws/jobs.py), stopped if abandoned
+    polls: int = 0  # the job's polls so far (they back off)
 
     def copy(self) -> TaskAttempt:
         clone = TaskAttempt(*_TASK_ATTEMPT_FIELDS(self))

@@ -196,7 +196,7 @@ def failed(step: Step, flow_id: str, error: str | None, cause: str | None) -> Ou
 def _drop_flow(step: Step, flow_id: str) -> None:
     flow = step.flows[flow_id]
     if flow.task is not None:
-        tasks.end(step, flow_id)
+        tasks.end(step, flow_id, abandoned=True)
     if flow.fan is not None:  # a Parallel or Map inside: its children go first, while they can find it
         _drop_children(step, flow_id, aborted_event=False)
     del step.flows[flow_id]

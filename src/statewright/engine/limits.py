@@ -37,6 +37,10 @@ class Limits:
     # Outbound HTTP Task calls in flight at once (AWS's HTTP Task quota is 300 calls per second); more wait
     # their turn in memory, bounded by outbox_window_max.
     http_calls_concurrent_max: int = 300
+    # Calls to AWS services (botocore, each on a thread of its own) in flight at once, over all services and per
+    # service; more wait their turn in memory, bounded by outbox_window_max, before their attempt starts.
+    aws_calls_concurrent_max: int = 128
+    aws_calls_per_service_max: int = 32
     # Open executions whose mutable state stays in memory (least recently used leave first).
     cached_executions_max: int = 10_000
     # Parsed definitions kept in memory (least recently used leave first).

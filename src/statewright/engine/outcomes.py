@@ -59,6 +59,12 @@ class AttemptSubmitted:
     """A .sync or .waitForTaskToken call was made; the attempt now waits for its result."""
 
     output: Any  # the call's response (for a nested execution: its ExecutionArn and StartDate)
+    job: Any = None  # an AWS job to poll until it ends (.sync): what its describe call needs
 
 
-AttemptResult = AttemptSucceeded | AttemptFailed | AttemptSubmitted
+@dataclass(frozen=True, slots=True)
+class AttemptPolled:
+    """A .sync task's AWS job is still running: poll it again later."""
+
+
+AttemptResult = AttemptSucceeded | AttemptFailed | AttemptSubmitted | AttemptPolled

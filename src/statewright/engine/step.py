@@ -19,6 +19,7 @@ from typing import Any
 from ..asl import errors
 from ..asl.budget import Budget, spending
 from ..asl.dataflow import place_result, select
+from ..asl.definition import ResourceCheck
 from ..asl.errors import StatesError
 from ..asl.jsonata import QUERY_EVALUATION_ERROR
 from ..asl.jsonio import dumps, loads
@@ -26,7 +27,7 @@ from ..asl.scope import Scope
 from ..asl.states import Definition, ResultState, State, TaskState
 from ..asl.templates import Template
 from ..asl.timestamps import format_ms
-from .execution import FAILED, REDRIVABLE_MS, SUCCEEDED, ExecutionState, Flow, redrive_status
+from .execution import FAILED, REDRIVABLE_MS, SUCCEEDED, ExecutionState, Flow, TaskAttempt, redrive_status
 from .mocks import MockConfig
 from .outcomes import End, Next
 
@@ -70,6 +71,16 @@ class Services:
     heavy_pause_ms: int = 250  # then, the wait before the execution goes on
     wait_scale: float = 1.0  # Waits and Retry backoffs last this many times their length (serve --wait-scale)
     mocks: MockConfig | None = None  # serve --mock-config: what Task states of a test case answer instead
+    # How a definition's aws-sdk resources are checked against the services the SDK models (asl/definition.py).
+    resource_check: ResourceCheck | None = None
+
+
+def poll_timer(task: TaskAttempt) -> str:
+    return f"poll-{task.scheduled_id}"
+
+
+def poll_dispatch(task: TaskAttempt) -> str:
+    return f"{task.scheduled_id}.poll"
 
 
 class Step:
@@ -207,6 +218,8 @@ class Step:
                 self.remove_dispatch(str(task.scheduled_id))
             elif task is not None and task.child is not None:  # a nested execution this one waits on stops too
                 self.add_dispatch(f"stop-{task.scheduled_id}", {"kind": "stop", "target": task.child})
+            elif task is not None and task.job is not None:  # so does an AWS job, where its API allows
+                self.abandon_job(flow)
         execution.status = status
         execution.stop_ms = self.now_ms
         execution.output, execution.error, execution.cause = output, error, cause
@@ -216,6 +229,22 @@ class Step:
         if execution.parent is not None:  # a .sync parent waits for this one: tell it, from the same commit
             self.add_dispatch("parent", {"kind": "parent", **execution.parent, "execution": execution.arn,
                                          "describe": describe_for_parent(execution)})
+
+    # -- AWS jobs a .sync task polls (engine/tasks.py); a poll and a stop are dispatches to the integration
+
+    def job_dispatch(self, flow: Flow, what: str) -> dict[str, Any]:
+        """The dispatch that polls (``what`` "poll") or stops ("cancel") the job ``flow``'s task waits on (the job
+        names its integration: a stop has no definition at hand)."""
+        task = flow.task
+        return {"kind": task.job["kind"], "action": task.job["action"], "pattern": "sync", what: task.polls,
+                "job": task.job, "execution": self.execution.arn, "scheduled_id": task.scheduled_id}
+
+    def abandon_job(self, flow: Flow) -> None:
+        """The task stops waiting on its job before the job ended: drop a poll under way, stop the job."""
+        task = flow.task
+        if poll_timer(task) not in task.timers:  # a poll is under way: its dispatch is pending
+            self.remove_dispatch(poll_dispatch(task))
+        self.add_dispatch(f"cancel-{task.scheduled_id}", self.job_dispatch(flow, "cancel"))
 
     def fail_execution(self, error: str | None, cause: str | None) -> None:
         self.close(FAILED, "ExecutionFailed", "executionFailedEventDetails", without_none(error, cause),

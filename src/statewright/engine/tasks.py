@@ -9,6 +9,7 @@ over a ``step.Step``; pure, like the rest of the decider (whether an activity ex
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..asl import errors
@@ -20,10 +21,17 @@ from ..asl.states import TaskState
 from . import jsonata_states, retry_catch
 from .execution import TaskAttempt
 from .outcomes import WAIT, Outcome, Wait
-from .step import Step, without_none
+from .step import Step, poll_dispatch, poll_timer, without_none
 
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
-HTTP_DEADLINE_MS = 60_000
+# The longest one call may take, whatever the state's TimeoutSeconds: an HTTP Task's 60 s, a Lambda function's
+# 15 minutes, and 60 s for any other AWS API call. It bounds the call only: a .sync or .waitForTaskToken task's
+# wait for its result after the call is bounded by TimeoutSeconds alone.
+CALL_DEADLINE_MS = {"http": 60_000, "lambda": 900_000, LAMBDA_FUNCTION: 900_000}
+AWS_CALL_DEADLINE_MS = 60_000
+POLL_FIRST_MS = 1_000  # a .sync task's AWS job is polled this long after it started, then ever less often
+POLL_MAX_MS = 30_000
+_NOT_CALLS = ("activity", "states")  # handed to workers, or applied inside the engine
 
 
 def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any) -> Wait:
@@ -37,7 +45,7 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
     scheduled_id = step.execution.next_event_id  # the id the Scheduled event is about to get
     flow.task = TaskAttempt(scheduled_id)  # visible to $$.Task.Token while Parameters render
     try:
-        effective, timeout_s, heartbeat_s = _task_input(step, flow_id, state, data, context)
+        effective, timeout_s, heartbeat_s, role_arn = _task_input(step, flow_id, state, data, context)
     finally:
         flow.task = None  # scheduled only once its event is recorded
     text = step.json_of(effective, state.name)
@@ -55,8 +63,9 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
     assert step.emit(*event, details) == scheduled_id
     task = flow.task = TaskAttempt(scheduled_id, heartbeat_ms=None if heartbeat_s is None else heartbeat_s * 1000)
     deadline_ms = None if timeout_s is None else timeout_s * 1000
-    if state.integration == "http":
-        deadline_ms = min(deadline_ms or HTTP_DEADLINE_MS, HTTP_DEADLINE_MS)
+    if state.integration not in _NOT_CALLS and state.pattern == "":
+        cap_ms = CALL_DEADLINE_MS.get(state.integration, AWS_CALL_DEADLINE_MS)
+        deadline_ms = min(deadline_ms or cap_ms, cap_ms)
     if deadline_ms is not None:
         _add_timer(step, task, f"timeout-{scheduled_id}", step.now_ms + deadline_ms)
     payload = {"kind": state.integration, "action": state.action, "pattern": state.pattern,
@@ -64,6 +73,10 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
                "attempt": attempt, "input": effective}
     if state.pattern == "waitForTaskToken" or state.pattern.startswith("sync"):
         payload["token"] = step.token(scheduled_id, attempt)
+    if role_arn is not None:
+        payload["role"] = role_arn
+    elif state.integration not in _NOT_CALLS and state.integration != "http":
+        payload["machine_role"] = step.execution.role_arn  # assumed only when the server is told to (README)
     if mocked is not None:  # answered by the mock, not the resource (the dispatch carries the answer until it lands)
         payload["mocked"] = mocked
     step.add_dispatch(str(scheduled_id), payload)
@@ -71,18 +84,21 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
 
 
 def _task_input(step: Step, flow_id: str, state: TaskState, data: Any,
-                context: Any) -> tuple[Any, int | None, int | None]:
-    """The attempt's input (Parameters or Arguments) and its TimeoutSeconds and HeartbeatSeconds."""
+                context: Any) -> tuple[Any, int | None, int | None, str | None]:
+    """The attempt's input (Parameters or Arguments), its TimeoutSeconds and HeartbeatSeconds, and the role its
+    call is made as (Credentials)."""
     if state.query_language == "JSONata":
         effective = step.note("afterArguments", step.jsonata(flow_id, state, "Arguments", data, data))
         timeout_s = jsonata_states.seconds(step, flow_id, state, "TimeoutSeconds", data, state.timeout_seconds)
         heartbeat_s = jsonata_states.seconds(step, flow_id, state, "HeartbeatSeconds", data, state.heartbeat_seconds)
         timeout_s, heartbeat_s = timeout_s or None, heartbeat_s or None
+        credentials = step.jsonata(flow_id, state, "Credentials", data, None)
     else:
-        effective = step.note("afterInputPath", select(state.input_path, data, context))
+        selected = effective = step.note("afterInputPath", select(state.input_path, data, context))
+        seed = step.seed_of(step.flows[flow_id])
         if state.parameters is not None:
-            effective = step.note("afterParameters", state.parameters.render(effective, context,
-                                                                             step.seed_of(step.flows[flow_id])))
+            effective = step.note("afterParameters", state.parameters.render(effective, context, seed))
+        credentials = None if state.credentials is None else state.credentials.render(selected, context, seed)
         timeout_s = _seconds(state.timeout_seconds, state.timeout_seconds_path, effective, context,
                              "TimeoutSecondsPath")
         heartbeat_s = _seconds(state.heartbeat_seconds, state.heartbeat_seconds_path, effective, context,
@@ -92,7 +108,17 @@ def _task_input(step: Step, flow_id: str, state: TaskState, data: Any,
     if (state.integration == "activity" and step.services is not None
             and state.resource not in step.services.activities):
         raise StatesError(errors.RUNTIME, f"The activity {state.resource} does not exist.")
-    return effective, timeout_s, heartbeat_s
+    return effective, timeout_s, heartbeat_s, _role(credentials)
+
+
+def _role(credentials: Any) -> str | None:
+    if credentials is None:
+        return None
+    role = credentials.get("RoleArn") if isinstance(credentials, dict) else None
+    if not isinstance(role, str) or not role:
+        raise StatesError(errors.RUNTIME, f"The Credentials field must hold a RoleArn string, not "
+                                          f"'{dumps(credentials)}'")
+    return role
 
 
 def _seconds(fixed: int | None, path: Any, effective: Any, context: Any, field: str) -> int | None:
@@ -135,28 +161,56 @@ def start(step: Step, flow_id: str, worker_name: str | None) -> None:
         _add_timer(step, task, f"heartbeat-{task.scheduled_id}", step.now_ms + task.heartbeat_ms)
 
 
-def submit(step: Step, flow_id: str, output: Any) -> None:
-    """The integration's call returned for a .sync or .waitForTaskToken task: it now waits for the result."""
+def submit(step: Step, flow_id: str, output: Any, job: Any = None) -> None:
+    """The integration's call returned for a .sync or .waitForTaskToken task: it now waits for the result, or
+    (``job``, an AWS job a .sync task started) polls the job until it ends."""
     flow = step.flows[flow_id]
     task = flow.task
     if task.submitted:
         return  # a replayed dispatch submitted it again
     task.submitted = True
-    if isinstance(output, dict) and "ExecutionArn" in output:
-        task.child = output["ExecutionArn"]
     state = step.state_of(flow)
+    if job is not None:
+        task.job = {**job, "kind": state.integration, "action": state.action}
+        _arm_poll(step, task)
+    if state.integration == "states" and isinstance(output, dict) and "ExecutionArn" in output:
+        task.child = output["ExecutionArn"]
     step.emit("TaskSubmitted", "taskSubmittedEventDetails",
               {"resourceType": state.integration, "resource": _resource_name(state), "output": dumps(output),
                "outputDetails": {"truncated": False}})
+
+
+def polled(step: Step, flow_id: str) -> None:
+    """The job is still running: its poll is done; poll again after a longer pause."""
+    task = step.flows[flow_id].task
+    if task.job is None or poll_timer(task) in task.timers:
+        return  # a poll reported twice
+    step.remove_dispatch(poll_dispatch(task))
+    task.polls += 1
+    _arm_poll(step, task)
+
+
+def _arm_poll(step: Step, task: TaskAttempt) -> None:
+    """The next poll of the job, a timer (so a restart loses none): 1 s after the start, doubling to 30 s, scaled
+    by --wait-scale like a Wait."""
+    delay_ms = min(POLL_FIRST_MS * 2 ** task.polls, POLL_MAX_MS)
+    scale = 1.0 if step.services is None else step.services.wait_scale
+    _add_timer(step, task, poll_timer(task), step.now_ms + math.ceil(delay_ms * scale))
 
 
 def beat(step: Step, flow_id: str) -> None:
     step.flows[flow_id].task.last_beat_ms = step.now_ms
 
 
-def end(step: Step, flow_id: str) -> None:
-    """Forget the pending attempt: its timers and any dispatch still waiting go with it."""
+def end(step: Step, flow_id: str, abandoned: bool = False) -> None:
+    """Forget the pending attempt: its timers and any dispatch still waiting go with it. ``abandoned``: it ends
+    before its result came (a deadline, a sibling's failure), so an AWS job it polls is stopped."""
     flow = step.flows[flow_id]
+    if flow.task.job is not None:
+        if abandoned:
+            step.abandon_job(flow)
+        elif poll_timer(flow.task) not in flow.task.timers:  # the poll that brought the result
+            step.remove_dispatch(poll_dispatch(flow.task))
     task, flow.task = flow.task, None
     for timer_id in task.timers:
         if timer_id in step.execution.timers:
@@ -186,7 +240,7 @@ def failed(step: Step, flow_id: str, error: str | None, cause: str | None, timed
            alias: str | None = None) -> Outcome:
     flow = step.flows[flow_id]
     state = step.state_of(flow)
-    end(step, flow_id)
+    end(step, flow_id, abandoned=timed_out)
     details = without_none(error, cause)
     if state.integration in _OWN_EVENTS:
         step.emit(*_event(state, "TimedOut" if timed_out else "Failed"), details)
@@ -201,6 +255,9 @@ def timer_fired(step: Step, flow_id: str, timer_id: str) -> Outcome:
     """A task deadline: time the attempt out, or re-arm the heartbeat timer if a heartbeat came since."""
     task = step.flows[flow_id].task
     task.timers.remove(timer_id)
+    if timer_id == poll_timer(task):
+        step.add_dispatch(poll_dispatch(task), step.job_dispatch(step.flows[flow_id], "poll"))
+        return WAIT
     if timer_id.startswith("heartbeat-"):
         due_ms = task.last_beat_ms + task.heartbeat_ms
         if due_ms > step.now_ms:

@@ -40,7 +40,8 @@ def start_test(definition_text: str, state_name: str | None, input_text: str, va
     so its resource need not be one statewright calls) and passes the result to ``complete``."""
     if state_name is None:
         definition_text, state_name = _as_machine(definition_text)
-    definition = parse_definition(definition_text, mockable=mocked)
+    definition = parse_definition(definition_text, mockable=mocked,
+                                  resource_check=None if services is None else services.resource_check)
     if state_name not in definition.states:
         raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED",
                                             f"The state '{state_name}' is not in the definition")])

@@ -2,7 +2,8 @@
 event loop here, and each goes to the handler registered for its kind.
 
 Dispatches that arrive before the event loop runs (the outbox read back at start) wait in a buffer. Only outside
-I/O comes here (activity matching, HTTP calls); the engine applies its own engine-to-engine dispatches itself.
+I/O comes here (activity matching, HTTP and AWS calls); the engine applies its own engine-to-engine dispatches
+itself.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ..asl.jsonio import dumps
 from ..engine.commands import Command, CompleteAttempt, EngineUnavailable, StartAttempt, TaskNotPending
-from ..engine.outcomes import AttemptFailed, AttemptSucceeded
+from ..engine.outcomes import AttemptFailed, AttemptResult, AttemptSucceeded
 from ..store.base import Dispatch
 
 log = logging.getLogger("statewright.integrations")
@@ -62,7 +64,9 @@ class Dispatcher:
             loop.call_soon_threadsafe(self._deliver, dispatch)
 
     def _deliver(self, dispatch: Dispatch) -> None:
-        handler = self.answer_mocked if "mocked" in dispatch.payload else self._handlers.get(dispatch.payload["kind"])
+        kind = dispatch.payload["kind"]
+        handler = (self.answer_mocked if "mocked" in dispatch.payload
+                   else self._handlers.get(kind) or self._handlers.get(kind.partition(":")[0]))  # aws-sdk:<service>
         if handler is None:
             log.error("no integration handles dispatches of kind %r", dispatch.payload["kind"])
             return
@@ -107,6 +111,23 @@ class Dispatcher:
                    else AttemptFailed(mocked["Throw"]["Error"], mocked["Throw"].get("Cause")))
         await self.report(CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"], outcome),
                           MOCK_REPORT_S)
+
+    async def call_once(self, dispatch: Dispatch, slot: AbstractAsyncContextManager[Any],
+                        call: Callable[[], Awaitable[AttemptResult]], report_within_s: float) -> None:
+        """An outbound call's attempt: wait for a ``slot``, record the attempt started, make the call once, report.
+
+        The start is recorded only once the call holds its slot, so TaskStarted (and a deadline counted from it)
+        leaves the wait out; a call still waiting when the server stops is offered again from the outbox. Once
+        the call was made it is never made again for this attempt: a Retry is a new attempt."""
+        async with slot:
+            try:
+                if not await self.start_attempt(dispatch):
+                    return  # a duplicate, or the attempt moved on: it must not be called twice
+            except EngineUnavailable:
+                return  # the start did not land: the engine re-reads the shard and offers the call again
+            outcome = await call()
+        await self.report(CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"], outcome),
+                          report_within_s)
 
     async def start_attempt(self, dispatch: Dispatch, worker_name: str | None = None) -> bool:
         """Record the attempt as started; False when the owning shard refuses (a duplicate, or moved on)."""

@@ -68,7 +68,6 @@ import h11
 
 from ..asl import errors
 from ..asl.jsonio import dumps, loads
-from ..engine.commands import CompleteAttempt, EngineUnavailable
 from ..engine.limits import Limits
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..store.base import Dispatch
@@ -111,7 +110,7 @@ async def invoke(parameters: dict, connections: Connections, *,
             return await _invoke(parameters, connections)
     except TimeoutError:
         return AttemptFailed(SOCKET, f"The HTTP request did not complete within {timeout_s:g} seconds")
-    except _Failure as failure:
+    except Failure as failure:
         return AttemptFailed(failure.error, failure.cause)
 
 
@@ -160,7 +159,7 @@ class Connections:
             return token
 
 
-class _Failure(Exception):
+class Failure(Exception):
     def __init__(self, error: str, cause: str) -> None:
         super().__init__(error, cause)
         self.error = error
@@ -168,7 +167,7 @@ class _Failure(Exception):
 
 
 @dataclass(frozen=True)
-class _Request:
+class Request:
     method: str
     url: str
     headers: list[tuple[str, str]]
@@ -176,7 +175,7 @@ class _Request:
 
 
 @dataclass(frozen=True)
-class _Response:
+class Response:
     status: int
     reason: str
     headers: list[tuple[str, str]]
@@ -185,14 +184,14 @@ class _Response:
 
 async def _invoke(parameters: dict, connections: Connections) -> AttemptSucceeded | AttemptFailed:
     if not isinstance(parameters, dict):
-        raise _Failure(errors.RUNTIME, "The Parameters of an HTTP Task must be an object")
+        raise Failure(errors.RUNTIME, "The Parameters of an HTTP Task must be an object")
     arn = _connection_arn(parameters)
     connection = connections.get(arn)
     if connection is None:
-        raise _Failure(CONNECTION_NOT_FOUND, f"The connection '{arn}' does not exist")
+        raise Failure(CONNECTION_NOT_FOUND, f"The connection '{arn}' does not exist")
     draft = _draft(parameters, connection, _region(arn))  # every check before any token is fetched
     request = _with_header(draft, *await connections.authorization(arn))
-    response = await _exchange(request)
+    response = await exchange(request)
     if 200 <= response.status < 300:
         return AttemptSucceeded(dumps(_result(response)))
     if response.status in (401, 407):
@@ -208,9 +207,9 @@ def _connection_arn(parameters: dict) -> str:
             if isinstance(parameters.get(field), dict)]
     arns = [arn for arn in arns if arn is not None]
     if not arns:
-        raise _Failure(errors.RUNTIME, "The HTTP Task needs a ConnectionArn in Authentication or InvocationConfig")
+        raise Failure(errors.RUNTIME, "The HTTP Task needs a ConnectionArn in Authentication or InvocationConfig")
     if not all(isinstance(arn, str) for arn in arns) or len(set(arns)) > 1:
-        raise _Failure(errors.RUNTIME, "The ConnectionArn must be one string, the same in Authentication and "
+        raise Failure(errors.RUNTIME, "The ConnectionArn must be one string, the same in Authentication and "
                        "InvocationConfig")
     return arns[0]
 
@@ -220,14 +219,14 @@ def _region(arn: str) -> str:
     return parts[3] if len(parts) > 3 else ""
 
 
-def _draft(parameters: dict, connection: dict, region: str) -> _Request:
+def _draft(parameters: dict, connection: dict, region: str) -> Request:
     """The request without its authorization header: a pure function of the Parameters and the connection."""
     method = parameters.get("Method")
     if method not in METHODS:
-        raise _Failure(errors.RUNTIME, f"The Method '{_shown(method)}' is not one of {', '.join(METHODS)}")
+        raise Failure(errors.RUNTIME, f"The Method '{_shown(method)}' is not one of {', '.join(METHODS)}")
     endpoint = parameters.get("ApiEndpoint")
     if not isinstance(endpoint, str):
-        raise _Failure(errors.RUNTIME, "The ApiEndpoint field must be a URL string")
+        raise Failure(errors.RUNTIME, "The ApiEndpoint field must be a URL string")
     invocation = connection["AuthParameters"].get("InvocationHttpParameters") or {}
     url = _with_query(endpoint, _query(parameters.get("QueryParameters"), invocation))
     headers = _merged_headers(_task_headers(parameters.get("Headers")),
@@ -236,17 +235,17 @@ def _draft(parameters: dict, connection: dict, region: str) -> _Request:
     if body is not None and not any(name.lower() == "content-type" for name, _ in headers):
         headers.append(("Content-Type", content_type))
     headers += [("Range", f"bytes=0-{RESPONSE_BYTES_MAX}"), ("User-Agent", f"Amazon|StepFunctions|HttpInvoke|{region}")]
-    return _Request(method, url, headers, body)
+    return Request(method, url, headers, body)
 
 
 def _task_headers(value: Any) -> list[tuple[str, str]]:
     if value is None:
         return []
     if not isinstance(value, dict):
-        raise _Failure(errors.RUNTIME, "The Headers field must be an object")
+        raise Failure(errors.RUNTIME, "The Headers field must be an object")
     forbidden = sorted({name.lower() for name in value if _forbidden(name)})
     if forbidden:
-        raise _Failure(errors.RUNTIME, f"The 'Headers' field contains unsupported values: [{', '.join(forbidden)}]")
+        raise Failure(errors.RUNTIME, f"The 'Headers' field contains unsupported values: [{', '.join(forbidden)}]")
     return [(name, _header_value(name, item)) for name, item in value.items()]
 
 
@@ -259,7 +258,7 @@ def _header_value(name: str, value: Any) -> str:
     if isinstance(value, list) and not any(isinstance(item, dict | list) for item in value):
         return ", ".join(_text(item) for item in value)
     if isinstance(value, dict | list):
-        raise _Failure(errors.RUNTIME, f"The value of the header '{name}' must be a string")
+        raise Failure(errors.RUNTIME, f"The value of the header '{name}' must be a string")
     return _text(value)
 
 
@@ -270,9 +269,9 @@ def _merged_headers(task: list[tuple[str, str]], connection: dict[str, str]) -> 
     return merged
 
 
-def _with_header(request: _Request, name: str, value: str) -> _Request:
+def _with_header(request: Request, name: str, value: str) -> Request:
     headers = [(key, item) for key, item in request.headers if key.lower() != name.lower()]
-    return _Request(request.method, request.url, [(name, value), *headers], request.body)
+    return Request(request.method, request.url, [(name, value), *headers], request.body)
 
 
 def _query(value: Any, invocation: dict) -> str:
@@ -281,7 +280,7 @@ def _query(value: Any, invocation: dict) -> str:
     if isinstance(value, str):  # a query string written out by the definition
         return "&".join(part for part in (value.lstrip("?"), *_form_pairs(connection, "REPEAT")) if part)
     if value is not None and not isinstance(value, dict):
-        raise _Failure(errors.RUNTIME, "The QueryParameters field must be an object or a string")
+        raise Failure(errors.RUNTIME, "The QueryParameters field must be an object or a string")
     return "&".join(_form_pairs({**(value or {}), **connection}, "REPEAT"))
 
 
@@ -299,7 +298,7 @@ def _body(parameters: dict, invocation: dict) -> tuple[bytes | None, str]:
     extra = _parameter_pairs(invocation, "BodyParameters")
     if extra:
         if body is not None and not isinstance(body, dict):
-            raise _Failure(errors.RUNTIME, "The RequestBody is not a JSON object, so the connection's body "
+            raise Failure(errors.RUNTIME, "The RequestBody is not a JSON object, so the connection's body "
                            "parameters cannot be merged into it")
         body = {**(body or {}), **extra}
     if body is None:
@@ -308,7 +307,7 @@ def _body(parameters: dict, invocation: dict) -> tuple[bytes | None, str]:
         if isinstance(body, str):
             return body.encode(), FORM_TYPE
         if not isinstance(body, dict):
-            raise _Failure(errors.RUNTIME, "A URL_ENCODED RequestBody must be a JSON object or a string")
+            raise Failure(errors.RUNTIME, "A URL_ENCODED RequestBody must be a JSON object or a string")
         return "&".join(_form_pairs(body, array_format)).encode(), FORM_TYPE
     return (body if isinstance(body, str) else dumps(body)).encode(), JSON_TYPE
 
@@ -318,13 +317,13 @@ def _transform(value: Any) -> tuple[str, str]:
     if value is None:
         return "NONE", "INDICES"
     if not isinstance(value, dict) or not isinstance(value.get("RequestEncodingOptions") or {}, dict):
-        raise _Failure(errors.RUNTIME, "The Transform field and its RequestEncodingOptions must be objects")
+        raise Failure(errors.RUNTIME, "The Transform field and its RequestEncodingOptions must be objects")
     encoding = value.get("RequestBodyEncoding", "NONE")
     array_format = (value.get("RequestEncodingOptions") or {}).get("ArrayFormat", "INDICES")
     if encoding not in BODY_ENCODINGS:
-        raise _Failure(errors.RUNTIME, f"The RequestBodyEncoding '{_shown(encoding)}' is not NONE or URL_ENCODED")
+        raise Failure(errors.RUNTIME, f"The RequestBodyEncoding '{_shown(encoding)}' is not NONE or URL_ENCODED")
     if array_format not in ARRAY_FORMATS:
-        raise _Failure(errors.RUNTIME, f"The ArrayFormat '{_shown(array_format)}' is not one of "
+        raise Failure(errors.RUNTIME, f"The ArrayFormat '{_shown(array_format)}' is not one of "
                        f"{', '.join(ARRAY_FORMATS)}")
     return encoding, array_format
 
@@ -382,18 +381,18 @@ def _shown(value: Any) -> str:
 async def _fetch_token(oauth: dict) -> tuple[str, float | None]:
     """Exchange the client id and secret for an access token: (token, seconds it lasts, if the answer says)."""
     try:
-        response = await _exchange(_token_request(oauth))
-    except _Failure as failure:
-        raise _Failure(CONNECTION_STATE, f"The OAuth token request failed: {failure.cause}") from None
+        response = await exchange(_token_request(oauth))
+    except Failure as failure:
+        raise Failure(CONNECTION_STATE, f"The OAuth token request failed: {failure.cause}") from None
     if not 200 <= response.status < 300:
-        raise _Failure(CONNECTION_STATE, f"The authorization endpoint answered {response.status} {response.reason}")
+        raise Failure(CONNECTION_STATE, f"The authorization endpoint answered {response.status} {response.reason}")
     try:
         answer = loads(response.body)
         token = answer["access_token"]
     except (ValueError, TypeError, KeyError):
         token = None
     if not isinstance(token, str) or not token:
-        raise _Failure(CONNECTION_STATE, "The authorization endpoint's answer holds no access_token")
+        raise Failure(CONNECTION_STATE, "The authorization endpoint's answer holds no access_token")
     expires_in = answer.get("expires_in")
     try:
         expires_in_s = float(expires_in) if expires_in is not None else None
@@ -402,7 +401,7 @@ async def _fetch_token(oauth: dict) -> tuple[str, float | None]:
     return token, expires_in_s
 
 
-def _token_request(oauth: dict) -> _Request:
+def _token_request(oauth: dict) -> Request:
     client = oauth["ClientParameters"]
     extra = oauth.get("OAuthHttpParameters") or {}
     method = oauth.get("HttpMethod", "POST")
@@ -417,7 +416,7 @@ def _token_request(oauth: dict) -> _Request:
         content = "&".join(_form_pairs(body, "REPEAT")).encode()
         headers.append(("Content-Type", FORM_TYPE))
     url = _with_query(oauth["AuthorizationEndpoint"], "&".join(_form_pairs(query, "REPEAT")))
-    return _Request(method, url, headers, content)
+    return Request(method, url, headers, content)
 
 
 # ---- the wire ----------------------------------------------------------------------------------------------------
@@ -439,17 +438,17 @@ def _target(url: str) -> _Target:
     except ValueError:
         port = -1
     if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
-        raise _Failure(errors.RUNTIME, f"The ApiEndpoint '{url}' is not a valid http or https URL")
+        raise Failure(errors.RUNTIME, f"The ApiEndpoint '{url}' is not a valid http or https URL")
     try:
         host = parts.hostname.encode("idna").decode("ascii") if not parts.hostname.isascii() else parts.hostname
     except UnicodeError:
-        raise _Failure(errors.RUNTIME, f"The host of the ApiEndpoint '{url}' is not a valid name") from None
+        raise Failure(errors.RUNTIME, f"The host of the ApiEndpoint '{url}' is not a valid name") from None
     authority = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
     path = quote(parts.path or "/", safe=URL_SAFE) + (f"?{quote(parts.query, safe=URL_SAFE)}" if parts.query else "")
     return _Target(host, port or (443 if parts.scheme == "https" else 80), parts.scheme == "https", authority, path)
 
 
-async def _exchange(request: _Request) -> _Response:
+async def exchange(request: Request) -> Response:
     """Send one request on a new connection and read the whole response (at most RESPONSE_BYTES_MAX of body)."""
     target = _target(request.url)
     connection = h11.Connection(h11.CLIENT)
@@ -462,26 +461,26 @@ async def _exchange(request: _Request) -> _Response:
             wire += connection.send(h11.Data(data=request.body))
         wire += connection.send(h11.EndOfMessage())
     except (h11.LocalProtocolError, UnicodeEncodeError) as error:  # h11 takes ASCII text only
-        raise _Failure(errors.RUNTIME, f"The HTTP request is not valid: {error}") from None
+        raise Failure(errors.RUNTIME, f"The HTTP request is not valid: {error}") from None
     try:
         reader, writer = await asyncio.open_connection(
             target.host, target.port, ssl=_tls_context() if target.tls else None,
             server_hostname=target.host if target.tls else None)
     except (OSError, UnicodeError) as error:
-        raise _Failure(SOCKET, f"Could not connect to {target.authority}: {_reason(error)}") from None
+        raise Failure(SOCKET, f"Could not connect to {target.authority}: {_reason(error)}") from None
     try:
         writer.write(wire)
         await writer.drain()
         return await _read_response(connection, reader)
     except OSError as error:
-        raise _Failure(SOCKET, f"The connection to {target.authority} failed: {_reason(error)}") from None
+        raise Failure(SOCKET, f"The connection to {target.authority} failed: {_reason(error)}") from None
     except h11.RemoteProtocolError as error:
-        raise _Failure(SOCKET, f"{target.authority} sent a malformed HTTP response: {error}") from None
+        raise Failure(SOCKET, f"{target.authority} sent a malformed HTTP response: {error}") from None
     finally:
         writer.close()
 
 
-async def _read_response(connection: h11.Connection, reader: asyncio.StreamReader) -> _Response:
+async def _read_response(connection: h11.Connection, reader: asyncio.StreamReader) -> Response:
     head: h11.Response | None = None
     chunks: list[bytes] = []
     size = 0
@@ -499,13 +498,13 @@ async def _read_response(connection: h11.Connection, reader: asyncio.StreamReade
         elif isinstance(event, h11.Data):
             size += len(event.data)
             if size > RESPONSE_BYTES_MAX:
-                raise _Failure(errors.DATA_LIMIT_EXCEEDED, f"The HTTP response body exceeds the maximum size of "
+                raise Failure(errors.DATA_LIMIT_EXCEEDED, f"The HTTP response body exceeds the maximum size of "
                                f"{RESPONSE_BYTES_MAX} bytes")
             chunks.append(event.data)
         elif isinstance(event, h11.EndOfMessage):
             assert head is not None
             headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in head.headers]
-            return _Response(head.status_code, _status_text(head), headers, b"".join(chunks))
+            return Response(head.status_code, _status_text(head), headers, b"".join(chunks))
         elif isinstance(event, h11.ConnectionClosed):
             raise h11.RemoteProtocolError("the connection closed before the response was complete")
         # an InformationalResponse (1xx) is skipped: the final response follows it
@@ -534,17 +533,17 @@ def _reason(error: BaseException) -> str:
 # ---- the result ----------------------------------------------------------------------------------------------
 
 
-def _result(response: _Response) -> dict:
+def _result(response: Response) -> dict:
     headers: dict[str, list[str]] = {}
     for name, value in response.headers:
         headers.setdefault(name, []).append(value)
     media_type, charset = _content_type(headers)
     if media_type == "application/octet-stream" or media_type.partition("/")[0] in ("image", "video", "audio"):
-        raise _Failure(errors.RUNTIME, f"The HTTP response has the unsupported content type '{media_type}'")
+        raise Failure(errors.RUNTIME, f"The HTTP response has the unsupported content type '{media_type}'")
     try:
         text = response.body.decode(charset)
     except UnicodeDecodeError:
-        raise _Failure(errors.RUNTIME, "The HTTP response body can't be read as a valid string") from None
+        raise Failure(errors.RUNTIME, "The HTTP response body can't be read as a valid string") from None
     body: Any = text
     if (media_type == "application/json" or media_type.endswith("+json")) and text.strip():
         try:
@@ -629,13 +628,5 @@ class HttpTasks:
         dispatcher.register("http", self.run)
 
     async def run(self, dispatch: Dispatch) -> None:
-        async with self._slots:
-            try:
-                if not await self.dispatcher.start_attempt(dispatch):
-                    return  # a duplicate, or the attempt moved on: it must not be called twice
-            except EngineUnavailable:
-                return  # the start did not land: the engine re-reads the shard and offers the call again
-            outcome = await invoke(dispatch.payload["input"], self.connections)
-        # The call was made: calling again (after the attempt's deadline, on a Retry) would repeat its side effect.
-        await self.dispatcher.report(CompleteAttempt(dispatch.execution_arn, dispatch.payload["scheduled_id"],
-                                                     outcome), ATTEMPT_TIMEOUT_S)
+        await self.dispatcher.call_once(dispatch, self._slots,
+                                        lambda: invoke(dispatch.payload["input"], self.connections), ATTEMPT_TIMEOUT_S)

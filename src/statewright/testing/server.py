@@ -41,9 +41,11 @@ def stop(process: subprocess.Popen | None, grace_s: float) -> None:
 
 class StatewrightServer:
     def __init__(self, data_dir: Path, shards: int = 8, extra_args: tuple[str, ...] = (),
-                 port: int | None = None) -> None:
-        """``extra_args``: more ``statewright serve`` options, e.g. ``("--clock", "virtual")``."""
+                 port: int | None = None, env: dict[str, str] | None = None) -> None:
+        """``extra_args``: more ``statewright serve`` options, e.g. ``("--clock", "virtual")``; ``env``: variables
+        added to the server's environment, e.g. ``{"AWS_ENDPOINT_URL": ...}`` for the AWS integrations."""
         self.data_dir = data_dir
+        self.env = env or {}
         self.shards = shards
         self.extra_args = extra_args
         self.port = port or free_port()
@@ -58,7 +60,7 @@ class StatewrightServer:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "statewright", "serve", "--port", str(self.port), "--data-dir",
              str(self.data_dir), "--shards", str(self.shards), *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"})
         log.close()
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:

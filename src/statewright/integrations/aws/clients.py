@@ -1,0 +1,101 @@
+"""botocore clients for everything statewright calls on AWS (Task integrations, log delivery, events), found the
+way every AWS tool finds them, and the threads the calls run on.
+
+Endpoints and credentials come from botocore's own configuration chain: ``AWS_ENDPOINT_URL`` and
+``AWS_ENDPOINT_URL_<SERVICE>`` (or ``endpoint_url`` in a profile), ``AWS_PROFILE``, the credentials chain. The
+region is the caller's (an execution's ARN names it). A role to act as (a Task's ``Credentials.RoleArn``, or the
+state machine's role when ``--assume-machine-role`` is on) is assumed through STS at the configured endpoint, and its
+credentials are kept until five minutes before they expire.
+
+botocore is synchronous: each call runs on a thread of this pool, off the event loop and off the engine thread. At
+most ``Limits.aws_calls_per_service_max`` calls to one service run at once; a caller waits for a slot (``slot``)
+before it records its attempt as started, so the wait is not part of the attempt. botocore never retries a call
+here (``total_max_attempts`` 1): a call that may have reached the service is not repeated behind the workflow's
+back; the state's Retry decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import botocore.session
+from botocore.client import BaseClient
+from botocore.config import Config
+
+from ...engine.limits import Limits
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_S = 10.0
+ROLE_SESSION_S = 3600  # how long an assumed role's credentials are asked for
+ROLE_REFRESH_MARGIN_S = 300.0  # they are assumed again this long before they expire
+
+
+class AwsClients:
+    """botocore clients by (service, region, role, read timeout); shared by every integration of one server."""
+
+    def __init__(self, limits: Limits | None = None, session: botocore.session.Session | None = None) -> None:
+        limits = limits or Limits()
+        self._session = session or botocore.session.Session()
+        self._per_service = limits.aws_calls_per_service_max
+        self._threads = ThreadPoolExecutor(limits.aws_calls_concurrent_max, thread_name_prefix="statewright-aws")
+        self._lock = threading.Lock()  # botocore sessions are not thread-safe; clients are
+        self._clients: dict[tuple[str, str, str | None, float, str | None], BaseClient] = {}
+        self._roles: dict[tuple[str, str], tuple[dict[str, str], float]] = {}  # (role, region) -> keys, refresh at
+        self._slots: dict[str, asyncio.Semaphore] = {}
+
+    def client(self, service: str, region: str, role_arn: str | None = None, read_timeout_s: float = 60.0
+               ) -> BaseClient:
+        """The client for ``service`` (botocore's name) in ``region``, acting as ``role_arn`` when given. Blocks
+        (an STS call) when the role's credentials are not at hand: call it on a pool thread."""
+        keys = self._role_keys(role_arn, region) if role_arn else {}
+        key = (service, region, role_arn, read_timeout_s, keys.get("aws_access_key_id"))
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                config = Config(retries={"total_max_attempts": 1}, connect_timeout=CONNECT_TIMEOUT_S,
+                                read_timeout=read_timeout_s, max_pool_connections=self._per_service,
+                                user_agent_extra="statewright")
+                client = self._clients[key] = self._session.create_client(service, region_name=region, config=config,
+                                                                          **keys)
+            return client
+
+    def _role_keys(self, role_arn: str, region: str) -> dict[str, str]:
+        cached = self._roles.get((role_arn, region))
+        if cached is not None and time.time() < cached[1]:
+            return cached[0]
+        answer = self.client("sts", region).assume_role(RoleArn=role_arn, DurationSeconds=ROLE_SESSION_S,
+                                                        RoleSessionName=f"statewright-{uuid.uuid4().hex[:16]}")
+        credentials = answer["Credentials"]
+        keys = {"aws_access_key_id": credentials["AccessKeyId"],
+                "aws_secret_access_key": credentials["SecretAccessKey"],
+                "aws_session_token": credentials["SessionToken"]}
+        with self._lock:  # the clients made with the role's earlier keys are done with
+            for stale in [key for key in self._clients if key[2] == role_arn and key[1] == region]:
+                del self._clients[stale]
+        refresh_at = min(credentials["Expiration"].timestamp(), time.time() + ROLE_SESSION_S) - ROLE_REFRESH_MARGIN_S
+        self._roles[(role_arn, region)] = (keys, max(refresh_at, time.time() + 1))
+        return keys
+
+    @contextlib.asynccontextmanager
+    async def slot(self, service: str) -> AsyncIterator[None]:
+        """Hold one of ``service``'s call slots (callers wait in arrival order when all are taken)."""
+        slots = self._slots.get(service)
+        if slots is None:
+            slots = self._slots[service] = asyncio.Semaphore(self._per_service)
+        async with slots:
+            yield
+
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` (botocore calls) on a pool thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._threads, function, *args)
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
