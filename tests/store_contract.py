@@ -120,6 +120,16 @@ def check_migrated_from_schema_2(store: Store) -> None:
     assert store.publish_version(machine_record("fresh").arn, "", 3_000).number == 1
 
 
+def check_migrated_from_schema_3(store: Store) -> None:
+    """A database from before redrives: its executions count none, and one redriven now is counted."""
+    old = execution_arn("old")
+    assert [(e.arn, e.redrive_count, e.redrive_ms) for e in store.list_executions(MACHINE, None, 10, None).items] == [
+        (old, 0, None)]
+    committed(store, [replace(write(old, shard=0, expected=1), redrive_count=1, redrive_ms=5_000)],
+              {0: store.acquire_shard(0, "node-a", 60_000)})
+    assert [e.arn for e in store.list_executions(MACHINE, None, 10, None, redriven=True).items] == [old]
+
+
 def own(store: Store, *shards: int) -> dict[int, int]:
     """Acquire ``shards`` and return the range ids to commit with."""
     return {shard: store.acquire_shard(shard, "node-a", 60_000) for shard in shards}

@@ -42,7 +42,17 @@ from .outcomes import (
     Outcome,
     Wait,
 )
-from .step import HISTORY_LIMIT_CAUSE, NO_DETAILS, ROOT, Decision, HistoryFull, Services, Step, without_none
+from .step import (
+    HISTORY_LIMIT_CAUSE,
+    NO_DETAILS,
+    ROOT,
+    WAIT_TIMER,
+    Decision,
+    HistoryFull,
+    Services,
+    Step,
+    without_none,
+)
 from .step import MAX_HISTORY_EVENTS as MAX_HISTORY_EVENTS
 from .step import MAX_PAYLOAD_BYTES as MAX_PAYLOAD_BYTES
 from .step import describe_for_parent as describe_for_parent
@@ -76,7 +86,7 @@ def redrive_reads(execution: ExecutionState) -> list[int]:
 
 
 def _waiting(flow: Flow) -> bool:
-    return flow.timer is not None and flow.timer.startswith("wait-")
+    return flow.timer is not None and flow.timer.startswith(WAIT_TIMER)
 
 
 def redriven_by(execution: ExecutionState, client_token: str | None, now_ms: int) -> int | None:

@@ -36,6 +36,7 @@ MAX_HISTORY_EVENTS = 25_000
 MAX_VARIABLE_BYTES = 10 * 1024 * 1024
 HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({MAX_HISTORY_EVENTS})."
 ROOT = ""
+WAIT_TIMER = "wait-"  # a Wait state's timer: "wait-<its Entered event id>"
 NO_DETAILS = {"truncated": False}
 _MARKERS = frozenset({"MapIterationSucceeded", "MapIterationFailed", "MapIterationAborted"})
 _POINT_PAST_MARKERS = frozenset({"MapIterationStarted", "MapStateStarted", "ParallelStateStarted", "MapStateFailed",

@@ -52,6 +52,7 @@ from .base import (
     VersionRouted,
 )
 from .shared import (
+    EXECUTION_COLUMNS,
     SUMMARY_COLUMNS,
     activity_of,
     activity_row,
@@ -912,16 +913,16 @@ def _columns(rows: list[tuple], width: int) -> list[list[Any]]:
 
 # Array parameters go as %b (binary): a bytea array in text would be hex-escaped, several times slower to send.
 _INSERT_EXECUTIONS = (
-    "INSERT INTO executions SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::integer[], %b::text[], "
-    "%b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::text[], %b::integer[], %b::bigint[]) "
-    "ON CONFLICT DO NOTHING")
+    f"INSERT INTO executions ({EXECUTION_COLUMNS}) SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], "
+    "%b::integer[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::text[], "
+    "%b::integer[], %b::bigint[]) ON CONFLICT DO NOTHING")
 _UPDATE_EXECUTIONS = (
     "UPDATE executions e SET status = u.status, stop_ms = u.stop_ms, version = u.version, state = u.state, "
     "redrive_count = u.redrive_count, redrive_ms = u.redrive_ms "
     "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bytea[], %b::integer[], "
     "%b::bigint[]) AS u(arn, expected, status, stop_ms, version, state, redrive_count, redrive_ms) "
     "WHERE e.arn = u.arn AND e.version = u.expected")
-_INSERT_EXECUTION = ("INSERT INTO executions VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+_INSERT_EXECUTION = (f"INSERT INTO executions ({EXECUTION_COLUMNS}) VALUES ({', '.join(['%s'] * 13)}) "
                      "ON CONFLICT DO NOTHING")
 _UPDATE_EXECUTION = ("UPDATE executions SET status = %s, stop_ms = %s, version = %s, state = %s, redrive_count = %s, "
                      "redrive_ms = %s WHERE arn = %s AND version = %s")

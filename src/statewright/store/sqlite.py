@@ -42,6 +42,7 @@ from .base import (
     VersionRouted,
 )
 from .shared import (
+    EXECUTION_COLUMNS,
     SUMMARY_COLUMNS,
     activity_of,
     activity_row,
@@ -758,7 +759,7 @@ def _insert_tags(db: sqlite3.Connection, arn: str, tags: Mapping[str, str] | Non
 _VARIABLES_MAX = 500  # bound parameters per statement, well under SQLite's limit
 _INSERT_DISPATCH = ("INSERT OR REPLACE INTO outbox (shard_id, execution_arn, dispatch_id, payload, seq, activity_arn) "
                     "VALUES (?, ?, ?, ?, ?, ?)")
-_INSERT_EXECUTION = "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_EXECUTION = f"INSERT OR IGNORE INTO executions ({EXECUTION_COLUMNS}) VALUES ({', '.join('?' * 13)})"
 _ACTIVITY_COLUMNS = "arn, name, created_ms, encryption"
 _UPDATE_EXECUTION = ("UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ?, redrive_count = ?, "
                      "redrive_ms = ? WHERE arn = ? AND version = ?")
