@@ -1,4 +1,4 @@
-"""Execution operations: start, stop, describe, list, history, and the definition an execution runs."""
+"""Execution operations: start, stop, redrive, describe, list, history, and the definition an execution runs."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from ..engine.core import shard_for
 from ..engine.execution import ExecutionState, redrive_status
 from ..engine.express import ASYNC, SYNC
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
+from ..engine.routing import route
 from ..engine.step import without_data
 from ..engine.test_state import outcome_of, start_test
 from ..integrations.aws import calls
 from ..integrations.http import invoke
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
 from . import arns, describe, paging
-from .aliases import route
 from .arns import Scope
 from .errors import (
     AwsError,
@@ -175,6 +175,30 @@ async def stop_execution(service: Service, params: dict, scope: Scope) -> dict:
     return {"stopDate": seconds(stop_ms)}
 
 
+@handler("RedriveExecution")
+async def redrive_execution(service: Service, params: dict, scope: Scope) -> dict:
+    arn = params["executionArn"]
+    execution = await _load(service, arn)
+    reason = await _machine_gone(service, execution)
+    if reason is not None:
+        raise AwsError("ExecutionNotRedrivable", reason)
+    try:
+        redrive_ms = await service.run(commands.RedriveExecution(arn, params.get("clientToken")))
+    except commands.ExecutionDoesNotExist:
+        raise execution_does_not_exist(arn) from None
+    except commands.ExecutionNotRedrivable as refusal:
+        raise AwsError("ExecutionNotRedrivable", refusal.reason) from None
+    return {"redriveDate": seconds(redrive_ms)}
+
+
+async def _machine_gone(service: Service, execution: ExecutionState) -> str | None:
+    """AWS's reason when the execution's state machine is being deleted (statewright deletes at once): a closed
+    execution of a deleted state machine cannot be redriven."""
+    if not execution.is_open and await service.state_machine(execution.state_machine_arn) is None:
+        return "State machine is in DELETING status"
+    return None
+
+
 @handler("DescribeExecution")
 async def describe_execution(service: Service, params: dict, scope: Scope) -> dict:
     execution = await _load(service, params["executionArn"])
@@ -186,9 +210,9 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
         "startDate": seconds(execution.start_ms),
         "input": execution.input,
         "inputDetails": {"included": True},
-        "redriveCount": 0,
     }
     _qualifiers(described, execution.version_arn, execution.alias_arn)
+    _redrives(described, execution.redrive_count, execution.redrive_ms)
     if execution.stop_ms is not None:
         described["stopDate"] = seconds(execution.stop_ms)
     if execution.output is not None:
@@ -197,9 +221,10 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
     for key in ("error", "cause"):
         if getattr(execution, key) is not None:
             described[key] = getattr(execution, key)
-    described["redriveStatus"], reason = redrive_status(execution.status)
+    described["redriveStatus"], reason = redrive_status(execution, service.clock(), service.engine.redrivable_ms)
+    reason = await _machine_gone(service, execution) or reason
     if reason is not None:
-        described["redriveStatusReason"] = reason
+        described["redriveStatus"], described["redriveStatusReason"] = "NOT_REDRIVABLE", reason
     return described
 
 
@@ -211,14 +236,16 @@ async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
     try:
         page = await service.store_call(_list_executions, service, target, params["stateMachineArn"],
                                         params.get("statusFilter"), paging.page_size(params.get("maxResults")),
-                                        paging.decode(params.get("nextToken")))
+                                        paging.decode(params.get("nextToken")),
+                                        _REDRIVEN.get(params.get("redriveFilter")))
     except ValueError:  # a token that decodes but is no cursor of ours
         raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
     items = []
     for summary in page.items:
         item = {"executionArn": summary.arn, "stateMachineArn": summary.state_machine_arn, "name": summary.name,
-                "status": summary.status, "startDate": seconds(summary.start_ms), "redriveCount": 0}
+                "status": summary.status, "startDate": seconds(summary.start_ms)}
         _qualifiers(item, summary.version_arn, summary.alias_arn)
+        _redrives(item, summary.redrive_count, summary.redrive_ms)
         if summary.stop_ms is not None:
             item["stopDate"] = seconds(summary.stop_ms)
         items.append(item)
@@ -233,8 +260,17 @@ def _qualifiers(described: dict[str, Any], version_arn: str | None, alias_arn: s
         described["stateMachineAliasArn"] = alias_arn
 
 
+def _redrives(described: dict[str, Any], redrive_count: int, redrive_ms: int | None) -> None:
+    described["redriveCount"] = redrive_count
+    if redrive_ms is not None:
+        described["redriveDate"] = seconds(redrive_ms)
+
+
+_REDRIVEN = {"REDRIVEN": True, "NOT_REDRIVEN": False}  # ListExecutions' redriveFilter
+
+
 def _list_executions(service: Service, target: arns.MachineArn, arn: str, status: str | None, limit: int,
-                     cursor: str | None) -> Page:
+                     cursor: str | None, redriven: bool | None) -> Page:
     """On a store thread: the page, once the state machine (or the version or alias) is known to exist. By a
     version: the executions started on it, directly or through an alias; by an alias: those started through it."""
     machine = service.store.get_state_machine(target.machine)
@@ -245,12 +281,13 @@ def _list_executions(service: Service, target: arns.MachineArn, arn: str, status
     if target.version is not None:
         if service.store.get_version(target.machine, target.version) is None:
             raise resource_not_found(arn)
-        return service.store.list_executions(target.machine, status, limit, cursor, version_arn=arn)
+        return service.store.list_executions(target.machine, status, limit, cursor, version_arn=arn,
+                                             redriven=redriven)
     if target.alias is not None:
         if service.store.get_alias(target.machine, target.alias) is None:
             raise resource_not_found(arn)
-        return service.store.list_executions(target.machine, status, limit, cursor, alias_arn=arn)
-    return service.store.list_executions(target.machine, status, limit, cursor)
+        return service.store.list_executions(target.machine, status, limit, cursor, alias_arn=arn, redriven=redriven)
+    return service.store.list_executions(target.machine, status, limit, cursor, redriven=redriven)
 
 
 @handler("GetExecutionHistory")
