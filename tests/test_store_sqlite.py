@@ -142,7 +142,7 @@ def test_a_version_2_file_keeps_working_and_gets_versions(tmp_path: Path) -> Non
     write_schema_2_data(store)
     store.close()
     with sqlite3.connect(path) as db:  # as written before version 3
-        db.executescript(_UNDO_4)
+        db.executescript(_UNDO_5)
         db.executescript("DROP TABLE versions; DROP TABLE aliases; DROP INDEX executions_by_version; "
                          "DROP INDEX executions_by_alias; ALTER TABLE executions DROP COLUMN version_arn; "
                          "ALTER TABLE executions DROP COLUMN alias_arn; "
