@@ -90,6 +90,15 @@ def test_a_redrive_that_reruns_what_had_succeeded_is_caught():
     assert any("which had succeeded" in violation for result in caught for violation in result.violations)
 
 
+def test_status_events_sent_ahead_of_their_commit_are_caught():
+    """A commit that fails (or is refused for a version conflict) must not have told anyone its status."""
+    faults = frozenset({"commit-fails", "version-conflict"})
+    caught = [simulate(SimConfig(seed, faults, STEPS, fault_rate=0.2, planted=frozenset({"status-before-commit"})))
+              for seed in range(4)]
+    assert any("event was sent for a change its history does not hold" in violation
+               for result in caught for violation in result.violations)
+
+
 def test_a_seed_replays_exactly():
     config = SimConfig(3, frozenset(ALL_FAULTS), 120)
     first, second = simulate(config), simulate(config)
