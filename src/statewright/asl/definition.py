@@ -698,7 +698,7 @@ class _Parser:
                 return state
             state.timestamp_ms = parse_ms(value)
             if state.timestamp_ms is None:
-                self.schema("The value for the field 'Timestamp' must be a valid timestamp", f"{where}/Timestamp")
+                self.schema("String does not match RFC3339 timestamp", f"{where}/Timestamp")  # AWS's words
         elif key == "SecondsPath":
             state.seconds_path = self.path(raw, "SecondsPath", where)
         else:

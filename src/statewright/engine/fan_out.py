@@ -145,13 +145,8 @@ def child_failed(step: Step, flow_id: str) -> str:
 
 
 def failed(step: Step, flow_id: str, error: str | None, cause: str | None) -> Outcome:
-    """A branch or iteration failed: retry the whole state (silently, as AWS), or record the failure."""
-    state = step.state_of(step.flows[flow_id])
-    outcome = retry_catch.retry(step, flow_id, state, error, cause)
-    if outcome is not None:
-        return outcome
-    step.emit(f"{state.type}StateFailed", None, None)
-    return retry_catch.catch(step, flow_id, state, error, cause)
+    """A branch or iteration failed: retry the whole state, or record the failure."""
+    return retry_catch.state_failed(step, flow_id, step.state_of(step.flows[flow_id]), error, cause)
 
 
 def _drop_flow(step: Step, flow_id: str) -> None:
