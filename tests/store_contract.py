@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -117,6 +118,16 @@ def check_migrated_from_schema_2(store: Store) -> None:
     assert store.get_activity(ACTIVITY).encryption_configuration is None
     assert [e.arn for e in store.list_executions(MACHINE, None, 10, None).items] == [execution_arn("old")]
     assert store.publish_version(machine_record("fresh").arn, "", 3_000).number == 1
+
+
+def check_migrated_from_schema_3(store: Store) -> None:
+    """A database from before redrives: its executions count none, and one redriven now is counted."""
+    old = execution_arn("old")
+    assert [(e.arn, e.redrive_count, e.redrive_ms) for e in store.list_executions(MACHINE, None, 10, None).items] == [
+        (old, 0, None)]
+    committed(store, [replace(write(old, shard=0, expected=1), redrive_count=1, redrive_ms=5_000)],
+              {0: store.acquire_shard(0, "node-a", 60_000)})
+    assert [e.arn for e in store.list_executions(MACHINE, None, 10, None, redriven=True).items] == [old]
 
 
 def own(store: Store, *shards: int) -> dict[int, int]:
@@ -806,6 +817,27 @@ class StoreContract(DispatchAndActivityContract):
                                 stop_ms=None if index % 2 else 3_000) for index, arn in enumerate(arns)], range_ids)
         items = page_through(lambda size, cursor: store.list_executions(MACHINE, "RUNNING", size, cursor), 1)
         assert sorted(item.arn for item in items) == [arns[1], arns[3], arns[5]]
+
+    def test_an_execution_row_counts_its_redrives_and_list_executions_filters_by_them(self, store: Store) -> None:
+        range_ids = own(store, 0)
+        arns = [execution_arn(f"redriven-{index}") for index in range(3)]
+        committed(store, [write(arn, start_ms=100 * index, status="FAILED", stop_ms=500)
+                          for index, arn in enumerate(arns)], range_ids)
+        # Redriven: RUNNING again with its count and time, in an update (and, for arns[2], closed again after).
+        committed(store, [replace(write(arn, expected=1), redrive_count=1, redrive_ms=600) for arn in arns[1:]],
+                  range_ids)
+        committed(store, [replace(write(arns[2], expected=2, status="FAILED", stop_ms=700), redrive_count=1,
+                                  redrive_ms=600)], range_ids)
+
+        def listed(redriven: bool | None) -> list[tuple[str, int, int | None]]:
+            return [(item.arn, item.redrive_count, item.redrive_ms)
+                    for item in store.list_executions(MACHINE, None, 10, None, redriven=redriven).items]
+
+        assert listed(True) == [(arns[2], 1, 600), (arns[1], 1, 600)]
+        assert listed(False) == [(arns[0], 0, None)]
+        assert listed(None) == [(arns[2], 1, 600), (arns[1], 1, 600), (arns[0], 0, None)]
+        assert [item.arn for item in store.list_executions(MACHINE, "FAILED", 10, None, redriven=True).items] == [
+            arns[2]]
 
     def test_list_executions_of_an_unknown_machine_is_empty(self, store: Store) -> None:
         page = store.list_executions(OTHER_MACHINE, None, 10, None)

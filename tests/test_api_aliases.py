@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from server import ROLE_ARN, wait_closed
-from statewright.api.aliases import route
+from statewright.engine.routing import route
 
 CI = settings(derandomize=True, deadline=None, max_examples=50)
 

@@ -27,7 +27,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 from prometheus_client.parser import text_string_to_metric_families
 
-from server import ROLE_ARN, ServerProcess, free_port
+from server import ROLE_ARN, ServerProcess, free_port, wait_closed
 from statewright.cluster.membership import assign
 from statewright.engine.core import shard_for
 
@@ -529,3 +529,27 @@ def test_an_activity_created_at_one_node_is_known_to_the_others(cluster):
     assert sfn.describe_execution(executionArn=execution)["status"] == "RUNNING", types
     task = sfn.get_activity_task(activityArn=arn, workerName="b")  # B owns it: same-node matching
     sfn.send_task_success(taskToken=task["taskToken"], output="{}")
+
+
+def test_a_redrive_through_any_node_reaches_the_owner_and_a_refusal_keeps_its_reason(cluster):
+    sfn = cluster.client(0)  # not the owner: every command goes to node 1
+    owners = [assign(shard, sorted(node.endpoint for node in cluster.nodes)) for shard in range(SHARDS)]
+
+    def on_node_1(definition: dict) -> str:
+        machine = sfn.create_state_machine(name=f"redrive-{uuid.uuid4().hex[:8]}", roleArn=ROLE_ARN,
+                                           definition=json.dumps(definition))["stateMachineArn"]
+        prefix = machine.replace(":stateMachine:", ":execution:")
+        run = next(f"run-{i}" for i in itertools.count()
+                   if owners[shard_for(f"{prefix}:run-{i}", SHARDS)] == cluster.nodes[1].endpoint)
+        execution = sfn.start_execution(stateMachineArn=machine, name=run)["executionArn"]
+        wait_closed(sfn, execution)
+        return execution
+
+    failing = on_node_1({"StartAt": "Broke", "States": {"Broke": {"Type": "Fail", "Error": "Always"}}})
+    first = sfn.redrive_execution(executionArn=failing, clientToken="once")["redriveDate"]
+    assert sfn.redrive_execution(executionArn=failing, clientToken="once")["redriveDate"] == first
+    described = wait_closed(sfn, failing)
+    assert (described["status"], described["redriveCount"], described["redriveDate"]) == ("FAILED", 1, first)
+    passing = on_node_1({"StartAt": "Fine", "States": {"Fine": {"Type": "Succeed"}}})
+    with pytest.raises(sfn.exceptions.ExecutionNotRedrivable, match="Execution is SUCCEEDED and cannot be redriven"):
+        sfn.redrive_execution(executionArn=passing)

@@ -121,3 +121,19 @@ def test_test_state_calls_the_endpoint_for_an_http_task(sfn, endpoint):
     assert (result["status"], json.loads(result["output"])) == ("SUCCEEDED", {"status": 200})
     assert json.loads(result["inspectionData"]["afterParameters"])["RequestBody"] == {"order": 3}
     assert json.loads(result["inspectionData"]["result"])["ResponseBody"]["got"] == {"order": 3}
+
+
+@pytest.mark.parametrize("reveal", [False, True])
+def test_test_state_at_trace_shows_the_request_and_response_and_hides_the_connections_secrets(sfn, endpoint,
+                                                                                                reveal):
+    state = task(f"{endpoint}/orders", End=True)
+    result = sfn.test_state(definition=json.dumps(state), input='{"order": 3}', inspectionLevel="TRACE",
+                            revealSecrets=reveal)
+    request, response = result["inspectionData"]["request"], result["inspectionData"]["response"]
+    assert (request["method"], request["url"], request["protocol"]) == ("POST", f"{endpoint}/orders?q=1", "http")
+    assert json.loads(request["body"]) == {"order": 3}
+    assert ("x-api-key: secret" in request["headers"]) is reveal  # the connection's key only when revealed
+    assert (response["statusCode"], response["statusMessage"]) == ("200", "OK")
+    assert json.loads(response["body"])["got"] == {"order": 3}
+    debug = sfn.test_state(definition=json.dumps(state), input='{"order": 3}', inspectionLevel="DEBUG")
+    assert "request" not in debug["inspectionData"]

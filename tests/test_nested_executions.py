@@ -113,6 +113,23 @@ def test_missing_child_state_machine_fails_the_task(sfn, make_machine):
     assert described["error"] == "StepFunctions.StateMachineDoesNotExistException"
 
 
+def test_a_child_starts_on_a_version_or_through_an_alias_as_start_execution_does(sfn, make_machine, child):
+    version = sfn.publish_state_machine_version(stateMachineArn=child)["stateMachineVersionArn"]
+    sfn.update_state_machine(stateMachineArn=child, definition=json.dumps(
+        {"StartAt": "Changed", "States": {"Changed": {"Type": "Pass", "Result": "later", "End": True}}}))
+    alias = sfn.create_state_machine_alias(name="live", routingConfiguration=[
+        {"stateMachineVersionArn": version, "weight": 100}])["stateMachineAliasArn"]
+    for target, expected in ((version, (version, None)), (alias, (version, alias))):
+        described, _ = run(sfn, parent(make_machine, target, ".sync:2"))
+        output = json.loads(described["output"])
+        assert output["Output"] == {"doubled": 8}  # the version's definition, not the state machine's latest
+        started = sfn.describe_execution(executionArn=output["ExecutionArn"])
+        assert (started.get("stateMachineVersionArn"), started.get("stateMachineAliasArn")) == expected
+    for missing in (f"{child}:9", f"{child}:nobody"):
+        described, _ = run(sfn, parent(make_machine, missing, ".sync"))
+        assert described["error"] == "StepFunctions.StateMachineDoesNotExistException"
+
+
 def wait_for_submitted(sfn, execution_arn: str) -> None:
     deadline = time.monotonic() + 30
     while "TaskSubmitted" not in [e["type"] for e in history(sfn, execution_arn)]:

@@ -80,6 +80,16 @@ def test_an_engine_that_never_stops_abandoned_jobs_is_caught():
     assert any("was abandoned and never stopped" in violation for result in caught for violation in result.violations)
 
 
+def test_the_fixed_seeds_redrive_executions(ci_runs):
+    assert sum(result.redrives for result in ci_runs) > 10
+
+
+def test_a_redrive_that_reruns_what_had_succeeded_is_caught():
+    caught = [simulate(SimConfig(seed, frozenset(), STEPS, planted=frozenset({"redrive-from-start"})))
+              for seed in range(4)]
+    assert any("which had succeeded" in violation for result in caught for violation in result.violations)
+
+
 def test_a_seed_replays_exactly():
     config = SimConfig(3, frozenset(ALL_FAULTS), 120)
     first, second = simulate(config), simulate(config)

@@ -29,6 +29,7 @@ from store_contract import (
     as_schema_2,
     blob,
     check_migrated_from_schema_2,
+    check_migrated_from_schema_3,
     committed,
     execution_arn,
     task,
@@ -352,10 +353,23 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
         store.close()
 
 
+def _undo_migration_5(admin: psycopg.Connection) -> None:
+    """The schema as version 4 left it: no redrive counts on the execution rows."""
+    admin.execute("ALTER TABLE executions DROP COLUMN redrive_count, DROP COLUMN redrive_ms")
+    admin.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+
+
+def _undo_migration_4(admin: psycopg.Connection) -> None:
+    """The schema as version 3 left it: no express starts (nor what came after)."""
+    _undo_migration_5(admin)
+    admin.execute("DROP TABLE express_starts")
+    admin.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+
+
 def _undo_migration_3(admin: psycopg.Connection) -> None:
-    """The schema as version 2 left it: no versions, aliases or their columns; records without a first revision
-    (and no express starts, which version 4 added)."""
-    admin.execute("DROP TABLE versions, aliases, express_starts")
+    """The schema as version 2 left it: no versions, aliases or their columns; records without a first revision."""
+    _undo_migration_4(admin)
+    admin.execute("DROP TABLE versions, aliases")
     admin.execute("DROP INDEX executions_by_version, executions_by_alias")
     admin.execute("ALTER TABLE executions DROP COLUMN version_arn, DROP COLUMN alias_arn")
     admin.execute("ALTER TABLE state_machines DROP COLUMN last_version")
@@ -374,6 +388,19 @@ def test_migration_3_keeps_a_version_2_database_working_and_adds_versions(
     store = PostgresStore(postgres_schema, 4)
     try:
         check_migrated_from_schema_2(store)
+    finally:
+        store.close()
+
+
+def test_migration_5_counts_no_redrives_for_the_executions_a_version_4_database_holds(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(postgres_schema, 4)
+    write_schema_2_data(store)
+    store.close()
+    _undo_migration_5(admin)
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        check_migrated_from_schema_3(store)
     finally:
         store.close()
 

@@ -17,6 +17,7 @@ from store_contract import (
     StoreContract,
     as_schema_2,
     check_migrated_from_schema_2,
+    check_migrated_from_schema_3,
     committed,
     execution_arn,
     task,
@@ -117,12 +118,31 @@ def test_a_version_1_file_gets_its_tasks_filed_under_their_activity(tmp_path: Pa
         store.close()
 
 
+_UNDO_5 = "ALTER TABLE executions DROP COLUMN redrive_count; ALTER TABLE executions DROP COLUMN redrive_ms"
+
+
+def test_a_version_4_file_counts_no_redrives_for_its_executions(tmp_path: Path) -> None:
+    path = tmp_path / "statewright.db"
+    store = SqliteStore(path, 2)
+    write_schema_2_data(store)
+    store.close()
+    with sqlite3.connect(path) as db:  # as written before version 5
+        db.executescript(_UNDO_5)
+        db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    store = SqliteStore(path, 2)
+    try:
+        check_migrated_from_schema_3(store)
+    finally:
+        store.close()
+
+
 def test_a_version_2_file_keeps_working_and_gets_versions(tmp_path: Path) -> None:
     path = tmp_path / "statewright.db"
     store = SqliteStore(path, 2)
     write_schema_2_data(store)
     store.close()
     with sqlite3.connect(path) as db:  # as written before version 3
+        db.executescript(_UNDO_5)
         db.executescript("DROP TABLE versions; DROP TABLE aliases; DROP INDEX executions_by_version; "
                          "DROP INDEX executions_by_alias; ALTER TABLE executions DROP COLUMN version_arn; "
                          "ALTER TABLE executions DROP COLUMN alias_arn; "

@@ -131,13 +131,100 @@ def test_a_mocked_error_output_goes_to_the_tasks_catch(sfn):
 @pytest.mark.parametrize(("state", "mock", "says"), [
     (LAMBDA_TASK, {"result": "{}", "errorOutput": {"error": "E"}}, "exactly one of result or errorOutput"),
     (LAMBDA_TASK, {"result": "not json"}, "Invalid mock result"),
-    ({"Type": "Pass", "End": True}, {"result": "{}"}, "a Task state only"),
+    ({"Type": "Pass", "End": True}, {"result": "{}"}, "a Task, Parallel or Map state only"),
 ])
 def test_a_mock_that_cannot_stand_for_the_call_is_refused(sfn, state, mock, says):
     with pytest.raises(ClientError) as refused:
         run(sfn, state, {}, mock=mock)
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert says in refused.value.response["Error"]["Message"]
+
+
+PARALLEL = {"Type": "Parallel", "End": True, "ResultSelector": {"first.$": "$[0]"},
+            "Catch": [{"ErrorEquals": ["Branch.Failed"], "Next": "Handle"}],
+            "Branches": [{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": True}}},
+                         {"StartAt": "B", "States": {"B": {"Type": "Pass", "End": True}}}]}
+MAP = {"Type": "Map", "ItemsPath": "$.items", "End": True, "ItemProcessor": {
+    "ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "Work", "States": {"Work": {"Type": "Pass", "End": True}}}}
+
+
+def test_a_mocked_result_stands_for_a_parallels_branches(sfn):
+    answer = run(sfn, PARALLEL, {"x": 1}, mock={"result": json.dumps([{"a": 1}, {"b": 2}])})
+    assert answer["status"] == "SUCCEEDED" and json.loads(answer["output"]) == {"first": {"a": 1}}
+
+
+def test_a_mocked_error_of_a_parallel_goes_to_its_catch(sfn):
+    answer = run(sfn, PARALLEL, {}, mock={"errorOutput": {"error": "Branch.Failed", "cause": "b"}})
+    assert (answer["status"], answer["error"], answer["nextState"]) == ("CAUGHT_ERROR", "Branch.Failed", "Handle")
+
+
+def test_a_mocked_result_stands_for_a_maps_iterations_after_its_items_are_read(sfn):
+    answer = run(sfn, MAP, {"items": [1, 2]}, inspectionLevel="DEBUG", mock={"result": json.dumps(["x", "y"])})
+    assert json.loads(answer["output"]) == ["x", "y"]
+    assert json.loads(answer["inspectionData"]["afterItemsPath"]) == [1, 2]
+
+
+def test_error_caused_by_state_names_a_state_inside_the_mocked_parallel(sfn):
+    answer = run(sfn, PARALLEL, {}, stateConfiguration={"errorCausedByState": "B"},
+                 mock={"errorOutput": {"error": "Branch.Failed", "cause": "b"}})
+    assert answer["status"] == "CAUGHT_ERROR"
+    for configuration, mock, says in (
+            ({"errorCausedByState": "Nope"}, {"errorOutput": {"error": "E"}}, "not a state inside"),
+            ({"errorCausedByState": "B"}, {"result": "[]"}, "takes a mocked errorOutput"),
+            ({"mapIterationFailureCount": 1}, {"result": "[]"}, "distributed Map")):
+        with pytest.raises(ClientError) as refused:
+            run(sfn, PARALLEL, {}, stateConfiguration=configuration, mock=mock)
+        assert says in refused.value.response["Error"]["Message"]
+
+
+def test_a_given_context_is_what_the_state_reads_from_the_context_object(sfn):
+    state = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "End": True, "ResultPath": "$.r",
+             "Parameters": {"FunctionName": "f", "Payload": {"name.$": "$$.Execution.Name", "id.$": "$$.Execution.Id"}}}
+    answer = run(sfn, state, {}, inspectionLevel="DEBUG", context=json.dumps({"Execution": {"Name": "given"}}),
+                 mock={"result": json.dumps({"StatusCode": 200})})
+    payload = json.loads(answer["inspectionData"]["afterParameters"])["Payload"]
+    assert payload["name"] == "given" and ":execution:" in payload["id"]  # the rest as TestState makes it
+
+
+def test_a_context_without_a_mock_is_refused(sfn):
+    with pytest.raises(ClientError) as refused:
+        run(sfn, {"Type": "Pass", "End": True}, {}, context=json.dumps({"Execution": {"Name": "n"}}))
+    assert "together with a mock" in refused.value.response["Error"]["Message"]
+
+
+def test_an_activity_task_runs_on_its_mock(sfn):
+    state = {"Type": "Task", "Resource": "arn:aws:states:us-east-1:123456789012:activity:none", "End": True}
+    answer = run(sfn, state, {}, mock={"result": json.dumps({"done": True})})
+    assert answer["status"] == "SUCCEEDED" and json.loads(answer["output"]) == {"done": True}
+
+
+DYNAMO_GET = {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:dynamodb:describeTable", "End": True,
+              "Parameters": {"TableName": "t"}}
+
+
+@pytest.mark.parametrize(("state", "result", "mode", "says"), [
+    (DYNAMO_GET, {"Tabel": {}}, "STRICT", "Tabel is not a field of the API's output"),
+    (DYNAMO_GET, {"Table": {"ItemCount": "many"}}, "PRESENT", "Table.ItemCount must be of type long"),
+    (DYNAMO_GET, {"Table": {"TableStatus": "SLEEPING"}}, "PRESENT", "Table.TableStatus must be one of"),
+    (LAMBDA_TASK, {"StatusCode": "200", "Payload": {}}, "STRICT", "StatusCode must be of type integer"),
+    ({"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage", "End": True,
+      "Parameters": {"QueueUrl": "q", "MessageBody": "m"}}, {"MessageId": 7}, "STRICT",
+     "MessageId must be of type string"),
+])
+def test_a_mock_result_that_does_not_fit_the_apis_output_is_refused(sfn, state, result, mode, says):
+    with pytest.raises(ClientError) as refused:
+        run(sfn, state, {}, mock={"result": json.dumps(result), "fieldValidationMode": mode})
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert says in refused.value.response["Error"]["Message"]
+
+
+@pytest.mark.parametrize(("result", "mode"), [
+    ({"Table": {"TableName": "t", "ItemCount": 3}}, "STRICT"),
+    ({"Table": {"ItemCount": "many"}, "Extra": True}, "NONE"),
+])
+def test_a_mock_result_that_fits_or_is_not_checked_stands_for_the_call(sfn, result, mode):
+    answer = run(sfn, DYNAMO_GET, {}, mock={"result": json.dumps(result), "fieldValidationMode": mode})
+    assert answer["status"] == "SUCCEEDED" and json.loads(answer["output"]) == result
 
 
 RETRIED = {**LAMBDA_TASK, "Retry": [{"ErrorEquals": ["Lambda.ServiceException"], "IntervalSeconds": 2,

@@ -14,10 +14,12 @@ from statewright.engine.commands import (
     EngineUnavailable,
     ExecutionAlreadyExists,
     ExecutionDoesNotExist,
+    ExecutionNotRedrivable,
     FireTimer,
     Heartbeat,
     InboxFull,
     MalformedMessage,
+    RedriveExecution,
     ShardNotOwned,
     StartAttempt,
     StartExecution,
@@ -43,6 +45,7 @@ parents = st.none() | st.fixed_dictionaries({"token": texts, "pattern": st.sampl
 commands = st.one_of(
     st.builds(StartExecution, texts, texts, texts, texts, texts, texts, parents),
     st.builds(StopExecution, texts, optional_texts, optional_texts),
+    st.builds(RedriveExecution, texts, optional_texts),
     st.builds(FireTimer, texts, texts),
     st.builds(StartAttempt, texts, ids, optional_texts),
     st.builds(CompleteAttempt, texts, ids, results),
@@ -50,6 +53,7 @@ commands = st.one_of(
     st.builds(AckDispatch, texts, texts))
 errors = st.one_of(
     st.builds(ExecutionAlreadyExists, texts), st.builds(ExecutionDoesNotExist, texts),
+    st.builds(ExecutionNotRedrivable, texts, texts),
     st.builds(TaskNotPending, texts), st.builds(EngineUnavailable, texts), st.builds(InboxFull, texts),
     st.builds(ShardNotOwned, st.integers(0, 4095)))
 replies = st.one_of(st.none(), st.booleans(), st.integers(0, 2**63 - 1), errors)

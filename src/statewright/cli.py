@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--wait-scale", type=_scale, default=1.0, metavar="F",
                      help="Waits and Retry backoffs last F times their length (0: not at all), as Step Functions "
                           "Local's WAIT_TIME_SCALE; timeouts and heartbeats keep theirs (default 1)")
+    run.add_argument("--redrivable-days", type=_positive, default=defaults.redrivable_days, metavar="D",
+                     help="RedriveExecution reopens a failed, aborted or timed-out execution for D days after it "
+                          f"closed (default {defaults.redrivable_days}, as AWS)")
     limits = defaults.limits
     run.add_argument("--inbox-commands-max", type=_positive, default=limits.inbox_commands_max, metavar="N",
                      help="commands that may wait for the engine; past them requests get ThrottlingException "
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
                               args.connections, tuned, args.store, secret, args.advertise, leases, http,
                               args.clock == "virtual", args.wait_scale, args.mock_config, args.functions,
-                              args.assume_machine_role))
+                              args.assume_machine_role, args.redrivable_days))
 
 
 def _positive(text: str) -> int:

@@ -27,8 +27,9 @@ from prometheus_client.registry import Collector
 log = logging.getLogger("statewright.metrics")
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-_RUNNING = "RUNNING"
 _ENTERED = "StateEntered"
+_OPENING = frozenset({"ExecutionStarted", "ExecutionRedriven"})  # an execution (re)opens: one more RUNNING
+_CLOSING = frozenset({"ExecutionSucceeded", "ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut"})
 _THROTTLED = "ThrottlingException"
 _SNAPSHOT_WAIT_S = 60.0  # the engine ticks at least once a second; give up counting if it never does
 
@@ -141,13 +142,14 @@ class Metrics:
             if not result.committed(index, write):
                 continue
             steps += 1
-            if write.expected_version == 0:
-                opened += write.status == _RUNNING
-            elif write.status != _RUNNING:
-                closed += 1  # a step is only applied to an open execution
             for event in write.events:
-                if event["type"].endswith(_ENTERED):
+                kind = event["type"]
+                if kind.endswith(_ENTERED):
                     entered += 1
+                elif kind in _OPENING:
+                    opened += 1
+                elif kind in _CLOSING:
+                    closed += 1
         self.transition_steps.inc(steps)
         self.state_transitions.inc(entered)
         self.open_executions.delta += opened - closed

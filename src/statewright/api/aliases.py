@@ -1,17 +1,13 @@
-"""State machine aliases: Create/Describe/Update/Delete/ListStateMachineAliases, and which version an alias
-starts an execution on (``route``).
-
-The choice is drawn from a hash of the execution's ARN, not from a random source: a start repeated with the same
-name lands on the same version (StartExecution stays idempotent through an alias), and over many executions each
-version gets its weight's share. Alias changes are announced like state machine changes, so every node routes
-new starts by the alias as it is now.
+"""State machine aliases: Create/Describe/Update/Delete/ListStateMachineAliases. Which version an alias starts an
+execution on is ``engine.routing.route``'s. Alias changes are announced like state machine changes, so every node
+routes new starts by the alias as it is now.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
+from ..engine.routing import Routing
 from ..store.base import AliasRecord, NoSuchStateMachine, NoSuchVersions, Page, QuotaExceeded
 from . import arns, paging
 from .arns import Scope
@@ -24,19 +20,6 @@ from .errors import (
     state_machine_does_not_exist,
 )
 from .service import STATE_MACHINE, Service, handler, seconds
-
-Routing = tuple[tuple[int, int], ...]  # (version number, weight in percent)
-
-
-def route(routing: Routing, execution_arn: str) -> int:
-    """The version an alias starts ``execution_arn`` on: a draw in [0, 100) from the ARN's hash, placed among the
-    routes' cumulative weights."""
-    draw = int.from_bytes(hashlib.blake2b(execution_arn.encode(), digest_size=8).digest(), "big") % 100
-    for number, weight in routing:
-        if draw < weight:
-            return number
-        draw -= weight
-    raise AssertionError(f"weights {routing} do not sum to 100")
 
 
 def _routing(items: list[dict[str, Any]], machine: str | None = None) -> tuple[str, Routing]:

@@ -1,22 +1,26 @@
-"""Execution operations: start, stop, describe, list, history, and the definition an execution runs."""
+"""Execution operations: start, stop, redrive, describe, list, history, and the definition an execution runs."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+import orjson
+
 from ..asl.definition import InvalidDefinition
+from ..asl.states import MapState, ParallelState
 from ..engine import commands
 from ..engine.core import shard_for
 from ..engine.execution import ExecutionState, redrive_status
 from ..engine.express import ASYNC, SYNC
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
+from ..engine.routing import route
 from ..engine.step import without_data
 from ..engine.test_state import outcome_of, start_test
+from ..integrations.aws import calls
 from ..integrations.http import invoke
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
 from . import arns, describe, paging
-from .aliases import route
 from .arns import Scope
 from .errors import (
     AwsError,
@@ -171,6 +175,30 @@ async def stop_execution(service: Service, params: dict, scope: Scope) -> dict:
     return {"stopDate": seconds(stop_ms)}
 
 
+@handler("RedriveExecution")
+async def redrive_execution(service: Service, params: dict, scope: Scope) -> dict:
+    arn = params["executionArn"]
+    execution = await _load(service, arn)
+    reason = await _machine_gone(service, execution)
+    if reason is not None:
+        raise AwsError("ExecutionNotRedrivable", reason)
+    try:
+        redrive_ms = await service.run(commands.RedriveExecution(arn, params.get("clientToken")))
+    except commands.ExecutionDoesNotExist:
+        raise execution_does_not_exist(arn) from None
+    except commands.ExecutionNotRedrivable as refusal:
+        raise AwsError("ExecutionNotRedrivable", refusal.reason) from None
+    return {"redriveDate": seconds(redrive_ms)}
+
+
+async def _machine_gone(service: Service, execution: ExecutionState) -> str | None:
+    """AWS's reason when the execution's state machine is being deleted (statewright deletes at once): a closed
+    execution of a deleted state machine cannot be redriven."""
+    if not execution.is_open and await service.state_machine(execution.state_machine_arn) is None:
+        return "State machine is in DELETING status"
+    return None
+
+
 @handler("DescribeExecution")
 async def describe_execution(service: Service, params: dict, scope: Scope) -> dict:
     execution = await _load(service, params["executionArn"])
@@ -182,9 +210,9 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
         "startDate": seconds(execution.start_ms),
         "input": execution.input,
         "inputDetails": {"included": True},
-        "redriveCount": 0,
     }
     _qualifiers(described, execution.version_arn, execution.alias_arn)
+    _redrives(described, execution.redrive_count, execution.redrive_ms)
     if execution.stop_ms is not None:
         described["stopDate"] = seconds(execution.stop_ms)
     if execution.output is not None:
@@ -193,9 +221,10 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
     for key in ("error", "cause"):
         if getattr(execution, key) is not None:
             described[key] = getattr(execution, key)
-    described["redriveStatus"], reason = redrive_status(execution.status)
+    described["redriveStatus"], reason = redrive_status(execution, service.clock(), service.engine.redrivable_ms)
+    reason = await _machine_gone(service, execution) or reason
     if reason is not None:
-        described["redriveStatusReason"] = reason
+        described["redriveStatus"], described["redriveStatusReason"] = "NOT_REDRIVABLE", reason
     return described
 
 
@@ -207,14 +236,16 @@ async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
     try:
         page = await service.store_call(_list_executions, service, target, params["stateMachineArn"],
                                         params.get("statusFilter"), paging.page_size(params.get("maxResults")),
-                                        paging.decode(params.get("nextToken")))
+                                        paging.decode(params.get("nextToken")),
+                                        _REDRIVEN.get(params.get("redriveFilter")))
     except ValueError:  # a token that decodes but is no cursor of ours
         raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
     items = []
     for summary in page.items:
         item = {"executionArn": summary.arn, "stateMachineArn": summary.state_machine_arn, "name": summary.name,
-                "status": summary.status, "startDate": seconds(summary.start_ms), "redriveCount": 0}
+                "status": summary.status, "startDate": seconds(summary.start_ms)}
         _qualifiers(item, summary.version_arn, summary.alias_arn)
+        _redrives(item, summary.redrive_count, summary.redrive_ms)
         if summary.stop_ms is not None:
             item["stopDate"] = seconds(summary.stop_ms)
         items.append(item)
@@ -229,8 +260,17 @@ def _qualifiers(described: dict[str, Any], version_arn: str | None, alias_arn: s
         described["stateMachineAliasArn"] = alias_arn
 
 
+def _redrives(described: dict[str, Any], redrive_count: int, redrive_ms: int | None) -> None:
+    described["redriveCount"] = redrive_count
+    if redrive_ms is not None:
+        described["redriveDate"] = seconds(redrive_ms)
+
+
+_REDRIVEN = {"REDRIVEN": True, "NOT_REDRIVEN": False}  # ListExecutions' redriveFilter
+
+
 def _list_executions(service: Service, target: arns.MachineArn, arn: str, status: str | None, limit: int,
-                     cursor: str | None) -> Page:
+                     cursor: str | None, redriven: bool | None) -> Page:
     """On a store thread: the page, once the state machine (or the version or alias) is known to exist. By a
     version: the executions started on it, directly or through an alias; by an alias: those started through it."""
     machine = service.store.get_state_machine(target.machine)
@@ -241,12 +281,13 @@ def _list_executions(service: Service, target: arns.MachineArn, arn: str, status
     if target.version is not None:
         if service.store.get_version(target.machine, target.version) is None:
             raise resource_not_found(arn)
-        return service.store.list_executions(target.machine, status, limit, cursor, version_arn=arn)
+        return service.store.list_executions(target.machine, status, limit, cursor, version_arn=arn,
+                                             redriven=redriven)
     if target.alias is not None:
         if service.store.get_alias(target.machine, target.alias) is None:
             raise resource_not_found(arn)
-        return service.store.list_executions(target.machine, status, limit, cursor, alias_arn=arn)
-    return service.store.list_executions(target.machine, status, limit, cursor)
+        return service.store.list_executions(target.machine, status, limit, cursor, alias_arn=arn, redriven=redriven)
+    return service.store.list_executions(target.machine, status, limit, cursor, redriven=redriven)
 
 
 @handler("GetExecutionHistory")
@@ -303,7 +344,7 @@ def _revision_and_machine(service: Service, execution: ExecutionState) -> tuple[
 
 def _test_mock(mock: Any) -> AttemptSucceeded | AttemptFailed | None:
     """TestState's ``mock``: the Task's result (``result``, JSON text) or its error (``errorOutput``) instead of
-    calling its resource. ``fieldValidationMode`` is accepted; results are not checked against the API's shape."""
+    calling its resource (its ``fieldValidationMode`` is applied once the Task's resource is known)."""
     if mock is None:
         return None
     if ("result" in mock) == ("errorOutput" in mock):
@@ -315,6 +356,60 @@ def _test_mock(mock: Any) -> AttemptSucceeded | AttemptFailed | None:
     return AttemptFailed(error.get("error"), error.get("cause"))
 
 
+def _test_context(text: str | None, mocked: AttemptSucceeded | AttemptFailed | None) -> dict[str, Any] | None:
+    """TestState's ``context``: fields of the context object ($$) the state sees (AWS takes it with a mock only)."""
+    if text is None:
+        return None
+    if mocked is None:
+        raise AwsError("ValidationException", "The context may only be specified together with a mock")
+    context = parse_json(text, "ValidationException", "Invalid context")
+    if not isinstance(context, dict):
+        raise AwsError("ValidationException", "Invalid context: 'the context must be a JSON object'")
+    return context
+
+
+def _check_state_configuration(configuration: dict[str, Any], state: Any,
+                               mocked: AttemptSucceeded | AttemptFailed | None) -> None:
+    """stateConfiguration's members that describe a Parallel's or Map's children: errorCausedByState names the
+    state inside it a mocked error came from; the Map members need a distributed Map (ItemReader, tolerated
+    failures), which statewright does not run yet."""
+    caused_by = configuration.get("errorCausedByState")
+    if caused_by is not None:
+        if not isinstance(mocked, AttemptFailed) or not isinstance(state, ParallelState | MapState):
+            raise AwsError("ValidationException", "errorCausedByState takes a mocked errorOutput of a Parallel or "
+                           "Map state")
+        machines = state.branches if isinstance(state, ParallelState) else [state.processor]
+        if not any(caused_by in _state_names(machine) for machine in machines):
+            raise AwsError("ValidationException", f"errorCausedByState names '{caused_by}', which is not a state "
+                           f"inside '{state.name}'")
+    for member in ("mapIterationFailureCount", "mapItemReaderData"):
+        if member in configuration:
+            raise AwsError("ValidationException", f"{member} describes a distributed Map (ItemReader, tolerated "
+                           "failures), which statewright does not run yet")
+
+
+def _state_names(machine: Any) -> set[str]:
+    """Every state name in a States collection, nested ones included."""
+    names = set(machine.states)
+    for inner in machine.states.values():
+        for nested in (getattr(inner, "branches", None) or []) + [getattr(inner, "processor", None)]:
+            if nested is not None:
+                names |= _state_names(nested)
+    return names
+
+
+def _check_mock_fields(task: dict[str, Any], mocked: AttemptSucceeded | AttemptFailed, mode: str) -> None:
+    """fieldValidationMode: STRICT (every required field present, every present one of the API's output) or
+    PRESENT (every present one) against the output the Task's API returns; NONE checks nothing."""
+    if mode == "NONE" or not isinstance(mocked, AttemptSucceeded):
+        return
+    problems = calls.mock_problems(task, orjson.loads(mocked.output), strict=mode == "STRICT")
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise AwsError("ValidationException", f"The mock result does not match the output of "
+                       f"{task['resource']} (fieldValidationMode {mode}): {shown}")
+
+
 @handler("TestState")
 async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     text = params.get("input", "{}")
@@ -324,6 +419,8 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     if not isinstance(variables, dict):
         raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
     mocked = _test_mock(params.get("mock"))
+    context = _test_context(params.get("context"), mocked)
+    configuration = params.get("stateConfiguration") or {}
     machine_arn = scope.state_machine_arn("TestStateMachine")
     # Every evaluation off the event loop (evaluating a state can take up to its budget, and every other request
     # waits on the loop) and off the store's threads, on the engine's evaluation budget.
@@ -331,22 +428,28 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
         run = await service.evaluation_call(
             start_test, params["definition"], params.get("stateName"), text, variables,
             machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()), machine_arn,
-            params.get("roleArn", ""), service.clock(), service.engine.services, mocked is not None,
-            (params.get("stateConfiguration") or {}).get("retrierRetryCount", 0))
+            params.get("roleArn", ""), service.clock(), service.engine.services, mocked,
+            configuration.get("retrierRetryCount", 0), context)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
+    _check_state_configuration(configuration, run.state, mocked)
     task = run.pending_task
-    if mocked is not None and task is None:
-        raise AwsError("ValidationException", "TestState takes a mock for a Task state only")
-    if mocked is not None:
+    if mocked is not None and task is None and not run.mocked_fan_out:
+        raise AwsError("ValidationException", "TestState takes a mock for a Task, Parallel or Map state only")
+    if mocked is not None and task is not None:  # a Parallel's or Map's mock stood for its children already
+        _check_mock_fields(task, mocked, params["mock"].get("fieldValidationMode", "STRICT"))
         await service.evaluation_call(run.complete, mocked)
     elif task is not None:
         if task["kind"] in ("activity", "states") or task["pattern"] != "":
             raise AwsError("ValidationException", "TestState calls a Task's resource only with the request-response "
                            "pattern; activities, nested executions, .sync and .waitForTaskToken need a mock or a "
                            "real execution")
-        outcome = (await invoke(task["input"], service.connections, timeout_s=task["call_s"])
-                   if task["kind"] == "http" else await service.aws.perform(task))
+        if task["kind"] == "http":  # at TRACE, with the HTTP request and response it made
+            trace = run.trace if params.get("inspectionLevel") == "TRACE" else None
+            outcome = await invoke(task["input"], service.connections, timeout_s=task["call_s"], trace=trace,
+                                   reveal_secrets=bool(params.get("revealSecrets")))
+        else:
+            outcome = await service.aws.perform(task)
         await service.evaluation_call(run.complete, outcome)
     outcome = await service.evaluation_call(outcome_of, run, text)
     result: dict[str, Any] = {"status": outcome.status}

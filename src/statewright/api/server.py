@@ -21,6 +21,7 @@ import uvicorn
 from ..cluster.loop import MembershipLoop
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
 from ..engine.core import Engine, wall_clock_ms
+from ..engine.execution import DAY_MS, REDRIVABLE_MS
 from ..engine.limits import Limits
 from ..engine.mocks import InvalidMockConfig, MockConfig
 from ..integrations.aws import calls
@@ -62,6 +63,7 @@ class ServerConfig:
     mock_config: Path | None = None  # --mock-config: mocked responses for executions started on ARN#TestCase
     functions: Path | None = None  # --functions: Lambda functions served at local URLs
     assume_machine_role: bool = False  # --assume-machine-role: AWS calls made as the state machine's role
+    redrivable_days: int = REDRIVABLE_MS // DAY_MS  # --redrivable-days: how long after closing it can be redriven
 
 
 class DataDirInUse(Exception):
@@ -186,7 +188,8 @@ def serve(config: ServerConfig) -> int:
             return 1
         virtual = VirtualClock(store)
     engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
-                    wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems)
+                    wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
+                    redrivable_ms=config.redrivable_days * DAY_MS)
     node = None  # a cluster node's membership
     if config.store:
         if not config.cluster_secret:

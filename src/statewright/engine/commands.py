@@ -37,6 +37,14 @@ class ExecutionDoesNotExist(EngineError):
     pass
 
 
+class ExecutionNotRedrivable(EngineError):
+    """RedriveExecution of an execution that cannot be redriven now; ``reason`` says why, in AWS's words."""
+
+    def __init__(self, arn: str, reason: str) -> None:
+        super().__init__(arn)
+        self.reason = reason
+
+
 class TaskNotPending(EngineError):
     """The attempt a token or dispatch names is not pending any more (finished, timed out, or never was)."""
 
@@ -85,6 +93,15 @@ class StopExecution:
 
 
 @dataclass(frozen=True, slots=True)
+class RedriveExecution:
+    """Reply: the redrive time (ms; that of the earlier redrive a repeated client token made), or
+    ExecutionDoesNotExist, or ExecutionNotRedrivable."""
+
+    arn: str
+    client_token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class FireTimer:
     arn: str
     timer_id: str
@@ -127,14 +144,15 @@ class AckDispatch:
     dispatch_id: str
 
 
-Command = StartExecution | StopExecution | FireTimer | StartAttempt | CompleteAttempt | Heartbeat | AckDispatch
+Command = (StartExecution | StopExecution | RedriveExecution | FireTimer | StartAttempt | CompleteAttempt | Heartbeat
+           | AckDispatch)
 
 
 # -- the wire format between nodes
 
 WIRE_VERSION = 1
 _COMMANDS: dict[str, type] = {cls.__name__: cls for cls in (
-    StartExecution, StopExecution, FireTimer, StartAttempt, CompleteAttempt, Heartbeat, AckDispatch)}
+    StartExecution, StopExecution, RedriveExecution, FireTimer, StartAttempt, CompleteAttempt, Heartbeat, AckDispatch)}
 _RESULTS: dict[str, type] = {cls.__name__: cls for cls in (AttemptSucceeded, AttemptFailed, AttemptSubmitted,
                                                             AttemptPolled)}
 _REFUSALS: dict[str, type[EngineError]] = {cls.__name__: cls for cls in (
@@ -221,6 +239,8 @@ def _reply(reply: object) -> dict:
     name = type(reply).__name__
     if isinstance(reply, ShardNotOwned):
         return {"error": name, "shard": reply.shard_id}
+    if isinstance(reply, ExecutionNotRedrivable):
+        return {"error": name, "arn": reply.arn, "reason": reply.reason}
     if name in _REFUSALS:
         return {"error": name, "arn": reply.arn}
     if name in _RETRYABLE:
@@ -234,6 +254,8 @@ def _unreply(item: dict) -> object:
     name = item["error"]
     if name == ShardNotOwned.__name__:
         return ShardNotOwned(item["shard"])
+    if name == ExecutionNotRedrivable.__name__:
+        return ExecutionNotRedrivable(item["arn"], item["reason"])
     if name in _REFUSALS:
         return _REFUSALS[name](item["arn"])
     return _RETRYABLE.get(name, EngineUnavailable)(item["message"])

@@ -35,9 +35,11 @@ from .commands import (
     EngineUnavailable,
     ExecutionAlreadyExists,
     ExecutionDoesNotExist,
+    ExecutionNotRedrivable,
     FireTimer,
     Heartbeat,
     InboxFull,
+    RedriveExecution,
     StartAttempt,
     StartExecution,
     StopExecution,
@@ -45,7 +47,7 @@ from .commands import (
     decode_commands,
     encode_commands,
 )
-from .execution import ExecutionState
+from .execution import REDRIVABLE_MS, ExecutionState, Flow, not_redrivable
 from .express import ASYNC, DURATION_MS_MAX, SYNC, ExpressRun, ExpressRuns, is_express
 from .express import result as express_result
 from .limits import Limits
@@ -65,7 +67,7 @@ FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could n
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
                      "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
-                     "forward-once", "run-unbounded", "drop-job-stops"})
+                     "forward-once", "run-unbounded", "drop-job-stops", "redrive-from-start"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 HELD = object()  # what _apply returns for a command whose reply an express run holds until it closes
 # A reply's write index at or below this waits for the tick's express start rows instead: index EXPRESS_ROWS - i
@@ -120,9 +122,12 @@ class Engine:
                  limits: Limits | None = None, tokens: TaskTokens | None = None,
                  planted: frozenset[str] = frozenset(), wait_scale: float = 1.0,
                  evaluation_clock: Callable[[], float] | None = time.perf_counter,
-                 mocks: MockConfig | None = None, resource_check: ResourceCheck | None = None) -> None:
-        """``resource_check``: how definitions' aws-sdk resources are checked (the API's catalogue of AWS services)."""
+                 mocks: MockConfig | None = None, resource_check: ResourceCheck | None = None,
+                 redrivable_ms: int = REDRIVABLE_MS) -> None:
+        """``resource_check``: how definitions' aws-sdk resources are checked (the API's catalogue of AWS services);
+        ``redrivable_ms``: how long after it closed an execution can be redriven."""
         self.store = store
+        self.redrivable_ms = redrivable_ms
         # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
         unknown = planted - PLANTED
         if unknown:
@@ -168,7 +173,8 @@ class Engine:
         self._definitions: OrderedDict[tuple[str, str], Definition] = OrderedDict()
         self._inbox: deque[tuple[Command, Reply]] = deque()
         self._transfers: deque[_Transfer] = deque()  # their dispatches are held in the outbox window: bounded
-        self._transfer_context = TransferContext(store.get_state_machine, self._load, self.tokens)
+        self._transfer_context = TransferContext(store.get_state_machine, store.get_version, store.get_alias,
+                                                 self._load, self.tokens)
         self._given_back: list[Dispatch] = []
         self._room_again = False
         self._ownership: list[Callable[[int], None]] = []  # shard changes asked for from other threads
@@ -508,6 +514,8 @@ class Engine:
                 return current.stop_ms
             self._stage(batch, decision, current.version, now_ms)
             return now_ms
+        if isinstance(command, RedriveExecution):
+            return self._redrive(command, current, batch, now_ms)
         if isinstance(command, AckDispatch):
             if current is not None:
                 self._stage(batch, decider.ack_dispatch(current, command.dispatch_id), current.version, now_ms)
@@ -540,6 +548,25 @@ class Engine:
             return TaskNotPending(command.arn)
         self._stage(batch, decision, current.version, now_ms)
         return True
+
+    def _redrive(self, command: RedriveExecution, current: ExecutionState | None, batch: _Batch, now_ms: int) -> object:
+        if current is None:
+            return ExecutionDoesNotExist(command.arn)
+        earlier_ms = decider.redriven_by(current, command.client_token, now_ms)
+        if earlier_ms is not None:  # the same request again: answered as it was
+            return earlier_ms
+        reason = not_redrivable(current, now_ms, self.redrivable_ms)
+        if reason is not None:
+            return ExecutionNotRedrivable(command.arn, reason)
+        inputs = {event_id: self.store.read_history(command.arn, event_id - 1, 1, False)[0][
+            "stateEnteredEventDetails"]["input"] for event_id in decider.redrive_reads(current)}
+        definition = self._definition(current)
+        if "redrive-from-start" in self.planted:  # reruns what had succeeded, for the simulator's checker to catch
+            current = current.copy()
+            current.halted = {"": Flow(0, None, 0, definition.start_at, orjson.loads(current.input))}
+        self._stage(batch, decider.redrive(current, definition, now_ms, command.client_token, inputs, self.services),
+                    current.version, now_ms)
+        return now_ms
 
     def _advance(self, transfer: _Transfer, batch: _Batch, now_ms: int) -> None:
         """Apply a transfer's next stage in this batch (see transfers.py)."""
@@ -611,7 +638,7 @@ class Engine:
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
             state.stop_ms, expected_version, state.version, blob, decision.events,
             decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed,
-            batch.group, state.version_arn, state.alias_arn))
+            batch.group, state.version_arn, state.alias_arn, state.redrive_count, state.redrive_ms))
 
     def _run_express(self, batch: _Batch, decision: decider.Decision) -> None:
         """An express execution's step takes effect at once, in memory: nothing is committed for it."""

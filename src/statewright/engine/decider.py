@@ -15,19 +15,24 @@ built), one module per concept:
   tasks             Task attempts: schedule, start, result, heartbeat, deadlines
 Control lives in *flows* (``execution.Flow``): the top level is flow "" and every Parallel branch or Map iteration
 is a child flow named "<entered event id of the Parallel/Map>.<index>".
+
+A redrive reopens a closed execution from the flows it left (``ExecutionState.halted``): each enters again the
+state it stood in, with fresh attempt counts; a Parallel or Map re-entered keeps its children's results and resumes
+only the children that had not succeeded (``fan_out.resumed_children``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..asl import errors
 from ..asl.budget import spending
+from ..asl.errors import StatesError
 from ..asl.jsonio import loads
-from ..asl.states import Definition
-from . import flows, tasks
-from .execution import ABORTED, TIMED_OUT, ExecutionState, Flow
+from ..asl.states import Definition, MapState, ParallelState, State
+from . import fan_out, flows, retry_catch, tasks
+from .execution import ABORTED, REDRIVE_TOKEN_MS, REDRIVE_TOKENS_MAX, RUNNING, TIMED_OUT, ExecutionState, Flow
 from .outcomes import (
     AttemptFailed,
     AttemptPolled,
@@ -38,7 +43,17 @@ from .outcomes import (
     Outcome,
     Wait,
 )
-from .step import HISTORY_LIMIT_CAUSE, NO_DETAILS, ROOT, Decision, HistoryFull, Services, Step, without_none
+from .step import (
+    HISTORY_LIMIT_CAUSE,
+    NO_DETAILS,
+    ROOT,
+    WAIT_TIMER,
+    Decision,
+    HistoryFull,
+    Services,
+    Step,
+    without_none,
+)
 from .step import MAX_HISTORY_EVENTS as MAX_HISTORY_EVENTS
 from .step import MAX_PAYLOAD_BYTES as MAX_PAYLOAD_BYTES
 from .step import describe_for_parent as describe_for_parent
@@ -66,6 +81,48 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int,
     step.flows[ROOT] = Flow(0, None, 0)
     step.known_value, step.known_text = loads(execution.input), execution.input
     step.guarded(flows.run, step, ROOT, definition.start_at, step.known_value, 0)
+    return decision
+
+
+def redrive_reads(execution: ExecutionState) -> list[int]:
+    """The Entered events a redrive needs: a Wait that was waiting keeps only its effective input (after InputPath),
+    and enters again on its raw input, which its Entered event holds."""
+    return [flow.entered_id for flow in execution.halted.values() if _waiting(flow)]
+
+
+def _waiting(flow: Flow) -> bool:
+    return flow.timer is not None and flow.timer.startswith(WAIT_TIMER)
+
+
+def redriven_by(execution: ExecutionState, client_token: str | None, now_ms: int) -> int | None:
+    """The time of the redrive this client token made within the last 15 minutes (answered again as it was)."""
+    return next((redrive_ms for token, redrive_ms in execution.redrive_tokens
+                 if token == client_token and now_ms - redrive_ms <= REDRIVE_TOKEN_MS), None)
+
+
+def redrive(execution: ExecutionState, definition: Definition, now_ms: int, client_token: str | None,
+            entered_inputs: Mapping[int, str], services: Services | None = None) -> Decision:
+    """RedriveExecution (the caller checked ``execution.not_redrivable``): ExecutionRedriven, the definition's
+    timeout counted again from now, and every flow the execution left entering again the state it stood in.
+    ``entered_inputs``: the inputs of the Entered events ``redrive_reads`` named."""
+    decision = Decision(execution.copy())
+    step = Step(decision, definition, now_ms, services)
+    state = step.execution
+    step.resumed, state.halted = dict(state.halted), {}
+    for flow_id, flow in step.resumed.items():
+        if _waiting(flow):
+            step.resumed[flow_id] = flow = flow.copy()
+            flow.data = loads(entered_inputs[flow.entered_id])
+    state.status, state.stop_ms, state.output, state.error, state.cause = RUNNING, None, None, None, None
+    state.redrive_count, state.redrive_ms = state.redrive_count + 1, now_ms
+    if client_token is not None:
+        state.redrive_tokens = [*state.redrive_tokens[1 - REDRIVE_TOKENS_MAX:], [client_token, now_ms]]
+    step.emit("ExecutionRedriven", "executionRedrivenEventDetails", {"redriveCount": state.redrive_count})
+    if definition.timeout_seconds is not None:
+        step.add_timer(EXECUTION_TIMEOUT_TIMER, now_ms + definition.timeout_seconds * 1000)
+    root = step.resumed[ROOT]
+    step.flows[ROOT] = Flow(root.machine, None, 0)
+    step.guarded(lambda: flows.run(step, ROOT, *step.resume(ROOT, ROOT)))
     return decision
 
 
@@ -157,6 +214,7 @@ def fail_unstorable(decision: Decision, now_ms: int, reason: str) -> None:
     execution's values never stop the others or leave it running."""
     Step(decision, None, now_ms).fail_execution(errors.RUNTIME, f"The execution's state could not be stored: "
                                                 f"{reason} (a value nested too deeply).")
+    decision.state.halted = {}  # the flows hold that value: nothing to redrive
 
 
 class OneStateRun:
@@ -169,11 +227,15 @@ class OneStateRun:
 
     def __init__(self, execution: ExecutionState, definition: Definition, state_name: str, data: Any,
                  variables: dict[str, Any], now_ms: int, services: Services | None = None,
-                 retries_used: int = 0) -> None:
+                 retries_used: int = 0, mock: AttemptSucceeded | AttemptFailed | None = None,
+                 context: dict[str, Any] | None = None) -> None:
         """``retries_used``: retries already spent on the state's retrier that takes the error (TestState's
-        stateConfiguration.retrierRetryCount), so a test can see what the next error does after them."""
+        stateConfiguration.retrierRetryCount), so a test can see what the next error does after them. ``mock``:
+        a Parallel's or Map's result or error, standing for its branches or iterations (a Task's mock goes to
+        ``complete``). ``context``: fields of the context object ($$) the caller gives."""
         step = Step(Decision(execution.copy()), definition, now_ms, services)
         step.trace = {}
+        step.context_given = context
         flow = Flow(0, None, 0, state=state_name, data=data, entered_ms=now_ms, variables=dict(variables))
         state = definition.states[state_name]
         if retries_used:
@@ -182,11 +244,33 @@ class OneStateRun:
         flow.entered_id = step.emit(f"{definition.states[state_name].type}StateEntered", None, None)
         flow.entered_prev = step.decision.events[-1]["previousEventId"]
         self._step, self._flow = step, flow
-        self.outcome: Outcome = self._guarded(lambda: flows.attempt(step, ROOT, definition.states[state_name], data))
+        self.mocked_fan_out = mock is not None and isinstance(state, ParallelState | MapState)
+        if self.mocked_fan_out:
+            self.outcome: Outcome = self._guarded(lambda: self._mocked_fan_out(state, data, mock))
+        else:
+            self.outcome = self._guarded(lambda: flows.attempt(step, ROOT, state, data))
+
+    def _mocked_fan_out(self, state: ParallelState | MapState, data: Any,
+                        mock: AttemptSucceeded | AttemptFailed) -> Outcome:
+        """The state's input processing as it runs, then the mock for what its children would have given."""
+        step = self._step
+        try:
+            fan_out.enter(step, ROOT, state, data, step.scope(ROOT, state.name))
+        except StatesError as failure:
+            return retry_catch.failed_in_state(step, ROOT, state, failure)
+        if isinstance(mock, AttemptSucceeded):
+            self._flow.fan.results = loads(mock.output)
+            return fan_out.join(step, ROOT, state)
+        self._flow.fan = None
+        return fan_out.failed(step, ROOT, mock.error, mock.cause)
 
     @property
     def trace(self) -> dict[str, Any]:
         return self._step.trace
+
+    @property
+    def state(self) -> State:
+        return self._step.state_of(self._flow)
 
     @property
     def variables(self) -> dict[str, Any]:

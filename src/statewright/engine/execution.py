@@ -3,11 +3,12 @@
 It holds what the engine needs to take the next step (where each flow waits, its pending timers, the next event
 id) and what DescribeExecution shows. History events live elsewhere, append-only.
 
-The stored blob is JSON: an object led by the schema version, ``{"v": 1, "arn": ..., "flows": {id: Flow}, ...}``,
+The stored blob is JSON: an object led by the schema version, ``{"v": 2, "arn": ..., "flows": {id: Flow}, ...}``,
 in which each record (Flow, FanOut, TaskAttempt) is an array of its fields in declaration order: orjson writes a
 tuple several times faster than a slotted dataclass, and this blob is written on every commit. ``from_blob``
-reads every version ever written (version 0 had no "v" and stored flows as objects with short keys); ``to_blob``
-writes the current one. A change to a record's fields is a new version with its own loader.
+reads every version ever written (version 0 had no "v" and stored flows as objects with short keys; version 2 added
+the redrive fields, absent from version 1); ``to_blob`` writes the current one. A change to a record's fields is a new
+version with its own loader.
 
 JSON values inside the records (a flow's data and variables, a fan-out's inputs and results) are never changed in
 place by the decider, which builds new values instead, so a copy of the state shares them and copies only the
@@ -30,13 +31,37 @@ ABORTED = "ABORTED"
 CLOSED_STATUSES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, ABORTED})
 
 
-def redrive_status(status: str) -> tuple[str, str | None]:
-    """DescribeExecution's redriveStatus and redriveStatusReason (None: AWS gives no reason) for a status. A
-    running or succeeded execution cannot be redriven; AWS says why in these words."""
-    if status in (RUNNING, SUCCEEDED):
-        return "NOT_REDRIVABLE", f"Execution is {status} and cannot be redriven"
-    return "REDRIVABLE", None
-SCHEMA_VERSION = 1
+DAY_MS = 86_400_000
+REDRIVE_EVENTS_MAX = 24_998  # AWS redrives a history under 24,999 events: room for ExecutionRedriven and one more
+REDRIVE_OPEN_MS_MAX = 365 * DAY_MS  # an execution's maximum open time, one year, counted from its start
+REDRIVABLE_MS = 14 * DAY_MS  # how long after it closed an execution can be redriven (serve --redrivable-days)
+REDRIVE_TOKENS_MAX = 10  # the client tokens of the latest redrives, answered idempotently
+REDRIVE_TOKEN_MS = 15 * 60_000  # ... for 15 minutes after their first use
+
+
+def not_redrivable(execution: ExecutionState, now_ms: int, redrivable_ms: int) -> str | None:
+    """Why RedriveExecution refuses the execution now (DescribeExecution's redriveStatusReason, in AWS's words);
+    None when it can be redriven."""
+    if execution.status in (RUNNING, SUCCEEDED):
+        return f"Execution is {execution.status} and cannot be redriven"
+    if not execution.halted:  # closed by a statewright that kept no redrive point (or with unstorable data)
+        return "Execution was started before the launch of RedriveExecution"
+    if execution.next_event_id - 1 > REDRIVE_EVENTS_MAX:
+        return "Execution history event limit exceeded"
+    if now_ms - execution.start_ms > REDRIVE_OPEN_MS_MAX:
+        return "Execution has exceeded the max execution time"
+    if now_ms - execution.stop_ms > redrivable_ms:
+        return "Execution redrivable period exceeded"
+    return None
+
+
+def redrive_status(execution: ExecutionState, now_ms: int, redrivable_ms: int) -> tuple[str, str | None]:
+    """DescribeExecution's redriveStatus and redriveStatusReason (None: AWS gives no reason)."""
+    reason = not_redrivable(execution, now_ms, redrivable_ms)
+    return ("REDRIVABLE", None) if reason is None else ("NOT_REDRIVABLE", reason)
+
+
+SCHEMA_VERSION = 2
 
 
 @dataclass(slots=True)
@@ -139,6 +164,13 @@ class ExecutionState:
     version_arn: str | None = None
     alias_arn: str | None = None
     test_case: str | None = None  # serve --mock-config: the test case it runs (started on ARN#case)
+    redrive_count: int = 0
+    redrive_ms: int | None = None  # the last redrive
+    # The latest redrives' client tokens: [token, redrive_ms], newest last (at most REDRIVE_TOKENS_MAX).
+    redrive_tokens: list[list[Any]] = field(default_factory=list)
+    # Closed FAILED, ABORTED or TIMED_OUT: the flows as they stood when it closed (a failure's casualties as the
+    # failure found them), where a redrive resumes them. Empty while it runs, after success, and in older blobs.
+    halted: dict[str, Flow] = field(default_factory=dict)
 
     @property
     def is_open(self) -> bool:
@@ -155,7 +187,9 @@ class ExecutionState:
             "marker_prev": self.marker_prev, "version": self.version,
             "flows": {flow_id: _flow_row(flow) for flow_id, flow in self.flows.items()},
             "parent": self.parent, "timers": self.timers, "version_arn": self.version_arn,
-            "alias_arn": self.alias_arn, "test_case": self.test_case})
+            "alias_arn": self.alias_arn, "test_case": self.test_case, "redrive_count": self.redrive_count,
+            "redrive_ms": self.redrive_ms, "redrive_tokens": self.redrive_tokens,
+            "halted": {flow_id: _flow_row(flow) for flow_id, flow in self.halted.items()}})
 
     @classmethod
     def from_blob(cls, blob: bytes) -> ExecutionState:
@@ -165,10 +199,12 @@ class ExecutionState:
         if load_flow is None:
             raise ValueError(f"execution state schema version {version} is newer than this statewright reads")
         raw["flows"] = {flow_id: load_flow(flow) for flow_id, flow in raw["flows"].items()}
+        raw["halted"] = {flow_id: load_flow(flow) for flow_id, flow in raw.get("halted", {}).items()}
         return cls(**raw)
 
     def copy(self) -> ExecutionState:
-        """A copy that a decision may change without changing the committed state it started from."""
+        """A copy that a decision may change without changing the committed state it started from. ``halted`` and
+        ``redrive_tokens`` are shared: the decider replaces them, never changes them in place."""
         clone = ExecutionState(*_ALL_FIELDS(self))
         clone.timers = dict(self.timers)
         clone.flows = {flow_id: flow.copy() for flow_id, flow in self.flows.items()}
@@ -210,7 +246,7 @@ def _flow_v0(raw: dict[str, Any]) -> Flow:
                                               task.get("child")))
 
 
-_FLOW_LOADERS = {0: _flow_v0, 1: _flow_v1}
+_FLOW_LOADERS = {0: _flow_v0, 1: _flow_v1, 2: _flow_v1}  # version 2 changed no record
 # Every field in constructor order: for copies without a JSON round trip, and for the stored rows.
 _ALL_FIELDS = operator.attrgetter(*(f.name for f in fields(ExecutionState)))
 _FLOW_NAMES = tuple(f.name for f in fields(Flow))

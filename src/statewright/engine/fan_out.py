@@ -10,6 +10,7 @@ the decider.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from ..asl import errors
@@ -26,8 +27,13 @@ _INTEGER_TEXT = re.compile(r"-?[0-9]+")
 
 
 def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, context: Any) -> None:
-    """Evaluate the children's inputs and record the fan-out; ``flows.gather`` then starts the children."""
+    """Evaluate the children's inputs and record the fan-out; ``flows.gather`` then starts the children. A fan-out a
+    redrive re-enters keeps the inputs and the results its children gathered before."""
     flow = step.flows[flow_id]
+    halted_id = step.resuming.get(flow_id)
+    if halted_id is not None:
+        _reenter(step, flow, step.resumed[halted_id].fan)
+        return
     if state.query_language == "JSONata":
         inputs, limit = jsonata_states.fan_inputs(step, flow_id, state, data)
     elif isinstance(state, ParallelState):
@@ -45,6 +51,35 @@ def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, 
     else:
         started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(inputs)})
         flow.fan = FanOut("map", inputs, [None] * len(inputs), 0, 0, limit, data, started)
+
+
+def _reenter(step: Step, flow: Flow, before: FanOut) -> None:
+    if before.kind == "parallel":
+        started = step.emit("ParallelStateStarted", None, None)
+    else:
+        started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(before.inputs)})
+    flow.fan = FanOut(before.kind, before.inputs, list(before.results), before.next_index, 0, before.max_concurrency,
+                      flow.data, started)
+
+
+def resumed_children(step: Step, flow_id: str, state: ParallelState | MapState) -> Iterator[tuple[str, str, Any, int]]:
+    """Redrive: the branches or iterations of a re-entered fan-out that had not succeeded, each added again (in
+    index order) where it stood; yields (its flow id, the state it enters, that state's input, where its entry
+    points). They all ran at once before, so MaxConcurrency allows them; those never started come after, in
+    ``flows.gather``'s loop. Stops when the fan-out ends (a resumed child failed)."""
+    halted_id = step.resuming.pop(flow_id, None)
+    if halted_id is None:
+        return
+    flow = step.flows[flow_id]
+    fan = flow.fan
+    children = sorted((child.slot, child_id) for child_id, child in step.resumed.items() if child.parent == halted_id)
+    for index, halted_child in children:
+        if flow.fan is not fan:
+            return
+        child_id, _, previous = add_child(step, flow_id, state, index)
+        fan.next_index = max(fan.next_index, index + 1)  # a child failing as it started was not counted yet
+        name, data = step.resume(child_id, halted_child)
+        yield child_id, name, data, previous
 
 
 def _map_inputs(step: Step, flow_id: str, state: MapState, effective: Any, context: Any) -> list[Any]:
@@ -114,6 +149,9 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     try:
         output, assigned = step.shape_result(flow_id, state, fan.state_input, fan.results)
     except StatesError as failure:
+        gathered = flow.copy()
+        gathered.fan = fan  # a redrive joins these results again, without rerunning the children
+        step.halted.setdefault(flow_id, gathered)
         return retry_catch.failed_in_state(step, flow_id, state, failure)
     step.emit_exited(state, output, flow_id, assigned, exited_previous)
     return End(output) if state.end else Next(state.next, output)
@@ -143,6 +181,7 @@ def child_succeeded(step: Step, flow_id: str, output: Any) -> str:
 def child_failed(step: Step, flow_id: str) -> str:
     """A child failed: it and its siblings stop, and the fan-out is over; returns the parent's flow id."""
     parent_id = step.flows[flow_id].parent
+    step.halt(parent_id)
     parent = step.flows[parent_id]
     is_map = parent.fan.kind == "map"
     if is_map:

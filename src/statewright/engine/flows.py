@@ -133,13 +133,16 @@ def timer_fired(step: Step, timer_id: str) -> None:
 def gather(step: Step, flow_id: str) -> Outcome:
     """Start the branches or items the concurrency limit allows; join when all are done.
 
-    Called when the state is entered, and again whenever a child finishes later; WAIT while children run.
+    Called when the state is entered, and again whenever a child finishes later; WAIT while children run. A fan-out
+    a redrive re-enters first resumes the children that had not succeeded.
     """
     flow = step.flows[flow_id]
     fan = flow.fan
     state = step.state_of(flow)
     step.gathering.add(flow_id)
     try:
+        for child_id, name, data, previous in fan_out.resumed_children(step, flow_id, state):
+            run(step, child_id, name, data, previous_event_id=previous)
         while flow.fan is fan and fan_out.may_start_child(fan) and step.execution.is_open:
             index = fan.next_index
             child_id, start_at, previous = fan_out.add_child(step, flow_id, state, index)

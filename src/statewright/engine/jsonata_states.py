@@ -21,7 +21,7 @@ from ..asl.timestamps import parse_ms
 from . import jsonpath_states
 from .execution import Flow
 from .outcomes import WAIT, End, Fail, Next, Outcome
-from .step import Step, query_error
+from .step import WAIT_TIMER, Step, query_error
 
 
 def evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome | None:
@@ -37,7 +37,7 @@ def evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome | Non
         if fire_at_ms > step.now_ms and step.trace is None:  # TestState does not wait
             flow = step.flows[flow_id]
             flow.data = data
-            step.sleep(flow, f"wait-{flow.entered_id}", fire_at_ms)
+            step.sleep(flow, f"{WAIT_TIMER}{flow.entered_id}", fire_at_ms)
             return WAIT
         return leave_wait(step, flow_id, state, data)
     if isinstance(state, SucceedState):

@@ -16,7 +16,7 @@ from ..asl.paths import Path, PathNotFound
 from ..asl.states import ChoiceState, FailState, PassState, State, SucceedState, WaitState
 from ..asl.timestamps import parse_ms
 from .outcomes import WAIT, End, Fail, Next, Outcome
-from .step import Step
+from .step import WAIT_TIMER, Step
 
 WAIT_AHEAD_MS_MAX = 2**31 * 1000
 
@@ -58,7 +58,7 @@ def _wait(step: Step, flow_id: str, state: WaitState, data: Any, context: Any) -
         return leave_wait(step, flow_id, state, effective, context)
     flow = step.flows[flow_id]
     flow.data = effective
-    step.sleep(flow, f"wait-{flow.entered_id}", fire_at_ms)
+    step.sleep(flow, f"{WAIT_TIMER}{flow.entered_id}", fire_at_ms)
     return WAIT
 
 

@@ -67,6 +67,7 @@ def retry(step: Step, flow_id: str, state: State, error: str | None, cause: str 
         delay_ms = retrier.delay_ms(used + 1, seed)
         step.note("errorDetails", {"retryIndex": index, "retryBackoffIntervalSeconds": delay_ms // 1000})
         step.sleep(flow, f"retry-{flow.entered_id}-{used + 1}", step.now_ms + delay_ms)
+        step.forget_halted(flow_id)
         return WAIT
     return None
 
@@ -88,6 +89,7 @@ def catch(step: Step, flow_id: str, state: State, error: str | None, cause: str 
     except StatesError as failure:
         return Fail(failure.error, step.runtime_cause(flow, failure))
     step.emit_exited(state, output, flow_id, assigned)
+    step.forget_halted(flow_id)
     return Next(catcher.next, output)
 
 

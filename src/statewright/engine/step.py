@@ -27,7 +27,7 @@ from ..asl.scope import Scope
 from ..asl.states import Definition, ResultState, State, TaskState
 from ..asl.templates import Template
 from ..asl.timestamps import format_ms
-from .execution import FAILED, ExecutionState, Flow, TaskAttempt, redrive_status
+from .execution import FAILED, REDRIVABLE_MS, SUCCEEDED, ExecutionState, Flow, TaskAttempt, redrive_status
 from .mocks import MockConfig
 from .outcomes import End, Next
 
@@ -36,6 +36,7 @@ MAX_HISTORY_EVENTS = 25_000
 MAX_VARIABLE_BYTES = 10 * 1024 * 1024
 HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({MAX_HISTORY_EVENTS})."
 ROOT = ""
+WAIT_TIMER = "wait-"  # a Wait state's timer: "wait-<its Entered event id>"
 NO_DETAILS = {"truncated": False}
 _MARKERS = frozenset({"MapIterationSucceeded", "MapIterationFailed", "MapIterationAborted"})
 _POINT_PAST_MARKERS = frozenset({"MapIterationStarted", "MapStateStarted", "ParallelStateStarted", "MapStateFailed",
@@ -87,8 +88,9 @@ def poll_dispatch(task: TaskAttempt) -> str:
 class Step:
     """One Decision in the making, over a copy of the execution's state."""
 
-    __slots__ = ("budget", "child_texts", "decision", "definition", "entered", "execution", "failures", "flows",
-                 "gathering", "known_text", "known_value", "now_ms", "services", "trace")
+    __slots__ = ("budget", "child_texts", "context_given", "decision", "definition", "entered", "execution",
+                 "failures", "flows", "gathering", "halted", "known_text", "known_value", "now_ms", "resumed",
+                 "resuming", "services", "trace")
 
     def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
                  services: Services | None = None) -> None:
@@ -103,8 +105,17 @@ class Step:
         # The output text of each fan-out child that succeeded in this step, by (parent flow id, slot): the join
         # writes its result from them (a child that succeeded in an earlier step is written from its value).
         self.child_texts: dict[tuple[str, int], str] = {}
+        self.context_given: dict[str, Any] | None = None  # TestState's context: merged over the one computed
         self.gathering: set[str] = set()  # flows whose fan-out loop is on the stack
         self.failures: dict[str, tuple[str | None, str | None]] = {}  # their children's failures, to report
+        # Flows a failure stopped, as it found them, until a Retry or Catch takes the failure (they are forgotten)
+        # or it closes the execution (they are kept, for a redrive): the failed branch or iteration, its siblings,
+        # the fan-out gathering them.
+        self.halted: dict[str, Flow] = {}
+        # A redrive: the flows the closed attempt left (ExecutionState.halted), and the new flows that re-enter a
+        # fan-out, by the halted flow each takes up (its unfinished children are resumed too).
+        self.resumed: dict[str, Flow] = {}
+        self.resuming: dict[str, str] = {}
         # TestState only: the data-flow steps of the state under test.
         self.trace: dict[str, Any] | None = None
         self.budget = _DEFAULT_SERVICES.budget() if services is None else services.budget()
@@ -164,6 +175,41 @@ class Step:
         else:
             self.decision.dispatches_removed.append(dispatch_id)
 
+    # -- a failure's casualties, kept for a redrive
+
+    def halt(self, flow_id: str) -> None:
+        """A failure stops ``flow_id``'s fan-out: keep it and every flow under it as they are now (a flow kept by
+        an earlier, deeper failure of this step stays as that one found it)."""
+        for found_id, flow in self.flows.items():
+            if found_id not in self.halted and self._under(found_id, flow_id, self.flows):
+                self.halted[found_id] = flow.copy()
+
+    def forget_halted(self, flow_id: str) -> None:
+        """A Retry or Catch of ``flow_id`` took the failure: what it stopped will not be redriven."""
+        if self.halted:
+            known = {**self.flows, **self.halted}
+            for found_id in [found_id for found_id in self.halted if self._under(found_id, flow_id, known)]:
+                del self.halted[found_id]
+
+    def resume(self, flow_id: str, halted_id: str) -> tuple[str, Any]:
+        """Redrive: the new flow ``flow_id`` takes up where the halted flow stood (its variables; a fan-out's
+        gathered results, through ``resuming``). Returns the state it enters again and that state's input."""
+        halted = self.resumed[halted_id]
+        self.flows[flow_id].variables = dict(halted.variables)
+        if halted.fan is not None:
+            self.resuming[flow_id] = halted_id
+        return halted.state, halted.data
+
+    @staticmethod
+    def _under(found_id: str, flow_id: str, flows: dict[str, Flow]) -> bool:
+        """Whether ``found_id`` is ``flow_id`` or one of its descendants."""
+        while found_id != flow_id:
+            parent = flows[found_id].parent if found_id in flows else None
+            if parent is None:
+                return False
+            found_id = parent
+        return True
+
     # -- closing the execution
 
     def close(self, status: str, event_type: str, details_key: str, details: dict, *,
@@ -184,6 +230,8 @@ class Step:
         execution.status = status
         execution.stop_ms = self.now_ms
         execution.output, execution.error, execution.cause = output, error, cause
+        # Where a redrive picks up: the flows as they stand, each failure's casualties as the failure found them.
+        execution.halted = {} if status == SUCCEEDED else {**self.flows, **self.halted}
         self.flows.clear()
         if execution.parent is not None:  # a .sync parent waits for this one: tell it, from the same commit
             self.add_dispatch("parent", {"kind": "parent", **execution.parent, "execution": execution.arn,
@@ -272,6 +320,9 @@ class Step:
             context["State"]["RetryCount"] = max(flow.attempts - 1, 0)
             if state.pattern == "waitForTaskToken" and flow.task is not None:
                 context["Task"] = {"Token": self.token(flow.task.scheduled_id, flow.attempts)}
+        for key, value in (self.context_given or {}).items():  # a section given replaces fields of its own
+            context[key] = {**context[key], **value} if isinstance(value, dict) and isinstance(
+                context.get(key), dict) else value
         return context
 
     def token(self, scheduled_id: int, attempt: int) -> str:
@@ -401,7 +452,7 @@ def context_object(execution: ExecutionState, state_name: str, entered_ms: int,
             "StartTime": format_ms(execution.start_ms),
             "Name": execution.name,
             "RoleArn": execution.role_arn,
-            "RedriveCount": 0,
+            "RedriveCount": execution.redrive_count,
         },
         "StateMachine": {
             "Id": execution.state_machine_arn,
@@ -409,6 +460,8 @@ def context_object(execution: ExecutionState, state_name: str, entered_ms: int,
         },
         "State": {"Name": state_name, "EnteredTime": format_ms(entered_ms)},
     }
+    if execution.redrive_ms is not None:
+        context["Execution"]["RedriveTime"] = format_ms(execution.redrive_ms)
     if map_item is not None:
         context["Map"] = {"Item": {"Index": map_item[0], "Value": map_item[1]}}
     return context
@@ -418,7 +471,7 @@ def describe_for_parent(execution: ExecutionState) -> dict[str, Any]:
     """A closed execution as a .sync parent task receives it: DescribeExecution with AWS's capitalised keys."""
     described: dict[str, Any] = {
         "ExecutionArn": execution.arn, "Input": execution.input, "InputDetails": {"Included": True},
-        "Name": execution.name, "RedriveCount": 0, "StartDate": execution.start_ms,
+        "Name": execution.name, "RedriveCount": execution.redrive_count, "StartDate": execution.start_ms,
         "StateMachineArn": execution.state_machine_arn, "Status": execution.status, "StopDate": execution.stop_ms,
     }
     if execution.output is not None:
@@ -427,7 +480,10 @@ def describe_for_parent(execution: ExecutionState) -> dict[str, Any]:
     for key in ("error", "cause"):
         if getattr(execution, key) is not None:
             described[key.capitalize()] = getattr(execution, key)
-    described["RedriveStatus"], reason = redrive_status(execution.status)
+    if execution.redrive_ms is not None:
+        described["RedriveDate"] = execution.redrive_ms
+    # As the parent hears it when this one closes: the redrivable period has only begun.
+    described["RedriveStatus"], reason = redrive_status(execution, execution.stop_ms, REDRIVABLE_MS)
     if reason is not None:
         described["RedriveStatusReason"] = reason
     return dict(sorted(described.items()))

@@ -15,7 +15,7 @@ from ..asl.definition import Diagnostic, InvalidDefinition, parse_definition
 from ..asl.jsonio import dumps
 from . import decider
 from .execution import ExecutionState
-from .outcomes import End, Fail, Wait
+from .outcomes import AttemptFailed, AttemptSucceeded, End, Fail, Wait
 
 _INSPECTION_STEPS = ("afterInputPath", "afterParameters", "afterArguments", "afterItemsPath", "afterItemSelector",
                      "result", "afterResultSelector", "afterResultPath")
@@ -33,14 +33,15 @@ class TestOutcome:
 
 def start_test(definition_text: str, state_name: str | None, input_text: str, variables: dict[str, Any],
                execution_arn: str, state_machine_arn: str, role_arn: str, now_ms: int,
-               services: decider.Services | None = None, mocked: bool = False,
-               retries_used: int = 0) -> decider.OneStateRun:
+               services: decider.Services | None = None, mock: AttemptSucceeded | AttemptFailed | None = None,
+               retries_used: int = 0, context: dict[str, Any] | None = None) -> decider.OneStateRun:
     """Run the state once; raises InvalidDefinition when it (or the machine holding ``state_name``) is not valid.
-    A Task's attempt is left pending: the caller performs it (or, ``mocked``, answers with the request's mock,
-    so its resource need not be one statewright calls) and passes the result to ``complete``."""
+    A Task's attempt is left pending: the caller performs it (or, with a ``mock``, answers with it, so its resource
+    need not be one statewright calls) and passes the result to ``complete``; a Parallel's or Map's mock stands
+    for its children at once. ``context``: context object fields the caller gives."""
     if state_name is None:
         definition_text, state_name = _as_machine(definition_text)
-    definition = parse_definition(definition_text, mockable=mocked,
+    definition = parse_definition(definition_text, mockable=mock is not None,
                                   resource_check=None if services is None else services.resource_check)
     if state_name not in definition.states:
         raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED",
@@ -48,7 +49,7 @@ def start_test(definition_text: str, state_name: str | None, input_text: str, va
     execution = ExecutionState(execution_arn, state_machine_arn, execution_arn.rsplit(":", 1)[-1], "test",
                                role_arn, input_text, now_ms, 0)
     return decider.OneStateRun(execution, definition, state_name, orjson.loads(input_text), variables, now_ms,
-                               services, retries_used)
+                               services, retries_used, mock, context)
 
 
 def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
@@ -60,6 +61,9 @@ def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
         inspection["maxConcurrency"] = trace["maxConcurrency"]
     if "errorDetails" in trace:  # which retrier or catcher took the error (and the retry's backoff)
         inspection["errorDetails"] = trace["errorDetails"]
+    for key in ("request", "response"):  # an HTTP Task's, at inspection level TRACE
+        if key in trace:
+            inspection[key] = trace[key]
     if run.variables:
         inspection["variables"] = dumps(run.variables)
     caught = trace.get("error")

@@ -22,7 +22,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from ..asl.jsonio import dumps, loads
-from ..store.base import Dispatch, StateMachineRecord
+from ..store.base import AliasRecord, Dispatch, StateMachineRecord, VersionRecord
 from .commands import (
     AckDispatch,
     Command,
@@ -34,6 +34,7 @@ from .commands import (
 )
 from .execution import ExecutionState
 from .outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
+from .routing import route
 from .tokens import InvalidToken, TaskTokens, UnknownKey
 
 log = logging.getLogger("statewright.engine")
@@ -46,11 +47,15 @@ Stages = Generator[list[Command], list[Any], None]  # yields a stage's commands,
 
 
 class TransferContext:
-    """What transfers read: state machines from the store, executions as the engine has them, the token keys."""
+    """What transfers read: state machines, their versions and aliases from the store, executions as the engine
+    has them, the token keys."""
 
     def __init__(self, state_machine: Callable[[str], StateMachineRecord | None],
+                 version: Callable[[str, int], VersionRecord | None], alias: Callable[[str, str], AliasRecord | None],
                  execution: Callable[[str], ExecutionState | None], tokens: TaskTokens) -> None:
         self.state_machine = state_machine
+        self.version = version
+        self.alias = alias
         self.execution = execution
         self.tokens = tokens
 
@@ -89,13 +94,14 @@ def _child_start(dispatch: Dispatch, context: TransferContext) -> StartExecution
     payload = dispatch.payload
     parameters = payload["input"] if isinstance(payload["input"], dict) else {}
     machine_arn = parameters.get("StateMachineArn")
-    machine = context.state_machine(machine_arn) if isinstance(machine_arn, str) else None
-    if machine is None:
-        raise _refused(dispatch, "StateMachineDoesNotExist", f"State Machine Does Not Exist: '{machine_arn}'")
     name = parameters.get("Name") or str(uuid.uuid5(_CHILD_NAMES, f"{dispatch.execution_arn}|"
                                                                  f"{payload['scheduled_id']}"))
     if not isinstance(name, str):
         raise _refused(dispatch, "InvalidName", f"Invalid Name: '{dumps(name)}'")
+    machine, version_arn, alias_arn = _target(machine_arn, name, context) if isinstance(machine_arn, str) else (
+        None, None, None)
+    if machine is None:
+        raise _refused(dispatch, "StateMachineDoesNotExist", f"State Machine Does Not Exist: '{machine_arn}'")
     child_input = parameters.get("Input", {})
     text = child_input if isinstance(child_input, str) else dumps({} if child_input is None else child_input)
     try:
@@ -105,7 +111,30 @@ def _child_start(dispatch: Dispatch, context: TransferContext) -> StartExecution
     child_arn = machine.arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
     parent = ({"token": payload["token"], "pattern": payload["pattern"]}
               if payload["pattern"].startswith("sync") else None)
-    return StartExecution(child_arn, machine.arn, name, machine.revision_id, machine.role_arn, text, parent)
+    return StartExecution(child_arn, machine.arn, name, machine.revision_id, machine.role_arn, text, parent,
+                          version_arn, alias_arn)
+
+
+def _target(arn: str, name: str, context: TransferContext) -> tuple[StateMachineRecord | None, str | None,
+                                                                      str | None]:
+    """What StateMachineArn names, as StartExecution takes it: a state machine (its latest revision), a version
+    (``...:name:3``) or an alias (``...:name:PROD``, which picks one of its versions for this child by its weights);
+    the record the child runs and its version and alias ARNs. None: nothing of that name."""
+    parts = arn.split(":")
+    if len(parts) != 8 or parts[5] != "stateMachine":
+        return context.state_machine(arn), None, None
+    machine_arn, qualifier = arn.rsplit(":", 1)
+    alias = None
+    if not qualifier.isdigit():
+        alias = context.alias(machine_arn, qualifier)
+        if alias is None:
+            return None, None, None
+        child_arn = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+        qualifier = str(route(alias.routing, child_arn))
+    version = context.version(machine_arn, int(qualifier))
+    if version is None:
+        return None, None, None
+    return version.machine, f"{machine_arn}:{qualifier}", None if alias is None else arn
 
 
 def _started_at(command: StartExecution, started: Any, context: TransferContext) -> int:

@@ -52,6 +52,7 @@ import asyncio
 import base64
 import codecs
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -102,12 +103,14 @@ ATTEMPT_TIMEOUT_S = 60.0  # AWS's limit on one HTTP Task attempt (the engine enf
 URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
 
 
-async def invoke(parameters: dict, connections: Connections, *,
-                 timeout_s: float = ATTEMPT_TIMEOUT_S) -> AttemptSucceeded | AttemptFailed:
-    """Make the call the HTTP Task's evaluated Parameters describe; see the module docstring for the outcomes."""
+async def invoke(parameters: dict, connections: Connections, *, timeout_s: float = ATTEMPT_TIMEOUT_S,
+                 trace: dict | None = None, reveal_secrets: bool = False) -> AttemptSucceeded | AttemptFailed:
+    """Make the call the HTTP Task's evaluated Parameters describe; see the module docstring for the outcomes.
+    ``trace`` (TestState at inspection level TRACE) receives the request and the response as TestState shows them;
+    what the connection adds (its authorization, its invocation parameters) only with ``reveal_secrets``."""
     try:
         async with asyncio.timeout(timeout_s):
-            return await _invoke(parameters, connections)
+            return await _invoke(parameters, connections, trace, reveal_secrets)
     except TimeoutError:
         return AttemptFailed(SOCKET, f"The HTTP request did not complete within {timeout_s:g} seconds")
     except Failure as failure:
@@ -180,9 +183,11 @@ class Response:
     reason: str
     headers: list[tuple[str, str]]
     body: bytes
+    tls: bool = False
 
 
-async def _invoke(parameters: dict, connections: Connections) -> AttemptSucceeded | AttemptFailed:
+async def _invoke(parameters: dict, connections: Connections, trace: dict | None = None,
+                  reveal_secrets: bool = False) -> AttemptSucceeded | AttemptFailed:
     if not isinstance(parameters, dict):
         raise Failure(errors.RUNTIME, "The Parameters of an HTTP Task must be an object")
     arn = _connection_arn(parameters)
@@ -191,12 +196,36 @@ async def _invoke(parameters: dict, connections: Connections) -> AttemptSucceede
         raise Failure(CONNECTION_NOT_FOUND, f"The connection '{arn}' does not exist")
     draft = _draft(parameters, connection, _region(arn))  # every check before any token is fetched
     request = _with_header(draft, *await connections.authorization(arn))
+    if trace is not None:
+        shown = request if reveal_secrets else _draft(parameters, {"AuthParameters": {}}, _region(arn))
+        trace["request"] = _traced_request(shown)
     response = await exchange(request)
+    if trace is not None:
+        trace["response"] = _traced_response(response)
     if 200 <= response.status < 300:
         return AttemptSucceeded(dumps(_result(response)))
     if response.status in (401, 407):
         connections.forget_token(arn)  # the token may have been revoked: the next attempt fetches a new one
     return AttemptFailed(f"{STATUS_CODE}{response.status}", response.reason)
+
+
+def _traced_request(request: Request) -> dict[str, str]:
+    """TestState's inspectionData.request (inferred: the header and body texts' layout)."""
+    shown = {"protocol": urlsplit(request.url).scheme, "method": request.method, "url": request.url,
+             "headers": _header_text(request.headers)}
+    if request.body is not None:
+        shown["body"] = request.body.decode("utf-8", errors="replace")
+    return shown
+
+
+def _traced_response(response: Response) -> dict[str, str]:
+    return {"protocol": "https" if response.tls else "http", "statusCode": str(response.status),
+            "statusMessage": response.reason, "headers": _header_text(response.headers),
+            "body": response.body.decode("utf-8", errors="replace")}
+
+
+def _header_text(headers: list[tuple[str, str]]) -> str:
+    return "\r\n".join(f"{name}: {value}" for name, value in headers)
 
 
 # ---- building the request ------------------------------------------------------------------------------------
@@ -471,7 +500,8 @@ async def exchange(request: Request) -> Response:
     try:
         writer.write(wire)
         await writer.drain()
-        return await _read_response(connection, reader)
+        response = await _read_response(connection, reader)
+        return dataclasses.replace(response, tls=target.tls)
     except OSError as error:
         raise Failure(SOCKET, f"The connection to {target.authority} failed: {_reason(error)}") from None
     except h11.RemoteProtocolError as error:

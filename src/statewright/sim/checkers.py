@@ -24,14 +24,16 @@ _SCHEDULED = frozenset({"ActivityScheduled", "TaskScheduled"})
 _STARTED = frozenset({"ActivityStarted", "TaskStarted"})
 _ANSWERED = frozenset({"ActivitySucceeded", "ActivityFailed", "TaskSucceeded", "TaskFailed"})
 _FAN_OUT_STARTS = frozenset({"ParallelStateStarted", "MapStateStarted", "MapIterationStarted"})
+REDRIVEN = "ExecutionRedriven"
 
 
 _JOB_RUN = re.compile(r'"jr-(\d+)"')
 
 
 def history_problems(where: str, events: list[dict[str, Any]], closed: bool) -> list[str]:
-    """Ids 1..n with no gap or repeat, ExecutionStarted first and once, previousEventId pointing backwards, and
-    (when the execution closed) exactly one terminal event, the last."""
+    """Ids 1..n with no gap or repeat, ExecutionStarted first and once, previousEventId pointing backwards, and one
+    terminal event per attempt: each but the last followed at once by ExecutionRedriven, and (when the execution
+    closed) the last event."""
     problems = []
     ids = [event["id"] for event in events]
     if ids != list(range(1, len(ids) + 1)):
@@ -40,11 +42,13 @@ def history_problems(where: str, events: list[dict[str, Any]], closed: bool) -> 
     types = [event["type"] for event in events]
     if types.count("ExecutionStarted") != 1 or types[:1] != ["ExecutionStarted"]:
         problems.append(f"{where}: ExecutionStarted is not first and once: {types[:3]}...")
-    terminal = [t for t in types if t in TERMINAL_EVENTS]
-    if closed and (len(terminal) != 1 or types[-1:] != terminal):
-        problems.append(f"{where}: not exactly one terminal event at the end: {terminal}, last {types[-1:]}")
-    if not closed and terminal:
-        problems.append(f"{where}: RUNNING but its history holds {terminal}")
+    ends = [index for index, kind in enumerate(types) if kind in TERMINAL_EVENTS]
+    redrives = [index for index, kind in enumerate(types) if kind == REDRIVEN]
+    if [index + 1 for index in ends[:len(redrives)]] != redrives or len(ends) - len(redrives) != int(closed):
+        problems.append(f"{where}: terminal events at {ends} and redrives at {redrives} do not alternate "
+                        f"({'closed' if closed else 'running'})")
+    elif closed and ends[-1] != len(types) - 1:
+        problems.append(f"{where}: the last terminal event is not the last event: {types[-1:]}")
     for event in events:
         if not 0 <= event["previousEventId"] < event["id"]:
             problems.append(f"{where}: event {event['id']} has previousEventId {event['previousEventId']}")
@@ -64,6 +68,115 @@ def _attempt_order_problems(where: str, types: list[str]) -> list[str]:
             return [f"{where}: event {index} ({kind}) leaves {scheduled} scheduled, {started} started, "
                     f"{answered} answered"]
     return []
+
+
+def redrive_problems(where: str, events: list[dict[str, Any]], definition: dict[str, Any]) -> list[str]:
+    """A redrive's invariant, over each attempt after the first: it begins with ExecutionRedriven (counting
+    redrives from 1) right after the attempt before closed, and it enters no state that had succeeded (exited)
+    before unless that state is downstream of one the attempt before left unfinished (entered, not exited); a Map
+    left unfinished starts none of the iterations that had succeeded (Maps entered once in each attempt)."""
+    problems: list[str] = []
+    starts = [index for index, event in enumerate(events) if event["type"] == REDRIVEN]
+    graph = _Graph(definition)
+    for count, start in enumerate(starts, 1):
+        redriven = events[start]
+        if redriven.get("executionRedrivenEventDetails") != {"redriveCount": count}:
+            problems.append(f"{where}: redrive {count} records {redriven.get('executionRedrivenEventDetails')}")
+        if events[start - 1]["type"] not in TERMINAL_EVENTS or redriven["previousEventId"] != redriven["id"] - 1:
+            problems.append(f"{where}: redrive {count} (event {redriven['id']}) does not follow a closed attempt")
+        before = events[(starts[count - 2] if count > 1 else 0):start]
+        after = events[start:(starts[count] if count < len(starts) else len(events))]
+        succeeded = {_name(event, "stateExitedEventDetails") for event in events[:start] if event["type"]
+                     .endswith("StateExited")}
+        entered = Counter(_name(event, "stateEnteredEventDetails") for event in before
+                          if event["type"].endswith("StateEntered"))
+        exited = Counter(_name(event, "stateExitedEventDetails") for event in before
+                         if event["type"].endswith("StateExited"))
+        unfinished = {name for name, times in entered.items() if times > exited[name]}
+        allowed = graph.downstream(unfinished)
+        for event in after:
+            name = _name(event, "stateEnteredEventDetails") if event["type"].endswith("StateEntered") else None
+            if name in succeeded and name not in allowed:
+                problems.append(f"{where}: redrive {count} entered {name} again (event {event['id']}), which had "
+                                f"succeeded and is not downstream of {sorted(unfinished)}")
+        problems += _map_reruns(where, count, before, after, unfinished)
+    return problems
+
+
+def _name(event: dict[str, Any], key: str) -> str:
+    return event[key]["name"]
+
+
+def _map_reruns(where: str, count: int, before: list[dict[str, Any]], after: list[dict[str, Any]],
+                unfinished: set[str]) -> list[str]:
+    def once(events: list[dict[str, Any]]) -> set[str]:
+        times = Counter(_name(event, "stateEnteredEventDetails") for event in events
+                        if event["type"] == "MapStateEntered")
+        return {name for name, n in times.items() if n == 1}
+
+    def indexes(events: list[dict[str, Any]], kind: str, key: str, name: str) -> set[int]:
+        return {event[key]["index"] for event in events if event["type"] == kind and event[key]["name"] == name}
+
+    problems = []
+    for name in once(before) & once(after) & unfinished:
+        done = indexes(before, "MapIterationSucceeded", "mapIterationSucceededEventDetails", name)
+        again = indexes(after, "MapIterationStarted", "mapIterationStartedEventDetails", name)
+        if done & again:
+            problems.append(f"{where}: redrive {count} ran iterations {sorted(done & again)} of {name} again, "
+                            "which had succeeded")
+    return problems
+
+
+class _Graph:
+    """Which states follow which in a definition: Next, Default, Choices and Catch within a States collection,
+    and into every state of a Parallel's branches or a Map's processor once that state is entered afresh."""
+
+    def __init__(self, definition: dict[str, Any]) -> None:
+        self.edges: dict[str, set[str]] = defaultdict(set)
+        self.inside: dict[str, set[str]] = defaultdict(set)  # a fan-out state -> every state of its children
+        self.enclosing: dict[str, str] = {}  # a state -> the fan-out state whose child it is in
+        self.maps: set[str] = set()
+        self.retried: set[str] = set()  # fan-out states with a Retry: one reruns every child
+        self._collect(definition)
+
+    def _collect(self, machine: dict[str, Any], enclosing: str | None = None) -> set[str]:
+        names = set(machine["States"])
+        for name, state in machine["States"].items():
+            if enclosing is not None:
+                self.enclosing[name] = enclosing
+            targets = {state.get("Next"), state.get("Default"), *(c.get("Next") for c in state.get("Choices", ())),
+                       *(c.get("Next") for c in state.get("Catch", ()))}
+            self.edges[name] |= {target for target in targets if target}
+            for child in [*state.get("Branches", ()), *filter(None, [state.get("ItemProcessor") or
+                                                                      state.get("Iterator")])]:
+                self.inside[name] |= self._collect(child, name)
+            names |= self.inside[name]
+            if state["Type"] == "Map":
+                self.maps.add(name)
+            if state.get("Retry") and self.inside[name]:
+                self.retried.add(name)
+        return names
+
+    def downstream(self, starts: set[str]) -> set[str]:
+        """The states reachable from ``starts``: a fan-out's children entered afresh are reachable from the states
+        after it; those of an unfinished Parallel only from its unfinished children, and any of an unfinished Map,
+        whose iterations not started yet begin afresh (``_map_reruns`` checks those that had succeeded); and a
+        failure inside a fan-out with a Retry reruns all of its children."""
+        seen: set[str] = set()
+        todo = [*starts, *(inner for name in starts & self.maps for inner in self.inside[name])]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo += self.edges[name]
+            todo += [inner for target in self.edges[name] for inner in self.inside[target]]
+            fan_out = self.enclosing.get(name)
+            while fan_out is not None:
+                if fan_out in self.retried:
+                    todo += self.inside[fan_out]
+                fan_out = self.enclosing.get(fan_out)
+        return seen
 
 
 def read_history(store: Store, arn: str) -> list[dict[str, Any]]:
@@ -88,6 +201,8 @@ class Ledger:
     fenced_writes: int = 0  # writes sent with a range id that had moved (each must have been rejected)
 
     early_timers: list[str] = field(default_factory=list)
+    # Redrives asked for: each execution's history as it stood just before (it must stay a prefix).
+    redriven: dict[str, list[list[dict[str, Any]]]] = field(default_factory=lambda: defaultdict(list))
     # The engine's bound on states one transition step enters (Limits.apply_states_max), and the writes past it.
     states_max: int | None = None
     oversized_steps: list[str] = field(default_factory=list)
@@ -135,6 +250,12 @@ def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liv
         events = read_history(store, arn)
         problems += history_problems(arn, events, status in CLOSED)
         problems += _job_problems(arn, events, ledger, liveness and status in CLOSED)
+        problems += [f"{arn}: the history before a redrive ({len(before)} events) is not kept as it was"
+                     for before in ledger.redriven.get(arn, ()) if events[:len(before)] != before]
+        if any(event["type"] == REDRIVEN for event in events):
+            raw = orjson.loads(blob)
+            definition = store.get_revision(raw["state_machine_arn"], raw["revision_id"])[0]
+            problems += redrive_problems(arn, events, orjson.loads(definition))
     problems += [f"{arn}: attempt {sid} handed out {n} times" for (arn, sid), n in ledger.attempts_started.items()
                  if n > 1]
     problems += [f"{arn}: timer {timer_id} due at {due} applied {n} times"

@@ -47,6 +47,7 @@ from ..engine.commands import (
     CompleteAttempt,
     EngineUnavailable,
     Heartbeat,
+    RedriveExecution,
     StartAttempt,
     StartExecution,
     StopExecution,
@@ -60,7 +61,7 @@ from ..engine.tokens import InvalidToken, TaskTokens
 from ..store.base import ActivityRecord, Dispatch, StateMachineRecord, StoreUnavailable
 from ..store.sqlite import SqliteStore
 from . import workload
-from .checkers import CLOSED, Ledger, all_executions, check_all
+from .checkers import CLOSED, Ledger, all_executions, check_all, read_history
 from .faults import ALL_FAULTS, Crash, Faults, FaultyStore
 
 ACCOUNT = "123456789012"
@@ -83,6 +84,7 @@ SIM_LIMITS = Limits(tick_commands_max=64, refill_rows_max=16, timer_window_max=4
                     apply_states_max=3)
 LEASES = LeaseSettings()  # the defaults a server runs with: 10 s leases renewed every 3 s
 FORWARD_TIMEOUT_MS = 2_000  # a forwarded call that was lost fails its sender after this
+REDRIVABLE = frozenset({"FAILED", "ABORTED", "TIMED_OUT"})
 SETTLE_MS = 4 * LEASES.lease_ms  # after the liveness phase: time for the membership to settle before it is checked
 
 
@@ -107,13 +109,14 @@ class SimResult:
     virtual_ms: int
     attempts: int = 0  # activity attempts handed to simulated workers
     tokens: int = 0  # task tokens answered from children's inputs
+    redrives: int = 0  # redrives the engine answered with a new redrive
 
     def line(self) -> str:
         faults = sum(self.injected.values())
         verdict = "ok" if not self.violations else f"{len(self.violations)} VIOLATIONS"
         return (f"seed {self.config.seed}: {self.executions} executions ({self.closed} closed), {self.attempts} "
-                f"attempts, {self.tokens} tokens, {faults} faults injected, {self.virtual_ms // 1000} s virtual: "
-                f"{verdict}")
+                f"attempts, {self.tokens} tokens, {self.redrives} redrives, {faults} faults injected, "
+                f"{self.virtual_ms // 1000} s virtual: {verdict}")
 
 
 def replay_command(config: SimConfig) -> str:
@@ -214,6 +217,8 @@ class _Run:
         self._incarnation = 0
         self.active = True
         self.started = 0
+        self.redrives = 0  # asked for
+        self.redrives_done = 0
         self.tokens_answered: set[str] = set()
         self.children_seen: set[str] = set()  # children whose input was looked at for a token
         self.machines: list[tuple[str, workload.MachineSpec]] = []
@@ -339,7 +344,8 @@ class _Run:
             node.store.inner.close()
         self.reader.close()
         return SimResult(self.config, dict(self.faults.injected), violations, len(self.ledger.acknowledged),
-                         closed, self.now_ms - START_MS, len(self.ledger.attempts_started), len(self.tokens_answered))
+                         closed, self.now_ms - START_MS, len(self.ledger.attempts_started), len(self.tokens_answered),
+                         self.redrives_done)
 
     def _drive(self) -> None:
         """The active phase, then the faults stop and time runs on until every execution closed (or the bound)."""
@@ -497,6 +503,7 @@ class _Run:
             self._check_committed(command, before, result)
             if isinstance(command, StartExecution) and isinstance(result, int):
                 self.ledger.acknowledged.setdefault(command.arn, result)
+            self.redrives_done += isinstance(command, RedriveExecution) and result == self.now_ms
             if on_reply is not None:
                 on_reply(result)
 
@@ -505,7 +512,8 @@ class _Run:
         may be accepted only for an attempt that was pending (invariant 3)."""
         version, pending = before
         changed = (isinstance(command, StartExecution) and isinstance(result, int) and version == 0) or (
-            isinstance(command, StartAttempt | CompleteAttempt | Heartbeat) and result is True)
+            isinstance(command, StartAttempt | CompleteAttempt | Heartbeat) and result is True) or (
+            isinstance(command, RedriveExecution) and isinstance(result, int) and result == self.now_ms)
         if changed and self._committed(command.arn)[0] <= version:
             self.ledger.bad_replies.append(f"{command.arn}: {type(command).__name__} answered {result!r} before "
                                              "its commit was visible")
@@ -521,6 +529,8 @@ class _Run:
             self._start_execution()
         elif roll < 0.68:
             self._stop_execution()
+        elif roll < 0.76:
+            self._redrive_execution()
         else:
             self._start_execution(again=True)
 
@@ -544,6 +554,17 @@ class _Run:
     def _stop_execution(self) -> None:
         arn = self.rng.choice(sorted(self.ledger.acknowledged))
         self.submit(StopExecution(arn, "Sim.Stopped", "stopped by the simulated client"))
+
+    def _redrive_execution(self) -> None:
+        """Redrive an execution that closed unsuccessfully (now and then with a token used before: answered as it
+        was, no second redrive)."""
+        arn = self.rng.choice(sorted(self.ledger.acknowledged))
+        if self._status(arn) not in REDRIVABLE:
+            return
+        self.redrives += 1
+        token = f"t{self.rng.randrange(self.redrives)}" if self.rng.random() < 0.2 else f"t{self.redrives}"
+        self.ledger.redriven[arn].append(read_history(self.reader, arn))
+        self.submit(RedriveExecution(arn, token))
 
     def _answer_tokens(self) -> None:
         """Task tokens travel in the input of waitForTaskToken children: an approver answers each once found."""

@@ -130,6 +130,8 @@ class ExecutionWrite:
     # What the execution was started through, kept on its row (for ListExecutions); only the first write's count.
     version_arn: str | None = None
     alias_arn: str | None = None
+    redrive_count: int = 0  # on the row too (ListExecutions' redriveCount, redriveDate and redriveFilter)
+    redrive_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +251,8 @@ class ExecutionSummary:
     stop_ms: int | None
     version_arn: str | None = None
     alias_arn: str | None = None
+    redrive_count: int = 0
+    redrive_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,9 +351,11 @@ class Store(ABC):
 
     @abstractmethod
     def list_executions(self, state_machine_arn: str, status: str | None, limit: int, cursor: str | None,
-                        version_arn: str | None = None, alias_arn: str | None = None) -> Page:
+                        version_arn: str | None = None, alias_arn: str | None = None,
+                        redriven: bool | None = None) -> Page:
         """ExecutionSummary items, newest start first; ValueError for a cursor this store did not make. With
-        ``version_arn`` (or ``alias_arn``) only the executions started on that version (or through that alias)."""
+        ``version_arn`` (or ``alias_arn``) only the executions started on that version (or through that alias);
+        with ``redriven`` only those redriven at least once (True) or never (False)."""
 
     @abstractmethod
     def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:

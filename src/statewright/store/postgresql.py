@@ -52,6 +52,8 @@ from .base import (
     VersionRouted,
 )
 from .shared import (
+    EXECUTION_COLUMNS,
+    SUMMARY_COLUMNS,
     activity_of,
     activity_row,
     alias_blob,
@@ -64,6 +66,7 @@ from .shared import (
     prefix_range,
     record_blob,
     record_of,
+    redriven_clause,
     routed_by,
     update_row,
     version_blob,
@@ -145,6 +148,9 @@ _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection], None], ...], ...] 
     (  # 4: asynchronous express starts, run again by a shard's next owner
         'CREATE TABLE express_starts (shard_id integer NOT NULL, execution_arn text COLLATE "C" NOT NULL, '
         "command bytea NOT NULL, PRIMARY KEY (shard_id, execution_arn))",
+    ),
+    (  # 5: redrives, counted on the execution row (ListExecutions' redriveCount, redriveDate and redriveFilter)
+        "ALTER TABLE executions ADD COLUMN redrive_count integer NOT NULL DEFAULT 0, ADD COLUMN redrive_ms bigint",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -508,11 +514,11 @@ class PostgresStore(Store):
             return _PostgresOpenCount(self)
 
     def list_executions(self, state_machine_arn: str, status: str | None, limit: int, cursor: str | None,
-                        version_arn: str | None = None, alias_arn: str | None = None) -> Page:
+                        version_arn: str | None = None, alias_arn: str | None = None,
+                        redriven: bool | None = None) -> Page:
         column, arn = ("version_arn", version_arn) if version_arn is not None else (
             ("alias_arn", alias_arn) if alias_arn is not None else ("state_machine_arn", state_machine_arn))
-        sql = ("SELECT arn, state_machine_arn, name, status, start_ms, stop_ms, version_arn, alias_arn "
-               f"FROM executions WHERE {column} = %s")
+        sql = f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE {column} = %s{redriven_clause(redriven)}"
         args: list[Any] = [arn]
         if status:
             sql += " AND status = %s"
@@ -907,12 +913,14 @@ def _queue_rows(db: psycopg.Connection, live: list[tuple[int, ExecutionWrite]]) 
             [end.status for _, end in inserts], [one.start_ms for one, _ in inserts],
             [end.stop_ms for _, end in inserts], [end.version for _, end in inserts],
             [end.state for _, end in inserts], [one.version_arn for one, _ in inserts],
-            [one.alias_arn for one, _ in inserts])))
+            [one.alias_arn for one, _ in inserts], [end.redrive_count for _, end in inserts],
+            [end.redrive_ms for _, end in inserts])))
     if updates:
         cursors.append(db.execute(_UPDATE_EXECUTIONS, (
             [one.arn for one, _ in updates], [one.expected_version for one, _ in updates],
             [end.status for _, end in updates], [end.stop_ms for _, end in updates],
-            [end.version for _, end in updates], [end.state for _, end in updates])))
+            [end.version for _, end in updates], [end.state for _, end in updates],
+            [end.redrive_count for _, end in updates], [end.redrive_ms for _, end in updates])))
     return cursors, len(first)
 
 
@@ -930,16 +938,19 @@ def _columns(rows: list[tuple], width: int) -> list[list[Any]]:
 
 # Array parameters go as %b (binary): a bytea array in text would be hex-escaped, several times slower to send.
 _INSERT_EXECUTIONS = (
-    "INSERT INTO executions SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::integer[], %b::text[], "
-    "%b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::text[]) ON CONFLICT DO NOTHING")
+    f"INSERT INTO executions ({EXECUTION_COLUMNS}) SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], "
+    "%b::integer[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::text[], "
+    "%b::integer[], %b::bigint[]) ON CONFLICT DO NOTHING")
 _UPDATE_EXECUTIONS = (
-    "UPDATE executions e SET status = u.status, stop_ms = u.stop_ms, version = u.version, state = u.state "
-    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bytea[]) "
-    "AS u(arn, expected, status, stop_ms, version, state) WHERE e.arn = u.arn AND e.version = u.expected")
-_INSERT_EXECUTION = ("INSERT INTO executions VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "UPDATE executions e SET status = u.status, stop_ms = u.stop_ms, version = u.version, state = u.state, "
+    "redrive_count = u.redrive_count, redrive_ms = u.redrive_ms "
+    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bytea[], %b::integer[], "
+    "%b::bigint[]) AS u(arn, expected, status, stop_ms, version, state, redrive_count, redrive_ms) "
+    "WHERE e.arn = u.arn AND e.version = u.expected")
+_INSERT_EXECUTION = (f"INSERT INTO executions ({EXECUTION_COLUMNS}) VALUES ({', '.join(['%s'] * 13)}) "
                      "ON CONFLICT DO NOTHING")
-_UPDATE_EXECUTION = ("UPDATE executions SET status = %s, stop_ms = %s, version = %s, state = %s "
-                     "WHERE arn = %s AND version = %s")
+_UPDATE_EXECUTION = ("UPDATE executions SET status = %s, stop_ms = %s, version = %s, state = %s, redrive_count = %s, "
+                     "redrive_ms = %s WHERE arn = %s AND version = %s")
 _INSERT_HISTORY = (
     "INSERT INTO history SELECT * FROM unnest(%b::text[], %b::bigint[], %b::bigint[], %b::bytea[]) "
     "ON CONFLICT (execution_arn, first_event_id) DO UPDATE "

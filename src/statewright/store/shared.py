@@ -30,15 +30,34 @@ def groups(live: list[tuple[int, ExecutionWrite]]) -> list[list[tuple[int, Execu
     return found
 
 
+# An execution row's columns, as both stores insert them (named: a migrated table may hold them in another order).
+EXECUTION_COLUMNS = ("arn, state_machine_arn, name, shard_id, status, start_ms, stop_ms, version, state, version_arn, "
+                     "alias_arn, redrive_count, redrive_ms")
+
+
 def insert_row(write: ExecutionWrite) -> tuple:
-    """The execution row's columns, in table order."""
+    """The execution row's columns, in EXECUTION_COLUMNS' order."""
     return (write.arn, write.state_machine_arn, write.name, write.shard_id, write.status, write.start_ms,
-            write.stop_ms, write.version, write.state, write.version_arn, write.alias_arn)
+            write.stop_ms, write.version, write.state, write.version_arn, write.alias_arn, write.redrive_count,
+            write.redrive_ms)
 
 
 def update_row(write: ExecutionWrite) -> tuple:
-    """(status, stop_ms, version, state) to set, then (arn, expected version) to match."""
-    return write.status, write.stop_ms, write.version, write.state, write.arn, write.expected_version
+    """(status, stop_ms, version, state, redrive_count, redrive_ms) to set, then (arn, expected version) to match."""
+    return (write.status, write.stop_ms, write.version, write.state, write.redrive_count, write.redrive_ms, write.arn,
+            write.expected_version)
+
+
+# ExecutionSummary's fields, as both stores select them.
+SUMMARY_COLUMNS = ("arn, state_machine_arn, name, status, start_ms, stop_ms, version_arn, alias_arn, redrive_count, "
+                   "redrive_ms")
+
+
+def redriven_clause(redriven: bool | None) -> str:
+    """ListExecutions' redriveFilter as SQL (both stores spell it alike)."""
+    if redriven is None:
+        return ""
+    return " AND redrive_count > 0" if redriven else " AND redrive_count = 0"
 
 
 def record_blob(record: StateMachineRecord) -> bytes:

@@ -42,6 +42,8 @@ from .base import (
     VersionRouted,
 )
 from .shared import (
+    EXECUTION_COLUMNS,
+    SUMMARY_COLUMNS,
     activity_of,
     activity_row,
     alias_blob,
@@ -54,6 +56,7 @@ from .shared import (
     prefix_range,
     record_blob,
     record_of,
+    redriven_clause,
     routed_by,
     update_row,
     version_blob,
@@ -81,7 +84,8 @@ CREATE TABLE IF NOT EXISTS revisions (
 CREATE TABLE IF NOT EXISTS executions (
     arn TEXT PRIMARY KEY, state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, shard_id INTEGER NOT NULL,
     status TEXT NOT NULL, start_ms INTEGER NOT NULL, stop_ms INTEGER, version INTEGER NOT NULL,
-    state BLOB NOT NULL, version_arn TEXT, alias_arn TEXT);
+    state BLOB NOT NULL, version_arn TEXT, alias_arn TEXT, redrive_count INTEGER NOT NULL DEFAULT 0,
+    redrive_ms INTEGER);
 CREATE INDEX IF NOT EXISTS executions_by_machine ON executions (state_machine_arn, start_ms DESC, arn DESC);
 CREATE TABLE IF NOT EXISTS history (
     execution_arn TEXT NOT NULL, first_event_id INTEGER NOT NULL, last_event_id INTEGER NOT NULL,
@@ -103,8 +107,7 @@ CREATE TABLE IF NOT EXISTS express_starts (
     shard_id INTEGER NOT NULL, execution_arn TEXT NOT NULL, command BLOB NOT NULL,
     PRIMARY KEY (shard_id, execution_arn)) WITHOUT ROWID;
 """
-SCHEMA_VERSION = 4  # recorded in meta 'schema_version'; a database without one was written at version 1
-# Version 4: asynchronous express starts (their table is in _SCHEMA).
+SCHEMA_VERSION = 5  # recorded in meta 'schema_version'; a database without one was written at version 1
 # Version 2: the outbox's activity ARN and claim time (Store.claim_activity_task). No index on them: one node on
 # its own file never claims (its matcher is fed by its engine), and an index would cost every task two writes.
 _TO_VERSION_2 = (
@@ -121,6 +124,12 @@ _TO_VERSION_3 = (
     "ALTER TABLE executions ADD COLUMN version_arn TEXT",
     "ALTER TABLE executions ADD COLUMN alias_arn TEXT",
     "ALTER TABLE activities ADD COLUMN encryption BLOB",
+)
+# Version 4: asynchronous express starts (their table is in _SCHEMA).
+# Version 5: redrives, counted on the execution row (ListExecutions' redriveCount, redriveDate and redriveFilter).
+_TO_VERSION_5 = (
+    "ALTER TABLE executions ADD COLUMN redrive_count INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE executions ADD COLUMN redrive_ms INTEGER",
 )
 # After the migrations (the columns must exist). Partial: executions started on the latest revision cost nothing.
 _INDEXES = (
@@ -164,6 +173,9 @@ class SqliteStore(Store):
                 db.executemany("UPDATE state_machines SET record = ? WHERE arn = ?",
                                [(with_initial_revision(record), arn)
                                 for arn, record in db.execute("SELECT arn, record FROM state_machines").fetchall()])
+            if not _has_column(db, "executions", "redrive_count"):
+                for statement in _TO_VERSION_5:
+                    db.execute(statement)
             for statement in _INDEXES:
                 db.execute(statement)
             db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -411,10 +423,10 @@ class SqliteStore(Store):
         return _SqliteOpenCount(self.path)
 
     def list_executions(self, state_machine_arn: str, status: str | None, limit: int, cursor: str | None,
-                        version_arn: str | None = None, alias_arn: str | None = None) -> Page:
+                        version_arn: str | None = None, alias_arn: str | None = None,
+                        redriven: bool | None = None) -> Page:
         column, arn = _listed_by(state_machine_arn, version_arn, alias_arn)
-        sql = ("SELECT arn, state_machine_arn, name, status, start_ms, stop_ms, version_arn, alias_arn "
-               f"FROM executions WHERE {column} = ?")
+        sql = (f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE {column} = ?{redriven_clause(redriven)}")
         args: list[Any] = [arn]
         if status:
             sql += " AND status = ?"
@@ -771,8 +783,8 @@ def _insert_tags(db: sqlite3.Connection, arn: str, tags: Mapping[str, str] | Non
 _VARIABLES_MAX = 500  # bound parameters per statement, well under SQLite's limit
 _INSERT_DISPATCH = ("INSERT OR REPLACE INTO outbox (shard_id, execution_arn, dispatch_id, payload, seq, activity_arn) "
                     "VALUES (?, ?, ?, ?, ?, ?)")
-_INSERT_EXECUTION = "INSERT OR IGNORE INTO executions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_EXECUTION = f"INSERT OR IGNORE INTO executions ({EXECUTION_COLUMNS}) VALUES ({', '.join('?' * 13)})"
 _ACTIVITY_COLUMNS = "arn, name, created_ms, encryption"
-_UPDATE_EXECUTION = ("UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ? "
-                     "WHERE arn = ? AND version = ?")
+_UPDATE_EXECUTION = ("UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ?, redrive_count = ?, "
+                     "redrive_ms = ? WHERE arn = ? AND version = ?")
 

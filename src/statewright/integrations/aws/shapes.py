@@ -118,6 +118,62 @@ def _out(shape: Shape, value: Any, is_payload: bool = False) -> Any:
     return value
 
 
+def result_problems(shape: Shape | None, value: Any, *, strict: bool, payload: str | None = None,
+                    extra: frozenset[str] = frozenset()) -> list[str]:
+    """Where a Task result given for an operation whose output is ``shape`` (a TestState mock) does not fit it, as
+    Step Functions spells the output: every present field must be a member of its type, and with ``strict`` every
+    required member must be present. ``payload``: a member that holds any JSON (a Lambda payload); ``extra``:
+    top-level fields the integration adds (SdkHttpMetadata)."""
+    if shape is None:
+        return []
+    return _fit(shape, value, "", strict, payload, extra)
+
+
+_SCALARS: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "long": (int,), "float": (int, float),
+                                         "double": (int, float), "boolean": (bool,), "timestamp": (str, int, float),
+                                         "blob": (str,)}
+
+
+def _fit(shape: Shape, value: Any, where: str, strict: bool, payload: str | None = None,
+         extra: frozenset[str] = frozenset()) -> list[str]:
+    kind = shape.type_name
+    here = where or "the result"
+    if kind == "structure":
+        if not isinstance(value, dict):
+            return [f"{here} must be an object"]
+        members = member_names(shape)
+        problems = []
+        for key, item in value.items():
+            if key in extra or (members.get(key) == payload and payload is not None):
+                continue
+            if key not in members:
+                problems.append(f"{where + '.' if where else ''}{key} is not a field of the API's output")
+            else:
+                problems += _fit(shape.members[members[key]], item, f"{where + '.' if where else ''}{key}", strict)
+        if strict:
+            problems += [f"{where + '.' if where else ''}{_pascal(name)} is required" for name in shape.required_members
+                         if _pascal(name) not in value]
+        return problems
+    if kind == "list":
+        if not isinstance(value, list):
+            return [f"{here} must be an array"]
+        return [problem for index, item in enumerate(value) for problem in _fit(shape.member, item,
+                                                                                 f"{where}[{index}]", strict)]
+    if kind == "map":
+        if not isinstance(value, dict):
+            return [f"{here} must be an object"]
+        return [problem for key, item in value.items() for problem in _fit(shape.value, item, f"{where}.{key}",
+                                                                            strict)]
+    expected = _SCALARS.get(kind)
+    if expected is None or value is None:
+        return []
+    if not isinstance(value, expected) or (kind != "boolean" and isinstance(value, bool)):
+        return [f"{here} must be of type {kind}"]
+    if kind == "string" and shape.enum and value not in shape.enum:
+        return [f"{here} must be one of {', '.join(shape.enum)}"]
+    return []
+
+
 def timestamp(value: datetime.datetime) -> str:
     """ISO 8601 in UTC, as the AWS SDK for Java writes an Instant: milliseconds only when there are any."""
     value = value.astimezone(datetime.UTC)

@@ -1,0 +1,73 @@
+"""Redrive is one durable transition: a server killed with SIGKILL while redrives are in flight loses none that it
+answered, and a client that repeats an unanswered redrive with its clientToken after the restart gets exactly one
+redrive. Real server process, boto3."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from server import ROLE_ARN, ServerProcess, history, wait_closed
+from statewright.sim.checkers import history_problems
+
+EXECUTIONS = 24
+
+
+def test_redrives_survive_sigkill_and_a_repeated_client_token_redrives_once(tmp_path):
+    server = ServerProcess(tmp_path / "data", shards=4).start()
+    try:
+        sfn = server.client()
+        activity = sfn.create_activity(name="work")["activityArn"]
+        machine = sfn.create_state_machine(name="m", roleArn=ROLE_ARN, definition=json.dumps({
+            "StartAt": "Prepare", "States": {
+                "Prepare": {"Type": "Pass", "Result": 1, "ResultPath": "$.prepared", "Next": "Work"},
+                "Work": {"Type": "Task", "Resource": activity, "End": True}}}))["stateMachineArn"]
+        executions = [sfn.start_execution(stateMachineArn=machine, name=f"e{i}")["executionArn"]
+                      for i in range(EXECUTIONS)]
+        for _ in executions:
+            task = sfn.get_activity_task(activityArn=activity)
+            sfn.send_task_failure(taskToken=task["taskToken"], error="Broken")
+        assert all(wait_closed(sfn, arn)["status"] == "FAILED" for arn in executions)
+
+        answered: dict[str, object] = {}
+        tokens = {arn: str(uuid.uuid4()) for arn in executions}
+
+        def redrive(arn: str) -> None:
+            with contextlib.suppress(BotoCoreError, ClientError):  # the server died under it: outcome unknown
+                answered[arn] = server.client().redrive_execution(executionArn=arn, clientToken=tokens[arn])[
+                    "redriveDate"]
+
+        killer = threading.Timer(random.uniform(0.02, 0.2), server.kill)
+        killer.start()
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(redrive, executions))
+        killer.join()
+        server.kill()
+        server.start()
+        sfn = server.client()
+        for arn in executions:  # the client repeats what it did not hear back, with the same token
+            again = sfn.redrive_execution(executionArn=arn, clientToken=tokens[arn])["redriveDate"]
+            if arn in answered:
+                assert again == answered[arn], f"{arn}: an answered redrive was lost or repeated"
+        assert all(sfn.describe_execution(executionArn=arn)["redriveCount"] == 1 for arn in executions)
+
+        for _ in executions:
+            task = sfn.get_activity_task(activityArn=activity)
+            assert json.loads(task["input"]) == {"prepared": 1}
+            sfn.send_task_success(taskToken=task["taskToken"], output='"done"')
+        deadline = time.monotonic() + 30
+        for arn in executions:
+            assert wait_closed(sfn, arn, max(deadline - time.monotonic(), 1))["status"] == "SUCCEEDED"
+            events = history(sfn, arn)
+            assert history_problems(arn, events, closed=True) == []
+            types = [event["type"] for event in events]
+            assert types.count("ExecutionRedriven") == 1 and types.count("PassStateEntered") == 1
+    finally:
+        server.stop()
