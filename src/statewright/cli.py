@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--assume-machine-role", action="store_true",
                      help="make each AWS call as the state machine's role, assumed through the configured STS "
                           "endpoint (a Task's Credentials.RoleArn always is); off: the server's own credentials")
+    run.add_argument("--status-events-bus", default=None, metavar="NAME",
+                     help="send each execution status change to this EventBridge bus (PutEvents at the configured "
+                          "AWS endpoint, source aws.states), as Step Functions does (default: not sent)")
+    run.add_argument("--webhooks", type=Path, default=None, metavar="FILE",
+                     help="JSON array of http(s) URLs that each execution status change event is POSTed to")
     run.add_argument("--clock", choices=["wall", "virtual"], default="wall",
                      help="virtual: time also moves forward on request (`statewright clock advance`), so Waits, "
                           "retries and timeouts of days pass in a test at once; one server on SQLite (default wall)")
@@ -181,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
                               args.connections, tuned, args.store, secret, args.advertise, leases, http,
                               args.clock == "virtual", args.wait_scale, args.mock_config, args.functions,
-                              args.assume_machine_role, args.redrivable_days))
+                              args.assume_machine_role, args.redrivable_days,
+                              status_events_bus=args.status_events_bus, webhooks=args.webhooks))
 
 
 def _positive(text: str) -> int:

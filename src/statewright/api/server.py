@@ -27,6 +27,7 @@ from ..engine.mocks import InvalidMockConfig, MockConfig
 from ..integrations.aws import calls
 from ..integrations.aws.functions import LocalFunctions
 from ..integrations.http import Connections
+from ..integrations.status_events import read_webhooks
 from ..store import open_store
 from ..store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
 from . import channel, cluster
@@ -64,6 +65,8 @@ class ServerConfig:
     functions: Path | None = None  # --functions: Lambda functions served at local URLs
     assume_machine_role: bool = False  # --assume-machine-role: AWS calls made as the state machine's role
     redrivable_days: int = REDRIVABLE_MS // DAY_MS  # --redrivable-days: how long after closing it can be redriven
+    status_events_bus: str | None = None  # --status-events-bus: EventBridge bus of the status change events
+    webhooks: Path | None = None  # --webhooks: URLs the status change events are POSTed to
 
 
 class DataDirInUse(Exception):
@@ -174,9 +177,10 @@ def serve(config: ServerConfig) -> int:
         mocks = None if config.mock_config is None else _mocks(config.mock_config)
         connections = Connections(config.connections)
         functions = LocalFunctions(config.functions)
+        webhooks = read_webhooks(config.webhooks) if config.webhooks else []
         store, lock, where = _open(config, address)
     except (DataDirInUse, DataDirUnusable, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError,
-            OSError) as exc:  # InvalidFunctions is a ValueError
+            OSError) as exc:  # InvalidFunctions and InvalidWebhooks are ValueErrors
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
     virtual = None
@@ -189,7 +193,9 @@ def serve(config: ServerConfig) -> int:
         virtual = VirtualClock(store)
     engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
                     wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
-                    redrivable_ms=config.redrivable_days * DAY_MS)
+                    redrivable_ms=config.redrivable_days * DAY_MS,
+                    status_events=config.status_events_bus is not None or bool(webhooks))
+    status_events = {"bus": config.status_events_bus, "webhooks": webhooks}
     node = None  # a cluster node's membership
     if config.store:
         if not config.cluster_secret:
@@ -200,7 +206,8 @@ def serve(config: ServerConfig) -> int:
         node = _join(store, engine, address, config)
         service = Service(store, engine, config.account_id, connections, config.limits,
                           Forwarder(node.membership, config.cluster_secret, store.shard_count(), engine.metrics),
-                          functions=functions, assume_machine_role=config.assume_machine_role)
+                          functions=functions, assume_machine_role=config.assume_machine_role,
+                          status_events=status_events)
         service.membership_changed = node.wake
         service.leave = node.stop
         service.peers = node.others
@@ -208,7 +215,7 @@ def serve(config: ServerConfig) -> int:
         node.start()
     else:
         service = Service(store, engine, config.account_id, connections, config.limits, functions=functions,
-                          assume_machine_role=config.assume_machine_role)
+                          assume_machine_role=config.assume_machine_role, status_events=status_events)
         service.virtual_clock = virtual
         engine.start()
     engine.metrics.count_open_executions(store.open_count, None if node is None else RECOUNT_OPEN_S)

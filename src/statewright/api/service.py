@@ -32,6 +32,7 @@ from ..integrations.aws.tasks import AwsTasks
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.execution_logs import ExecutionLogs
 from ..integrations.http import Connections, HttpTasks
+from ..integrations.status_events import StatusEvents
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, Store, VersionRecord
 from . import arns
 from .arns import Scope
@@ -78,7 +79,9 @@ def seconds(epoch_ms: int) -> float:
 class Service:
     def __init__(self, store: Store, engine: Engine, account_id: str, connections: Connections | None = None,
                  limits: Limits | None = None, forwarder: Forwarder | None = None, *,
-                 functions: LocalFunctions | None = None, assume_machine_role: bool = False) -> None:
+                 functions: LocalFunctions | None = None, assume_machine_role: bool = False,
+                 status_events: dict[str, Any] | None = None) -> None:
+        """``status_events``: where the engine's status change events go ({"bus": ..., "webhooks": [...]})."""
         self.store = store
         self.engine = engine
         self.forwarder = forwarder  # several nodes: how commands reach the shards another node serves
@@ -114,6 +117,8 @@ class Service:
         HttpTasks(self.dispatcher, self.connections, self.limits)
         self.aws_clients = AwsClients(self.limits)
         self.aws = AwsTasks(self.dispatcher, self.aws_clients, functions, assume_machine_role)
+        self.status_events = StatusEvents(self.dispatcher, self.aws_clients, account_id, engine.room_again,
+                                          engine.metrics.registry, **(status_events or {}))
         engine.on_dispatch = self.dispatcher.submit
         self.logs = ExecutionLogs(self.aws_clients, self._logging_of)
         engine.on_history = self.logs.offer

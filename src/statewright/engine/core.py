@@ -67,7 +67,8 @@ FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could n
 PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-start", "start-attempt-twice",
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
                      "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
-                     "forward-once", "run-unbounded", "drop-job-stops", "redrive-from-start"})
+                     "forward-once", "run-unbounded", "drop-job-stops", "redrive-from-start",
+                     "status-before-commit"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 HELD = object()  # what _apply returns for a command whose reply an express run holds until it closes
 # A reply's write index at or below this waits for the tick's express start rows instead: index EXPRESS_ROWS - i
@@ -123,9 +124,10 @@ class Engine:
                  planted: frozenset[str] = frozenset(), wait_scale: float = 1.0,
                  evaluation_clock: Callable[[], float] | None = time.perf_counter,
                  mocks: MockConfig | None = None, resource_check: ResourceCheck | None = None,
-                 redrivable_ms: int = REDRIVABLE_MS) -> None:
+                 redrivable_ms: int = REDRIVABLE_MS, status_events: bool = False) -> None:
         """``resource_check``: how definitions' aws-sdk resources are checked (the API's catalogue of AWS services);
-        ``redrivable_ms``: how long after it closed an execution can be redriven."""
+        ``redrivable_ms``: how long after it closed an execution can be redriven; ``status_events``: dispatch a
+        status change event from each commit that changes an execution's status."""
         self.store = store
         self.redrivable_ms = redrivable_ms
         # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
@@ -144,7 +146,8 @@ class Engine:
         states_max = 10**9 if "run-unbounded" in planted else self.limits.apply_states_max
         self.services = decider.Services(self.tokens.mint, self.activities, evaluation_budget(
             self.limits, evaluation_clock), states_max, self.limits.apply_steps_max, self.limits.heavy_pause_ms,
-            wait_scale=wait_scale, mocks=mocks, resource_check=resource_check)
+            wait_scale=wait_scale, mocks=mocks, resource_check=resource_check, status_events=status_events,
+            redrivable_ms=redrivable_ms)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
         # landed or its row is read back; it must hand it on without blocking. One it cannot take goes back
         # through ``give_back``.
@@ -509,7 +512,7 @@ class Engine:
         if isinstance(command, StopExecution):
             if current is None:
                 return ExecutionDoesNotExist(command.arn)
-            decision = decider.stop(current, command.error, command.cause, now_ms)
+            decision = decider.stop(current, command.error, command.cause, now_ms, self.services)
             if decision is None:
                 return current.stop_ms
             self._stage(batch, decision, current.version, now_ms)
@@ -627,10 +630,14 @@ class Engine:
             for _, payload in decision.dispatches_added:  # written by the store with orjson too
                 orjson.dumps(payload)
         except TypeError as exc:  # orjson cannot write the data (nested too deeply): that execution fails, alone
-            decider.fail_unstorable(decision, now_ms, str(exc))
+            decider.fail_unstorable(decision, now_ms, str(exc), self.services)
             blob = state.to_blob()
         if self.planted and "drop-job-stops" in self.planted:  # abandoned AWS jobs are never stopped
             decision.dispatches_added[:] = [(i, p) for i, p in decision.dispatches_added if "cancel" not in p]
+        if self.planted and "status-before-commit" in self.planted:  # status events sent ahead of their commit
+            for dispatch_id, payload in decision.dispatches_added:
+                if payload["kind"] == "status":
+                    self.on_dispatch(Dispatch(state.shard_id, state.arn, dispatch_id, payload, 0))
         batch.staged[state.arn] = state
         batch.last_write[state.arn] = len(batch.writes)
         batch.states.append(state)

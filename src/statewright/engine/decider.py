@@ -73,6 +73,7 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int,
     if execution.version_arn is not None:
         details["stateMachineVersionArn"] = execution.version_arn
     step.emit("ExecutionStarted", "executionStartedEventDetails", details)
+    step.status_changed()
     timeout_ms = duration_ms_max
     if definition.timeout_seconds is not None:
         timeout_ms = min(definition.timeout_seconds * 1000, timeout_ms or definition.timeout_seconds * 1000)
@@ -118,6 +119,8 @@ def redrive(execution: ExecutionState, definition: Definition, now_ms: int, clie
     if client_token is not None:
         state.redrive_tokens = [*state.redrive_tokens[1 - REDRIVE_TOKENS_MAX:], [client_token, now_ms]]
     step.emit("ExecutionRedriven", "executionRedrivenEventDetails", {"redriveCount": state.redrive_count})
+    step.status_changed("PENDING_REDRIVE")  # as AWS reports a redrive: PENDING_REDRIVE, then RUNNING
+    step.status_changed()
     if definition.timeout_seconds is not None:
         step.add_timer(EXECUTION_TIMEOUT_TIMER, now_ms + definition.timeout_seconds * 1000)
     root = step.resumed[ROOT]
@@ -198,21 +201,22 @@ def heartbeat(execution: ExecutionState, definition: Definition, scheduled_id: i
     return step.decision
 
 
-def stop(execution: ExecutionState, error: str | None, cause: str | None, now_ms: int) -> Decision | None:
+def stop(execution: ExecutionState, error: str | None, cause: str | None, now_ms: int,
+         services: Services | None = None) -> Decision | None:
     """StopExecution: abort a running execution; None when it already closed."""
     if not execution.is_open:
         return None
     decision = Decision(execution.copy())
-    Step(decision, None, now_ms).close(ABORTED, "ExecutionAborted", "executionAbortedEventDetails",
+    Step(decision, None, now_ms, services).close(ABORTED, "ExecutionAborted", "executionAbortedEventDetails",
                                        without_none(error, cause), error=error, cause=cause, previous_event_id=0)
     return decision
 
 
-def fail_unstorable(decision: Decision, now_ms: int, reason: str) -> None:
+def fail_unstorable(decision: Decision, now_ms: int, reason: str, services: Services | None = None) -> None:
     """The state ``decision`` leaves cannot be encoded (a value built at run time nested deeper than the store
     writes): the execution fails with States.Runtime in the same decision instead, dropping the data, so one
     execution's values never stop the others or leave it running."""
-    Step(decision, None, now_ms).fail_execution(errors.RUNTIME, f"The execution's state could not be stored: "
+    Step(decision, None, now_ms, services).fail_execution(errors.RUNTIME, f"The execution's state could not be stored: "
                                                 f"{reason} (a value nested too deeply).")
     decision.state.halted = {}  # the flows hold that value: nothing to redrive
 

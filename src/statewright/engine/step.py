@@ -74,6 +74,10 @@ class Services:
     mocks: MockConfig | None = None  # serve --mock-config: what Task states of a test case answer instead
     # How a definition's aws-sdk resources are checked against the services the SDK models (asl/definition.py).
     resource_check: ResourceCheck | None = None
+    # serve --status-events-bus / --webhooks: every status change of a Standard execution dispatches its
+    # "Step Functions Execution Status Change" event from the commit that makes it (integrations/status_events.py).
+    status_events: bool = False
+    redrivable_ms: int = REDRIVABLE_MS  # how long a closed execution can be redriven (the events' redriveStatus)
 
 
 def poll_timer(task: TaskAttempt) -> str:
@@ -236,6 +240,18 @@ class Step:
         if execution.parent is not None:  # a .sync parent waits for this one: tell it, from the same commit
             self.add_dispatch("parent", {"kind": "parent", **execution.parent, "execution": execution.arn,
                                          "describe": describe_for_parent(execution)})
+        self.status_changed()
+
+    def status_changed(self, status: str | None = None) -> None:
+        """The execution's status changed in this step (to ``status``, else to the one it has now): with
+        Services.status_events, its status change event goes out from this commit. Express executions send none,
+        as on AWS."""
+        services = self.services
+        if services is None or not services.status_events or ":express:" in self.execution.arn:
+            return
+        detail = status_detail(self.execution, self.now_ms, services.redrivable_ms, status)
+        self.add_dispatch(f"status-{self.execution.next_event_id}-{detail['status']}",
+                          {"kind": "status", "detail": detail})
 
     # -- AWS jobs a .sync task polls (engine/tasks.py); a poll and a stop are dispatches to the integration
 
@@ -465,6 +481,29 @@ def context_object(execution: ExecutionState, state_name: str, entered_ms: int,
     if map_item is not None:
         context["Map"] = {"Item": {"Index": map_item[0], "Value": map_item[1]}}
     return context
+
+
+STATUS_EVENT_DATA_MAX = 240 * 1024  # input and output bytes an event carries (EventBridge takes 256 KB per event)
+
+
+def status_detail(execution: ExecutionState, now_ms: int, redrivable_ms: int,
+                  status: str | None = None) -> dict[str, Any]:
+    """The detail of a "Step Functions Execution Status Change" event, as AWS sends it: dates in epoch
+    milliseconds, null for what the execution lacks, input and output left out (``included`` false) when they
+    are too large for an event together."""
+    status = status or execution.status
+    data = (execution.input, execution.output)
+    included = sum(len(text.encode()) for text in data if text is not None) <= STATUS_EVENT_DATA_MAX
+    redrive, reason = redrive_status(execution, now_ms, redrivable_ms)
+    return {"executionArn": execution.arn, "stateMachineArn": execution.state_machine_arn, "name": execution.name,
+            "status": status, "startDate": execution.start_ms, "stopDate": execution.stop_ms,
+            "input": execution.input if included else None, "output": execution.output if included else None,
+            "inputDetails": {"included": included},
+            "outputDetails": None if execution.output is None else {"included": included},
+            "error": execution.error, "cause": execution.cause,
+            "stateMachineVersionArn": execution.version_arn, "stateMachineAliasArn": execution.alias_arn,
+            "redriveCount": execution.redrive_count, "redriveDate": execution.redrive_ms,
+            "redriveStatus": redrive, "redriveStatusReason": reason}
 
 
 def describe_for_parent(execution: ExecutionState) -> dict[str, Any]:

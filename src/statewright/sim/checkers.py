@@ -209,6 +209,8 @@ class Ledger:
 
     # Stops of the AWS jobs of .sync tasks (workload.JOB) the simulated service received, by (arn, scheduled id).
     jobs_stopped: Counter[tuple[str, int]] = field(default_factory=Counter)
+    # The status change events delivered, by execution ARN.
+    statuses_sent: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
     def started_attempt(self, arn: str, scheduled_id: int) -> None:
         self.attempts_started[(arn, scheduled_id)] += 1
@@ -250,6 +252,7 @@ def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liv
         events = read_history(store, arn)
         problems += history_problems(arn, events, status in CLOSED)
         problems += _job_problems(arn, events, ledger, liveness and status in CLOSED)
+        problems += _status_problems(arn, events, ledger.statuses_sent.get(arn, set()), liveness)
         problems += [f"{arn}: the history before a redrive ({len(before)} events) is not kept as it was"
                      for before in ledger.redriven.get(arn, ()) if events[:len(before)] != before]
         if any(event["type"] == REDRIVEN for event in events):
@@ -265,6 +268,23 @@ def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liv
     if liveness:
         problems += [f"{dispatch.execution_arn}: dispatch {dispatch.dispatch_id} left in the outbox after it closed"
                      for shard in range(store.shard_count()) for dispatch in store.pending_dispatches(shard)]
+    return problems
+
+
+_STATUSES = {"ExecutionStarted": ("RUNNING",), "ExecutionSucceeded": ("SUCCEEDED",), "ExecutionFailed": ("FAILED",),
+             "ExecutionTimedOut": ("TIMED_OUT",), "ExecutionAborted": ("ABORTED",),
+             "ExecutionRedriven": ("PENDING_REDRIVE", "RUNNING")}
+
+
+def _status_problems(arn: str, events: list[dict[str, Any]], sent: set[str], liveness: bool) -> list[str]:
+    """A status change event goes out for every status change the history holds, and for no other (none for a
+    transition that did not commit); once everything closed, each was delivered."""
+    expected = {status for event in events for status in _STATUSES.get(event["type"], ())}
+    problems = [f"{arn}: a {status} event was sent for a change its history does not hold"
+                for status in sorted(sent - expected)]
+    if liveness:
+        problems += [f"{arn}: no {status} event was sent for a committed change"
+                     for status in sorted(expected - sent)]
     return problems
 
 

@@ -242,7 +242,7 @@ class _Run:
                             clock=lambda: self.now_ms, cluster=self.cluster)
         self.ledger.states_max = limits.apply_states_max
         engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
-                        planted=self.config.planted, evaluation_clock=None)
+                        planted=self.config.planted, evaluation_clock=None, status_events=True)
         node = _Node(index, engine, store)
         holder.append(node)
         engine.deliver_replies = node.replies.extend
@@ -360,7 +360,7 @@ class _Run:
         for step in itertools.count():
             if step % 10 == 0:
                 self._answer_tokens()
-                if self._all_closed():
+                if self._all_closed() and self._outbox_empty():
                     break
             if not self._step(deadline):
                 break
@@ -593,6 +593,9 @@ class _Run:
         if dispatch.payload["kind"] == "glue":
             self.at(self.rng.choice((0, 50, 1000)), lambda: self._job(node, dispatch))
             return
+        if dispatch.payload["kind"] == "status":
+            self.at(self.rng.choice((0, 50, 1000)), lambda: self._status_event(node, dispatch))
+            return
         if dispatch.payload["kind"] != "activity":
             return
         self.at(self.rng.choice((0, 0, 50, 1000)), lambda: self._take(node, dispatch))
@@ -660,6 +663,13 @@ class _Run:
 
         self.submit(StartAttempt(*key, "sim-glue"), started)
 
+    def _status_event(self, node: _Node, dispatch: Dispatch) -> None:
+        """A status change event reached its destination, which records it; then it is acknowledged."""
+        if self.nodes[node.index] is not node:
+            return  # held by a process that died: only the outbox row brings it back
+        self.ledger.statuses_sent[dispatch.execution_arn].add(dispatch.payload["detail"]["status"])
+        self._acknowledge(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id))
+
     def _acknowledge(self, ack: AckDispatch) -> None:
         """Send the acknowledgement until it lands, as the integration's Dispatcher.report does."""
         replied: list[object] = []
@@ -708,6 +718,10 @@ class _Run:
     def _status(self, arn: str) -> str | None:
         blob = self.reader.load_execution(arn)
         return None if blob is None else orjson.loads(blob)["status"]
+
+    def _outbox_empty(self) -> bool:
+        """Nothing committed waits for delivery (status events and job stops go out after their execution closed)."""
+        return not any(self.reader.pending_dispatches(shard, 0, 1) for shard in range(SHARDS))
 
     def _all_closed(self) -> bool:
         """No execution is RUNNING (children and starts whose reply was lost included)."""
