@@ -145,6 +145,7 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     step.emit(f"{state.type}StateSucceeded", None, None)
     # AWS points the Exited event where Succeeded points: at the last event of the branches.
     exited_previous = step.decision.events[-1]["previousEventId"]
+    step.known(fan.results, _joined_text(step, flow_id, fan.results))
     try:
         output, assigned = step.shape_result(flow_id, state, fan.state_input, fan.results)
     except StatesError as failure:
@@ -156,11 +157,20 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     return End(output) if state.end else Next(state.next, output)
 
 
+def _joined_text(step: Step, flow_id: str, results: list[Any]) -> str:
+    """The result as AWS writes it: each child's output as that child wrote it (a Pass echoing its input keeps
+    the input's text), joined into an array. Recorded on AWS only with compact outputs, where this is the compact
+    array; keeping each output's own text is inferred from AWS's keeping an untouched payload's text."""
+    texts = (step.child_texts.pop((flow_id, slot), None) or dumps(result) for slot, result in enumerate(results))
+    return "[" + ",".join(texts) + "]"
+
+
 def child_succeeded(step: Step, flow_id: str, output: Any) -> str:
     """Record a child's result and forget the child; returns the parent's flow id."""
     flow = step.flows.pop(flow_id)
     parent = step.flows[flow.parent]
     parent.fan.results[flow.slot] = output
+    step.child_texts[(flow.parent, flow.slot)] = step.json_of(output, flow.state)
     parent.fan.running -= 1
     if parent.fan.kind == "map":
         step.emit("MapIterationSucceeded", "mapIterationSucceededEventDetails",
@@ -184,13 +194,8 @@ def child_failed(step: Step, flow_id: str) -> str:
 
 
 def failed(step: Step, flow_id: str, error: str | None, cause: str | None) -> Outcome:
-    """A branch or iteration failed: retry the whole state (silently, as AWS), or record the failure."""
-    state = step.state_of(step.flows[flow_id])
-    outcome = retry_catch.retry(step, flow_id, state, error, cause)
-    if outcome is not None:
-        return outcome
-    step.emit(f"{state.type}StateFailed", None, None)
-    return retry_catch.catch(step, flow_id, state, error, cause)
+    """A branch or iteration failed: retry the whole state, or record the failure."""
+    return retry_catch.state_failed(step, flow_id, step.state_of(step.flows[flow_id]), error, cause)
 
 
 def _drop_flow(step: Step, flow_id: str) -> None:
