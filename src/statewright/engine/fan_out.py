@@ -66,20 +66,37 @@ def resumed_children(step: Step, flow_id: str, state: ParallelState | MapState) 
     """Redrive: the branches or iterations of a re-entered fan-out that had not succeeded, each added again (in
     index order) where it stood; yields (its flow id, the state it enters, that state's input, where its entry
     points). They all ran at once before, so MaxConcurrency allows them; those never started come after, in
-    ``flows.gather``'s loop. Stops when the fan-out ends (a resumed child failed)."""
+    ``flows.gather``'s loop. Stops when the fan-out ends (a resumed child failed): until it is added again, each
+    child waits in ``step.halted`` under the re-entered fan-out, so the next redrive still finds those the
+    fan-out ended before (a Retry or Catch that takes the failure forgets them with the rest)."""
     halted_id = step.resuming.pop(flow_id, None)
     if halted_id is None:
         return
     flow = step.flows[flow_id]
     fan = flow.fan
     children = sorted((child.slot, child_id) for child_id, child in step.resumed.items() if child.parent == halted_id)
+    waiting = {halted_child: _keep_waiting(step, halted_child, flow_id) for _, halted_child in children}
     for index, halted_child in children:
         if flow.fan is not fan:
             return
+        for kept_id in waiting.pop(halted_child):
+            step.halted.pop(kept_id, None)
         child_id, _, previous = add_child(step, flow_id, state, index)
         fan.next_index = max(fan.next_index, index + 1)  # a child failing as it started was not counted yet
         name, data = step.resume(child_id, halted_child)
         yield child_id, name, data, previous
+
+
+def _keep_waiting(step: Step, halted_child: str, flow_id: str) -> list[str]:
+    """Keep a halted child (and the flows under it) in ``step.halted``, its parent now the re-entered fan-out
+    ``flow_id``; returns the ids kept."""
+    kept = [found_id for found_id in step.resumed if step.under(found_id, halted_child, step.resumed)]
+    for found_id in kept:
+        copy = step.resumed[found_id].copy()
+        if found_id == halted_child:
+            copy.parent = flow_id
+        step.halted[found_id] = copy
+    return kept
 
 
 def _map_inputs(step: Step, flow_id: str, state: MapState, effective: Any, context: Any) -> list[Any]:

@@ -185,14 +185,14 @@ class Step:
         """A failure stops ``flow_id``'s fan-out: keep it and every flow under it as they are now (a flow kept by
         an earlier, deeper failure of this step stays as that one found it)."""
         for found_id, flow in self.flows.items():
-            if found_id not in self.halted and self._under(found_id, flow_id, self.flows):
+            if found_id not in self.halted and self.under(found_id, flow_id, self.flows):
                 self.halted[found_id] = flow.copy()
 
     def forget_halted(self, flow_id: str) -> None:
         """A Retry or Catch of ``flow_id`` took the failure: what it stopped will not be redriven."""
         if self.halted:
             known = {**self.flows, **self.halted}
-            for found_id in [found_id for found_id in self.halted if self._under(found_id, flow_id, known)]:
+            for found_id in [found_id for found_id in self.halted if self.under(found_id, flow_id, known)]:
                 del self.halted[found_id]
 
     def resume(self, flow_id: str, halted_id: str) -> tuple[str, Any]:
@@ -205,7 +205,7 @@ class Step:
         return halted.state, halted.data
 
     @staticmethod
-    def _under(found_id: str, flow_id: str, flows: dict[str, Flow]) -> bool:
+    def under(found_id: str, flow_id: str, flows: dict[str, Flow]) -> bool:
         """Whether ``found_id`` is ``flow_id`` or one of its descendants."""
         while found_id != flow_id:
             parent = flows[found_id].parent if found_id in flows else None
