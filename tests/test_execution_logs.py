@@ -179,3 +179,16 @@ def test_a_killed_engine_reruns_async_express_executions_but_not_sync_ones(tmp_p
 def _start_sync_until_killed(server: ServerProcess, machine: str) -> None:
     with pytest.raises(Exception):  # noqa: B017 - the connection drops with the server, whatever botocore makes of it
         server.client(read_timeout=120).start_sync_execution(stateMachineArn=machine, name="once")
+
+
+def test_a_record_carries_the_redrive_count_and_truncates_a_large_input_as_aws_does():
+    from statewright.integrations.execution_logs import DATA_MAX, record
+
+    quoted = '"' * (DATA_MAX // 2 + 10)  # each quote is escaped: twice its size in the record
+    event = {"id": 9, "type": "ExecutionRedriven", "previousEventId": 8, "timestamp": 1,
+             "executionStartedEventDetails": {"input": quoted, "inputDetails": {"truncated": False}}}
+    logged = record("arn:aws:states:us-east-1:123456789012:execution:m:e", 2, event, include_data=True)
+    assert logged["redrive_count"] == "2"
+    details = logged["details"]
+    assert details["inputDetails"] == {"truncated": True}
+    assert len(json.dumps(details["input"])) <= DATA_MAX < len(json.dumps(quoted))

@@ -84,9 +84,11 @@ def test_each_status_change_reaches_the_webhook_and_the_event_bus(tmp_path, moto
         sfn = server.client()
         arn = machine(sfn, {"StartAt": "P", "States": {"P": {"Type": "Pass", "Result": {"ok": 1}, "End": True}}})
         execution = sfn.start_execution(stateMachineArn=arn, input='{"n": 1}')["executionArn"]
-        assert wait_for(lambda: webhook.statuses(execution) == ["RUNNING", "SUCCEEDED"]
-                        or sorted(webhook.statuses(execution)) == ["RUNNING", "SUCCEEDED"])
+        assert wait_for(lambda: len(webhook.statuses(execution)) == 2)
+        assert webhook.statuses(execution) == ["RUNNING", "SUCCEEDED"]  # an execution's events in order
         done = next(e for e in webhook.events if e["detail"]["status"] == "SUCCEEDED")
+        running = next(e for e in webhook.events if e["detail"]["status"] == "RUNNING")
+        assert done["id"] != running["id"] and done["time"].endswith("Z")
         assert (done["source"], done["detail-type"]) == ("aws.states", "Step Functions Execution Status Change")
         detail = done["detail"]
         assert detail["executionArn"] == execution and detail["stateMachineArn"] == arn
@@ -121,8 +123,8 @@ def test_failures_stops_and_redrives_are_reported_with_their_details(tmp_path, m
                       and e["detail"]["status"] == "FAILED")
         assert (detail["error"], detail["cause"], detail["redriveStatus"]) == ("Oops", "c", "REDRIVABLE")
         sfn.redrive_execution(executionArn=stopped)
-        assert wait_for(lambda: webhook.statuses(stopped)[-2:] == ["PENDING_REDRIVE", "RUNNING"]
-                        or sorted(webhook.statuses(stopped)[-2:]) == ["PENDING_REDRIVE", "RUNNING"])
+        assert wait_for(lambda: len(webhook.statuses(stopped)) == 4)
+        assert webhook.statuses(stopped) == ["RUNNING", "ABORTED", "PENDING_REDRIVE", "RUNNING"]
         redriven = next(e["detail"] for e in webhook.events if e["detail"]["executionArn"] == stopped
                         and e["detail"]["status"] == "PENDING_REDRIVE")
         assert redriven["redriveCount"] == 1 and isinstance(redriven["redriveDate"], int)

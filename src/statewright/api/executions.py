@@ -103,9 +103,10 @@ def _express_arn(service: Service, machine_arn: str, name: str, local: bool) -> 
 async def _type_of(service: Service, target: Target) -> str:
     """STANDARD or EXPRESS: a state machine's type, which its versions and aliases share."""
     if isinstance(target, AliasRecord):
-        target = await service.state_machine(target.state_machine_arn)
-        if target is None:  # deleted since: its aliases went with it
+        machine = await service.state_machine(target.state_machine_arn)
+        if machine is None:  # deleted since: its aliases went with it
             raise state_machine_does_not_exist(target.state_machine_arn)
+        target = machine
     return target.machine.type if isinstance(target, VersionRecord) else target.type
 
 

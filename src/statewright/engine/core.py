@@ -75,7 +75,7 @@ HELD = object()  # what _apply returns for a command whose reply an express run 
 # for the i-th asynchronous express start of the batch.
 EXPRESS_ROWS = -2
 # (state machine ARN, execution ARN, history events) of one transition step, for the execution logs
-Logged = tuple[str, str, list[dict[str, Any]]]
+Logged = tuple[str, str, int, list[dict[str, Any]]]  # (state machine ARN, execution ARN, redrive count, events)
 
 
 def wall_clock_ms() -> int:
@@ -653,7 +653,7 @@ class Engine:
         run = self.express.runs[state.arn]
         run.state = batch.staged[state.arn] = state
         if decision.events:
-            batch.logged.append((state.state_machine_arn, state.arn, decision.events))
+            batch.logged.append((state.state_machine_arn, state.arn, state.redrive_count, decision.events))
         self.express.add_timers(state.arn, decision.timers_added)
         for dispatch_id, payload in decision.dispatches_added:  # outside the outbox window: no row to read back
             self._hand_out(Dispatch(state.shard_id, state.arn, dispatch_id, payload))
@@ -733,7 +733,7 @@ class Engine:
                 continue
             self._remember(state)
             if write.events and self.on_history is not None:
-                batch.logged.append((write.state_machine_arn, write.arn, write.events))
+                batch.logged.append((write.state_machine_arn, write.arn, state.redrive_count, write.events))
             if self.probe is not None and index in batch.fired:
                 self.probe.timer_applied(*batch.fired[index])
             window = self.windows[state.shard_id]

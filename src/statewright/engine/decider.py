@@ -216,9 +216,10 @@ def fail_unstorable(decision: Decision, now_ms: int, reason: str, services: Serv
     """The state ``decision`` leaves cannot be encoded (a value built at run time nested deeper than the store
     writes): the execution fails with States.Runtime in the same decision instead, dropping the data, so one
     execution's values never stop the others or leave it running."""
-    Step(decision, None, now_ms, services).fail_execution(errors.RUNTIME, f"The execution's state could not be stored: "
-                                                f"{reason} (a value nested too deeply).")
-    decision.state.halted = {}  # the flows hold that value: nothing to redrive
+    # The flows hold that value: nothing to redrive.
+    Step(decision, None, now_ms, services).fail_execution(
+        errors.RUNTIME, f"The execution's state could not be stored: {reason} (a value nested too deeply).",
+        redrivable=False)
 
 
 class OneStateRun:

@@ -218,7 +218,9 @@ class Step:
 
     def close(self, status: str, event_type: str, details_key: str, details: dict, *,
               output: str | None = None, error: str | None = None, cause: str | None = None,
-              previous_event_id: int | None = None) -> None:
+              previous_event_id: int | None = None, redrivable: bool = True) -> None:
+        """Close the execution; ``redrivable`` False: its flows are not kept for a redrive (they hold data that
+        could not be stored)."""
         execution = self.execution
         self.emit(event_type, details_key, details, previous_event_id)
         for timer_id in list(execution.timers):
@@ -235,7 +237,7 @@ class Step:
         execution.stop_ms = self.now_ms
         execution.output, execution.error, execution.cause = output, error, cause
         # Where a redrive picks up: the flows as they stand, each failure's casualties as the failure found them.
-        execution.halted = {} if status == SUCCEEDED else {**self.flows, **self.halted}
+        execution.halted = {} if status == SUCCEEDED or not redrivable else {**self.flows, **self.halted}
         self.flows.clear()
         if execution.parent is not None:  # a .sync parent waits for this one: tell it, from the same commit
             self.add_dispatch("parent", {"kind": "parent", **execution.parent, "execution": execution.arn,
@@ -251,7 +253,7 @@ class Step:
             return
         detail = status_detail(self.execution, self.now_ms, services.redrivable_ms, status)
         self.add_dispatch(f"status-{self.execution.next_event_id}-{detail['status']}",
-                          {"kind": "status", "detail": detail})
+                          {"kind": "status", "time": self.now_ms, "detail": detail})
 
     # -- AWS jobs a .sync task polls (engine/tasks.py); a poll and a stop are dispatches to the integration
 
@@ -274,9 +276,9 @@ class Step:
             task.polling = False
             self.remove_dispatch(poll_dispatch(task))
 
-    def fail_execution(self, error: str | None, cause: str | None) -> None:
+    def fail_execution(self, error: str | None, cause: str | None, redrivable: bool = True) -> None:
         self.close(FAILED, "ExecutionFailed", "executionFailedEventDetails", without_none(error, cause),
-                   error=error, cause=cause)
+                   error=error, cause=cause, redrivable=redrivable)
 
     def guarded(self, action: Callable[..., object], *args: Any) -> None:
         """Run ``action`` on this step's evaluation budget; if the history fills up, the execution fails with the
@@ -483,27 +485,33 @@ def context_object(execution: ExecutionState, state_name: str, entered_ms: int,
     return context
 
 
-STATUS_EVENT_DATA_MAX = 240 * 1024  # input and output bytes an event carries (EventBridge takes 256 KB per event)
+STATUS_EVENT_DATA_MAX = 248 * 1024  # escaped input and output an event may carry (EventBridge takes 256 KB)
 
 
 def status_detail(execution: ExecutionState, now_ms: int, redrivable_ms: int,
                   status: str | None = None) -> dict[str, Any]:
     """The detail of a "Step Functions Execution Status Change" event, as AWS sends it: dates in epoch
-    milliseconds, null for what the execution lacks, input and output left out (``included`` false) when they
-    are too large for an event together."""
+    milliseconds, null for what the execution lacks; as AWS documents, the input is left out (``included`` false)
+    when the escaped input and output together pass 248 KB, and the output too when it alone does."""
     status = status or execution.status
-    data = (execution.input, execution.output)
-    included = sum(len(text.encode()) for text in data if text is not None) <= STATUS_EVENT_DATA_MAX
+    output_size = _escaped_size(execution.output)
+    keep_output = output_size <= STATUS_EVENT_DATA_MAX
+    keep_input = _escaped_size(execution.input) + (output_size if keep_output else 0) <= STATUS_EVENT_DATA_MAX
     redrive, reason = redrive_status(execution, now_ms, redrivable_ms)
     return {"executionArn": execution.arn, "stateMachineArn": execution.state_machine_arn, "name": execution.name,
             "status": status, "startDate": execution.start_ms, "stopDate": execution.stop_ms,
-            "input": execution.input if included else None, "output": execution.output if included else None,
-            "inputDetails": {"included": included},
-            "outputDetails": None if execution.output is None else {"included": included},
+            "input": execution.input if keep_input else None, "output": execution.output if keep_output else None,
+            "inputDetails": {"included": keep_input},
+            "outputDetails": None if execution.output is None else {"included": keep_output},
             "error": execution.error, "cause": execution.cause,
             "stateMachineVersionArn": execution.version_arn, "stateMachineAliasArn": execution.alias_arn,
             "redriveCount": execution.redrive_count, "redriveDate": execution.redrive_ms,
             "redriveStatus": redrive, "redriveStatusReason": reason}
+
+
+def _escaped_size(text: str | None) -> int:
+    """The bytes of ``text`` as a JSON string inside the event (quotes and escapes counted)."""
+    return 0 if text is None else len(dumps(text))
 
 
 def describe_for_parent(execution: ExecutionState) -> dict[str, Any]:

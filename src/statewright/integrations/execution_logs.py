@@ -30,12 +30,12 @@ from typing import Any
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..engine.core import Logged
 from ..engine.step import without_data
 from .aws.clients import AwsClients
 
 log = logging.getLogger("statewright.logs")
 
-Logged = tuple[str, str, list[dict[str, Any]]]  # (state machine ARN, execution ARN, history events)
 FATAL_TYPES = frozenset({"ExecutionAborted", "ExecutionFailed", "ExecutionTimedOut"})
 ERROR_TYPES = FATAL_TYPES | frozenset({
     "FailStateEntered", "LambdaFunctionFailed", "LambdaFunctionScheduleFailed", "LambdaFunctionStartFailed",
@@ -74,13 +74,28 @@ def destination_of(configuration: dict[str, Any] | None) -> Destination | None:
     return Destination(parts[3], parts[6], configuration["level"], configuration.get("includeExecutionData", False))
 
 
-def record(execution_arn: str, event: dict[str, Any], include_data: bool) -> dict[str, Any]:
+DATA_MAX = 248 * 1024  # escaped input or output a record carries; past it, truncated (AWS's rule)
+
+
+def record(execution_arn: str, redrive_count: int, event: dict[str, Any], include_data: bool) -> dict[str, Any]:
     """One history event as AWS writes it to CloudWatch Logs."""
     details = next((value for key, value in event.items() if key.endswith("EventDetails")), {})
     return {"id": str(event["id"]), "type": event["type"],
-            "details": details if include_data else without_data(details),
+            "details": _truncated(details) if include_data else without_data(details),
             "previous_event_id": str(event["previousEventId"]), "event_timestamp": str(event["timestamp"]),
-            "execution_arn": execution_arn, "redrive_count": "0"}
+            "execution_arn": execution_arn, "redrive_count": str(redrive_count)}
+
+
+def _truncated(details: dict[str, Any]) -> dict[str, Any]:
+    """An input or output whose escaped text passes DATA_MAX, cut to fit and marked truncated."""
+    cut = dict(details)
+    for key in ("input", "output"):
+        text = cut.get(key)
+        if isinstance(text, str) and len(orjson.dumps(text)) > DATA_MAX:
+            while len(orjson.dumps(text)) > DATA_MAX:  # escapes make the cut shorter than DATA_MAX characters
+                text = text[:len(text) * DATA_MAX // len(orjson.dumps(text)) - 1]
+            cut[key], cut[f"{key}Details"] = text, {"truncated": True}
+    return cut
 
 
 async def check_destination(clients: AwsClients, configuration: dict[str, Any]) -> str | None:
@@ -136,9 +151,9 @@ class ExecutionLogs:
             return
         with self._lock:
             self._queue.extend(kept)
-            self._queued_events += sum(len(events) for _, _, events in kept)
+            self._queued_events += sum(len(events) for _, _, _, events in kept)
             while self._queued_events > QUEUED_EVENTS_MAX:
-                dropped = len(self._queue.popleft()[2])
+                dropped = len(self._queue.popleft()[3])
                 self._queued_events -= dropped
                 self.dropped_events += dropped
         self._wake()
@@ -173,14 +188,15 @@ class ExecutionLogs:
     async def _deliver(self, taken: list[Logged]) -> None:
         streams: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         day = datetime.now(UTC).strftime("%Y/%m/%d")
-        for machine_arn, execution_arn, events in taken:
+        for machine_arn, execution_arn, redrive_count, events in taken:
             destination = await self._destination(machine_arn)
             if destination is None:
                 continue
             stream = (destination.region, destination.group, f"states/{machine_arn.rsplit(':', 1)[1]}/{day}/sw")
             for event in events:
                 if destination.logs(event["type"]):
-                    message = orjson.dumps(record(execution_arn, event, destination.include_data)).decode()
+                    message = orjson.dumps(record(execution_arn, redrive_count, event,
+                                                  destination.include_data)).decode()
                     streams.setdefault(stream, []).append({"timestamp": event["timestamp"], "message": message})
         for stream, items in streams.items():
             items.sort(key=lambda item: item["timestamp"])  # PutLogEvents takes a batch in time order

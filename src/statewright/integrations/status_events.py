@@ -9,10 +9,13 @@ Each event goes to every destination: EventBridge's PutEvents through botocore (
 source ``aws.states``, detail type "Step Functions Execution Status Change", the execution's ARN as its resource,
 in the execution's region), and a POST of the whole event as EventBridge would deliver it (``version``, ``id``,
 ``detail-type``, ``source``, ``account``, ``time``, ``region``, ``resources``, ``detail``) to each webhook of the
-``serve --webhooks`` file (a JSON array of http(s) URLs). A destination that fails is tried again with backoff
-(1 s doubling to 60 s) for up to DELIVERY_S; an event still undelivered then is dropped and counted. At most
-IN_FLIGHT_MAX events are being delivered at once; more stay in the outbox until there is room (backpressure, so a
-dead destination never crowds the other integrations out of the engine's outbox window).
+``serve --webhooks`` file (a JSON array of http(s) URLs). The event's ``time`` is when the status changed, and its
+``id`` is the same every time the event is sent, so a consumer can drop a repeat. An execution's events go out one
+at a time, in the order of their commits (events of different executions go out side by side). A destination
+that fails is tried again with backoff (1 s doubling to 60 s) for up to DELIVERY_S, a day, as EventBridge retries a
+target; an event still undelivered then is dropped and counted. At most IN_FLIGHT_MAX events are being delivered
+at once; more stay in the outbox until there is room (backpressure, so a dead destination never crowds the other
+integrations out of the engine's outbox window).
 
 Sources: AWS's "Step Functions events in EventBridge" page (the source, the detail type, the detail's fields).
 Real EventBridge refuses a PutEvents source starting with ``aws.``; this is for the buses of local emulators
@@ -44,7 +47,7 @@ log = logging.getLogger("statewright.integrations")
 SOURCE = "aws.states"
 DETAIL_TYPE = "Step Functions Execution Status Change"
 IN_FLIGHT_MAX = 1_000
-DELIVERY_S = 300.0  # how long one event is tried before it is dropped
+DELIVERY_S = 24 * 3600.0  # how long one event is tried before it is dropped (EventBridge's default retry policy)
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 60.0
 WEBHOOK_TIMEOUT_S = 10.0
@@ -77,6 +80,7 @@ class StatusEvents:
         self.bus = bus
         self.webhooks = webhooks or []
         self._in_flight = 0
+        self._last: dict[str, asyncio.Future] = {}  # per execution, the delivery the next one waits for
         self._delivered = Counter("statewright_status_events_delivered", "Execution status change events a "
                                   "destination took, by destination", ["destination"], registry=registry)
         self._failed = Counter("statewright_status_events_failed", "Attempts to deliver a status change event "
@@ -94,11 +98,16 @@ class StatusEvents:
         if self._in_flight >= IN_FLIGHT_MAX:
             return False  # stays in the outbox; ``room_again`` when one is done
         self._in_flight += 1
-        return self._deliver(dispatch)
+        arn = dispatch.execution_arn
+        before = self._last.get(arn)
+        done = self._last[arn] = asyncio.get_running_loop().create_future()
+        return self._deliver(dispatch, before, done)
 
-    async def _deliver(self, dispatch: Dispatch) -> None:
+    async def _deliver(self, dispatch: Dispatch, before: asyncio.Future | None, done: asyncio.Future) -> None:
         try:
-            event = self.event(dispatch.payload["detail"])
+            if before is not None:
+                await asyncio.shield(before)  # the execution's earlier event first
+            event = self.event(dispatch)
             pending = ([("eventbridge", self._put_events)] if self.bus is not None else []) + [
                 (url, self._post) for url in self.webhooks]
             loop = asyncio.get_running_loop()
@@ -116,16 +125,21 @@ class StatusEvents:
                     pause_s = min(pause_s * 2, RETRY_MAX_S)
             await self.dispatcher.report(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id), DELIVERY_S)
         finally:
+            done.set_result(None)
+            if self._last.get(dispatch.execution_arn) is done:
+                del self._last[dispatch.execution_arn]
             self._in_flight -= 1
             self.room_again()
 
-    def event(self, detail: dict[str, Any]) -> dict[str, Any]:
-        """The event as EventBridge delivers it to a target."""
+    def event(self, dispatch: Dispatch) -> dict[str, Any]:
+        """The event as EventBridge delivers it to a target: its id fixed by its outbox row, its time the commit's."""
+        detail = dispatch.payload["detail"]
         region = detail["executionArn"].split(":")[3]
-        time = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return {"version": "0", "id": str(uuid.uuid4()), "detail-type": DETAIL_TYPE, "source": SOURCE,
-                "account": self.account_id, "time": time, "region": region, "resources": [detail["executionArn"]],
-                "detail": detail}
+        at = datetime.datetime.fromtimestamp(dispatch.payload["time"] / 1000, datetime.UTC)
+        event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{dispatch.execution_arn}/{dispatch.dispatch_id}")
+        return {"version": "0", "id": str(event_id), "detail-type": DETAIL_TYPE, "source": SOURCE,
+                "account": self.account_id, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
+                "resources": [detail["executionArn"]], "detail": detail}
 
     async def _sent(self, name: str, send: Callable[..., Any], event: dict[str, Any]) -> bool:
         try:
