@@ -140,7 +140,7 @@ def check_migrated_from_schema_5(store: Store) -> None:
     """Its closed execution is compacted and expired like one written now."""
     ranges = own(store, 0)
     [done] = store.executions_to_compact([0], 2_000, 0, 10)
-    assert store.compact_history(done, "history/done", ranges)
+    assert store.compact_histories([(done, "history/done")], ranges) == [done]
     assert store.history_location(done.arn) == "history/done"
     assert [e.arn for e in store.delete_executions(store.expired_executions([0], 2_000, 10), ranges)] == [done.arn]
 
@@ -352,10 +352,10 @@ class RetentionContract:
         ranges = self._closed(store)
         ok = store.executions_to_compact([0], 10_000, 0, 1)[0]
         assert store.history_location(ok.arn) is None
-        assert store.compact_history(ok, "history/ok", ranges)
+        assert store.compact_histories([(ok, "history/ok")], ranges) == [ok]
         assert store.read_history(ok.arn, 0, 100, False) == []
         assert store.history_location(ok.arn) == "history/ok"
-        assert not store.compact_history(ok, "history/again", ranges)  # compacted already
+        assert store.compact_histories([(ok, "history/again")], ranges) == []  # compacted already
         assert store.history_location(ok.arn) == "history/ok"
         assert [e.arn for e in store.executions_to_compact([0], 10_000, 0, 10)] == []
         assert [(e.arn, e.history_location) for e in store.expired_executions([0], 2_000, 10)] == [
@@ -363,12 +363,12 @@ class RetentionContract:
 
     def test_compacting_a_row_that_changed_or_a_lost_shard_does_nothing(self, store: Store) -> None:
         ranges = self._closed(store)
-        failed = store.executions_to_compact([0], 10_000, 10_000, 10)[1]
+        ok, failed = store.executions_to_compact([0], 10_000, 10_000, 10)
         committed(store, [write(failed.arn, shard=0, expected=failed.version, status="RUNNING")], ranges)  # redriven
-        assert not store.compact_history(failed, "history/failed", ranges)
+        assert store.compact_histories([(failed, "history/failed"), (ok, "history/ok")], ranges) == [ok]
         assert store.read_history(failed.arn, 0, 100, False) == events(1, 2)
         late = store.executions_to_compact([1], 10_000, 0, 1)[0]
-        assert not store.compact_history(late, "history/late", {1: ranges[1] - 1})
+        assert store.compact_histories([(late, "history/late")], {1: ranges[1] - 1}) == []
         assert store.history_location(late.arn) is None
 
     def test_deleting_frees_the_name_and_takes_the_history_with_it(self, store: Store) -> None:

@@ -33,7 +33,7 @@ Contract (tests/store_contract.py runs it against every implementation):
   has ``kind`` "activity" and the activity's ARN in ``resource``: ``claim_activity_task`` finds it by that ARN,
   from any node.
 - Retention (``expired_executions`` ... ``history_location``): a closed execution's history moves out of the
-  history table only in ``compact_history``'s transaction, which also records where it went; its row and history
+  history table only in ``compact_histories``' transaction, which also records where it went; its row and history
   leave together in ``delete_executions``. Both act only on shards still at the caller's range ids and on rows
   still closed at the version the caller read, so a redrive or a new owner in between wins.
 """
@@ -388,10 +388,11 @@ class Store(ABC):
         ``redrivable_before_ms``; oldest first."""
 
     @abstractmethod
-    def compact_history(self, execution: ClosedExecution, location: str, range_ids: Mapping[int, int]) -> bool:
-        """In one transaction: record that the execution's history is at ``location`` and delete its history rows,
-        if its shard is at its range id in ``range_ids`` and its row still at ``execution.version``; whether it
-        did."""
+    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        """In one transaction, for each (execution, location) whose shard is at its range id in ``range_ids`` and
+        whose row is still closed at ``execution.version``, history in the table: record that its history is at
+        ``location`` and delete its history rows. Returns those it compacted."""
 
     @abstractmethod
     def delete_executions(self, executions: Sequence[ClosedExecution],

@@ -576,15 +576,17 @@ class PostgresStore(Store):
                           f"shard_id = ANY(%s) ORDER BY stop_ms LIMIT %s", [*args, list(shard_ids), limit])
         return [ClosedExecution(*row) for row in rows]
 
-    def compact_history(self, execution: ClosedExecution, location: str, range_ids: Mapping[int, int]) -> bool:
+    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        done = []
         with self._transaction() as db:
-            if not _holds(db, execution.shard_id, range_ids):
-                return False
-            moved = db.execute(f"UPDATE executions SET history_location = %s WHERE arn = %s AND version = %s AND "
-                               f"{CLOSED} AND history_location IS NULL", (location, execution.arn, execution.version))
-            if moved.rowcount:
-                db.execute("DELETE FROM history WHERE execution_arn = %s", (execution.arn,))
-            return bool(moved.rowcount)
+            for execution, location in compacted:
+                if _holds(db, execution.shard_id, range_ids) and db.execute(
+                        f"UPDATE executions SET history_location = %s WHERE arn = %s AND version = %s AND {CLOSED} "
+                        f"AND history_location IS NULL", (location, execution.arn, execution.version)).rowcount:
+                    db.execute("DELETE FROM history WHERE execution_arn = %s", (execution.arn,))
+                    done.append(execution)
+        return done
 
     def delete_executions(self, executions: Sequence[ClosedExecution],
                           range_ids: Mapping[int, int]) -> list[ClosedExecution]:

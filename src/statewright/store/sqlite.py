@@ -494,15 +494,17 @@ class SqliteStore(Store):
                 f"({','.join('?' * len(shards))}) ORDER BY stop_ms LIMIT ?", [*args, *shards, limit]).fetchall()
         return [ClosedExecution(*row) for row in rows]
 
-    def compact_history(self, execution: ClosedExecution, location: str, range_ids: Mapping[int, int]) -> bool:
+    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        done = []
         with _unavailable(), self._transaction() as db:
-            if not self._holds(db, execution.shard_id, range_ids):
-                return False
-            moved = db.execute(f"UPDATE executions SET history_location = ? WHERE arn = ? AND version = ? AND "
-                               f"{CLOSED} AND history_location IS NULL", (location, execution.arn, execution.version))
-            if moved.rowcount:
-                db.execute("DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
-            return bool(moved.rowcount)
+            for execution, location in compacted:
+                if self._holds(db, execution.shard_id, range_ids) and db.execute(
+                        f"UPDATE executions SET history_location = ? WHERE arn = ? AND version = ? AND {CLOSED} "
+                        f"AND history_location IS NULL", (location, execution.arn, execution.version)).rowcount:
+                    db.execute("DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
+                    done.append(execution)
+        return done
 
     def delete_executions(self, executions: Sequence[ClosedExecution],
                           range_ids: Mapping[int, int]) -> list[ClosedExecution]:
