@@ -74,20 +74,24 @@ def server(tmp_path):
 def test_a_history_compacted_after_two_days_reads_the_same_until_retention_ends_then_the_name_is_free(server):
     sfn = server.client()
     machine = _machine(sfn)
+    early = _closed(sfn, machine, "early")  # a day older: its compaction shows a sweep has run
+    server.advance("1d")
     arn = _closed(sfn, machine, "order-1")
     before = _readings(sfn, arn)
     assert len(before["forward"]) > 6 and before["reverse"] == before["forward"][::-1]
     server.advance("1d")
-    time.sleep(1.5)  # a sweep or more: nothing is due yet
-    assert _objects(server.data_dir) == [] and _hot_history_rows(server.data_dir, arn) > 0
+    assert _eventually(lambda: _hot_history_rows(server.data_dir, early) == 0)
+    assert _hot_history_rows(server.data_dir, arn) > 0 and len(_objects(server.data_dir)) == 1
     server.advance("1d")
     assert _eventually(lambda: _hot_history_rows(server.data_dir, arn) == 0)
-    assert len(_objects(server.data_dir)) == 1
+    assert len(_objects(server.data_dir)) == 2
     assert _readings(sfn, arn) == before
     with pytest.raises(sfn.exceptions.ExecutionAlreadyExists):
         sfn.start_execution(stateMachineArn=machine, name="order-1", input="{}")
-    server.advance("87d")  # 89 days after it closed: still there
+    server.advance("87d")  # 89 days after it closed: still there (and the early one gone)
     assert _readings(sfn, arn) == before
+    with pytest.raises(sfn.exceptions.ExecutionDoesNotExist):
+        sfn.describe_execution(executionArn=early)
     server.advance("1d")
     with pytest.raises(sfn.exceptions.ExecutionDoesNotExist):
         sfn.describe_execution(executionArn=arn)
@@ -105,9 +109,12 @@ def test_retention_and_compaction_follow_their_settings(tmp_path):
                                                           "--compact-after-days", "5")).start()
     try:
         sfn = server.client()
-        arn = _closed(sfn, _machine(sfn), "short")
+        machine = _machine(sfn)
+        early = _closed(sfn, machine, "early")
+        server.advance("1d")
+        arn = _closed(sfn, machine, "short")
         server.advance("4d")
-        time.sleep(1.5)
+        assert _eventually(lambda: _hot_history_rows(server.data_dir, early) == 0)
         assert _hot_history_rows(server.data_dir, arn) > 0
         server.advance("1d")
         assert _eventually(lambda: _hot_history_rows(server.data_dir, arn) == 0)
@@ -125,9 +132,11 @@ def test_a_failed_execution_keeps_its_history_rows_while_it_can_be_redriven(serv
     arn = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
     assert wait_closed(sfn, arn)["status"] == "FAILED"
     before = _readings(sfn, arn)
-    server.advance("13d")
-    time.sleep(1.5)
-    assert _hot_history_rows(server.data_dir, arn) > 0  # RedriveExecution reads it
+    server.advance("11d")
+    succeeded = _closed(sfn, _machine(sfn), "marker")
+    server.advance("2d")
+    assert _eventually(lambda: _hot_history_rows(server.data_dir, succeeded) == 0)
+    assert _hot_history_rows(server.data_dir, arn) > 0  # 13 days: RedriveExecution may still read it
     server.advance("1d")
     assert _eventually(lambda: _hot_history_rows(server.data_dir, arn) == 0)
     after = _readings(sfn, arn)
