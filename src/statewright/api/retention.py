@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,9 @@ log = logging.getLogger("statewright.retention")
 RETENTION_DAYS = 90  # as AWS: a closed execution's history and name are kept this long
 COMPACT_AFTER_DAYS = 2
 SWEEP_S = 1.0  # how often a sweep runs while there is nothing to catch up on
-SWEEP_BUSY_S = 0.1  # the pause after a full batch: catching up, without holding the store's threads
+# Catching up (a full batch), the sweep takes at most this share of the time, so W1 keeps its pace beside it: it
+# shares the process (the GIL) and the disk with the engine, and the work it does is never urgent.
+SWEEP_SHARE = 0.2
 EXPIRED_BATCH_MAX = 500  # executions deleted per sweep (one transaction)
 COMPACTED_BATCH_MAX = 100  # histories compacted per sweep (as many objects, then one transaction)
 HISTORY_EVENTS_MAX = 1 << 62  # a compaction reads the whole history (at most 25,000 events)
@@ -104,6 +107,7 @@ class Retention:
 
     async def _sweep_and_schedule(self) -> None:
         busy = False
+        began = time.monotonic()
         try:
             assert self._store_call is not None
             busy = await self._store_call(self.sweep, self._engine.clock())
@@ -111,7 +115,8 @@ class Retention:
             log.warning("retention sweep failed, retrying: %s", exc)
         except Exception:
             log.exception("retention sweep failed, retrying")
-        self._timer = asyncio.get_running_loop().call_later(SWEEP_BUSY_S if busy else SWEEP_S, self._start_sweep)
+        pause_s = (time.monotonic() - began) * (1 / SWEEP_SHARE - 1) if busy else SWEEP_S
+        self._timer = asyncio.get_running_loop().call_later(pause_s, self._start_sweep)
 
     def sweep(self, now_ms: int) -> bool:
         """One bounded sweep of the shards owned now; whether a batch was full (more is waiting)."""
