@@ -44,6 +44,32 @@ def aws_client(endpoint: str, service: str) -> Any:
                         config=Config(retries={"max_attempts": 0}))
 
 
+def queue(endpoint: str) -> tuple[str, str]:
+    """A new SQS queue on moto: (its URL, its ARN)."""
+    sqs = aws_client(endpoint, "sqs")
+    url = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:10]}")["QueueUrl"]
+    return url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def rule_to_queue(endpoint: str, pattern: dict) -> str:
+    """An EventBridge rule on the default bus that sends the events ``pattern`` matches to a new queue; its URL."""
+    url, arn = queue(endpoint)
+    events = aws_client(endpoint, "events")
+    rule = f"r-{uuid.uuid4().hex[:10]}"
+    events.put_rule(Name=rule, EventPattern=json.dumps(pattern))
+    events.put_targets(Rule=rule, Targets=[{"Id": "q", "Arn": arn}])
+    return url
+
+
+def table(endpoint: str) -> str:
+    """A new DynamoDB table on moto keyed by the string ``pk``; its name."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    aws_client(endpoint, "dynamodb").create_table(
+        TableName=name, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+    return name
+
+
 class LocalFunction:
     """An HTTP server answering each POST with ``handler(payload, call_number)`` -> (status, JSON body), counting
     the calls per path (one path per function)."""

@@ -106,3 +106,34 @@ def test_a_signature_scoped_to_no_valid_region_is_refused(server, region):
 def test_a_signature_scoped_to_a_region_name_is_served_there(server, region):
     status, body = raw_call(server, "AWSStepFunctions.ListActivities", b"{}", headers=signed_for(region))
     assert (status, body) == (200, {"activities": []})
+
+
+_ENUM = "[RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED, PENDING_REDRIVE]"
+_ALIAS_NAME = r"^(?=.*[a-zA-Z_\-\.])[a-zA-Z0-9_\-\.]+$"
+
+
+@pytest.mark.parametrize(("operation", "params", "message"), [
+    ("ListExecutions", {"statusFilter": "DONE", "maxResults": 1001, "nextToken": "t" * 3097},
+     "3 validation errors detected: "
+     f"Value 'DONE' at 'statusFilter' failed to satisfy constraint: Member must satisfy enum value set: {_ENUM}; "
+     "Value '1001' at 'maxResults' failed to satisfy constraint: Member must have value less than or equal to 1000; "
+     f"Value '{'t' * 3097}' at 'nextToken' failed to satisfy constraint: Member must have length less than or "
+     "equal to 3096"),
+    ("StartExecution", {"stateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:m", "traceHeader": "é"},
+     "1 validation error detected: Value 'é' at 'traceHeader' failed to satisfy constraint: Member must satisfy "
+     r"regular expression pattern: \p{ASCII}*"),
+    ("CreateStateMachineAlias", {"name": ""},
+     "3 validation errors detected: "
+     "Value '' at 'name' failed to satisfy constraint: Member must have length greater than or equal to 1; "
+     f"Value '' at 'name' failed to satisfy constraint: Member must satisfy regular expression pattern: {_ALIAS_NAME}; "
+     "Value null at 'routingConfiguration' failed to satisfy constraint: Member must not be null"),
+    ("TagResource", {"resourceArn": "arn", "tags": [{"key": "k" * 129}, None]},
+     "2 validation errors detected: "
+     f"Value '{'k' * 129}' at 'tags.1.member.key' failed to satisfy constraint: Member must have length less than "
+     "or equal to 128; Value null at 'tags.2.member' failed to satisfy constraint: Member must not be null"),
+])
+def test_every_broken_constraint_is_listed_in_aws_words(server, operation, params, message):
+    # AWS's front end checks every member against the model and lists what each breaks, in the model's order.
+    status, body = raw_call(server, f"AWSStepFunctions.{operation}", json.dumps(params).encode())
+    assert (status, body["__type"].rsplit("#", 1)[-1]) == (400, "ValidationException")
+    assert body["message"] == message

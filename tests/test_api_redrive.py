@@ -252,3 +252,28 @@ def test_the_context_object_counts_redrives(sfn, activity):
     when = sfn.redrive_execution(executionArn=execution)["redriveDate"]
     given = answer(sfn, activity)
     assert given["count"] == 1 and given["time"].startswith(when.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def test_an_iteration_not_yet_resumed_when_a_resumed_sibling_fails_again_is_kept_for_the_next_redrive(sfn, server):
+    """Item a fails until the second redrive; item b was aborted in its Wait when a first failed. The first redrive
+    resumes a, which fails at once, before b is added again: b must still be there for the second redrive."""
+    arn = machine(sfn, {"StartAt": "M", "States": {"M": {
+        "Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": 2, "End": True, "ItemProcessor": {
+            "ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "Which", "States": {
+                "Which": {"Type": "Choice", "Default": "Nap",
+                          "Choices": [{"Variable": "$", "StringEquals": "a", "Next": "Moment"}]},
+                "Moment": {"Type": "Wait", "Seconds": 1, "Next": "Check"},
+                # fails (an index below 0) until the second redrive
+                "Check": {"Type": "Pass", "Next": "Done", "ResultPath": None, "Parameters": {
+                    "v.$": "States.ArrayGetItem(States.Array(1), States.MathAdd($$.Execution.RedriveCount, -2))"}},
+                "Nap": {"Type": "Wait", "Seconds": 3, "Next": "Done"},
+                "Done": {"Type": "Pass", "End": True}}}}}})
+    execution = sfn.start_execution(stateMachineArn=arn, input='{"items": ["a", "b", "c"]}')["executionArn"]
+    server.advance("1s")
+    assert wait_closed(sfn, execution)["status"] == "FAILED"  # a failed while b waited
+    sfn.redrive_execution(executionArn=execution)
+    assert wait_closed(sfn, execution)["status"] == "FAILED"  # a failed again at once, b not yet added again
+    sfn.redrive_execution(executionArn=execution)
+    server.advance("10s")
+    done = wait_closed(sfn, execution)
+    assert done["status"] == "SUCCEEDED" and json.loads(done["output"]) == ["a", "b", "c"]

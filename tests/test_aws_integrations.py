@@ -10,7 +10,8 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from aws import ACCOUNT, aws_client, caught, output, run, server_env, task
+from aws import ACCOUNT, aws_client, caught, output, rule_to_queue, run, server_env, task
+from aws import table as new_table
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 
 
@@ -68,12 +69,8 @@ def test_sns_publish_reaches_an_sqs_subscription(sfn, moto):
 
 
 def test_events_put_events_reaches_the_rule_target_queue(sfn, moto):
-    events, sqs = aws_client(moto, "events"), aws_client(moto, "sqs")
-    queue = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    rule = f"r-{uuid.uuid4().hex[:8]}"
-    events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["statewright.test"]}))
-    events.put_targets(Rule=rule, Targets=[{"Id": "q", "Arn": queue_arn}])
+    sqs = aws_client(moto, "sqs")
+    queue = rule_to_queue(moto, {"source": ["statewright.test"]})
     result = output(run(sfn, task("arn:aws:states:::events:putEvents", {"Entries": [
         {"Source": "statewright.test", "DetailType": "Order", "Detail": {"order": 3}}]})))
     assert result["FailedEntryCount"] == 0 and "EventId" in result["Entries"][0]
@@ -91,10 +88,7 @@ def test_events_put_events_reaches_the_rule_target_queue(sfn, moto):
 
 def test_dynamodb_put_get_update_delete(sfn, moto):
     dynamodb = aws_client(moto, "dynamodb")
-    table = f"t-{uuid.uuid4().hex[:8]}"
-    dynamodb.create_table(TableName=table, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                          AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                          BillingMode="PAY_PER_REQUEST")
+    table = new_table(moto)
     key = {"pk": {"S": "a"}}
     states = {
         "Put": {"Type": "Task", "Resource": "arn:aws:states:::dynamodb:putItem", "ResultPath": None,
@@ -151,11 +145,7 @@ def test_aws_sdk_errors_are_named_service_dot_exception(sfn):
 
 
 def test_aws_sdk_takes_pascal_case_for_a_camel_case_api_and_answers_in_pascal_case(sfn, moto):
-    dynamodb = aws_client(moto, "dynamodb")
-    table = f"t-{uuid.uuid4().hex[:8]}"
-    dynamodb.create_table(TableName=table, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                          AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                          BillingMode="PAY_PER_REQUEST")
+    table = new_table(moto)
     result = output(run(sfn, task("arn:aws:states:::aws-sdk:dynamodb:describeTable", {"TableName": table})))
     assert result["Table"]["TableName"] == table
     assert result["Table"]["CreationDateTime"].endswith("Z")

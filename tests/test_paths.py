@@ -67,8 +67,13 @@ def test_quoted_key_with_jsonpath_punctuation_is_still_one_key(key, text):
     assert path.resolve({key: 1}) == 1
 
 
-def test_quoted_key_with_escaped_quote():
-    assert Path("$['it\\'s']").resolve({"it's": 1}) == 1
+@pytest.mark.parametrize(("text", "key"), [("$['it\\'s']", "it\\'s"), ("$['Test\\\"Name']", 'Test\\"Name'),
+                                         ('$["a\\"b"]', 'a\\"b'), ("$['a\\\\']", "a\\\\")])
+def test_quoted_key_keeps_its_backslashes(text, key):
+    # A backslash only keeps the quote after it from ending the key, as AWS reads it.
+    path = Path(text)
+    assert path.steps == [key]
+    assert path.resolve({key: 1}) == 1
 
 
 # -- context object

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from aws import aws_client, server_env
+from aws import aws_client, rule_to_queue, server_env
 from server import ROLE_ARN, ServerProcess, free_port, wait_closed
 
 
@@ -77,12 +77,8 @@ def machine(sfn, definition: dict) -> str:
 
 
 def test_each_status_change_reaches_the_webhook_and_the_event_bus(tmp_path, moto, webhook):
-    events, sqs = aws_client(moto, "events"), aws_client(moto, "sqs")
-    queue = sqs.create_queue(QueueName=f"status-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    rule = f"status-{uuid.uuid4().hex[:8]}"
-    events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["aws.states"]}))
-    events.put_targets(Rule=rule, Targets=[{"Id": "q", "Arn": queue_arn}])
+    sqs = aws_client(moto, "sqs")
+    queue = rule_to_queue(moto, {"source": ["aws.states"]})
     server = start_server(tmp_path, moto, webhook, "--status-events-bus", "default")
     try:
         sfn = server.client()

@@ -10,7 +10,7 @@ from typing import Any
 from ..engine.routing import Routing
 from ..store.base import AliasRecord, NoSuchStateMachine, NoSuchVersions, Page, QuotaExceeded
 from . import arns, paging
-from .arns import ALIAS_NAME_PATTERN, Scope
+from .arns import Scope
 from .errors import (
     AwsError,
     conflict,
@@ -18,7 +18,6 @@ from .errors import (
     quota_exceeded,
     resource_not_found,
     state_machine_does_not_exist,
-    validation,
 )
 from .service import STATE_MACHINE, Service, handler, seconds
 
@@ -68,10 +67,7 @@ async def _write(service: Service, function: Any, record: AliasRecord) -> Any:
 
 @handler("CreateStateMachineAlias")
 async def create_state_machine_alias(service: Service, params: dict, scope: Scope) -> dict:
-    name = params["name"]
-    if not arns.is_alias_name(name):
-        raise validation(f"Value '{name}' at 'name' failed to satisfy constraint: Member must satisfy regular "
-                         f"expression pattern: {ALIAS_NAME_PATTERN}")
+    name = params["name"]  # its pattern is the model's (api/model.py)
     machine, routing = _routing(params["routingConfiguration"])
     now_ms = service.clock()
     record = AliasRecord(machine, name, params.get("description", ""), routing, now_ms, now_ms)

@@ -78,6 +78,9 @@ _COMMON = {"Type", "Comment", "QueryLanguage"}
 _FLOW = {"Next", "End"}
 _IO = {"InputPath", "OutputPath"}
 _FANOUT = _COMMON | _FLOW | _IO | {"ResultPath", "ResultSelector", "Retry", "Catch", "Assign"}
+# A Map's fields for Distributed mode, which AWS accepts and this build does not run yet.
+_DISTRIBUTED_MAP = {"ItemReader", "ItemBatcher", "ResultWriter", "Label", "ToleratedFailureCount",
+                    "ToleratedFailureCountPath", "ToleratedFailurePercentage", "ToleratedFailurePercentagePath"}
 # The fields each state type allows in JSONPath states.
 _ALLOWED: dict[str, set[str]] = {
     "Pass": _COMMON | _FLOW | _IO | {"ResultPath", "Parameters", "Result", "Assign"},
@@ -87,14 +90,15 @@ _ALLOWED: dict[str, set[str]] = {
     "Fail": _COMMON | {"Error", "Cause", "ErrorPath", "CausePath"},
     "Parallel": _FANOUT | {"Branches", "Parameters"},
     "Map": _FANOUT | {"ItemProcessor", "Iterator", "ItemsPath", "ItemSelector", "Parameters", "MaxConcurrency",
-                      "MaxConcurrencyPath"},
+                      "MaxConcurrencyPath"} | _DISTRIBUTED_MAP,
     "Task": _FANOUT | {"Resource", "Parameters", "TimeoutSeconds", "TimeoutSecondsPath", "HeartbeatSeconds",
                        "HeartbeatSecondsPath", "Credentials"},
 }
 # In JSONata states the JSONPath fields give way to Arguments, Output, Items, Condition, ... (expressions).
 _JSONPATH_ONLY = {"InputPath", "OutputPath", "Parameters", "ResultSelector", "ResultPath", "Result", "ItemsPath",
                   "SecondsPath", "TimestampPath", "ErrorPath", "CausePath", "TimeoutSecondsPath",
-                  "HeartbeatSecondsPath", "MaxConcurrencyPath"}
+                  "HeartbeatSecondsPath", "MaxConcurrencyPath", "ToleratedFailureCountPath",
+                  "ToleratedFailurePercentagePath"}
 _ALLOWED_JSONATA: dict[str, set[str]] = {kind: fields - _JSONPATH_ONLY for kind, fields in _ALLOWED.items()}
 for _kind in ("Pass", "Choice", "Wait", "Succeed", "Task", "Parallel", "Map"):
     _ALLOWED_JSONATA[_kind].add("Output")
@@ -698,7 +702,7 @@ class _Parser:
                 return state
             state.timestamp_ms = parse_ms(value)
             if state.timestamp_ms is None:
-                self.schema("The value for the field 'Timestamp' must be a valid timestamp", f"{where}/Timestamp")
+                self.schema("String does not match RFC3339 timestamp", f"{where}/Timestamp")  # AWS's words
         elif key == "SecondsPath":
             state.seconds_path = self.path(raw, "SecondsPath", where)
         else:
@@ -966,6 +970,10 @@ class _Parser:
     def map(self, name: str, raw: dict, where: str) -> MapState:
         state = MapState(name, "Map")
         self.result_fields(state, raw, where)
+        language_fields = _ALLOWED_JSONATA["Map"] if self.language == "JSONata" else _ALLOWED["Map"]
+        for key in sorted(_DISTRIBUTED_MAP & language_fields & set(raw)):
+            self.problem(UNSUPPORTED_FEATURE, f"statewright runs inline Map states only so far; '{key}' is a "
+                         "Distributed Map field", f"{where}/{key}")
         if "ItemSelector" in raw and "Parameters" in raw:
             self.schema(only_one(["ItemSelector", "Parameters"]), where)
         state.item_selector = self.template(raw, "ItemSelector" if "ItemSelector" in raw else "Parameters", where)

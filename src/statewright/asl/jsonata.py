@@ -79,6 +79,17 @@ def is_expression(value: Any) -> bool:
     return isinstance(value, str) and len(value) >= 4 and value.startswith("{%") and value.endswith("%}")
 
 
+def json_type(value: Any) -> str:
+    """A JSON value's type as JSONata and AWS's causes name it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}[type(value)]
+
+
 def compile_value(raw: Any, field: str = "") -> CompiledValue:
     """Compile every ``{% %}`` string in ``raw`` (recursively in objects and arrays) once. ``field`` names the
     value in causes, as AWS does (``Output``, ``Arguments``, ``Choices[1]/Condition``).
@@ -116,6 +127,13 @@ class CompiledValue:
         run = _Run(bytes(seed), now_ms, active() if budget is None else budget)
         bindings = _bindings(variables, states, run)
         return _evaluate(self._node, bindings, run)
+
+    def unexpected_type(self, field: str, value: Any, expected: str) -> str:
+        """AWS's cause for a field whose value evaluated to the wrong JSON type (recorded for a Map's Items)."""
+        text = self.raw[2:-2].strip() if is_expression(self.raw) else json.dumps(self.raw, separators=(",", ":"))
+        return (f"The JSONata expression '{text}' specified for the field '{field}' returned an unexpected result "
+                f"type. Expected '{expected}', but was '{json_type(value)}' for value: "
+                f"{json.dumps(value, separators=(',', ':'), ensure_ascii=False)}")
 
     def __repr__(self) -> str:
         return f"CompiledValue({_describe_node(self._node)})"

@@ -66,20 +66,37 @@ def resumed_children(step: Step, flow_id: str, state: ParallelState | MapState) 
     """Redrive: the branches or iterations of a re-entered fan-out that had not succeeded, each added again (in
     index order) where it stood; yields (its flow id, the state it enters, that state's input, where its entry
     points). They all ran at once before, so MaxConcurrency allows them; those never started come after, in
-    ``flows.gather``'s loop. Stops when the fan-out ends (a resumed child failed)."""
+    ``flows.gather``'s loop. Stops when the fan-out ends (a resumed child failed): until it is added again, each
+    child waits in ``step.halted`` under the re-entered fan-out, so the next redrive still finds those the
+    fan-out ended before (a Retry or Catch that takes the failure forgets them with the rest)."""
     halted_id = step.resuming.pop(flow_id, None)
     if halted_id is None:
         return
     flow = step.flows[flow_id]
     fan = flow.fan
     children = sorted((child.slot, child_id) for child_id, child in step.resumed.items() if child.parent == halted_id)
+    waiting = {halted_child: _keep_waiting(step, halted_child, flow_id) for _, halted_child in children}
     for index, halted_child in children:
         if flow.fan is not fan:
             return
+        for kept_id in waiting.pop(halted_child):
+            step.halted.pop(kept_id, None)
         child_id, _, previous = add_child(step, flow_id, state, index)
         fan.next_index = max(fan.next_index, index + 1)  # a child failing as it started was not counted yet
         name, data = step.resume(child_id, halted_child)
         yield child_id, name, data, previous
+
+
+def _keep_waiting(step: Step, halted_child: str, flow_id: str) -> list[str]:
+    """Keep a halted child (and the flows under it) in ``step.halted``, its parent now the re-entered fan-out
+    ``flow_id``; returns the ids kept."""
+    kept = [found_id for found_id in step.resumed if step.under(found_id, halted_child, step.resumed)]
+    for found_id in kept:
+        copy = step.resumed[found_id].copy()
+        if found_id == halted_child:
+            copy.parent = flow_id
+        step.halted[found_id] = copy
+    return kept
 
 
 def _map_inputs(step: Step, flow_id: str, state: MapState, effective: Any, context: Any) -> list[Any]:
@@ -145,6 +162,7 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     step.emit(f"{state.type}StateSucceeded", None, None)
     # AWS points the Exited event where Succeeded points: at the last event of the branches.
     exited_previous = step.decision.events[-1]["previousEventId"]
+    step.known(fan.results, _joined_text(step, flow_id, fan.results))
     try:
         output, assigned = step.shape_result(flow_id, state, fan.state_input, fan.results)
     except StatesError as failure:
@@ -156,11 +174,20 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     return End(output) if state.end else Next(state.next, output)
 
 
+def _joined_text(step: Step, flow_id: str, results: list[Any]) -> str:
+    """The result as AWS writes it: each child's output as that child wrote it (a Pass echoing its input keeps
+    the input's text), joined into an array. Recorded on AWS only with compact outputs, where this is the compact
+    array; keeping each output's own text is inferred from AWS's keeping an untouched payload's text."""
+    texts = (step.child_texts.pop((flow_id, slot), None) or dumps(result) for slot, result in enumerate(results))
+    return "[" + ",".join(texts) + "]"
+
+
 def child_succeeded(step: Step, flow_id: str, output: Any) -> str:
     """Record a child's result and forget the child; returns the parent's flow id."""
     flow = step.flows.pop(flow_id)
     parent = step.flows[flow.parent]
     parent.fan.results[flow.slot] = output
+    step.child_texts[(flow.parent, flow.slot)] = step.json_of(output, flow.state)
     parent.fan.running -= 1
     if parent.fan.kind == "map":
         step.emit("MapIterationSucceeded", "mapIterationSucceededEventDetails",
@@ -184,13 +211,8 @@ def child_failed(step: Step, flow_id: str) -> str:
 
 
 def failed(step: Step, flow_id: str, error: str | None, cause: str | None) -> Outcome:
-    """A branch or iteration failed: retry the whole state (silently, as AWS), or record the failure."""
-    state = step.state_of(step.flows[flow_id])
-    outcome = retry_catch.retry(step, flow_id, state, error, cause)
-    if outcome is not None:
-        return outcome
-    step.emit(f"{state.type}StateFailed", None, None)
-    return retry_catch.catch(step, flow_id, state, error, cause)
+    """A branch or iteration failed: retry the whole state, or record the failure."""
+    return retry_catch.state_failed(step, flow_id, step.state_of(step.flows[flow_id]), error, cause)
 
 
 def _drop_flow(step: Step, flow_id: str) -> None:

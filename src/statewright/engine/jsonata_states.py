@@ -90,9 +90,8 @@ def _wait_until(step: Step, flow_id: str, state: WaitState, data: Any) -> int:
     stamp = step.jsonata(flow_id, state, "Timestamp", data)
     fire_at_ms = parse_ms(stamp)
     if fire_at_ms is None:
-        # As a TimestampPath that does not parse: States.Runtime, quoting the field as written and its value.
-        raise StatesError(errors.RUNTIME, f"The Timestamp parameter does not reference a valid ISO-8601 extended "
-                          f"offset date-time format string: {shown(state.jsonata['Timestamp'].raw)} == {shown(stamp)}")
+        raise query_error("The Timestamp field cannot be parsed as an ISO-8601 extended offset date-time format "
+                          f"string: {shown(stamp)}", "Timestamp")
     return jsonpath_states.within_reach(fire_at_ms, step.now_ms, "Timestamp")
 
 
@@ -112,7 +111,9 @@ def fan_inputs(step: Step, flow_id: str, state: ParallelState | MapState, data: 
         return [step.jsonata(flow_id, state, "Arguments", data, data)] * len(state.branches), 0
     items = step.note("afterItemsPath", step.jsonata(flow_id, state, "Items", data, data))
     if not isinstance(items, list):
-        # AWS's EvaluationFailed for this names no location: the check is the Map's, not an expression's.
+        if "Items" in state.jsonata:
+            raise query_error(state.jsonata["Items"].unexpected_type("Items", items, "array"), "Items")
+        # Without Items the state's input is iterated: AWS's EvaluationFailed for it names no location.
         raise StatesError(QUERY_EVALUATION_ERROR, f"Map state input must be an array but was: {dumps(items)}")
     selector = state.jsonata.get("ItemSelector")
     if selector is not None:
@@ -124,9 +125,13 @@ def fan_inputs(step: Step, flow_id: str, state: ParallelState | MapState, data: 
 
 
 def evaluation_failed(step: Step, flow: Flow, state: State, failure: StatesError, cause: str) -> None:
-    """AWS records a failed JSONata expression as EvaluationFailed, pointing where the state's entry points."""
+    """AWS records a failed JSONata expression as EvaluationFailed. A state-level field (Arguments, Output, Assign,
+    Items, ...) points it where the state's entry points, a Wait's own Seconds or Timestamp at the entry itself
+    (both recorded: a Map's Items, a Wait's Timestamp)."""
     details = {"error": failure.error, "cause": cause, "state": state.name}
     location = getattr(failure, "location", "")
     if location:
         details["location"] = location
-    step.emit("EvaluationFailed", "evaluationFailedEventDetails", details, flow.entered_prev)
+    own = isinstance(state, WaitState) and location in ("Seconds", "Timestamp")
+    previous = flow.entered_id if own else flow.entered_prev
+    step.emit("EvaluationFailed", "evaluationFailedEventDetails", details, previous)

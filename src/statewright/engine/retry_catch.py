@@ -15,7 +15,7 @@ from ..asl.dataflow import place_result
 from ..asl.errors import StatesError
 from ..asl.handling import Catcher, error_output, matches
 from ..asl.jsonata import QUERY_EVALUATION_ERROR
-from ..asl.states import ResultState, State
+from ..asl.states import MapState, ParallelState, ResultState, State
 from . import jsonata_states
 from .outcomes import WAIT, Fail, Next, Wait
 from .step import Step
@@ -27,7 +27,20 @@ def failed_in_state(step: Step, flow_id: str, state: State, failure: StatesError
     cause = step.runtime_cause(flow, failure)
     if failure.error == QUERY_EVALUATION_ERROR:
         jsonata_states.evaluation_failed(step, flow, state, failure, cause)
+        if isinstance(state, ParallelState | MapState):  # recorded for a Map's Items: MapStateFailed follows
+            return state_failed(step, flow_id, state, failure.error, cause)
     return on_error(step, flow_id, state, failure.error, cause)
+
+
+def state_failed(step: Step, flow_id: str, state: ParallelState | MapState, error: str | None,
+                 cause: str | None) -> Wait | Next | Fail:
+    """A Parallel or Map failed (a child, or one of its expressions): retry the whole state (silently, as AWS),
+    else record <Type>StateFailed, then Catch or fail."""
+    outcome = retry(step, flow_id, state, error, cause)
+    if outcome is not None:
+        return outcome
+    step.emit(f"{state.type}StateFailed", None, None)
+    return catch(step, flow_id, state, error, cause)
 
 
 def on_error(step: Step, flow_id: str, state: State, error: str | None, cause: str | None,

@@ -92,9 +92,9 @@ def poll_dispatch(task: TaskAttempt) -> str:
 class Step:
     """One Decision in the making, over a copy of the execution's state."""
 
-    __slots__ = ("budget", "context_given", "decision", "definition", "entered", "execution", "failures", "flows",
-                 "gathering", "halted", "known_text", "known_value", "now_ms", "resumed", "resuming", "services",
-                 "trace")
+    __slots__ = ("budget", "child_texts", "context_given", "decision", "definition", "entered", "execution",
+                 "failures", "flows", "gathering", "halted", "known_text", "known_value", "now_ms", "resumed",
+                 "resuming", "services", "trace")
 
     def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
                  services: Services | None = None) -> None:
@@ -106,6 +106,9 @@ class Step:
         self.now_ms = now_ms
         self.known_value: Any = None
         self.known_text: str | None = None
+        # The output text of each fan-out child that succeeded in this step, by (parent flow id, slot): the join
+        # writes its result from them (a child that succeeded in an earlier step is written from its value).
+        self.child_texts: dict[tuple[str, int], str] = {}
         self.context_given: dict[str, Any] | None = None  # TestState's context: merged over the one computed
         self.gathering: set[str] = set()  # flows whose fan-out loop is on the stack
         self.failures: dict[str, tuple[str | None, str | None]] = {}  # their children's failures, to report
@@ -182,14 +185,14 @@ class Step:
         """A failure stops ``flow_id``'s fan-out: keep it and every flow under it as they are now (a flow kept by
         an earlier, deeper failure of this step stays as that one found it)."""
         for found_id, flow in self.flows.items():
-            if found_id not in self.halted and self._under(found_id, flow_id, self.flows):
+            if found_id not in self.halted and self.under(found_id, flow_id, self.flows):
                 self.halted[found_id] = flow.copy()
 
     def forget_halted(self, flow_id: str) -> None:
         """A Retry or Catch of ``flow_id`` took the failure: what it stopped will not be redriven."""
         if self.halted:
             known = {**self.flows, **self.halted}
-            for found_id in [found_id for found_id in self.halted if self._under(found_id, flow_id, known)]:
+            for found_id in [found_id for found_id in self.halted if self.under(found_id, flow_id, known)]:
                 del self.halted[found_id]
 
     def resume(self, flow_id: str, halted_id: str) -> tuple[str, Any]:
@@ -202,7 +205,7 @@ class Step:
         return halted.state, halted.data
 
     @staticmethod
-    def _under(found_id: str, flow_id: str, flows: dict[str, Flow]) -> bool:
+    def under(found_id: str, flow_id: str, flows: dict[str, Flow]) -> bool:
         """Whether ``found_id`` is ``flow_id`` or one of its descendants."""
         while found_id != flow_id:
             parent = flows[found_id].parent if found_id in flows else None
@@ -303,12 +306,17 @@ class Step:
         Over 256 KiB it is States.DataLimitExceeded, whose cause names the state that produced it (AWS's cause
         carries no "An error occurred while executing the state" prefix; see ``runtime_cause``)."""
         if value is self.known_value and self.known_text is not None and isinstance(value, dict | list):
-            return self.known_text  # identity of a container means untouched (scalars are shared by Python)
-        text = dumps(value)
+            text = self.known_text  # identity of a container means untouched (scalars are shared by Python)
+        else:
+            text = self.known(value, dumps(value))
         if len(text.encode()) > MAX_PAYLOAD_BYTES:
             raise StatesError(errors.DATA_LIMIT_EXCEEDED,
                               f"The state/task '{state_name}' returned a result with a size exceeding the maximum "
                               "number of bytes service limit.")
+        return text
+
+    def known(self, value: Any, text: str) -> str:
+        """Remember ``text`` as how ``value`` is written, while it passes on untouched; returns ``text``."""
         self.known_value, self.known_text = value, text
         return text
 

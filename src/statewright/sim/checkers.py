@@ -209,7 +209,8 @@ class Ledger:
 
     # Stops of the AWS jobs of .sync tasks (workload.JOB) the simulated service received, by (arn, scheduled id).
     jobs_stopped: Counter[tuple[str, int]] = field(default_factory=Counter)
-    # The status change events delivered, by execution ARN.
+    # The status change events delivered, by execution ARN, when the engine sends them (``status_events``).
+    status_events: bool = False
     statuses_sent: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
     def started_attempt(self, arn: str, scheduled_id: int) -> None:
@@ -252,7 +253,8 @@ def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liv
         events = read_history(store, arn)
         problems += history_problems(arn, events, status in CLOSED)
         problems += _job_problems(arn, events, ledger, liveness and status in CLOSED)
-        problems += _status_problems(arn, events, ledger.statuses_sent.get(arn, set()), liveness)
+        if ledger.status_events:
+            problems += _status_problems(arn, events, ledger.statuses_sent.get(arn, set()), liveness)
         problems += [f"{arn}: the history before a redrive ({len(before)} events) is not kept as it was"
                      for before in ledger.redriven.get(arn, ()) if events[:len(before)] != before]
         if any(event["type"] == REDRIVEN for event in events):

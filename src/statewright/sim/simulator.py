@@ -241,6 +241,7 @@ class _Run:
         store = FaultyStore(inner, self.faults, owner, self.ledger, cut_off=lambda: self._cut_off(holder[0]),
                             clock=lambda: self.now_ms, cluster=self.cluster)
         self.ledger.states_max = limits.apply_states_max
+        self.ledger.status_events = True
         engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
                         planted=self.config.planted, evaluation_clock=None, status_events=True)
         node = _Node(index, engine, store)

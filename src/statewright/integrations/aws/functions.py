@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from ...asl.jsonio import dumps, loads
 from ...engine.outcomes import AttemptFailed, AttemptSucceeded
-from ..http import Failure, Request, Response, exchange
+from ..http import Failure, KeepAlive, Request, Response, exchange
 from .calls import LAMBDA_CLIENT, LAMBDA_UNKNOWN, lambda_outcome
 
 Outcome = AttemptSucceeded | AttemptFailed
@@ -45,6 +45,7 @@ class FunctionStyle(enum.Enum):
 class LocalFunctions:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self._urls: dict[str, str] = {}
+        self._keep_alive = KeepAlive()  # local handlers answer many calls: no new connection for each
         if path is None:
             return
         try:
@@ -64,6 +65,9 @@ class LocalFunctions:
     def __len__(self) -> int:
         return len(self._urls)
 
+    async def _post(self, url: str, payload: bytes) -> Response:
+        return await exchange(Request("POST", url, [("Content-Type", "application/json")], payload), self._keep_alive)
+
     def url(self, function_name: Any) -> str | None:
         """The URL serving this FunctionName (a name, ``name:qualifier``, or a full or partial ARN), if mapped."""
         if not isinstance(function_name, str) or not self._urls:
@@ -77,13 +81,13 @@ class LocalFunctions:
         version = qualifier if isinstance(qualifier, str) and qualifier.isdigit() else "$LATEST"
         if invocation_type in ("Event", "DryRun"):
             if invocation_type == "Event":
-                task = asyncio.ensure_future(_post(url, payload))
+                task = asyncio.ensure_future(self._post(url, payload))
                 _BACKGROUND.add(task)
                 task.add_done_callback(_BACKGROUND.discard)
             status = 202 if invocation_type == "Event" else 204
             return _answer(style, None, "", {"StatusCode": status}, _metadata(status, []))
         try:
-            reply = await _post(url, payload)
+            reply = await self._post(url, payload)
         except Failure as failure:
             return AttemptFailed(LAMBDA_CLIENT, f"The function at {url} could not be reached: {failure.cause}")
         text = reply.body.decode("utf-8", errors="replace") or "null"
@@ -105,10 +109,6 @@ class LocalFunctions:
 
 
 _BACKGROUND: set[asyncio.Task] = set()  # Event invocations under way (held so they are not collected)
-
-
-async def _post(url: str, payload: bytes) -> Response:
-    return await exchange(Request("POST", url, [("Content-Type", "application/json")], payload))
 
 
 def _answer(style: FunctionStyle, error: str | None, text: str, fields: dict[str, Any], metadata: dict) -> Outcome:
