@@ -244,11 +244,11 @@ async def w12(args: argparse.Namespace, work: Path, results: dict, table: Table)
     results["w12"] = run
     per = f"per {retention.PER:,} closed W1 executions"
     mb = 1 << 20
-    table.add("W12 retention", f"hot database {per}, histories in it, MB (n={run['n']:,})",
+    table.add("W12 retention", f"hot database {per}, histories in it, MiB (n={run['n']:,})",
               fmt(run["without_per"] / mb, 1))
-    table.add("W12 retention", f"hot database {per}, histories compacted, MB",
+    table.add("W12 retention", f"hot database {per}, histories compacted, MiB",
               f"{run['with_per'] / mb:,.1f} ({run['with_per'] / run['without_per']:.2f}x)")
-    table.add("W12 retention", f"payload store {per} (one gzip object each), MB", fmt(run["payload_per"] / mb, 1))
+    table.add("W12 retention", f"payload store {per} (one gzip object each), MiB", fmt(run["payload_per"] / mb, 1))
     table.add("W12 retention", "compaction in the background, executions/s", fmt(run["compacted_per_s"]))
     table.add("W12 retention", f"W1 completed executions/s: nothing to compact / while compacting (n={run['w1_n']:,})",
               f"{run['w1_quiet_per_s']:,.0f} / {run['w1_beside_per_s']:,.0f} "
