@@ -25,12 +25,13 @@ from typing import Any
 
 import orjson
 
-from . import backlog, cluster, express, lambda_chain, workloads
+from . import backlog, cluster, express, lambda_chain, retention, workloads
 from .client import Pool
 from .servers import Moto, Statewright, drop_databases
 
 QUICK = {"w1_n": 3000, "w2_n": 2000, "moto_n": 200, "dbos_n": 300, "w3_n": 5000, "w4_n": 20000, "w5_n": 200,
-         "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000, "w10_n": 1000, "w11_n": 3000}
+         "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000, "w10_n": 1000, "w11_n": 3000,
+         "w12_n": 10_000, "w12_w1_n": 3000}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -72,6 +73,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="W10 executions of the Lambda chain, 5 invocations each (default 5000)")
     parser.add_argument("--w11-n", type=int, default=20_000,
                         help="W11: W1 executions as Standard, async Express and sync Express each (default 20000)")
+    parser.add_argument("--w12-n", type=int, default=100_000,
+                        help="W12: closed W1 executions whose hot database is measured (default 100000)")
+    parser.add_argument("--w12-w1-n", type=int, default=20_000,
+                        help="W12: W1 executions run with nothing to compact, then while compacting (default 20000)")
     parser.add_argument("--no-peers", action="store_true", help="statewright only")
     parser.add_argument("--store", metavar="URL", default=None,
                         help="a PostgreSQL server (postgresql://...): each statewright server keeps its data in a "
@@ -181,6 +186,8 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         await w10(args, work, results, table)
     if "W11" in args.only:
         await w11(args, work, results, table)
+    if "W12" in args.only:
+        await w12(args, work, results, table)
     results["table"] = table.render()
     return results
 
@@ -226,6 +233,26 @@ async def w10(args: argparse.Namespace, work: Path, results: dict, table: Table)
               verdict=ours["invocations_per_s"] >= 1000)
     table.add("W10 Lambda", "server CPU per invocation, us",
               f"{ours['server_cpu_s'] / (ours['n'] * run['links']) * 1e6:,.0f}")
+
+
+async def w12(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    """The hot database of closed executions with and without compaction (opt-in: --only W12; SQLite only)."""
+    if args.store:
+        table.add("W12 retention", "hot database per closed executions", "not run: the virtual clock needs SQLite")
+        return
+    run = await retention.w12(work, args.w12_n, args.w12_w1_n, args.concurrency)
+    results["w12"] = run
+    per = f"per {retention.PER:,} closed W1 executions"
+    mb = 1 << 20
+    table.add("W12 retention", f"hot database {per}, histories in it, MiB (n={run['n']:,})",
+              fmt(run["without_per"] / mb, 1))
+    table.add("W12 retention", f"hot database {per}, histories compacted, MiB",
+              f"{run['with_per'] / mb:,.1f} ({run['with_per'] / run['without_per']:.2f}x)")
+    table.add("W12 retention", f"payload store {per} (one gzip object each), MiB", fmt(run["payload_per"] / mb, 1))
+    table.add("W12 retention", "compaction in the background, executions/s", fmt(run["compacted_per_s"]))
+    table.add("W12 retention", f"W1 completed executions/s: nothing to compact / while compacting (n={run['w1_n']:,})",
+              f"{run['w1_quiet_per_s']:,.0f} / {run['w1_beside_per_s']:,.0f} "
+              f"({run['w1_beside_per_s'] / run['w1_quiet_per_s']:.2f}x)")
 
 
 async def w11(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:

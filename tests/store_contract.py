@@ -130,6 +130,21 @@ def check_migrated_from_schema_3(store: Store) -> None:
     assert [e.arn for e in store.list_executions(MACHINE, None, 10, None, redriven=True).items] == [old]
 
 
+def write_schema_5_data(store: Store) -> None:
+    """What a schema 5 database held, for the migration test: a closed execution with its history in the table."""
+    committed(store, [write(execution_arn("done"), shard=0, status="SUCCEEDED", stop_ms=2_000, history=events(1, 3))],
+              {0: store.acquire_shard(0, "node-a", 60_000)})
+
+
+def check_migrated_from_schema_5(store: Store) -> None:
+    """Its closed execution is compacted and expired like one written now."""
+    ranges = own(store, 0)
+    [done] = store.executions_to_compact([0], 2_000, 0, 10)
+    assert store.compact_histories([(done, "history/done")], ranges) == [done]
+    assert store.history_location(done.arn) == "history/done"
+    assert [e.arn for e in store.delete_executions(store.expired_executions([0], 2_000, 10), ranges)] == [done.arn]
+
+
 def own(store: Store, *shards: int) -> dict[int, int]:
     """Acquire ``shards`` and return the range ids to commit with."""
     return {shard: store.acquire_shard(shard, "node-a", 60_000) for shard in shards}
@@ -305,7 +320,71 @@ class DispatchAndActivityContract:
         assert store.get_setting("k") == "three"
 
 
-class StoreContract(DispatchAndActivityContract):
+class RetentionContract:
+    """Compaction and expiry of closed executions; mixed into StoreContract."""
+
+    def _closed(self, store: Store) -> dict[int, int]:
+        """Four executions on shards 0 and 1: succeeded at 2s, failed at 3s, running, succeeded at 5s (shard 1)."""
+        ranges = own(store, 0, 1)
+        committed(store, [
+            write(execution_arn("ok"), shard=0, status="SUCCEEDED", stop_ms=2_000, history=events(1, 3)),
+            write(execution_arn("failed"), shard=0, status="FAILED", stop_ms=3_000, history=events(1, 2)),
+            write(execution_arn("running"), shard=0, history=events(1, 2)),
+            write(execution_arn("late"), shard=1, status="SUCCEEDED", stop_ms=5_000, history=events(1, 2)),
+        ], ranges)
+        return ranges
+
+    def test_expired_executions_are_the_closed_ones_of_the_shards_asked_oldest_first(self, store: Store) -> None:
+        self._closed(store)
+        assert [e.arn for e in store.expired_executions([0, 1], 10_000, 10)] == [
+            execution_arn("ok"), execution_arn("failed"), execution_arn("late")]
+        assert [e.arn for e in store.expired_executions([0], 10_000, 1)] == [execution_arn("ok")]
+        assert [e.arn for e in store.expired_executions([0, 1], 2_999, 10)] == [execution_arn("ok")]
+
+    def test_a_redrivable_execution_is_compacted_only_once_its_redrive_window_ended(self, store: Store) -> None:
+        self._closed(store)
+        assert [e.arn for e in store.executions_to_compact([0, 1], 10_000, 2_999, 10)] == [
+            execution_arn("ok"), execution_arn("late")]
+        assert [e.arn for e in store.executions_to_compact([0, 1], 10_000, 3_000, 10)] == [
+            execution_arn("ok"), execution_arn("failed"), execution_arn("late")]
+
+    def test_compacting_moves_the_history_out_and_records_where_once(self, store: Store) -> None:
+        ranges = self._closed(store)
+        ok = store.executions_to_compact([0], 10_000, 0, 1)[0]
+        assert store.history_location(ok.arn) is None
+        assert store.compact_histories([(ok, "history/ok")], ranges) == [ok]
+        assert store.read_history(ok.arn, 0, 100, False) == []
+        assert store.history_location(ok.arn) == "history/ok"
+        assert store.compact_histories([(ok, "history/again")], ranges) == []  # compacted already
+        assert store.history_location(ok.arn) == "history/ok"
+        assert [e.arn for e in store.executions_to_compact([0], 10_000, 0, 10)] == []
+        assert [(e.arn, e.history_location) for e in store.expired_executions([0], 2_000, 10)] == [
+            (ok.arn, "history/ok")]
+
+    def test_compacting_a_row_that_changed_or_a_lost_shard_does_nothing(self, store: Store) -> None:
+        ranges = self._closed(store)
+        ok, failed = store.executions_to_compact([0], 10_000, 10_000, 10)
+        committed(store, [write(failed.arn, shard=0, expected=failed.version, status="RUNNING")], ranges)  # redriven
+        assert store.compact_histories([(failed, "history/failed"), (ok, "history/ok")], ranges) == [ok]
+        assert store.read_history(failed.arn, 0, 100, False) == events(1, 2)
+        late = store.executions_to_compact([1], 10_000, 0, 1)[0]
+        assert store.compact_histories([(late, "history/late")], {1: ranges[1] - 1}) == []
+        assert store.history_location(late.arn) is None
+
+    def test_deleting_frees_the_name_and_takes_the_history_with_it(self, store: Store) -> None:
+        ranges = self._closed(store)
+        expired = store.expired_executions([0, 1], 10_000, 10)
+        stale = [replace(expired[0], version=expired[0].version + 1)]
+        assert store.delete_executions(stale, ranges) == []
+        assert store.delete_executions(expired, {0: ranges[0]}) == expired[:2]  # shard 1 is not at that range id
+        assert store.load_execution(execution_arn("ok")) is None
+        assert store.read_history(execution_arn("ok"), 0, 100, False) == []
+        assert store.load_execution(execution_arn("late")) is not None
+        committed(store, [write(execution_arn("ok"), shard=0, history=events(1, 1))], ranges)  # the name again
+        assert store.read_history(execution_arn("ok"), 0, 100, False) == events(1, 1)
+
+
+class StoreContract(DispatchAndActivityContract, RetentionContract):
     """The contract suite; subclass it as ``Test<Backend>Store`` and implement the two hooks."""
 
     def make_store(self, shard_count: int) -> Store:

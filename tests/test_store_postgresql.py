@@ -30,11 +30,13 @@ from store_contract import (
     blob,
     check_migrated_from_schema_2,
     check_migrated_from_schema_3,
+    check_migrated_from_schema_5,
     committed,
     execution_arn,
     task,
     write,
     write_schema_2_data,
+    write_schema_5_data,
 )
 
 WAIT_S = 30  # bounded waits for another connection to reach a state, not timing assertions
@@ -353,8 +355,29 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
         store.close()
 
 
+def _undo_migration_6(admin: psycopg.Connection) -> None:
+    """The schema as version 5 left it: no history locations, no indexes of closed executions."""
+    admin.execute("DROP INDEX executions_closed, executions_to_compact")
+    admin.execute("ALTER TABLE executions DROP COLUMN history_location")
+    admin.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+
+
+def test_migration_6_compacts_and_expires_the_closed_executions_a_version_5_database_holds(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(postgres_schema, 4)
+    write_schema_5_data(store)
+    store.close()
+    _undo_migration_6(admin)
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        check_migrated_from_schema_5(store)
+    finally:
+        store.close()
+
+
 def _undo_migration_5(admin: psycopg.Connection) -> None:
     """The schema as version 4 left it: no redrive counts on the execution rows."""
+    _undo_migration_6(admin)
     admin.execute("ALTER TABLE executions DROP COLUMN redrive_count, DROP COLUMN redrive_ms")
     admin.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
 

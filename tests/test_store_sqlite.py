@@ -18,11 +18,13 @@ from store_contract import (
     as_schema_2,
     check_migrated_from_schema_2,
     check_migrated_from_schema_3,
+    check_migrated_from_schema_5,
     committed,
     execution_arn,
     task,
     write,
     write_schema_2_data,
+    write_schema_5_data,
 )
 
 # Runs in a child process: commit one transition, then die by SIGKILL the moment commit returns, before any
@@ -118,7 +120,24 @@ def test_a_version_1_file_gets_its_tasks_filed_under_their_activity(tmp_path: Pa
         store.close()
 
 
-_UNDO_5 = "ALTER TABLE executions DROP COLUMN redrive_count; ALTER TABLE executions DROP COLUMN redrive_ms"
+_UNDO_6 = ("DROP INDEX executions_closed; DROP INDEX executions_to_compact; "
+           "ALTER TABLE executions DROP COLUMN history_location")
+_UNDO_5 = _UNDO_6 + "; ALTER TABLE executions DROP COLUMN redrive_count; ALTER TABLE executions DROP COLUMN redrive_ms"
+
+
+def test_a_version_5_file_compacts_and_expires_its_closed_executions(tmp_path: Path) -> None:
+    path = tmp_path / "statewright.db"
+    store = SqliteStore(path, 2)
+    write_schema_5_data(store)
+    store.close()
+    with sqlite3.connect(path) as db:  # as written before version 6
+        db.executescript(_UNDO_6)
+        db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    store = SqliteStore(path, 2)
+    try:
+        check_migrated_from_schema_5(store)
+    finally:
+        store.close()
 
 
 def test_a_version_4_file_counts_no_redrives_for_its_executions(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from .api.server import ServerConfig, serve
 from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
 from .engine.tokens import TaskTokens
+from .integrations.payload_store import check_target
 from .sim.faults import ALL_FAULTS
 from .sim.simulator import FAULT_RATE_DEFAULT, STEPS_DEFAULT, SimConfig, simulate_and_print
 from .store import is_postgres_url, open_store
@@ -78,6 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--redrivable-days", type=_positive, default=defaults.redrivable_days, metavar="D",
                      help="RedriveExecution reopens a failed, aborted or timed-out execution for D days after it "
                           f"closed (default {defaults.redrivable_days}, as AWS)")
+    run.add_argument("--retention-days", type=_positive, default=defaults.retention_days, metavar="D",
+                     help="a closed execution's history is readable, and its name taken, for D days after it closed "
+                          f"(default {defaults.retention_days}, as AWS); then it is deleted")
+    run.add_argument("--compact-after-days", type=_positive, default=defaults.compact_after_days, metavar="D",
+                     help="D days after it closed (and once it can no longer be redriven), an execution's history "
+                          f"moves to the payload store (default {defaults.compact_after_days})")
+    run.add_argument("--payload-store", type=_payload_store, default=None, metavar="URL",
+                     help="where compacted histories go: s3://BUCKET/PREFIX (through botocore: AWS_ENDPOINT_URL_S3 "
+                          "for another S3) or a directory (default: payloads/ in the data directory; several nodes "
+                          "compact only with one)")
     limits = defaults.limits
     run.add_argument("--inbox-commands-max", type=_positive, default=limits.inbox_commands_max, metavar="N",
                      help="commands that may wait for the engine; past them requests get ThrottlingException "
@@ -187,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
                               args.connections, tuned, args.store, secret, args.advertise, leases, http,
                               args.clock == "virtual", args.wait_scale, args.mock_config, args.functions,
                               args.assume_machine_role, args.redrivable_days,
-                              status_events_bus=args.status_events_bus, webhooks=args.webhooks))
+                              status_events_bus=args.status_events_bus, webhooks=args.webhooks,
+                              retention_days=args.retention_days, compact_after_days=args.compact_after_days,
+                              payload_store=args.payload_store))
 
 
 def _positive(text: str) -> int:
@@ -198,6 +211,13 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def _payload_store(text: str) -> str:
+    try:
+        return check_target(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _scale(text: str) -> float:

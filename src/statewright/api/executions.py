@@ -42,9 +42,10 @@ LOCAL_ID_TRIES_MAX = 64  # ids drawn for a synchronous express execution until o
 async def _load(service: Service, arn: str) -> ExecutionState:
     arns.execution(arn)  # an express ARN is refused here, as AWS does (its executions keep no state)
     blob = await service.store_call(service.store.load_execution, arn)
-    if blob is None:
+    execution = None if blob is None else ExecutionState.from_blob(blob)
+    if execution is None or service.retention.expired(execution, service.clock()):  # expired: gone, deleted or not
         raise execution_does_not_exist(arn)
-    return ExecutionState.from_blob(blob)
+    return execution
 
 
 def _check_input(text: str) -> None:
@@ -303,7 +304,7 @@ async def get_execution_history(service: Service, params: dict, scope: Scope) ->
         raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
     if reverse and not after:
         after = execution.next_event_id  # newest first: everything below the next id
-    events = await service.store_call(service.store.read_history, execution.arn, after, limit + 1, reverse)
+    events = await service.store_call(service.retention.read_history, execution.arn, after, limit + 1, reverse)
     events = [event for event in events if event["id"] < execution.next_event_id]
     more = len(events) > limit
     events = events[:limit]

@@ -36,6 +36,7 @@ from ..integrations.status_events import StatusEvents
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, Store, VersionRecord
 from . import arns
 from .arns import Scope
+from .retention import Retention, RetentionSettings
 
 if TYPE_CHECKING:
     from .clock import VirtualClock
@@ -122,6 +123,9 @@ class Service:
         engine.on_dispatch = self.dispatcher.submit
         self.logs = ExecutionLogs(self.aws_clients, self._logging_of)
         engine.on_history = self.logs.offer
+        # How long closed executions are kept and where compacted histories go; the server sets its own (this
+        # default keeps them 90 days and never compacts).
+        self.retention = Retention(store, engine, None, RetentionSettings())
 
     async def _logging_of(self, machine_arn: str) -> dict[str, Any] | None:
         record = await self.state_machine(machine_arn)
@@ -208,6 +212,7 @@ class Service:
         self._use_loop(loop)
         self.dispatcher.attach(loop)
         self.logs.attach(loop)
+        self.retention.attach(loop, self.store_call)
         if self.forwarder is not None:
             self.engine.on_removed = lambda keys: loop.call_soon_threadsafe(self.matcher.discard, keys)
             self._stop_watching = self.store.watch_activity_tasks(
@@ -221,6 +226,7 @@ class Service:
     async def detach(self) -> None:
         """The server is stopping: stop watching, close the connections to other nodes (the engine has stopped)."""
         self.engine.on_removed = None
+        self.retention.detach()
         if self._looking is not None:
             self._looking.cancel()
         if self._stop_watching is not None:

@@ -206,6 +206,21 @@ class FaultyStore(Store):
     def read_history(self, *args: Any) -> Any:
         return self.inner.read_history(*args)
 
+    def expired_executions(self, *args: Any) -> Any:
+        return self.inner.expired_executions(*args)
+
+    def executions_to_compact(self, *args: Any) -> Any:
+        return self.inner.executions_to_compact(*args)
+
+    def compact_histories(self, *args: Any) -> Any:
+        return self.inner.compact_histories(*args)
+
+    def delete_executions(self, *args: Any) -> Any:
+        return self.inner.delete_executions(*args)
+
+    def history_location(self, arn: str) -> str | None:
+        return self.inner.history_location(arn)
+
     def create_activity(self, record: Any, tags: Any = None) -> Any:
         return self.inner.create_activity(record, tags)
 

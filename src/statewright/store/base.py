@@ -32,6 +32,10 @@ Contract (tests/store_contract.py runs it against every implementation):
   consume them; ``pending_dispatches`` lists what a new owner must hand out again. An activity task's payload
   has ``kind`` "activity" and the activity's ARN in ``resource``: ``claim_activity_task`` finds it by that ARN,
   from any node.
+- Retention (``expired_executions`` ... ``history_location``): a closed execution's history moves out of the
+  history table only in ``compact_histories``' transaction, which also records where it went; its row and history
+  leave together in ``delete_executions``. Both act only on shards still at the caller's range ids and on rows
+  still closed at the version the caller read, so a redrive or a new owner in between wins.
 """
 
 from __future__ import annotations
@@ -256,6 +260,16 @@ class ExecutionSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class ClosedExecution:
+    """A closed execution, as the retention sweep reads it: its row's version and where its history is."""
+
+    arn: str
+    shard_id: int
+    version: int
+    history_location: str | None  # None: in the history table; else its key in the payload store
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     items: list[Any]
     next_cursor: str | None
@@ -360,6 +374,36 @@ class Store(ABC):
     @abstractmethod
     def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:
         """Up to ``limit`` events with ids above ``after_event_id`` (below it when ``reverse``; 0 means the end)."""
+
+    @abstractmethod
+    def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
+                           limit: int) -> list[ClosedExecution]:
+        """Up to ``limit`` executions of these shards closed at or before ``stopped_before_ms``, oldest first."""
+
+    @abstractmethod
+    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int, redrivable_before_ms: int,
+                              limit: int) -> list[ClosedExecution]:
+        """Up to ``limit`` executions of these shards whose history is still in the history table, closed at or
+        before ``stopped_before_ms`` and, unless SUCCEEDED (which cannot be redriven), at or before
+        ``redrivable_before_ms``; oldest first."""
+
+    @abstractmethod
+    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        """In one transaction, for each (execution, location) whose shard is at its range id in ``range_ids`` and
+        whose row is still closed at ``execution.version``, history in the table: record that its history is at
+        ``location`` and delete its history rows. Returns those it compacted."""
+
+    @abstractmethod
+    def delete_executions(self, executions: Sequence[ClosedExecution],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        """In one transaction: delete the rows and history rows of those executions whose shard is at its range id
+        in ``range_ids`` and whose row is still at their version; returns those deleted (their names are free)."""
+
+    @abstractmethod
+    def history_location(self, arn: str) -> str | None:
+        """Where a compacted execution's history is in the payload store; None while it is in the history table
+        (or there is no such execution)."""
 
     @abstractmethod
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,

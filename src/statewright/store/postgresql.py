@@ -30,6 +30,7 @@ from .base import (
     VERSIONS_MAX,
     ActivityRecord,
     AliasRecord,
+    ClosedExecution,
     CommitFailed,
     CommitOutcomeUnknown,
     CommitResult,
@@ -52,6 +53,7 @@ from .base import (
     VersionRouted,
 )
 from .shared import (
+    CLOSED,
     EXECUTION_COLUMNS,
     SUMMARY_COLUMNS,
     activity_of,
@@ -60,6 +62,7 @@ from .shared import (
     alias_of,
     check_revision,
     check_routes,
+    compactable,
     groups,
     insert_row,
     next_version,
@@ -151,6 +154,12 @@ _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection], None], ...], ...] 
     ),
     (  # 5: redrives, counted on the execution row (ListExecutions' redriveCount, redriveDate and redriveFilter)
         "ALTER TABLE executions ADD COLUMN redrive_count integer NOT NULL DEFAULT 0, ADD COLUMN redrive_ms bigint",
+    ),
+    (  # 6: retention and compaction; partial indexes: a running execution costs no entry, a compacted one leaves
+        # the index the compaction sweep reads
+        "ALTER TABLE executions ADD COLUMN history_location text",
+        f"CREATE INDEX executions_closed ON executions (stop_ms) WHERE {CLOSED}",
+        f"CREATE INDEX executions_to_compact ON executions (stop_ms) WHERE {CLOSED} AND history_location IS NULL",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -553,6 +562,48 @@ class PostgresStore(Store):
             events += [event for event in orjson.loads(blob) if event["id"] > after_event_id]
         return events[:limit]
 
+    def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
+                           limit: int) -> list[ClosedExecution]:
+        return self._closed(f"{CLOSED} AND stop_ms <= %s", [stopped_before_ms], shard_ids, limit)
+
+    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int, redrivable_before_ms: int,
+                              limit: int) -> list[ClosedExecution]:
+        return self._closed(f"{CLOSED} AND history_location IS NULL AND stop_ms <= %s AND {compactable('%s')}",
+                            [stopped_before_ms, redrivable_before_ms], shard_ids, limit)
+
+    def _closed(self, where: str, args: list[Any], shard_ids: Sequence[int], limit: int) -> list[ClosedExecution]:
+        rows = self._rows(f"SELECT arn, shard_id, version, history_location FROM executions WHERE {where} AND "
+                          f"shard_id = ANY(%s) ORDER BY stop_ms LIMIT %s", [*args, list(shard_ids), limit])
+        return [ClosedExecution(*row) for row in rows]
+
+    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        done = []
+        with self._transaction() as db:
+            for execution, location in compacted:
+                if _holds(db, execution.shard_id, range_ids) and db.execute(
+                        f"UPDATE executions SET history_location = %s WHERE arn = %s AND version = %s AND {CLOSED} "
+                        f"AND history_location IS NULL", (location, execution.arn, execution.version)).rowcount:
+                    db.execute("DELETE FROM history WHERE execution_arn = %s", (execution.arn,))
+                    done.append(execution)
+        return done
+
+    def delete_executions(self, executions: Sequence[ClosedExecution],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        deleted = []
+        with self._transaction() as db:
+            for execution in executions:
+                if _holds(db, execution.shard_id, range_ids) and db.execute(
+                        f"DELETE FROM executions WHERE arn = %s AND version = %s AND {CLOSED}",
+                        (execution.arn, execution.version)).rowcount:
+                    db.execute("DELETE FROM history WHERE execution_arn = %s", (execution.arn,))
+                    deleted.append(execution)
+        return deleted
+
+    def history_location(self, arn: str) -> str | None:
+        rows = self._rows("SELECT history_location FROM executions WHERE arn = %s", (arn,))
+        return rows[0][0] if rows else None
+
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
                    after_key: tuple[str, str] | None = None) -> list[TimerRow]:
         if after_key is None:
@@ -941,6 +992,13 @@ _INSERT_EXECUTIONS = (
     f"INSERT INTO executions ({EXECUTION_COLUMNS}) SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], "
     "%b::integer[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::text[], "
     "%b::integer[], %b::bigint[]) ON CONFLICT DO NOTHING")
+def _holds(db: psycopg.Connection, shard_id: int, range_ids: Mapping[int, int]) -> bool:
+    """Whether the shard is at the caller's range id; the row stays locked, as a commit locks it, so an acquisition
+    waits for this transaction."""
+    row = db.execute("SELECT range_id FROM shards WHERE shard_id = %s FOR SHARE", (shard_id,)).fetchone()
+    return row is not None and row[0] == range_ids.get(shard_id)
+
+
 _UPDATE_EXECUTIONS = (
     "UPDATE executions e SET status = u.status, stop_ms = u.stop_ms, version = u.version, state = u.state, "
     "redrive_count = u.redrive_count, redrive_ms = u.redrive_ms "

@@ -20,6 +20,7 @@ from .base import (
     VERSIONS_MAX,
     ActivityRecord,
     AliasRecord,
+    ClosedExecution,
     CommitFailed,
     CommitOutcomeUnknown,
     CommitResult,
@@ -42,6 +43,7 @@ from .base import (
     VersionRouted,
 )
 from .shared import (
+    CLOSED,
     EXECUTION_COLUMNS,
     SUMMARY_COLUMNS,
     activity_of,
@@ -50,6 +52,7 @@ from .shared import (
     alias_of,
     check_revision,
     check_routes,
+    compactable,
     groups,
     insert_row,
     next_version,
@@ -85,7 +88,7 @@ CREATE TABLE IF NOT EXISTS executions (
     arn TEXT PRIMARY KEY, state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, shard_id INTEGER NOT NULL,
     status TEXT NOT NULL, start_ms INTEGER NOT NULL, stop_ms INTEGER, version INTEGER NOT NULL,
     state BLOB NOT NULL, version_arn TEXT, alias_arn TEXT, redrive_count INTEGER NOT NULL DEFAULT 0,
-    redrive_ms INTEGER);
+    redrive_ms INTEGER, history_location TEXT);
 CREATE INDEX IF NOT EXISTS executions_by_machine ON executions (state_machine_arn, start_ms DESC, arn DESC);
 CREATE TABLE IF NOT EXISTS history (
     execution_arn TEXT NOT NULL, first_event_id INTEGER NOT NULL, last_event_id INTEGER NOT NULL,
@@ -107,7 +110,7 @@ CREATE TABLE IF NOT EXISTS express_starts (
     shard_id INTEGER NOT NULL, execution_arn TEXT NOT NULL, command BLOB NOT NULL,
     PRIMARY KEY (shard_id, execution_arn)) WITHOUT ROWID;
 """
-SCHEMA_VERSION = 5  # recorded in meta 'schema_version'; a database without one was written at version 1
+SCHEMA_VERSION = 6  # recorded in meta 'schema_version'; a database without one was written at version 1
 # Version 2: the outbox's activity ARN and claim time (Store.claim_activity_task). No index on them: one node on
 # its own file never claims (its matcher is fed by its engine), and an index would cost every task two writes.
 _TO_VERSION_2 = (
@@ -131,12 +134,18 @@ _TO_VERSION_5 = (
     "ALTER TABLE executions ADD COLUMN redrive_count INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE executions ADD COLUMN redrive_ms INTEGER",
 )
+# Version 6: retention and compaction. Partial indexes on closed executions: a running one costs no index entry,
+# and one compacted leaves the index the compaction sweep reads.
+_TO_VERSION_6 = ("ALTER TABLE executions ADD COLUMN history_location TEXT",)
 # After the migrations (the columns must exist). Partial: executions started on the latest revision cost nothing.
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS executions_by_version ON executions (version_arn, start_ms DESC, arn DESC) "
     "WHERE version_arn IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS executions_by_alias ON executions (alias_arn, start_ms DESC, arn DESC) "
     "WHERE alias_arn IS NOT NULL",
+    f"CREATE INDEX IF NOT EXISTS executions_closed ON executions (stop_ms) WHERE {CLOSED}",
+    f"CREATE INDEX IF NOT EXISTS executions_to_compact ON executions (stop_ms) WHERE {CLOSED} "
+    "AND history_location IS NULL",
 )
 
 
@@ -175,6 +184,9 @@ class SqliteStore(Store):
                                 for arn, record in db.execute("SELECT arn, record FROM state_machines").fetchall()])
             if not _has_column(db, "executions", "redrive_count"):
                 for statement in _TO_VERSION_5:
+                    db.execute(statement)
+            if not _has_column(db, "executions", "history_location"):
+                for statement in _TO_VERSION_6:
                     db.execute(statement)
             for statement in _INDEXES:
                 db.execute(statement)
@@ -464,6 +476,57 @@ class SqliteStore(Store):
             if len(events) >= limit:
                 break
         return events[:limit]
+
+    def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
+                           limit: int) -> list[ClosedExecution]:
+        return self._closed(f"{CLOSED} AND stop_ms <= ?", [stopped_before_ms], shard_ids, limit)
+
+    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int, redrivable_before_ms: int,
+                              limit: int) -> list[ClosedExecution]:
+        return self._closed(f"{CLOSED} AND history_location IS NULL AND stop_ms <= ? AND {compactable('?')}",
+                            [stopped_before_ms, redrivable_before_ms], shard_ids, limit)
+
+    def _closed(self, where: str, args: list[Any], shard_ids: Sequence[int], limit: int) -> list[ClosedExecution]:
+        shards = sorted(shard_ids)[:_VARIABLES_MAX]  # SQLite serves one node: every shard, well under the bound
+        with _unavailable():
+            rows = self._db().execute(
+                f"SELECT arn, shard_id, version, history_location FROM executions WHERE {where} AND shard_id IN "
+                f"({','.join('?' * len(shards))}) ORDER BY stop_ms LIMIT ?", [*args, *shards, limit]).fetchall()
+        return [ClosedExecution(*row) for row in rows]
+
+    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        done = []
+        with _unavailable(), self._transaction() as db:
+            for execution, location in compacted:
+                if self._holds(db, execution.shard_id, range_ids) and db.execute(
+                        f"UPDATE executions SET history_location = ? WHERE arn = ? AND version = ? AND {CLOSED} "
+                        f"AND history_location IS NULL", (location, execution.arn, execution.version)).rowcount:
+                    db.execute("DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
+                    done.append(execution)
+        return done
+
+    def delete_executions(self, executions: Sequence[ClosedExecution],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        deleted = []
+        with _unavailable(), self._transaction() as db:
+            for execution in executions:
+                if self._holds(db, execution.shard_id, range_ids) and db.execute(
+                        f"DELETE FROM executions WHERE arn = ? AND version = ? AND {CLOSED}",
+                        (execution.arn, execution.version)).rowcount:
+                    db.execute("DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
+                    deleted.append(execution)
+        return deleted
+
+    @staticmethod
+    def _holds(db: sqlite3.Connection, shard_id: int, range_ids: Mapping[int, int]) -> bool:
+        row = db.execute("SELECT range_id FROM shards WHERE shard_id = ?", (shard_id,)).fetchone()
+        return row is not None and row[0] == range_ids.get(shard_id)
+
+    def history_location(self, arn: str) -> str | None:
+        with _unavailable():
+            row = self._db().execute("SELECT history_location FROM executions WHERE arn = ?", (arn,)).fetchone()
+        return row[0] if row else None
 
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
                    after_key: tuple[str, str] | None = None) -> list[TimerRow]:
