@@ -477,38 +477,8 @@ def _target(url: str) -> _Target:
     return _Target(host, port or (443 if parts.scheme == "https" else 80), parts.scheme == "https", authority, path)
 
 
-class KeepAlive:
-    """Idle connections kept for the next request to the same host (the local functions' calls): at most
-    IDLE_PER_HOST per host, each reused only within IDLE_S of its last answer, well inside the keep-alive time
-    servers give (uvicorn's is 5 s), so a request is not sent on a connection the server is closing. A request
-    that fails on a kept connection is not sent again: it may have been received (the caller's Retry decides)."""
-
-    IDLE_S = 1.0
-    IDLE_PER_HOST = 64
-
-    def __init__(self) -> None:
-        self._idle: dict[tuple[str, int, bool], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
-
-    def take(self, key: tuple[str, int, bool]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        idle, now = self._idle.get(key, []), time.monotonic()
-        while idle:
-            reader, writer, since = idle.pop()
-            if now - since < self.IDLE_S and not writer.is_closing() and not reader.at_eof():
-                return reader, writer
-            writer.close()
-        return None
-
-    def put(self, key: tuple[str, int, bool], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        idle = self._idle.setdefault(key, [])
-        if len(idle) >= self.IDLE_PER_HOST:
-            return False
-        idle.append((reader, writer, time.monotonic()))
-        return True
-
-
-async def exchange(request: Request, keep_alive: KeepAlive | None = None) -> Response:
-    """Send one request and read the whole response (at most RESPONSE_BYTES_MAX of body), on a new connection or
-    on one ``keep_alive`` kept."""
+async def exchange(request: Request) -> Response:
+    """Send one request on a new connection and read the whole response (at most RESPONSE_BYTES_MAX of body)."""
     target = _target(request.url)
     connection = h11.Connection(h11.CLIENT)
     try:  # serialized before connecting, so a request h11 refuses never reaches the network
@@ -521,30 +491,23 @@ async def exchange(request: Request, keep_alive: KeepAlive | None = None) -> Res
         wire += connection.send(h11.EndOfMessage())
     except (h11.LocalProtocolError, UnicodeEncodeError) as error:  # h11 takes ASCII text only
         raise Failure(errors.RUNTIME, f"The HTTP request is not valid: {error}") from None
-    key = (target.host, target.port, target.tls)
-    kept = keep_alive.take(key) if keep_alive is not None else None
-    if kept is None:
-        try:
-            kept = await asyncio.open_connection(
-                target.host, target.port, ssl=_tls_context() if target.tls else None,
-                server_hostname=target.host if target.tls else None)
-        except (OSError, UnicodeError) as error:
-            raise Failure(SOCKET, f"Could not connect to {target.authority}: {_reason(error)}") from None
-    reader, writer = kept
-    reusable = False
+    try:
+        reader, writer = await asyncio.open_connection(
+            target.host, target.port, ssl=_tls_context() if target.tls else None,
+            server_hostname=target.host if target.tls else None)
+    except (OSError, UnicodeError) as error:
+        raise Failure(SOCKET, f"Could not connect to {target.authority}: {_reason(error)}") from None
     try:
         writer.write(wire)
         await writer.drain()
         response = await _read_response(connection, reader)
-        reusable = connection.our_state is h11.DONE and connection.their_state is h11.DONE
         return dataclasses.replace(response, tls=target.tls)
     except OSError as error:
         raise Failure(SOCKET, f"The connection to {target.authority} failed: {_reason(error)}") from None
     except h11.RemoteProtocolError as error:
         raise Failure(SOCKET, f"{target.authority} sent a malformed HTTP response: {error}") from None
     finally:
-        if not (reusable and keep_alive is not None and keep_alive.put(key, reader, writer)):
-            writer.close()
+        writer.close()
 
 
 async def _read_response(connection: h11.Connection, reader: asyncio.StreamReader) -> Response:
