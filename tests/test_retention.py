@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -98,6 +99,10 @@ def test_a_history_compacted_after_two_days_reads_the_same_until_retention_ends_
     with pytest.raises(sfn.exceptions.ExecutionDoesNotExist):
         sfn.get_execution_history(executionArn=arn)
     assert _eventually(lambda: _objects(server.data_dir) == [])
+    with urllib.request.urlopen(f"{server.endpoint}/metrics") as response:
+        metrics = response.read().decode()
+    assert 'statewright_retention_executions_total{outcome="compacted"} 2.0' in metrics
+    assert 'statewright_retention_executions_total{outcome="deleted"} 2.0' in metrics
     assert sfn.start_execution(stateMachineArn=machine, name="order-1", input="{}")["executionArn"] == arn
     again = wait_closed(sfn, arn)
     assert again["status"] == "SUCCEEDED" and again["input"] == "{}"

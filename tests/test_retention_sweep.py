@@ -12,6 +12,7 @@ import pytest
 from statewright.api.retention import COMPACTED_BATCH_MAX, Retention, RetentionSettings
 from statewright.engine.execution import DAY_MS
 from statewright.integrations.payload_store import DirectoryPayloads
+from statewright.metrics import Metrics
 from statewright.store.base import StoreUnavailable
 from statewright.store.sqlite import SqliteStore
 from store_contract import committed, events, execution_arn, own, write
@@ -49,7 +50,7 @@ def _closed(store: SqliteStore, count: int, history_events: int = 7) -> tuple[di
 
 
 def _retention(store, payloads: DirectoryPayloads, ranges: dict[int, int]) -> Retention:
-    engine = SimpleNamespace(range_ids=ranges, clock=lambda: LATER_MS, redrivable_ms=14 * DAY_MS)
+    engine = SimpleNamespace(range_ids=ranges, clock=lambda: LATER_MS, redrivable_ms=14 * DAY_MS, metrics=Metrics())
     return Retention(store, engine, payloads, RetentionSettings())
 
 

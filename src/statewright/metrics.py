@@ -119,6 +119,13 @@ class Metrics:
         self.forwarded_calls = Counter(
             "statewright_forwarded_calls", "Commands sent to the node that owns their shard, by outcome",
             ["outcome"], registry=registry)
+        self.retention_swept = Counter(
+            "statewright_retention_executions", "Closed executions the retention sweep handled: deleted (their "
+            "retention ended) or compacted (their history moved to the payload store)", ["outcome"],
+            registry=registry)
+        self.retention_failures = Counter(
+            "statewright_retention_sweep_failures", "Retention sweeps that failed (the store or the payload store "
+            "did not answer; the next sweep tries again)", registry=registry)
         self.open_executions = _OpenExecutions()
         self._scrape_time = _ScrapeTime(windows, clock, self.open_executions)
         registry.register(self._scrape_time)

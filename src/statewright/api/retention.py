@@ -112,8 +112,10 @@ class Retention:
             assert self._store_call is not None
             busy = await self._store_call(self.sweep, self._engine.clock())
         except (StoreUnavailable, OSError) as exc:  # the store or the payload store: try again next time
+            self._engine.metrics.retention_failures.inc()
             log.warning("retention sweep failed, retrying: %s", exc)
         except Exception:
+            self._engine.metrics.retention_failures.inc()
             log.exception("retention sweep failed, retrying")
         pause_s = (time.monotonic() - began) * (1 / SWEEP_SHARE - 1) if busy else SWEEP_S
         self._timer = asyncio.get_running_loop().call_later(pause_s, self._start_sweep)
@@ -131,9 +133,11 @@ class Retention:
     def _delete_expired(self, range_ids: dict[int, int], now_ms: int) -> bool:
         store = self._store
         expired = store.expired_executions(list(range_ids), now_ms - self.settings.retention_ms, EXPIRED_BATCH_MAX)
-        for execution in store.delete_executions(expired, range_ids):
+        deleted = store.delete_executions(expired, range_ids)
+        for execution in deleted:
             if execution.history_location is not None and self._payloads is not None:
                 self._payloads.delete(execution.history_location)
+        self._engine.metrics.retention_swept.labels("deleted").inc(len(deleted))
         return len(expired) == EXPIRED_BATCH_MAX
 
     def _compact(self, range_ids: dict[int, int], now_ms: int) -> bool:
@@ -147,5 +151,6 @@ class Retention:
             payloads.put(key, encode_history(store.read_history(execution.arn, 0, HISTORY_EVENTS_MAX, False)))
             written.append((execution, key))
         if written:
-            store.compact_histories(written, range_ids)
+            compacted = store.compact_histories(written, range_ids)
+            self._engine.metrics.retention_swept.labels("compacted").inc(len(compacted))
         return len(ready) == COMPACTED_BATCH_MAX
