@@ -210,7 +210,7 @@ def serve(config: ServerConfig) -> int:
     engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
                     wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
                     redrivable_ms=config.redrivable_days * DAY_MS,
-                    status_events=config.status_events_bus is not None or bool(webhooks))
+                    status_events=config.status_events_bus is not None or bool(webhooks), heavy_lane=True)
     status_events = {"bus": config.status_events_bus, "webhooks": webhooks}
     node = None  # a cluster node's membership
     if config.store:
