@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from server import ROLE_ARN, ServerProcess, wait_closed
 from statewright.engine.commands import StartExecution, StopExecution
 from statewright.engine.core import Engine
+from statewright.engine.heavy_lane import HeavyLane
 from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
@@ -51,7 +52,7 @@ def store(tmp_path):
 
 
 def make_engine(store, clock, heavy_lane: bool) -> Engine:
-    engine = Engine(store, clock=clock, limits=Limits(apply_steps_max=50), heavy_lane=heavy_lane)
+    engine = Engine(store, clock=clock, limits=Limits(apply_steps_max=50), heavy_lane=HeavyLane if heavy_lane else None)
     engine.acquire_all_shards()
     return engine
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Collection
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from ..asl.definition import Definition, parse_definition
 from . import decider
@@ -46,6 +47,18 @@ class Decided(FireTimer):
 
     version: int
     result: Decision | BaseException | None
+
+
+class Lane(Protocol):
+    def submit(self, state: ExecutionState, definition_key: tuple[str, str], text: Callable[[], str],
+               mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens,
+               activities: Collection[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# (the engine's services, its limits, where each Decided goes) -> a lane
+LaneFactory = Callable[[Services, Limits, Callable[[Decided], None]], Lane]
 
 
 class HeavyLane:
