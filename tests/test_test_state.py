@@ -129,9 +129,13 @@ def test_a_mocked_error_output_goes_to_the_tasks_catch(sfn):
 
 
 @pytest.mark.parametrize(("state", "mock", "says"), [
-    (LAMBDA_TASK, {"result": "{}", "errorOutput": {"error": "E"}}, "exactly one of result or errorOutput"),
+    (LAMBDA_TASK, {"result": "{}", "errorOutput": {"error": "E"}},
+     "A test mock should have only one of the following fields: [result, errorOutput]."),
+    (LAMBDA_TASK, {"fieldValidationMode": "NONE"}, "A test mock should have one of the following fields"),
     (LAMBDA_TASK, {"result": "not json"}, "Invalid mock result"),
-    ({"Type": "Pass", "End": True}, {"result": "{}"}, "a Task, Parallel or Map state only"),
+    ({"Type": "Pass", "End": True}, {"result": "{}"}, "State type 'Pass' is not supported when a mock is specified"),
+    ({"Type": "Choice", "Choices": [{"Variable": "$.a", "IsPresent": True, "Next": "A"}]},
+     {"errorOutput": {"error": "E"}}, "State type 'Choice' is not supported when a mock is specified"),
 ])
 def test_a_mock_that_cannot_stand_for_the_call_is_refused(sfn, state, mock, says):
     with pytest.raises(ClientError) as refused:
@@ -171,7 +175,7 @@ def test_error_caused_by_state_names_a_state_inside_the_mocked_parallel(sfn):
     for configuration, mock, says in (
             ({"errorCausedByState": "Nope"}, {"errorOutput": {"error": "E"}}, "not a state inside"),
             ({"errorCausedByState": "B"}, {"result": "[]"}, "takes a mocked errorOutput"),
-            ({"mapIterationFailureCount": 1}, {"result": "[]"}, "distributed Map")):
+            ({"mapIterationFailureCount": 1}, {"result": "[]"}, "applies to a Map state; 'TestState' is a Parallel")):
         with pytest.raises(ClientError) as refused:
             run(sfn, PARALLEL, {}, stateConfiguration=configuration, mock=mock)
         assert says in refused.value.response["Error"]["Message"]
