@@ -357,7 +357,7 @@ def _test_mock(mock: Any) -> AttemptSucceeded | AttemptFailed | None:
     calling its resource (its ``fieldValidationMode`` is applied once the Task's resource is known)."""
     if mock is None:
         return None
-    if "result" in mock and "errorOutput" in mock:  # AWS's words (LocalStack's AWS-validated snapshots)
+    if "result" in mock and "errorOutput" in mock:  # AWS's words (see _NEEDS_MOCK); for neither, ours
         raise AwsError("ValidationException", "A test mock should have only one of the following fields: [result, "
                        "errorOutput].")
     if "result" not in mock and "errorOutput" not in mock:
@@ -389,10 +389,10 @@ _NEEDS_MOCK = ("TestState API does not support Map or Parallel states. Supported
 
 
 def _check_mocked_state(state: State, mocked: AttemptSucceeded | AttemptFailed | None) -> None:
-    """What the state and its mock must be. Without a mock statewright runs an inline Map's or a Parallel's
-    children itself (AWS refuses them, with _NEEDS_MOCK), but no distributed Map's. A mock only stands for a
-    Task's call or a Parallel's or Map's children; a Map's mocked result is its result array, or the ResultWriter's
-    summary object (both refusals AWS's)."""
+    """What the state and its mock must be, each refusal in AWS's words. Without a mock statewright runs an inline
+    Map's or a Parallel's children itself (AWS refuses them too, with _NEEDS_MOCK), but no distributed Map's. A
+    mock only stands for a Task's call or a Parallel's or Map's children; a Map's mocked result is its result
+    array, or with a ResultWriter the writer's summary object."""
     if mocked is None:
         if holds_distributed_map(state):
             raise AwsError("InvalidDefinition", _NEEDS_MOCK)
@@ -411,10 +411,11 @@ def _check_mocked_state(state: State, mocked: AttemptSucceeded | AttemptFailed |
 def _check_state_configuration(configuration: dict[str, Any], state: State,
                                mocked: AttemptSucceeded | AttemptFailed | None) -> None:
     """stateConfiguration's members that describe a Parallel's or Map's children: errorCausedByState names the
-    state inside it a mocked error came from; mapIterationFailureCount counts the Map's failed iterations (of a
-    mock: their number is the mocked result's at most, as AWS refuses more); mapItemReaderData is what its
-    ItemReader read, which a Map with an ItemReader needs (statewright reads no S3 object for it). AWS's words for
-    these refusals are not known: these are ours."""
+    state inside it a mocked error came from; mapIterationFailureCount counts the Map's failed iterations, which
+    only a distributed Map's tolerated failures weigh (at most as many as the mocked result has items: AWS refuses
+    more, as LocalStack's AWS-validated test test_map_iteration_failure_count_exceeds_mock_result_items records);
+    mapItemReaderData is what its ItemReader read, which a Map with an ItemReader needs (statewright reads no S3
+    object for it). AWS's words for these refusals are not known: these are ours."""
     caused_by = configuration.get("errorCausedByState")
     if caused_by is not None:
         if not isinstance(mocked, AttemptFailed) or not isinstance(state, ParallelState | MapState):
@@ -432,11 +433,10 @@ def _check_state_configuration(configuration: dict[str, Any], state: State,
     if failures is not None and mocked is None:
         raise AwsError("ValidationException", "mapIterationFailureCount takes a mock of the Map state's result or "
                        "error")
-    if failures is not None and isinstance(mocked, AttemptSucceeded):
-        items = len(orjson.loads(mocked.output))  # an array or, with a ResultWriter, an object: checked already
-        if failures > items:
-            raise AwsError("ValidationException", f"mapIterationFailureCount is {failures}, more than the {items} "
-                           "items of the mocked result")
+    result = orjson.loads(mocked.output) if isinstance(mocked, AttemptSucceeded) else None
+    if failures is not None and isinstance(result, list) and failures > len(result):
+        raise AwsError("ValidationException", f"mapIterationFailureCount is {failures}, more than the {len(result)} "
+                       "items of the mocked result")
     reader = state.distributed.reader if isinstance(state, MapState) and state.distributed is not None else None
     if read is not None and reader is None:
         raise AwsError("ValidationException", f"mapItemReaderData is the data a Distributed Map's ItemReader read; "

@@ -51,6 +51,8 @@ class Tolerance:
     percentage: float | None
 
     def exceeded(self, failures: int, iterations: int) -> bool:
+        """``failures`` of the ``iterations`` (child executions: batches, when the Map batches) are more than it
+        tolerates."""
         if self.count is not None and failures > self.count:
             return True
         return self.percentage is not None and iterations > 0 and failures * 100 > self.percentage * iterations
