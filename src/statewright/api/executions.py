@@ -388,11 +388,11 @@ _NEEDS_MOCK = ("TestState API does not support Map or Parallel states. Supported
                "Pass, Succeed, Fail, Choice]")
 
 
-def _check_mocked_state(state: State, mocked: AttemptSucceeded | AttemptFailed | None) -> None:
+def _check_mocked_state(state: State, mocked: AttemptSucceeded | AttemptFailed | None, result: Any) -> None:
     """What the state and its mock must be, each refusal in AWS's words. Without a mock statewright runs an inline
     Map's or a Parallel's children itself (AWS refuses them too, with _NEEDS_MOCK), but no distributed Map's. A
     mock only stands for a Task's call or a Parallel's or Map's children; a Map's mocked result is its result
-    array, or with a ResultWriter the writer's summary object."""
+    array, or with a ResultWriter the writer's summary object. ``result``: a mocked result's value."""
     if mocked is None:
         if holds_distributed_map(state):
             raise AwsError("InvalidDefinition", _NEEDS_MOCK)
@@ -400,7 +400,6 @@ def _check_mocked_state(state: State, mocked: AttemptSucceeded | AttemptFailed |
     if not isinstance(state, TaskState | ParallelState | MapState):
         raise AwsError("ValidationException", f"State type '{state.type}' is not supported when a mock is specified")
     if isinstance(state, MapState) and isinstance(mocked, AttemptSucceeded):
-        result = orjson.loads(mocked.output)
         if state.distributed is not None and state.distributed.writes_results:
             if not isinstance(result, dict):
                 raise AwsError("ValidationException", "Mocked result must be a JSON object.")
@@ -409,7 +408,7 @@ def _check_mocked_state(state: State, mocked: AttemptSucceeded | AttemptFailed |
 
 
 def _check_state_configuration(configuration: dict[str, Any], state: State,
-                               mocked: AttemptSucceeded | AttemptFailed | None) -> None:
+                               mocked: AttemptSucceeded | AttemptFailed | None, result: Any) -> None:
     """stateConfiguration's members that describe a Parallel's or Map's children: errorCausedByState names the
     state inside it a mocked error came from; mapIterationFailureCount counts the Map's failed iterations, which
     only a distributed Map's tolerated failures weigh (at most as many as the mocked result has items: AWS refuses
@@ -433,7 +432,6 @@ def _check_state_configuration(configuration: dict[str, Any], state: State,
     if failures is not None and mocked is None:
         raise AwsError("ValidationException", "mapIterationFailureCount takes a mock of the Map state's result or "
                        "error")
-    result = orjson.loads(mocked.output) if isinstance(mocked, AttemptSucceeded) else None
     if failures is not None and isinstance(result, list) and failures > len(result):
         raise AwsError("ValidationException", f"mapIterationFailureCount is {failures}, more than the {len(result)} "
                        "items of the mocked result")
@@ -478,8 +476,9 @@ def _start_test(service: Service, params: dict, text: str, variables: dict[str, 
                                              services)
     state = definition.states[name]
     configuration = params.get("stateConfiguration") or {}
-    _check_mocked_state(state, mocked)
-    _check_state_configuration(configuration, state, mocked)
+    result = orjson.loads(mocked.output) if isinstance(mocked, AttemptSucceeded) else None
+    _check_mocked_state(state, mocked, result)
+    _check_state_configuration(configuration, state, mocked, result)
     return start_test(definition, name, text, variables, execution_arn, machine_arn, params.get("roleArn", ""),
                       now_ms, services, mocked, configuration.get("retrierRetryCount", 0), context,
                       configuration.get("mapIterationFailureCount", 0), configuration.get("mapItemReaderData"))
