@@ -21,7 +21,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import distributed
 from .choice import COMPARISON_OPERATORS, RuleSyntaxError, compile_rule
 from .diagnostics import (
     DUPLICATE_NAME,
@@ -40,6 +39,9 @@ from .diagnostics import (
     one_of,
     only_one,
 )
+from .distributed import EXECUTION_TYPES
+from .distributed import FIELDS as DISTRIBUTED_FIELDS
+from .distributed import parse as parse_distributed
 from .handling import ALL, Catcher, Retrier
 from .intrinsics import Intrinsic, IntrinsicSyntaxError, compile_intrinsic
 from .jsonata import CompiledValue, JsonataSyntaxError, compile_value, is_expression
@@ -88,7 +90,7 @@ _ALLOWED: dict[str, set[str]] = {
     "Fail": _COMMON | {"Error", "Cause", "ErrorPath", "CausePath"},
     "Parallel": _FANOUT | {"Branches", "Parameters"},
     "Map": _FANOUT | {"ItemProcessor", "Iterator", "ItemsPath", "ItemSelector", "Parameters", "MaxConcurrency",
-                      "MaxConcurrencyPath"} | distributed.FIELDS,
+                      "MaxConcurrencyPath"} | DISTRIBUTED_FIELDS,
     "Task": _FANOUT | {"Resource", "Parameters", "TimeoutSeconds", "TimeoutSecondsPath", "HeartbeatSeconds",
                        "HeartbeatSecondsPath", "Credentials"},
 }
@@ -972,7 +974,7 @@ class _Parser:
         state = MapState(name, "Map")
         self.result_fields(state, raw, where)
         language_fields = _ALLOWED_JSONATA["Map"] if self.language == "JSONata" else _ALLOWED["Map"]
-        distributed_fields = sorted(distributed.FIELDS & language_fields & set(raw))
+        distributed_fields = sorted(DISTRIBUTED_FIELDS & language_fields & set(raw))
         if not self.distributed:
             for key in distributed_fields:
                 self.problem(UNSUPPORTED_FEATURE, f"statewright runs inline Map states only so far; '{key}' is a "
@@ -1007,7 +1009,7 @@ class _Parser:
             mode = self.processor_config(processor, f"{where}/{key}")
         state.processor = self.machine(processor, f"{where}/{key}", allowed)
         if self.distributed and mode == "DISTRIBUTED":
-            state.distributed = distributed.parse(self, raw, where)
+            state.distributed = parse_distributed(self, raw, where)
         elif self.distributed:
             for name in distributed_fields:
                 self.schema(f"The field '{name}' is supported only when the ItemProcessor's ProcessorConfig Mode is "
@@ -1033,6 +1035,6 @@ class _Parser:
         elif mode == "DISTRIBUTED" and "ExecutionType" not in config:  # required in DISTRIBUTED mode (AWS's
             # ItemProcessor documentation)
             self.schema("These fields are required: [ExecutionType]", where)
-        elif mode == "DISTRIBUTED" and config["ExecutionType"] not in distributed.EXECUTION_TYPES:
-            self.schema(one_of(distributed.EXECUTION_TYPES), f"{where}/ExecutionType")
+        elif mode == "DISTRIBUTED" and config["ExecutionType"] not in EXECUTION_TYPES:
+            self.schema(one_of(EXECUTION_TYPES), f"{where}/ExecutionType")
         return mode

@@ -110,8 +110,8 @@ def branch_inputs(step: Step, flow_id: str, state: ParallelState, data: Any) -> 
     return [step.jsonata(flow_id, state, "Arguments", data, data)] * len(state.branches)
 
 
-def map_inputs(step: Step, flow_id: str, state: MapState, data: Any, items: list[Any] | None) -> tuple[list[Any],
-                                                                                                     int]:
+def map_inputs(step: Step, flow_id: str, state: MapState, data: Any,
+               items: list[Any] | None) -> tuple[list[Any], int]:
     """A Map's iteration inputs (Items, or the ``items`` a distributed Map's ItemReader read, through
     ItemSelector) and its MaxConcurrency. Not shown as afterItemsPath: AWS's InspectionData leaves it out for
     JSONata (its documentation, and its TestState answers as recorded by LocalStack's snapshots)."""

@@ -36,7 +36,7 @@ class TestOutcome:
 
 
 def definition_under_test(definition_text: str, state_name: str | None, mockable: bool,
-                    services: decider.Services | None = None) -> tuple[Definition, str]:
+                          services: decider.Services | None = None) -> tuple[Definition, str]:
     """The definition to test and the name of the state in it; raises InvalidDefinition when the state (or the
     machine holding ``state_name``) is not valid. ``mockable``: a mock is given, so a Task's resource need not be
     one statewright calls."""
