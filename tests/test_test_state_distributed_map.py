@@ -73,6 +73,8 @@ def test_a_distributed_map_named_in_a_whole_machine_is_tested_by_state_name(sfn)
     answer = sfn.test_state(definition=json.dumps(machine), stateName="Fan", input=json.dumps(ITEMS),
                             mock={"result": "[1, 2, 3]"})
     assert (answer["status"], answer["nextState"], json.loads(answer["output"])) == ("SUCCEEDED", "Done", [1, 2, 3])
+    other = sfn.test_state(definition=json.dumps(machine), stateName="Load", input="{}")  # beside a distributed Map
+    assert (other["status"], other["nextState"]) == ("SUCCEEDED", "Fan")
 
 
 def test_a_result_writers_summary_object_is_the_maps_result(sfn):
