@@ -59,7 +59,7 @@ def _reenter(step: Step, flow: Flow, before: FanOut) -> None:
     else:
         started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(before.inputs)})
     flow.fan = FanOut(before.kind, before.inputs, list(before.results), before.next_index, 0, before.max_concurrency,
-                      flow.data, started)
+                      flow.data, started, dict(before.texts))
 
 
 def resumed_children(step: Step, flow_id: str, state: ParallelState | MapState) -> Iterator[tuple[str, str, Any, int]]:
@@ -162,7 +162,7 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     step.emit(f"{state.type}StateSucceeded", None, None)
     # AWS points the Exited event where Succeeded points: at the last event of the branches.
     exited_previous = step.decision.events[-1]["previousEventId"]
-    step.known(fan.results, _joined_text(step, flow_id, fan.results))
+    _join_texts(step, flow_id, fan)
     try:
         output, assigned = step.shape_result(flow_id, state, fan.state_input, fan.results)
     except StatesError as failure:
@@ -174,12 +174,20 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     return End(output) if state.end else Next(state.next, output)
 
 
-def _joined_text(step: Step, flow_id: str, results: list[Any]) -> str:
-    """The result as AWS writes it: each child's output as that child wrote it (a Pass echoing its input keeps
-    the input's text), joined into an array. Recorded on AWS only with compact outputs, where this is the compact
-    array; keeping each output's own text is inferred from AWS's keeping an untouched payload's text."""
-    texts = (step.child_texts.pop((flow_id, slot), None) or dumps(result) for slot, result in enumerate(results))
-    return "[" + ",".join(texts) + "]"
+def _join_texts(step: Step, flow_id: str, fan: FanOut) -> None:
+    """The result as AWS writes it: each child's output as that child wrote it, joined with commas into an array.
+    Recorded on AWS: branches passing on a Pass Result join as ``[[1,2,3,4],[1,2,3,4]]`` (2023); a Parallel in a
+    Parallel whose branch passes on the execution input ``[[1, 2, 3], [4, 5, 6]]`` untouched writes
+    ``[[[[1, 2, 3], [4, 5, 6]]]]`` (2024); branches passing on Parameters' objects join them compactly (2024). A
+    child that finished in an earlier step left its own text in ``fan.texts`` (inferred: AWS keeps an untouched
+    payload's text from state to state, whatever the steps in between)."""
+    texts = [step.child_texts.pop((flow_id, slot), None) or fan.texts.get(str(slot)) or dumps(result)
+             for slot, result in enumerate(fan.results)]
+    joined = "[" + ",".join(texts) + "]"
+    if fan.texts:
+        step.keep(fan.results, joined)
+    else:
+        step.known(fan.results, joined)
 
 
 def child_succeeded(step: Step, flow_id: str, output: Any) -> str:
@@ -187,7 +195,11 @@ def child_succeeded(step: Step, flow_id: str, output: Any) -> str:
     flow = step.flows.pop(flow_id)
     parent = step.flows[flow.parent]
     parent.fan.results[flow.slot] = output
-    step.child_texts[(flow.parent, flow.slot)] = step.json_of(output, flow.state)
+    text = step.json_of(output, flow.state)
+    if step.verbatim(output) is None:
+        step.child_texts[(flow.parent, flow.slot)] = text
+    else:  # kept with the fan-out: the join may come in a later step
+        parent.fan.texts[str(flow.slot)] = text
     parent.fan.running -= 1
     if parent.fan.kind == "map":
         step.emit("MapIterationSucceeded", "mapIterationSucceededEventDetails",

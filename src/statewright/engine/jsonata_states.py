@@ -36,7 +36,7 @@ def evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome | Non
         fire_at_ms = _wait_until(step, flow_id, state, data)
         if fire_at_ms > step.now_ms and step.trace is None:  # TestState does not wait
             flow = step.flows[flow_id]
-            flow.data = data
+            step.hold(flow, data)
             step.sleep(flow, f"{WAIT_TIMER}{flow.entered_id}", fire_at_ms)
             return WAIT
         return leave_wait(step, flow_id, state, data)
