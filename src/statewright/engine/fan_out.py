@@ -45,6 +45,9 @@ def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, 
         effective = step.note("afterInputPath", select(state.input_path, data, context))
         inputs = _map_inputs(step, flow_id, state, effective, context)
         limit = step.note("maxConcurrency", _map_concurrency(state, effective, context))
+        if limit < 0:  # only TestState gets here: an execution stalls before it enters the Map (stalls)
+            raise StatesError(errors.RUNTIME, f"Expected non-negative integer for MaxConcurrency, got '{limit}' "
+                              "instead.")
     if isinstance(state, ParallelState):
         started = step.emit("ParallelStateStarted", None, None)
         flow.fan = FanOut("parallel", inputs, [None] * len(inputs), 0, 0, limit, data, started)
@@ -114,9 +117,25 @@ def _map_inputs(step: Step, flow_id: str, state: MapState, effective: Any, conte
         for i, item in enumerate(items)])
 
 
+def stalls(step: Step, flow_id: str, state: MapState, data: Any) -> bool:
+    """Whether the Map's MaxConcurrencyPath resolves to a negative integer. AWS then records nothing of the state,
+    not even its entry, and the execution stays open, waiting on nothing, until it is stopped or times out
+    (recorded on AWS, 22-04-2024: ExecutionStarted alone, two minutes on, for a Map first in its machine; LocalStack's
+    snapshot test_max_concurrency_path_negative). That a flow stalls alone, its siblings going on, is inferred.
+    Any other failure of the path is recorded once the state is entered; TestState reports it (enter)."""
+    if state.max_concurrency_path is None or step.trace is not None:
+        return False
+    context = step.scope(flow_id, state.name)
+    try:
+        return _map_concurrency(state, select(state.input_path, data, context), context) < 0
+    except StatesError:
+        return False
+
+
 def _map_concurrency(state: MapState, effective: Any, context: Any) -> int:
-    """MaxConcurrencyPath's value. AWS takes an integer or a string of one (execution input often carries numbers
-    as text); any other value is "not a valid integer", quoted raw if a string and as JSON otherwise."""
+    """MaxConcurrencyPath's value (a negative one stalls the flow: ``stalls``). AWS takes an integer or a string of
+    one (execution input often carries numbers as text); any other value is "not a valid integer", quoted raw if a
+    string and as JSON otherwise."""
     if state.max_concurrency_path is None:
         return state.max_concurrency
     value = state.max_concurrency_path.resolve(effective, context)
@@ -125,8 +144,6 @@ def _map_concurrency(state: MapState, effective: Any, context: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise StatesError(errors.RUNTIME, f'The MaxConcurrencyPath field refers to value "{shown(value)}" which is '
                           f"not a valid integer: {state.max_concurrency_path.text}")
-    if value < 0:
-        raise StatesError(errors.RUNTIME, f"Expected non-negative integer for MaxConcurrency, got '{value}' instead.")
     return value
 
 

@@ -44,10 +44,15 @@ def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int |
         except StatesError as failure:
             settle(step, flow_id, Fail(failure.error, failure.cause))
             return
+        flow.entered_ms = step.now_ms  # the context object's EnteredTime, for what is evaluated on entry
+        if isinstance(state, MapState) and fan_out.stalls(step, flow_id, state, data):
+            flow.state = name
+            step.hold(flow, data)
+            return
         entered_id = step.emit(f"{state.type}StateEntered", "stateEnteredEventDetails",
                                {"name": name, "input": text, "inputDetails": NO_DETAILS}, previous_event_id)
         previous_event_id = None
-        flow.state, flow.entered_id, flow.entered_ms = name, entered_id, step.now_ms
+        flow.state, flow.entered_id = name, entered_id
         step.hold(flow, data)
         flow.entered_prev = step.decision.events[-1]["previousEventId"]
         flow.retries, flow.attempts = {}, 0
