@@ -13,6 +13,7 @@ A case is ``{"name", "definition", "input" | "input_text", "expect", "stop"?}``.
 ``output_keys`` lists the output object's keys in their order.
 ``child`` is a second definition, created first: ``${CHILD_ARN}`` in the case's definition names it (for nested
 executions).
+``source`` (not checked) says where the rule a case holds comes from: an AWS recording, or what is inferred.
 To add a case, append it to the topic's file; the pytest id is the case's name.
 
 Every case also checks the history's id laws: ids run 1, 2, 3, ...; ExecutionStarted, the first StateEntered

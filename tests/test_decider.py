@@ -169,6 +169,22 @@ def test_computed_scalar_equal_to_the_input_is_still_compact(input_text, state, 
     assert decision.state.output == output
 
 
+def test_untouched_input_keeps_its_text_across_steps_and_the_stored_state():
+    states = {"W": {"Type": "Wait", "Seconds": 5, "Next": "P"},
+              "P": {"Type": "Parallel", "Next": "S", "Branches": [
+                  {"StartAt": "Echo", "States": {"Echo": PASS_END}},
+                  {"StartAt": "Nap", "States": {"Nap": {"Type": "Wait", "Seconds": 5, "End": True}}}]},
+              "S": {"Type": "Succeed"}}
+    first = start(states, RAW)
+    stored = ExecutionState.from_blob(first.state.to_blob())
+    napping = decider.fire_timer(stored, definition(states), "wait-2", START_MS + 5_000)
+    stored = ExecutionState.from_blob(napping.state.to_blob())
+    assert stored.flows[""].fan.texts == {"0": RAW} and stored.flows["4.1"].text == RAW  # Echo ended, Nap naps
+    fired = decider.fire_timer(stored, definition(states), "wait-8", START_MS + 10_000)
+    assert napping.events[0]["stateExitedEventDetails"]["output"] == RAW
+    assert fired.state.output == f"[{RAW},{RAW}]"
+
+
 def test_non_ascii_output_is_not_escaped():
     decision = start({"P": {"Type": "Pass", "Result": {"name": "Zoë ✓"}, "End": True}})
     assert decision.state.output == '{"name":"Zoë ✓"}'
@@ -431,6 +447,21 @@ def test_stopped_execution_ignores_its_old_timer():
     first = start(states)
     stopped = decider.stop(first.state, None, None, START_MS + 10)
     assert decider.fire_timer(stopped.state, definition(states), "wait-2", START_MS + 5_000) is None
+
+
+def test_a_negative_max_concurrency_path_stalls_its_flow_until_a_stop_and_again_after_a_redrive():
+    stalling = {"Type": "Map", "MaxConcurrencyPath": "$.n", "ItemsPath": "$.items", "End": True,
+                "ItemProcessor": {"StartAt": "I", "States": {"I": PASS_END}}}
+    states = {"P": {"Type": "Parallel", "End": True, "Branches": [
+        {"StartAt": "A", "States": {"A": PASS_END}}, {"StartAt": "M", "States": {"M": stalling}}]}}
+    first = start(states, '{"n": -1, "items": [1]}')
+    assert types(first.events) == ["ExecutionStarted", "ParallelStateEntered", "ParallelStateStarted",
+                                   "PassStateEntered", "PassStateExited"]
+    assert first.state.status == RUNNING and first.state.timers == {} and not first.dispatches_added
+    stopped = decider.stop(first.state, None, None, START_MS + 10)
+    again = decider.redrive(stopped.state, definition(states), START_MS + 20, None, {})
+    assert types(again.events) == ["ExecutionRedriven", "ParallelStateEntered", "ParallelStateStarted"]
+    assert again.state.status == RUNNING and again.state.timers == {}
 
 
 # -- Fail

@@ -88,15 +88,17 @@ def test_a_version_0_flow_without_entered_prev_or_with_a_half_made_task_record()
 
 def full_state() -> ExecutionState:
     """Every field set to something other than its default."""
-    fan = FanOut("map", [1, 2, 3], [None, {"r": 1}, None], 2, 1, 2, {"items": [1, 2, 3]}, 3)
+    fan = FanOut("map", [1, 2, 3], [None, {"r": 1}, None], 2, 1, 2, {"items": [1, 2, 3]}, 3, {"1": '{"r": 1}'})
     task = TaskAttempt(9, True, 60_000, 1_000_123, ["timeout-9", "heartbeat-9"], True,
                        "arn:aws:states:us-east-1:123456789012:execution:child:c")
     return ExecutionState(
         "arn:aws:states:us-east-1:123456789012:execution:m:e", "arn:aws:states:us-east-1:123456789012:stateMachine:m",
         "e", "rev", "arn:aws:iam::123456789012:role/r", '{"items": [1, 2, 3]}', 1_000_000, 5, "RUNNING", 7, "o",
         "E", "c", 12, 10, 4,
-        {"": Flow(0, None, 0, "Each", {"items": [1, 2, 3]}, 2, 1_000_000, 1, None, {}, 0, {"x": 1}, fan),
-         "2.1": Flow(1, "", 1, "Ask", 2, 8, 1_000_001, 7, "retry-8-1", {"0": 1}, 2, {"y": [True]}, None, task)},
+        {"": Flow(0, None, 0, "Each", {"items": [1, 2, 3]}, '{"items": [1, 2, 3]}', 2, 1_000_000, 1, None, {}, 0,
+                  {"x": 1}, fan),
+         "2.1": Flow(1, "", 1, "Ask", 2, None, 8, 1_000_001, 7, "retry-8-1", {"0": 1}, 2, {"y": [True]}, None,
+                     task)},
         {"token": "t", "pattern": "sync:2"}, {"timeout-9": 2_000_000, "retry-8-1": 1_000_500})
 
 
@@ -109,9 +111,9 @@ def test_the_current_version_as_written():
     """The stored layout, spelled out: a change to it must come with a new version and a loader (except a field
     appended to a record with a default: rows written before it load with the default)."""
     assert orjson.loads(full_state().to_blob())["flows"] == {
-        "": [0, None, 0, "Each", {"items": [1, 2, 3]}, 2, 1_000_000, 1, None, {}, 0, {"x": 1},
-             ["map", [1, 2, 3], [None, {"r": 1}, None], 2, 1, 2, {"items": [1, 2, 3]}, 3], None],
-        "2.1": [1, "", 1, "Ask", 2, 8, 1_000_001, 7, "retry-8-1", {"0": 1}, 2, {"y": [True]}, None,
+        "": [0, None, 0, "Each", {"items": [1, 2, 3]}, '{"items": [1, 2, 3]}', 2, 1_000_000, 1, None, {}, 0, {"x": 1},
+             ["map", [1, 2, 3], [None, {"r": 1}, None], 2, 1, 2, {"items": [1, 2, 3]}, 3, {"1": '{"r": 1}'}], None],
+        "2.1": [1, "", 1, "Ask", 2, None, 8, 1_000_001, 7, "retry-8-1", {"0": 1}, 2, {"y": [True]}, None,
                 [9, True, 60_000, 1_000_123, ["timeout-9", "heartbeat-9"], True,
                  "arn:aws:states:us-east-1:123456789012:execution:child:c", None, 0, False]]}
 
@@ -121,6 +123,19 @@ def test_a_task_record_written_before_aws_jobs_loads_without_one():
     blob["flows"]["2.1"][-1] = blob["flows"]["2.1"][-1][:7]
     task = ExecutionState.from_blob(orjson.dumps(blob)).flows["2.1"].task
     assert task.job is None and task.polls == 0 and not task.polling and task.child.endswith(":child:c")
+
+
+def test_a_version_2_blob_loads_with_no_kept_texts():
+    """Version 2 rows have no text after the data, and fan-outs no texts."""
+    blob = orjson.loads(full_state().to_blob())
+    blob["v"] = 2
+    for row in blob["flows"].values():
+        del row[5]
+    blob["flows"][""][-2] = blob["flows"][""][-2][:8]
+    state = ExecutionState.from_blob(orjson.dumps(blob))
+    root, child = state.flows[""], state.flows["2.1"]
+    assert (root.text, root.fan.texts, child.text) == (None, {}, None)
+    assert (root.entered_id, child.task.scheduled_id) == (2, 9)
 
 
 def test_a_newer_version_is_refused():
@@ -139,6 +154,7 @@ def test_a_copy_shares_no_record_or_container_the_decider_changes():
     root.variables["x"] = 2
     root.fan.results[0] = "done"
     root.fan.running += 1
+    root.fan.texts["0"] = "[]"
     child.retries["0"] = 2
     child.task.timers.append("heartbeat-9")
     child.task.started = False

@@ -58,7 +58,7 @@ def test_a_sync_start_answers_with_the_result_once_closed_and_writes_nothing(sto
     clock[0] += 10_000
     engine.tick(clock[0])
     assert reply.result() == {"status": "SUCCEEDED", "start_ms": T0_MS, "stop_ms": T0_MS + 10_000,
-                              "input": '{"s": 10}', "output": '{"s":10}', "error": None, "cause": None}
+                              "input": '{"s": 10}', "output": '{"s": 10}', "error": None, "cause": None}
     assert arn not in engine.express.runs
     assert [event["type"] for _, _, _, events in engine.logged for event in events] == [
         "ExecutionStarted", "PassStateEntered", "PassStateExited", "WaitStateEntered", "WaitStateExited",

@@ -519,15 +519,16 @@ class _Parser:
             self.schema("The value for the field 'ResultPath' must be a valid ReferencePath", f"{where}/ResultPath")
             return KEEP_ALL
 
-    def expressions(self, raw: dict, fields: tuple[str, ...], where: str) -> dict[str, CompiledValue]:
-        """The JSONata-capable fields present in ``raw``, each compiled once."""
+    def expressions(self, raw: dict, fields: tuple[str, ...], where: str, within: str = "") -> dict[str, CompiledValue]:
+        """The JSONata-capable fields present in ``raw``, each compiled once; ``within`` leads the field's name in
+        causes when ``raw`` is part of the state (a Choice rule's ``Choices[1]/``)."""
         compiled = {}
         for key in fields:
             if key in raw:
                 if key == "Assign":
                     self.check_variable_names(raw["Assign"], f"{where}/Assign")
                 try:
-                    compiled[key] = compile_value(raw[key], key)
+                    compiled[key] = compile_value(raw[key], within + key)
                 except JsonataSyntaxError as exc:
                     self.problem(exc.code, str(exc), f"{where}/{key}")
         return compiled
@@ -577,7 +578,7 @@ class _Parser:
         for i, rule in enumerate(choices):
             at = f"{where}/Choices[{i}]"
             if self.language == "JSONata":
-                condition = self.jsonata_rule(rule, at)
+                condition = self.jsonata_rule(rule, at, i)
                 if condition is not None:
                     state.choices.append((condition, rule["Next"], self.assign(rule, at)))
             elif self.check_rule(rule, at, top=True):
@@ -666,7 +667,7 @@ class _Parser:
             return False
         return True
 
-    def jsonata_rule(self, rule: Any, where: str) -> CompiledValue | None:
+    def jsonata_rule(self, rule: Any, where: str, index: int) -> CompiledValue | None:
         """A JSONata Choice rule: {"Condition": "{% ... %}", "Next": ..., "Assign"?: ...}."""
         if not isinstance(rule, dict):
             self.schema(expected("OBJECT"), where)
@@ -680,7 +681,7 @@ class _Parser:
         if not isinstance(rule["Next"], str):
             self.schema(expected("STRING"), f"{where}/Next")
             return None
-        condition = self.expressions(rule, ("Condition",), where).get("Condition")
+        condition = self.expressions(rule, ("Condition",), where, f"Choices[{index}]/").get("Condition")
         return condition if clean else None
 
     def wait(self, name: str, raw: dict, where: str) -> WaitState:

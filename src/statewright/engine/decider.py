@@ -80,8 +80,7 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int,
     if timeout_ms is not None:
         step.add_timer(EXECUTION_TIMEOUT_TIMER, execution.start_ms + timeout_ms)
     step.flows[ROOT] = Flow(0, None, 0)
-    step.known_value, step.known_text = loads(execution.input), execution.input
-    step.guarded(flows.run, step, ROOT, definition.start_at, step.known_value, 0)
+    step.guarded(flows.run, step, ROOT, definition.start_at, step.take(execution.input), 0)
     return decision
 
 
@@ -113,7 +112,7 @@ def redrive(execution: ExecutionState, definition: Definition, now_ms: int, clie
     for flow_id, flow in step.resumed.items():
         if _waiting(flow):
             step.resumed[flow_id] = flow = flow.copy()
-            flow.data = loads(entered_inputs[flow.entered_id])
+            step.hold(flow, step.take(entered_inputs[flow.entered_id]))
     state.status, state.stop_ms, state.output, state.error, state.cause = RUNNING, None, None, None, None
     state.redrive_count, state.redrive_ms = state.redrive_count + 1, now_ms
     if client_token is not None:

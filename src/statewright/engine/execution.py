@@ -3,12 +3,12 @@
 It holds what the engine needs to take the next step (where each flow waits, its pending timers, the next event
 id) and what DescribeExecution shows. History events live elsewhere, append-only.
 
-The stored blob is JSON: an object led by the schema version, ``{"v": 2, "arn": ..., "flows": {id: Flow}, ...}``,
+The stored blob is JSON: an object led by the schema version, ``{"v": 3, "arn": ..., "flows": {id: Flow}, ...}``,
 in which each record (Flow, FanOut, TaskAttempt) is an array of its fields in declaration order: orjson writes a
 tuple several times faster than a slotted dataclass, and this blob is written on every commit. ``from_blob``
 reads every version ever written (version 0 had no "v" and stored flows as objects with short keys; version 2 added
-the redrive fields, absent from version 1); ``to_blob`` writes the current one. A change to a record's fields is a new
-version with its own loader.
+the redrive fields, absent from version 1; version 3 the texts a payload keeps, ``Flow.text`` and ``FanOut.texts``);
+``to_blob`` writes the current one. A change to a record's fields is a new version with its own loader.
 
 JSON values inside the records (a flow's data and variables, a fan-out's inputs and results) are never changed in
 place by the decider, which builds new values instead, so a copy of the state shares them and copies only the
@@ -61,7 +61,7 @@ def redrive_status(execution: ExecutionState, now_ms: int, redrivable_ms: int) -
     return ("REDRIVABLE", None) if reason is None else ("NOT_REDRIVABLE", reason)
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(slots=True)
@@ -74,12 +74,16 @@ class FanOut:
     next_index: int  # the next branch or item to start
     running: int  # children started and not finished
     max_concurrency: int  # 0: no limit
-    state_input: Any  # the state's raw input, where ResultPath places the joined result
+    state_input: Any  # the state's raw input (the flow's data), where ResultPath places the joined result
     started_id: int  # the ParallelStateStarted / MapStateStarted event
+    # The output text of each child (by its index, as a string) that succeeded with a payload written otherwise
+    # than compactly (it passed on the execution input untouched, for one): the join writes it so (step.json_of).
+    texts: dict[str, str] = field(default_factory=dict)
 
     def copy(self) -> FanOut:
         clone = FanOut(*_FAN_OUT_FIELDS(self))
         clone.results = list(self.results)
+        clone.texts = dict(self.texts)
         return clone
 
 
@@ -113,6 +117,7 @@ class Flow:
     slot: int  # its index among the parent's children
     state: str | None = None  # the state it is in (or, waiting on a continuation timer, the one it enters next)
     data: Any = None  # that state's input (a Wait's effective input; the raw input of a state waiting to retry)
+    text: str | None = None  # data's text where it is not the compact one (Step.hold), so that it keeps it
     entered_id: int = 0  # the state's Entered event
     entered_ms: int = 0
     entered_prev: int = 0  # the Entered event's previousEventId, where an EvaluationFailed event points
@@ -219,13 +224,18 @@ def _flow_row(flow: Flow) -> tuple[Any, ...]:
             None if task is None else _TASK_ATTEMPT_FIELDS(task))
 
 
-def _flow_v1(fields: list[Any]) -> Flow:
+def _flow_v3(fields: list[Any]) -> Flow:
     flow = Flow(*fields)
     if flow.fan is not None:
         flow.fan = FanOut(*flow.fan)
     if flow.task is not None:
         flow.task = TaskAttempt(*flow.task)
     return flow
+
+
+def _flow_v1(fields: list[Any]) -> Flow:
+    """Versions 1 and 2: no text after the data (and their fan-outs no texts: the default)."""
+    return _flow_v3([*fields[:5], None, *fields[5:]])
 
 
 def _flow_v0(raw: dict[str, Any]) -> Flow:
@@ -237,7 +247,7 @@ def _flow_v0(raw: dict[str, Any]) -> Flow:
     if task is not None and "started" not in task:
         task = None
     return Flow(
-        raw["m"], raw["parent"], raw["slot"], raw["state"], raw["data"], raw["entered_id"], raw["entered_ms"],
+        raw["m"], raw["parent"], raw["slot"], raw["state"], raw["data"], None, raw["entered_id"], raw["entered_ms"],
         raw.get("entered_prev", 0), raw["timer"], raw["retries"], raw["attempts"], raw["vars"],
         None if fan is None else FanOut(fan["kind"], fan["inputs"], fan["results"], fan["next"], fan["pending"],
                                         fan["max"], fan["raw"], fan["started"]),
@@ -246,7 +256,7 @@ def _flow_v0(raw: dict[str, Any]) -> Flow:
                                               task.get("child")))
 
 
-_FLOW_LOADERS = {0: _flow_v0, 1: _flow_v1, 2: _flow_v1}  # version 2 changed no record
+_FLOW_LOADERS = {0: _flow_v0, 1: _flow_v1, 2: _flow_v1, 3: _flow_v3}  # version 2 changed no record
 # Every field in constructor order: for copies without a JSON round trip, and for the stored rows.
 _ALL_FIELDS = operator.attrgetter(*(f.name for f in fields(ExecutionState)))
 _FLOW_NAMES = tuple(f.name for f in fields(Flow))

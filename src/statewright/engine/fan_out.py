@@ -61,7 +61,11 @@ def map_inputs(step: Step, flow_id: str, state: MapState, data: Any, context: An
     effective = step.note("afterInputPath", select(state.input_path, data, context))
     items = _map_items(step, state, effective, context) if read is None else read(effective)
     inputs = _selected(step, flow_id, state, effective, items)
-    return effective, inputs, step.note("maxConcurrency", _map_concurrency(state, effective, context))
+    limit = step.note("maxConcurrency", _map_concurrency(state, effective, context))
+    if limit < 0:  # only TestState gets here: an execution stalls before it enters the Map (stalls)
+        raise StatesError(errors.RUNTIME, f"Expected non-negative integer for MaxConcurrency, got '{limit}' "
+                          "instead.")
+    return effective, inputs, limit
 
 
 def start_map(step: Step, flow_id: str, inputs: list[Any], limit: int, data: Any) -> None:
@@ -76,7 +80,7 @@ def _reenter(step: Step, flow: Flow, before: FanOut) -> None:
     else:
         started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(before.inputs)})
     flow.fan = FanOut(before.kind, before.inputs, list(before.results), before.next_index, 0, before.max_concurrency,
-                      flow.data, started)
+                      flow.data, started, dict(before.texts))
 
 
 def resumed_children(step: Step, flow_id: str, state: ParallelState | MapState) -> Iterator[tuple[str, str, Any, int]]:
@@ -135,9 +139,25 @@ def _selected(step: Step, flow_id: str, state: MapState, effective: Any, items: 
         for i, item in enumerate(items)])
 
 
+def stalls(step: Step, flow_id: str, state: MapState, data: Any) -> bool:
+    """Whether the Map's MaxConcurrencyPath resolves to a negative integer. AWS then records nothing of the state,
+    not even its entry, and the execution stays open, waiting on nothing, until it is stopped or times out
+    (recorded on AWS, 22-04-2024: ExecutionStarted alone, two minutes on, for a Map first in its machine; LocalStack's
+    snapshot test_max_concurrency_path_negative). That a flow stalls alone, its siblings going on, is inferred.
+    Any other failure of the path is recorded once the state is entered; TestState reports it (enter)."""
+    if state.max_concurrency_path is None or step.trace is not None:
+        return False
+    context = step.scope(flow_id, state.name)
+    try:
+        return _map_concurrency(state, select(state.input_path, data, context), context) < 0
+    except StatesError:
+        return False
+
+
 def _map_concurrency(state: MapState, effective: Any, context: Any) -> int:
-    """MaxConcurrencyPath's value. AWS takes an integer or a string of one (execution input often carries numbers
-    as text); any other value is "not a valid integer", quoted raw if a string and as JSON otherwise."""
+    """MaxConcurrencyPath's value (a negative one stalls the flow: ``stalls``). AWS takes an integer or a string of
+    one (execution input often carries numbers as text); any other value is "not a valid integer", quoted raw if a
+    string and as JSON otherwise."""
     if state.max_concurrency_path is None:
         return state.max_concurrency
     value = state.max_concurrency_path.resolve(effective, context)
@@ -146,8 +166,6 @@ def _map_concurrency(state: MapState, effective: Any, context: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise StatesError(errors.RUNTIME, f'The MaxConcurrencyPath field refers to value "{shown(value)}" which is '
                           f"not a valid integer: {state.max_concurrency_path.text}")
-    if value < 0:
-        raise StatesError(errors.RUNTIME, f"Expected non-negative integer for MaxConcurrency, got '{value}' instead.")
     return value
 
 
@@ -183,7 +201,7 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     step.emit(f"{state.type}StateSucceeded", None, None)
     # AWS points the Exited event where Succeeded points: at the last event of the branches.
     exited_previous = step.decision.events[-1]["previousEventId"]
-    step.known(fan.results, _joined_text(step, flow_id, fan.results))
+    _join_texts(step, flow_id, fan)
     try:
         output, assigned = step.shape_result(flow_id, state, fan.state_input, fan.results)
     except StatesError as failure:
@@ -195,15 +213,24 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     return End(output) if state.end else Next(state.next, output)
 
 
-def _joined_text(step: Step, flow_id: str, results: list[Any] | dict[str, Any]) -> str:
-    """The result as AWS writes it: each child's output as that child wrote it (a Pass echoing its input keeps
-    the input's text), joined into an array. Recorded on AWS only with compact outputs, where this is the compact
-    array; keeping each output's own text is inferred from AWS's keeping an untouched payload's text. A
-    distributed Map's ResultWriter summary (an object, in TestState a mock's) is written as it is."""
-    if isinstance(results, dict):
-        return dumps(results)
-    texts = (step.child_texts.pop((flow_id, slot), None) or dumps(result) for slot, result in enumerate(results))
-    return "[" + ",".join(texts) + "]"
+def _join_texts(step: Step, flow_id: str, fan: FanOut) -> None:
+    """The result as AWS writes it: each child's output as that child wrote it, joined with commas into an array.
+    Recorded on AWS: branches passing on a Pass Result join as ``[[1,2,3,4],[1,2,3,4]]`` (2023); a Parallel in a
+    Parallel whose branch passes on the execution input ``[[1, 2, 3], [4, 5, 6]]`` untouched writes
+    ``[[[[1, 2, 3], [4, 5, 6]]]]`` (2024); branches passing on Parameters' objects join them compactly (2024). A
+    child that finished in an earlier step left its own text in ``fan.texts`` (inferred: AWS keeps an untouched
+    payload's text from state to state, whatever the steps in between). A distributed Map's ResultWriter summary
+    (an object, in TestState a mock's) is written as it is."""
+    if isinstance(fan.results, dict):
+        step.known(fan.results, dumps(fan.results))
+        return
+    texts = [step.child_texts.pop((flow_id, slot), None) or fan.texts.get(str(slot)) or dumps(result)
+             for slot, result in enumerate(fan.results)]
+    joined = "[" + ",".join(texts) + "]"
+    if fan.texts:
+        step.keep(fan.results, joined)
+    else:
+        step.known(fan.results, joined)
 
 
 def child_succeeded(step: Step, flow_id: str, output: Any) -> str:
@@ -211,7 +238,11 @@ def child_succeeded(step: Step, flow_id: str, output: Any) -> str:
     flow = step.flows.pop(flow_id)
     parent = step.flows[flow.parent]
     parent.fan.results[flow.slot] = output
-    step.child_texts[(flow.parent, flow.slot)] = step.json_of(output, flow.state)
+    text = step.json_of(output, flow.state)
+    if step.verbatim(output) is None:
+        step.child_texts[(flow.parent, flow.slot)] = text
+    else:  # kept with the fan-out: the join may come in a later step
+        parent.fan.texts[str(flow.slot)] = text
     parent.fan.running -= 1
     if parent.fan.kind == "map":
         step.emit("MapIterationSucceeded", "mapIterationSucceededEventDetails",

@@ -44,10 +44,16 @@ def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int |
         except StatesError as failure:
             settle(step, flow_id, Fail(failure.error, failure.cause))
             return
+        flow.entered_ms = step.now_ms  # the context object's EnteredTime, for what is evaluated on entry
+        if isinstance(state, MapState) and fan_out.stalls(step, flow_id, state, data):
+            flow.state = name
+            step.hold(flow, data)
+            return
         entered_id = step.emit(f"{state.type}StateEntered", "stateEnteredEventDetails",
                                {"name": name, "input": text, "inputDetails": NO_DETAILS}, previous_event_id)
         previous_event_id = None
-        flow.state, flow.data, flow.entered_id, flow.entered_ms = name, data, entered_id, step.now_ms
+        flow.state, flow.entered_id = name, entered_id
+        step.hold(flow, data)
         flow.entered_prev = step.decision.events[-1]["previousEventId"]
         flow.retries, flow.attempts = {}, 0
         following = settle(step, flow_id, attempt(step, flow_id, state, data))
@@ -60,7 +66,8 @@ def _continue_later(step: Step, flow: Flow, name: str, data: Any) -> None:
     """Stop before entering ``name``: the flow holds it and its input, and a timer (a row written in this step's
     commit, like any timer) enters it when it fires: at once, or after ``heavy_pause_ms`` when evaluation was the
     step's cost."""
-    flow.state, flow.data = name, data
+    flow.state = name
+    step.hold(flow, data)
     pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
     flow.timer = f"{CONTINUE_TIMER}{flow.entered_id}"  # not step.sleep: --wait-scale scales Waits, not this
     step.add_timer(flow.timer, step.now_ms + pause_ms)

@@ -36,7 +36,7 @@ def evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome | Non
         fire_at_ms = _wait_until(step, flow_id, state, data)
         if fire_at_ms > step.now_ms and step.trace is None:  # TestState does not wait
             flow = step.flows[flow_id]
-            flow.data = data
+            step.hold(flow, data)
             step.sleep(flow, f"{WAIT_TIMER}{flow.entered_id}", fire_at_ms)
             return WAIT
         return leave_wait(step, flow_id, state, data)
@@ -55,12 +55,16 @@ def evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome | Non
 
 
 def _choice(step: Step, flow_id: str, state: ChoiceState, data: Any) -> Next:
+    """A rule's Condition is named ``Choices[<index>]/Condition`` in the EvaluationFailed location and the cause
+    alike: AWS names one field the same in both (recorded for Output, Assign, Arguments and their members); the
+    bracketed index is inferred (the form of AWS's definition diagnostics)."""
     target, assign = state.default, state.jsonata.get("Assign")
     for index, (condition, nxt, rule_assign) in enumerate(state.choices):
-        verdict = step.evaluate_expression(flow_id, state, condition, data, f"Choices/{index}/Condition")
+        field = f"Choices[{index}]/Condition"
+        verdict = step.evaluate_expression(flow_id, state, condition, data, field)
         if not isinstance(verdict, bool):
             raise query_error(f"The Condition of the Choice rule at index {index} must evaluate to a boolean, "
-                              f"not {type(verdict).__name__}", f"Choices/{index}/Condition")
+                              f"not {type(verdict).__name__}", field)
         if verdict:
             target, assign = nxt, rule_assign
             break
@@ -133,8 +137,9 @@ def map_inputs(step: Step, flow_id: str, state: MapState, data: Any,
 
 def evaluation_failed(step: Step, flow: Flow, state: State, failure: StatesError, cause: str) -> None:
     """AWS records a failed JSONata expression as EvaluationFailed. A state-level field (Arguments, Output, Assign,
-    Items, ...) points it where the state's entry points, a Wait's own Seconds or Timestamp at the entry itself
-    (both recorded: a Map's Items, a Wait's Timestamp)."""
+    Items, ...) points it where the state's entry points, a Wait's own Seconds or Timestamp at the entry itself.
+    Recorded on AWS (LocalStack's snapshots, 11-2024): a Pass's Output and Assign (also after other states), a
+    Task's Arguments, a Map's Items, a Wait's Timestamp; inferred for Choice, Parallel, Fail and Succeed."""
     details = {"error": failure.error, "cause": cause, "state": state.name}
     location = getattr(failure, "location", "")
     if location:

@@ -57,7 +57,7 @@ def _wait(step: Step, flow_id: str, state: WaitState, data: Any, context: Any) -
     if fire_at_ms <= step.now_ms or step.trace is not None:  # TestState does not wait
         return leave_wait(step, flow_id, state, effective, context)
     flow = step.flows[flow_id]
-    flow.data = effective
+    step.hold(flow, effective)
     step.sleep(flow, f"{WAIT_TIMER}{flow.entered_id}", fire_at_ms)
     return WAIT
 

@@ -93,7 +93,7 @@ class Step:
     """One Decision in the making, over a copy of the execution's state."""
 
     __slots__ = ("budget", "child_texts", "context_given", "decision", "definition", "entered", "execution",
-                 "failures", "flows", "gathering", "halted", "known_text", "known_value", "now_ms", "resumed",
+                 "failures", "flows", "gathering", "halted", "kept", "known_text", "known_value", "now_ms", "resumed",
                  "resuming", "services", "trace")
 
     def __init__(self, decision: Decision, definition: Definition | None, now_ms: int,
@@ -104,10 +104,18 @@ class Step:
         self.flows = decision.state.flows
         self.definition = definition
         self.now_ms = now_ms
-        self.known_value: Any = None
+        self.known_value: Any = None  # the payload written last, and its text: not written twice
         self.known_text: str | None = None
+        # Payloads whose text is not the compact one, by id: what passes them on untouched writes them so. Those
+        # the flows held between steps are known again (Flow.text, FanOut.texts).
+        self.kept: dict[int, tuple[Any, str]] = {}
+        for flow in (*decision.state.flows.values(), *decision.state.halted.values()):
+            if flow.text is not None:
+                self.kept[id(flow.data)] = (flow.data, flow.text)
+                if flow.fan is not None:  # the fan-out's state input is the flow's data, read back as a copy
+                    self.kept[id(flow.fan.state_input)] = (flow.fan.state_input, flow.text)
         # The output text of each fan-out child that succeeded in this step, by (parent flow id, slot): the join
-        # writes its result from them (a child that succeeded in an earlier step is written from its value).
+        # writes its result from them (or from FanOut.texts, or from the value).
         self.child_texts: dict[tuple[str, int], str] = {}
         self.context_given: dict[str, Any] | None = None  # TestState's context: merged over the one computed
         self.gathering: set[str] = set()  # flows whose fan-out loop is on the stack
@@ -303,14 +311,18 @@ class Step:
     # -- what a state sees
 
     def json_of(self, value: Any, state_name: str) -> str:
-        """``value`` as JSON. A payload that passes through untouched keeps its text as written, as on AWS.
+        """``value`` as JSON. A payload that passes through untouched keeps its text as written, as on AWS (the
+        execution input's spacing shows in every state that passes it on, recorded on AWS in 2024); what a state
+        builds (a Result, Parameters, a Map's items) is written compactly, as AWS-recorded histories show.
 
         Over 256 KiB it is States.DataLimitExceeded, whose cause names the state that produced it (AWS's cause
         carries no "An error occurred while executing the state" prefix; see ``runtime_cause``)."""
-        if value is self.known_value and self.known_text is not None and isinstance(value, dict | list):
-            text = self.known_text  # identity of a container means untouched (scalars are shared by Python)
-        else:
-            text = self.known(value, dumps(value))
+        text = self.verbatim(value)
+        if text is None:
+            if value is self.known_value and self.known_text is not None and isinstance(value, dict | list):
+                text = self.known_text  # identity of a container means untouched (scalars are shared by Python)
+            else:
+                text = self.known(value, dumps(value))
         if len(text.encode()) > MAX_PAYLOAD_BYTES:
             raise StatesError(errors.DATA_LIMIT_EXCEEDED,
                               f"The state/task '{state_name}' returned a result with a size exceeding the maximum "
@@ -321,6 +333,28 @@ class Step:
         """Remember ``text`` as how ``value`` is written, while it passes on untouched; returns ``text``."""
         self.known_value, self.known_text = value, text
         return text
+
+    def keep(self, value: Any, text: str) -> None:
+        """``value`` (a container) is written ``text``, not compactly, wherever it passes on untouched."""
+        self.kept[id(value)] = (value, text)
+
+    def take(self, text: str) -> Any:
+        """The payload a text holds (the execution input, a redriven state's input), keeping the text."""
+        value = loads(text)
+        if isinstance(value, dict | list) and text != dumps(value):
+            self.keep(value, text)
+        else:
+            self.known(value, text)
+        return value
+
+    def verbatim(self, value: Any) -> str | None:
+        """The text ``value`` keeps, if it is not the compact one."""
+        found = self.kept.get(id(value))
+        return found[1] if found is not None and found[0] is value else None
+
+    def hold(self, flow: Flow, data: Any) -> None:
+        """The flow keeps ``data`` (its state's input) until a later step: with its text, if that is its own."""
+        flow.data, flow.text = data, self.verbatim(data)
 
     def scope(self, flow_id: str, state_name: str, map_item: tuple[int, Any] | None = None) -> Scope:
         """The context object and the variables a state in this flow sees (its own, then each outer flow's)."""
