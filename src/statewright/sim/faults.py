@@ -221,6 +221,9 @@ class FaultyStore(Store):
     def history_location(self, arn: str) -> str | None:
         return self.inner.history_location(arn)
 
+    def payloads(self) -> Any:
+        return self.inner.payloads()
+
     def create_activity(self, record: Any, tags: Any = None) -> Any:
         return self.inner.create_activity(record, tags)
 

@@ -60,12 +60,8 @@ def redriven_clause(redriven: bool | None) -> str:
     return " AND redrive_count > 0" if redriven else " AND redrive_count = 0"
 
 
-# Retention's conditions, as both stores spell them: a closed row, and one whose history may be compacted (a closed
-# execution that can be redriven keeps its history rows until it no longer can: a redrive reads them).
+# Retention's condition of a closed row, as both stores spell it.
 CLOSED = "stop_ms IS NOT NULL AND status <> 'RUNNING'"
-def compactable(placeholder: str) -> str:
-    """The condition of a closed row whose history may be compacted, bound to the redrive window's start."""
-    return f"(status = 'SUCCEEDED' OR stop_ms <= {placeholder})"
 
 
 def record_blob(record: StateMachineRecord) -> bytes:
