@@ -37,7 +37,7 @@ def server(tmp_path):
     server.stop()
 
 
-def _aborted_in_wait(sfn, machine: str, name: str) -> str:
+def aborted_in_wait(sfn, machine: str, name: str) -> str:
     arn = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps({"name": name}))["executionArn"]
     assert eventually(lambda: "WaitStateEntered" in [event["type"] for event in history(sfn, arn)])
     sfn.stop_execution(executionArn=arn, error="Operator", cause="stopped while it waited")
@@ -60,7 +60,7 @@ def _consistent(readings: dict) -> bool:
 
 def test_a_compacted_execution_is_redriven_from_its_object_and_compacted_again_whole(server):
     sfn = server.client()
-    arn = _aborted_in_wait(sfn, _machine(sfn), "order-1")
+    arn = aborted_in_wait(sfn, _machine(sfn), "order-1")
     before = readings(sfn, arn)
     server.advance("2d")
     assert eventually(lambda: hot_history_rows(server.data_dir, arn) == 0)
@@ -99,7 +99,7 @@ def test_a_compacted_execution_is_redriven_from_its_object_and_compacted_again_w
 def test_redrives_of_compacted_executions_answered_before_a_sigkill_are_kept(server):
     sfn = server.client()
     machine = _machine(sfn)
-    executions = [_aborted_in_wait(sfn, machine, f"k-{n}") for n in range(EXECUTIONS)]
+    executions = [aborted_in_wait(sfn, machine, f"k-{n}") for n in range(EXECUTIONS)]
     before = {arn: history(sfn, arn) for arn in executions}
     server.advance("2d")
     assert eventually(lambda: all(hot_history_rows(server.data_dir, arn) == 0 for arn in executions), 60)
