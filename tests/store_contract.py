@@ -361,6 +361,17 @@ class RetentionContract:
         assert [e.arn for e in store.expired_executions([0], 10_000, 1)] == [execution_arn("ok")]
         assert [e.arn for e in store.expired_executions([0, 1], 2_999, 10)] == [execution_arn("ok")]
 
+    def test_an_execution_is_expired_only_once_nothing_of_its_own_is_left_in_the_outbox(self, store: Store) -> None:
+        ranges = own(store, 0)
+        closing = write(execution_arn("told"), shard=0, status="SUCCEEDED", stop_ms=2_000, history=events(1, 2))
+        closing.dispatches_added = [("status-2", {"kind": "status", "detail": {"status": "SUCCEEDED"}})]
+        committed(store, [closing], ranges)
+        assert store.expired_executions([0], 10_000, 10) == []  # its status event has not gone out yet
+        sent = write(execution_arn("told"), shard=0, expected=1, status="SUCCEEDED", stop_ms=2_000)
+        sent.dispatches_removed = ["status-2"]
+        committed(store, [sent], ranges)
+        assert [e.arn for e in store.expired_executions([0], 10_000, 10)] == [execution_arn("told")]
+
     def test_executions_to_compact_are_the_closed_ones_failed_or_not_oldest_first(self, store: Store) -> None:
         self._closed(store)
         assert [e.arn for e in store.executions_to_compact([0, 1], 10_000, 10)] == [

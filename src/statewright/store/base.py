@@ -384,7 +384,8 @@ class Store(ABC):
     @abstractmethod
     def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
                            limit: int) -> list[ClosedExecution]:
-        """Up to ``limit`` executions of these shards closed at or before ``stopped_before_ms``, oldest first."""
+        """Up to ``limit`` executions of these shards closed at or before ``stopped_before_ms`` with no dispatch left
+        in the outbox, oldest first."""
 
     @abstractmethod
     def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int,

@@ -56,6 +56,7 @@ from .shared import (
     CLOSED,
     EXECUTION_COLUMNS,
     SUMMARY_COLUMNS,
+    UNDISPATCHED,
     activity_of,
     activity_row,
     alias_blob,
@@ -574,7 +575,7 @@ class PostgresStore(Store):
 
     def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
                            limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND stop_ms <= %s", [stopped_before_ms], shard_ids, limit)
+        return self._closed(f"{CLOSED} AND stop_ms <= %s AND {UNDISPATCHED}", [stopped_before_ms], shard_ids, limit)
 
     def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int,
                               limit: int) -> list[ClosedExecution]:

@@ -60,8 +60,11 @@ def redriven_clause(redriven: bool | None) -> str:
     return " AND redrive_count > 0" if redriven else " AND redrive_count = 0"
 
 
-# Retention's condition of a closed row, as both stores spell it.
+# Retention's conditions, as both stores spell them: a closed row, and one with nothing of its own left in the
+# outbox (a status event or a job's stop still going out must find its execution, whose commit removes its row).
 CLOSED = "stop_ms IS NOT NULL AND status <> 'RUNNING'"
+UNDISPATCHED = ("NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.shard_id = executions.shard_id "
+                "AND outbox.execution_arn = executions.arn)")
 
 
 def record_blob(record: StateMachineRecord) -> bytes:

@@ -47,6 +47,7 @@ from .shared import (
     CLOSED,
     EXECUTION_COLUMNS,
     SUMMARY_COLUMNS,
+    UNDISPATCHED,
     activity_of,
     activity_row,
     alias_blob,
@@ -489,7 +490,7 @@ class SqliteStore(Store):
 
     def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
                            limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND stop_ms <= ?", [stopped_before_ms], shard_ids, limit)
+        return self._closed(f"{CLOSED} AND stop_ms <= ? AND {UNDISPATCHED}", [stopped_before_ms], shard_ids, limit)
 
     def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int,
                               limit: int) -> list[ClosedExecution]:
