@@ -108,8 +108,10 @@ def stop_nodes(nodes: list[Node]) -> None:
         node.remove_cgroup()
 
 
-async def chain_on(nodes: list[Node], n: int, concurrency: int) -> dict[str, Any]:
-    """W1's chain, started round-robin over the nodes; committed transitions/s over all of them."""
+async def chain_on(nodes: list[Node], n: int, concurrency: int, named: bool) -> dict[str, Any]:
+    """W1's chain, started round-robin over the nodes; committed transitions/s over all of them. ``named``: each
+    start names its execution (most are forwarded to the owner of its shard); otherwise the node that gets the
+    start names it, on a shard of its own."""
     pools = [Pool(node.endpoint, max(concurrency // len(nodes), 1)) for node in nodes]
     try:
         machine = await workloads.create_machine(pools[0], "w7", workloads.chain_definition())
@@ -117,7 +119,8 @@ async def chain_on(nodes: list[Node], n: int, concurrency: int) -> dict[str, Any
         cpu_before = [node.cpu_s() for node in nodes]
         began = time.time()
         runs = await asyncio.gather(*(workloads.start_closed_loop(
-            pool, machine, n // len(nodes), max(concurrency // len(nodes), 1), workloads.chain_input, f"r{index}")
+            pool, machine, n // len(nodes), max(concurrency // len(nodes), 1), workloads.chain_input,
+            f"r{index}" if named else None)
             for index, pool in enumerate(pools)))
         await workloads.wait_none_running(pools[0], machine, 900)
         elapsed = time.time() - began
@@ -127,7 +130,7 @@ async def chain_on(nodes: list[Node], n: int, concurrency: int) -> dict[str, Any
                           for b, a in zip(scraped, after, strict=True))
         forwarded = sum(workloads.metric_delta(b, a, "statewright_forwarded_calls_total{outcome=answered}")
                         for b, a in zip(scraped, after, strict=True))
-        return {"nodes": len(nodes), "transitions_per_s": transitions / elapsed, "elapsed_s": elapsed,
+        return {"nodes": len(nodes), "named": named, "transitions_per_s": transitions / elapsed, "elapsed_s": elapsed,
                 "errors": sum(len(run.errors) for run in runs), "forwarded": forwarded,
                 "node_cores": sum(busy) / len(busy)}
     finally:
@@ -180,15 +183,16 @@ async def dispatch_across(nodes: list[Node], store: str, rate_per_s: float, seco
 
 
 async def w7(work: Path, postgres: str, n: int, concurrency: int, quota: float) -> dict[str, Any]:
-    results: dict[str, Any] = {"quota": quota, "scale_out": []}
-    for count in (1, 2, 3):
-        name, store = fresh_database(postgres, f"w7-{count}")
-        nodes = start_nodes(work, store, count, quota)
-        try:
-            results["scale_out"].append(await chain_on(nodes, n, concurrency))
-        finally:
-            stop_nodes(nodes)
-            drop_database(postgres, name)
+    results: dict[str, Any] = {"quota": quota, "scale_out": [], "scale_out_unnamed": []}
+    for named, key in ((True, "scale_out"), (False, "scale_out_unnamed")):
+        for count in (1, 2, 3):
+            name, store = fresh_database(postgres, f"w7-{count}")
+            nodes = start_nodes(work, store, count, quota)
+            try:
+                results[key].append(await chain_on(nodes, n, concurrency, named))
+            finally:
+                stop_nodes(nodes)
+                drop_database(postgres, name)
     for how, sig in (("failover_s", signal.SIGKILL), ("handover_s", signal.SIGTERM)):
         name, store = fresh_database(postgres, f"w7-{how}")
         nodes = start_nodes(work, store, 3, None)

@@ -118,28 +118,35 @@ async def create_machine(pool: Pool, prefix: str, definition: dict) -> str:
     return created["stateMachineArn"]
 
 
-async def _start_one(pool: Pool, machine: str, name: str, input_text: str, run: Run, record: bool) -> None:
-    """One StartExecution; its send and answer times go into ``run`` (an error is counted instead)."""
+async def _start_one(pool: Pool, machine: str, name: str | None, input_text: str, run: Run, record: bool) -> None:
+    """One StartExecution (``name`` None: the server names it); its send and answer times go into ``run`` under
+    its name (an error is counted instead)."""
     sent = time.time()
+    params = {"stateMachineArn": machine, "input": input_text}
+    if name is not None:
+        params["name"] = name
     try:
-        await pool.call("StartExecution", {"stateMachineArn": machine, "name": name, "input": input_text})
+        answer = await pool.call("StartExecution", params)
     except AwsError as error:
         run.errors.append(str(error))
         return
     if record:
+        name = answer["executionArn"].rsplit(":", 1)[1]
         run.sent[name] = sent
         run.answered[name] = time.time()
 
 
 async def start_closed_loop(pool: Pool, machine: str, n: int, concurrency: int, make_input: Callable[[int], str],
-                            prefix: str, record: bool = True) -> Run:
-    """n StartExecution calls by ``concurrency`` workers, each sending its next as soon as one is answered."""
+                            prefix: str | None, record: bool = True) -> Run:
+    """n StartExecution calls by ``concurrency`` workers, each sending its next as soon as one is answered; named
+    ``prefix-index``, or by the server when ``prefix`` is None."""
     run = Run(n)
     indexes = iter(range(n))
 
     async def worker() -> None:
         for index in indexes:
-            await _start_one(pool, machine, f"{prefix}-{index}", make_input(index), run, record)
+            name = None if prefix is None else f"{prefix}-{index}"
+            await _start_one(pool, machine, name, make_input(index), run, record)
 
     run.began = time.time()
     await asyncio.gather(*(worker() for _ in range(concurrency)))

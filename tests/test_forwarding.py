@@ -19,6 +19,7 @@ from nodes import SECRET, SHARDS, Node, name_on
 from server import ROLE_ARN, history, wait_closed
 from statewright.api import channel, cluster
 from statewright.engine import commands
+from statewright.engine.core import shard_for
 from statewright.engine.limits import Limits
 from statewright.engine.tokens import TaskTokens
 
@@ -83,6 +84,16 @@ def test_a_start_on_a_own_shard_is_not_forwarded(nodes, sfn):
     run = sfn.start_execution(stateMachineArn=arn, name=name_on(arn, A_SHARDS, uuid.uuid4().hex), input='{"who": 1}')
     assert wait_closed(sfn, run["executionArn"])["status"] == "SUCCEEDED"
     assert a.metric(ANSWERED) == 0
+
+
+def test_an_unnamed_start_is_placed_on_a_shard_of_the_node_it_reached(nodes, sfn):
+    a, _ = nodes
+    arn = machine(sfn, PASS)
+    runs = [sfn.start_execution(stateMachineArn=arn, input='{"who": 1}')["executionArn"] for _ in range(20)]
+    assert {a.engine.owns(shard_for(run, SHARDS)) for run in runs} == {True}
+    assert a.metric(ANSWERED) == 0
+    assert {wait_closed(sfn, run)["status"] for run in runs} == {"SUCCEEDED"}
+    assert all(uuid.UUID(run.rsplit(":", 1)[1]) for run in runs)  # named as AWS names them: a UUID
 
 
 def test_stop_at_a_stops_an_execution_on_b(nodes, sfn):

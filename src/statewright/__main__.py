@@ -1,3 +1,4 @@
 from .cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when a process the server spawns (the heavy lane) imports it as its main module
+    raise SystemExit(main())

@@ -80,6 +80,11 @@ class Metrics:
         self.express_closed = Counter(
             "statewright_express_executions_closed", "EXPRESS executions run to their end in memory, by how they "
             "were started (async: StartExecution, sync: StartSyncExecution)", ["start"], registry=registry)
+        self.heavy_lane_steps = Counter(
+            "statewright_heavy_lane_steps", "Continuations of executions with heavy evaluation, decided in the heavy "
+            "lane's process: sent, applied, stale (the execution moved on meanwhile: decided again on the engine "
+            "thread) or failed (the lane's process failed: decided on the engine thread)", ["outcome"],
+            registry=registry)
         self.commit_writes = Histogram(
             "statewright_commit_batch_writes", "Transition steps (execution writes) per group commit",
             buckets=_BATCH_WRITES, registry=registry)

@@ -36,7 +36,7 @@ from .service import EXPRESS, Service, Target, handler, seconds
 # statewright reports the first step. Duration is billed by the 100 ms, rounded up.
 BILLED_MEMORY_MB = 64
 BILLED_STEP_MS = 100
-LOCAL_ID_TRIES_MAX = 64  # ids drawn for a synchronous express execution until one falls in a shard served here
+LOCAL_ID_TRIES_MAX = 64  # ids drawn for a new execution until one falls in a shard served here
 
 
 async def _load(service: Service, arn: str) -> ExecutionState:
@@ -89,16 +89,22 @@ def _billed_ms(duration_ms: int) -> int:
     return max(1, -(-duration_ms // BILLED_STEP_MS)) * BILLED_STEP_MS
 
 
-def _express_arn(service: Service, machine_arn: str, name: str, local: bool) -> str:
-    """An Express execution's ARN: ``...:express:MACHINE:NAME:ID``. ``local`` (StartSyncExecution): an id whose
-    shard this node serves, when it serves any, so the caller's wait is never forwarded to another node (whose
-    answer a forwarder gives up on after seconds, and a start sent twice would be an execution run twice)."""
+def _express_arn(service: Service, machine_arn: str, name: str) -> str:
+    """An Express execution's ARN: ``...:express:MACHINE:NAME:ID``, with an id whose shard this node serves (see
+    ``_local_id``): a StartSyncExecution caller's wait is then never forwarded to another node (whose answer a
+    forwarder gives up on after seconds, and a start sent twice would be an execution run twice)."""
     prefix = machine_arn.replace(":stateMachine:", ":express:", 1) + f":{name}:"
+    return prefix + _local_id(service, prefix)
+
+
+def _local_id(service: Service, prefix: str) -> str:
+    """A new UUID for the execution ``prefix + id``: one whose shard this node serves, when it serves any, so the
+    start is applied here, not forwarded (a few draws with three nodes)."""
     for _ in range(LOCAL_ID_TRIES_MAX):
-        arn = prefix + str(uuid.uuid4())
-        if not local or service.engine.owns(shard_for(arn, service.engine.shard_count)):
-            return arn
-    return arn
+        drawn = str(uuid.uuid4())
+        if service.engine.owns(shard_for(prefix + drawn, service.engine.shard_count)):
+            return drawn
+    return drawn
 
 
 async def _type_of(service: Service, target: Target) -> str:
@@ -120,14 +126,15 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
     target = await service.state_machine(target_arn)
     if target is None:
         raise state_machine_does_not_exist(target_arn)
-    name = params.get("name") or str(uuid.uuid4())
+    prefix = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":"
+    name = params.get("name") or _local_id(service, prefix)  # unnamed: started here, not forwarded
     arns.check_name(name)
     text = params.get("input", "{}")
     _check_input(text)
-    arn = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+    arn = prefix + name
     if await _type_of(service, target) == EXPRESS:  # every start is its own execution, whatever its name: AWS
         # adds an id
-        arn = _express_arn(service, machine_arn, name, local=sync is not None)
+        arn = _express_arn(service, machine_arn, name)
     alias_arn = None
     if isinstance(target, AliasRecord):  # the version by the alias's weights, drawn from the execution's ARN
         alias_arn = target.arn

@@ -22,6 +22,7 @@ from ..cluster.loop import MembershipLoop
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
 from ..engine.core import Engine, wall_clock_ms
 from ..engine.execution import DAY_MS, REDRIVABLE_MS
+from ..engine.heavy_lane import HeavyLane
 from ..engine.limits import Limits
 from ..engine.mocks import InvalidMockConfig, MockConfig
 from ..engine.retention import COMPACT_AFTER_DAYS, RETENTION_DAYS, RetentionSettings
@@ -212,7 +213,7 @@ def serve(config: ServerConfig) -> int:
     engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
                     wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
                     redrivable_ms=config.redrivable_days * DAY_MS,
-                    status_events=config.status_events_bus is not None or bool(webhooks))
+                    status_events=config.status_events_bus is not None or bool(webhooks), heavy_lane=HeavyLane)
     status_events = {"bus": config.status_events_bus, "webhooks": webhooks}
     node = None  # a cluster node's membership
     if config.store:

@@ -23,7 +23,6 @@ from typing import Any
 
 import orjson
 
-from ..asl.budget import Budget
 from ..asl.definition import Definition, ResourceCheck, parse_definition
 from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
@@ -51,6 +50,8 @@ from .commands import (
 from .execution import REDRIVABLE_MS, ExecutionState, Flow, not_redrivable
 from .express import ASYNC, DURATION_MS_MAX, SYNC, ExpressRun, ExpressRuns, is_express
 from .express import result as express_result
+from .flows import CONTINUE_TIMER
+from .heavy_lane import Decided, LaneFactory
 from .limits import Limits
 from .mocks import MockConfig
 from .outbox import OutboxWindow
@@ -69,7 +70,8 @@ PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-star
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
                      "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
                      "forward-once", "run-unbounded", "drop-job-stops", "redrive-from-start",
-                     "status-before-commit", "expire-early", "compact-rows-only"})
+                     "status-before-commit", "lane-ignores-version", "lane-drops-failures", "expire-early",
+                     "compact-rows-only"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 HELD = object()  # what _apply returns for a command whose reply an express run holds until it closes
 # A reply's write index at or below this waits for the tick's express start rows instead: index EXPRESS_ROWS - i
@@ -125,10 +127,13 @@ class Engine:
                  planted: frozenset[str] = frozenset(), wait_scale: float = 1.0,
                  evaluation_clock: Callable[[], float] | None = time.perf_counter,
                  mocks: MockConfig | None = None, resource_check: ResourceCheck | None = None,
-                 redrivable_ms: int = REDRIVABLE_MS, status_events: bool = False) -> None:
+                 redrivable_ms: int = REDRIVABLE_MS, status_events: bool = False,
+                 heavy_lane: LaneFactory | None = None) -> None:
         """``resource_check``: how definitions' aws-sdk resources are checked (the API's catalogue of AWS services);
         ``redrivable_ms``: how long after it closed an execution can be redriven; ``status_events``: dispatch a
-        status change event from each commit that changes an execution's status."""
+        status change event from each commit that changes an execution's status; ``heavy_lane``: where the
+        continuations of executions whose evaluation is heavy are decided (heavy_lane.py: HeavyLane, a process of
+        their own; the simulator passes its own; None: on the engine thread)."""
         self.store = store
         # Where a redrive reads its history from, compacted or not; the server points it at its payload store.
         self.histories = Histories(store, store.payloads())
@@ -146,9 +151,11 @@ class Engine:
         self.activities: set[str] = _activity_arns(store)
         # ``evaluation_clock`` bounds each step's evaluation in wall time (the simulator passes None: its runs stay
         # deterministic, bounded by steps and items alone).
-        states_max = 10**9 if "run-unbounded" in planted else self.limits.apply_states_max
-        self.services = decider.Services(self.tokens.mint, self.activities, evaluation_budget(
-            self.limits, evaluation_clock), states_max, self.limits.apply_steps_max, self.limits.heavy_pause_ms,
+        unbounded = "run-unbounded" in planted
+        states_max = 10**9 if unbounded else self.limits.apply_states_max
+        steps_max = 10**9 if unbounded else self.limits.apply_steps_max
+        self.services = decider.Services(self.tokens.mint, self.activities, self.limits.budgets(
+            evaluation_clock), states_max, steps_max, self.limits.heavy_pause_ms,
             wait_scale=wait_scale, mocks=mocks, resource_check=resource_check, status_events=status_events,
             redrivable_ms=redrivable_ms)
         # Called, on the engine thread, with every dispatch for outside I/O (activities, HTTP) once its commit has
@@ -193,6 +200,11 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.metrics = Metrics(lambda: self.windows, clock, lambda: len(self.outbox))
+        self.lane = None if heavy_lane is None else heavy_lane(self.services, self.limits, self._lane_landed)
+        # Open executions whose last step stopped on its evaluation share: their continuations go to the lane.
+        self.heavy: set[str] = set()
+        self._in_lane: set[str] = set()  # executions with a continuation in the lane
+        self._decided: list[Decided] = []  # continuations back from the lane (under _wakeup), for the next tick
 
     def note_activity(self, arn: str, exists: bool) -> None:
         """CreateActivity or DeleteActivity committed: Task states see the change from the next command on."""
@@ -299,6 +311,8 @@ class Engine:
             self._wakeup.notify()
         if self._thread is not None:
             self._thread.join()
+        if self.lane is not None:
+            self.lane.close()
 
     def submit(self, command: Command, reply: Reply = None, *, throttle: bool = True) -> Reply:
         """Queue a command; returns its reply handle (a new Future when none is given). With ``throttle`` a full
@@ -337,7 +351,7 @@ class Engine:
                 if self._stopping:
                     return
                 if not (self._inbox or self._given_back or self._room_again or self._ownership
-                        or self._forwarded):
+                        or self._forwarded or self._decided):
                     self._wakeup.wait(self.idle_wait_s(self.clock()))
                 if self._stopping:
                     return
@@ -439,6 +453,9 @@ class Engine:
         while self._transfers and len(work) < budget:
             work.append((self._transfers.popleft(), None))
         with self._wakeup:
+            if self._decided:  # decided already: taken whatever the budget, as their work is done
+                work.extend((decided, None) for decided in self._decided)
+                self._decided.clear()
             while self._inbox and len(work) < budget:
                 work.append(self._inbox.popleft())
         return work
@@ -504,8 +521,13 @@ class Engine:
         if isinstance(command, FireTimer):
             if current is None:
                 return None
-            decision = decider.fire_timer(current, self._definition(current), command.timer_id, now_ms,
-                                          self.services)
+            if isinstance(command, Decided):
+                decision = self._lane_decision(command, current, batch, now_ms)
+            elif self._to_lane(command, current, batch, now_ms):
+                return None
+            else:
+                decision = decider.fire_timer(current, self._definition(current), command.timer_id, now_ms,
+                                              self.services)
             if decision is not None:
                 due_ms = current.timers.get(command.timer_id, now_ms)
                 self.metrics.timer_fired(due_ms, now_ms)
@@ -554,6 +576,47 @@ class Engine:
             return TaskNotPending(command.arn)
         self._stage(batch, decision, current.version, now_ms)
         return True
+
+    def _to_lane(self, command: FireTimer, current: ExecutionState, batch: _Batch, now_ms: int) -> bool:
+        """Send a heavy execution's continuation to the heavy lane (heavy_lane.py); False: decide it here."""
+        arn = command.arn
+        if (self.lane is None or arn not in self.heavy or not command.timer_id.startswith(CONTINUE_TIMER)
+                or command.timer_id not in current.timers or arn in batch.staged or arn in self._in_lane):
+            return False
+        key = (current.state_machine_arn, current.revision_id)
+        self._definition(current)  # the revision exists (and is cached) before its text is read for the lane
+        try:
+            self.lane.submit(current, key, lambda: self._revision_text(key), self.services.mocks is not None,
+                             command.timer_id, now_ms, self.tokens, self.activities)
+        except Exception:  # a state the lane cannot take (it would be a bug): decided here, as without a lane
+            log.exception("the heavy lane refused a step of %s", arn)
+            return False
+        self._in_lane.add(arn)
+        self.metrics.heavy_lane_steps.labels("sent").inc()
+        return True
+
+    def _lane_decision(self, decided: Decided, current: ExecutionState, batch: _Batch,
+                       now_ms: int) -> decider.Decision | None:
+        """The lane's decision, if the execution is still at the version it was decided on; otherwise (it moved
+        on meanwhile, or the lane failed) the timer is decided here, on the state as it is."""
+        self._in_lane.discard(decided.arn)
+        result = decided.result
+        current_enough = current.version == decided.version and decided.arn not in batch.staged
+        if "lane-ignores-version" in self.planted:  # commits decisions the execution outgrew, for the simulator
+            current_enough = True
+        if not isinstance(result, BaseException) and current_enough:
+            self.metrics.heavy_lane_steps.labels("applied").inc()
+            return result
+        self.metrics.heavy_lane_steps.labels("failed" if isinstance(result, BaseException) else "stale").inc()
+        if isinstance(result, BaseException) and "lane-drops-failures" in self.planted:  # its timer never fires
+            return None
+        return decider.fire_timer(current, self._definition(current), decided.timer_id, now_ms, self.services)
+
+    def _lane_landed(self, decided: Decided) -> None:
+        """On a thread of the lane: a decision is back for the engine thread."""
+        with self._wakeup:
+            self._decided.append(decided)
+            self._wakeup.notify()
 
     def _redrive(self, command: RedriveExecution, current: ExecutionState | None, batch: _Batch, now_ms: int) -> object:
         if current is None:
@@ -630,6 +693,12 @@ class Engine:
         if is_express(state.arn):
             self._run_express(batch, decision)
             return
+        if self.lane is not None:  # heavy: it continues after the heavy pause (flows.py), not at once
+            if state.is_open and any(timer_id.startswith(CONTINUE_TIMER) and due_ms > now_ms
+                                     for timer_id, due_ms in decision.timers_added):
+                self.heavy.add(state.arn)
+            else:
+                self.heavy.discard(state.arn)
         try:
             blob = state.to_blob()
             for _, payload in decision.dispatches_added:  # written by the store with orjson too
@@ -920,6 +989,12 @@ class Engine:
     def cached_executions(self) -> int:
         return len(self._cache)
 
+    def _revision_text(self, key: tuple[str, str]) -> str:
+        revision = self.store.get_revision(*key)
+        if revision is None:
+            raise LookupError(f"definition revision {key} is missing")
+        return revision[0]
+
     def _definition(self, state: ExecutionState) -> Definition:
         key = (state.state_machine_arn, state.revision_id)
         definition = self._definitions.get(key)
@@ -932,11 +1007,6 @@ class Engine:
             while len(self._definitions) > self.limits.cached_definitions_max:
                 self._definitions.popitem(last=False)
         return definition
-
-
-def evaluation_budget(limits: Limits, clock: Callable[[], float] | None) -> Callable[[], Budget]:
-    """A factory of fresh evaluation budgets for transition steps, as ``limits`` set them."""
-    return lambda: Budget(limits.evaluation_steps_max, limits.evaluation_ms_max, limits.evaluation_items_max, clock)
 
 
 def _activity_arns(store: Store) -> set[str]:

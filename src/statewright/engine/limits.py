@@ -6,6 +6,7 @@ defaults; ``statewright serve`` and the simulator pass their own. Pure data: imp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..asl import budget
@@ -66,3 +67,9 @@ class Limits:
     heavy_pause_ms: int = 250
     # TestState calls evaluating at once, each on a thread of its own off the event loop; more wait their turn.
     test_states_concurrent_max: int = 2
+
+    def budgets(self, clock: Callable[[], float] | None) -> Callable[[], budget.Budget]:
+        """A factory of fresh evaluation budgets for transition steps, as these limits set them (``clock``: seconds,
+        monotonic; None leaves wall time unbounded)."""
+        return lambda: budget.Budget(self.evaluation_steps_max, self.evaluation_ms_max, self.evaluation_items_max,
+                                     clock)

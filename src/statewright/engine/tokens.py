@@ -60,6 +60,11 @@ class TaskTokens:
     def current(self) -> str:
         return self._set[1]
 
+    @property
+    def key_set(self) -> tuple[dict[str, bytes], str]:
+        """The keys and the current key's id, read together (a refresh swaps both at once)."""
+        return self._set
+
     def mint(self, execution_arn: str, scheduled_id: int, attempt: int) -> str:
         keys, current = self._set
         body = orjson.dumps([execution_arn, scheduled_id, attempt, current])

@@ -48,9 +48,10 @@ from ..store.base import (
 from .checkers import Ledger
 
 STORE_FAULTS = ("commit-fails", "outcome-unknown", "version-conflict", "busy", "crash")
+ENGINE_FAULTS = ("lane-dies",)  # the heavy lane's process dies with a continuation in hand
 CLIENT_FAULTS = ("duplicate-result", "late-result", "reordered-results", "clock-jump", "worker-dies", "restart")
 CLUSTER_FAULTS = ("lease-stolen", "node-paused", "store-cut-off", "node-leaves", "forward-lost", "forward-duplicated")
-SINGLE_NODE_FAULTS = STORE_FAULTS + CLIENT_FAULTS
+SINGLE_NODE_FAULTS = STORE_FAULTS + ENGINE_FAULTS + CLIENT_FAULTS
 ALL_FAULTS = SINGLE_NODE_FAULTS + CLUSTER_FAULTS
 THIEF = "sim-thief"  # the owner a stolen lease goes to: never a live node, its lease ends at once
 

@@ -44,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from ..asl.definition import parse_definition
 from ..asl.handling import TASK_FAILED
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
 from ..engine import decider
@@ -60,6 +61,7 @@ from ..engine.commands import (
 )
 from ..engine.core import Engine, shard_for
 from ..engine.execution import ExecutionState
+from ..engine.heavy_lane import Decided
 from ..engine.limits import Limits
 from ..engine.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
 from ..engine.retention import RetentionSettings, Sweep
@@ -89,7 +91,8 @@ FAULT_RATE_DEFAULT = 0.05
 # Small limits, so that paging, full windows and read-backs run in every simulation.
 SIM_LIMITS = Limits(tick_commands_max=64, refill_rows_max=16, timer_window_max=4096, outbox_window_max=24,
                     outbox_page_rows_max=8, inbox_commands_max=10_000, cached_executions_max=16,
-                    apply_states_max=3)
+                    apply_states_max=3, apply_steps_max=4)  # a JSONata state or two make a step heavy: the lane runs
+LANE_DELAY_MS_MAX = 2_000  # how long the heavy lane may take to send a decision back
 LEASES = LeaseSettings()  # the defaults a server runs with: 10 s leases renewed every 3 s
 FORWARD_TIMEOUT_MS = 2_000  # a forwarded call that was lost fails its sender after this
 REDRIVABLE = frozenset({"FAILED", "ABORTED", "TIMED_OUT"})
@@ -128,6 +131,7 @@ class SimResult:
     compacted: int = 0  # histories the retention sweep compacted (of every execution, children included)
     expired: int = 0  # acknowledged executions it deleted at the end of their retention
     compacted_redrives: int = 0  # redrives (of those above) of executions whose history was compacted
+    laned: int = 0  # continuations decided in the heavy lane
 
     def line(self) -> str:
         faults = sum(self.injected.values())
@@ -135,7 +139,7 @@ class SimResult:
         return (f"seed {self.config.seed}: {self.executions} executions ({self.closed} closed, {self.expired} of "
                 f"them expired), {self.attempts} attempts, {self.tokens} tokens, {self.redrives} redrives "
                 f"({self.compacted_redrives} from compacted histories), {self.compacted} histories compacted, "
-                f"{faults} faults injected, {self.virtual_ms // 1000} s virtual: {verdict}")
+                f"{self.laned} laned, {faults} faults injected, {self.virtual_ms // 1000} s virtual: {verdict}")
 
 
 def replay_command(config: SimConfig) -> str:
@@ -242,6 +246,7 @@ class _Run:
         self.redrives_done = 0
         self.compacted_redrives_done = 0
         self.compacted_asked: set[RedriveExecution] = set()  # redrives asked of executions with compacted histories
+        self.laned = 0  # continuations sent to the heavy lane
         self.tokens_answered: set[str] = set()
         self.children_seen: set[str] = set()  # children whose input was looked at for a token
         self.machines: list[tuple[str, workload.MachineSpec]] = []
@@ -269,7 +274,8 @@ class _Run:
         self.ledger.status_events = True
         engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
                         planted=self.config.planted, evaluation_clock=None, status_events=True,
-                        redrivable_ms=REDRIVABLE_MS)
+                        redrivable_ms=REDRIVABLE_MS,
+                        heavy_lane=lambda services, _, landed: _Lane(self, services, landed))
         node = _Node(index, engine, store, sweep=Sweep(engine.histories, RETENTION, self.config.planted),
                      next_sweep_ms=self.now_ms + SWEEP_MS)
         holder.append(node)
@@ -376,7 +382,7 @@ class _Run:
         return SimResult(self.config, dict(self.faults.injected), violations, len(ledger.acknowledged), closed,
                          self.now_ms - START_MS, len(ledger.attempts_started), len(self.tokens_answered),
                          self.redrives_done, ledger.compactions, len(ledger.expired.keys() & ledger.acknowledged),
-                         self.compacted_redrives_done)
+                         self.compacted_redrives_done, self.laned)
 
     def _drive(self) -> None:
         """The active phase, then the faults stop and time runs on until every execution closed (or the bound)."""
@@ -798,3 +804,30 @@ class _Run:
         """No execution is RUNNING (children and starts whose reply was lost included)."""
         inner = self.reader
         return not any(inner.list_executions(arn, "RUNNING", 1, None).items for arn, _ in self.machines)
+
+
+class _Lane:
+    """The heavy lane (engine/heavy_lane.py) as the simulation runs it: a continuation is decided at once by the
+    same decider over the state as the lane's process gets it (its blob) and lands a random while later, or the
+    lane's process dies with it ("lane-dies"). A crashed node's engine never applies what lands after."""
+
+    def __init__(self, simulator: _Run, services: decider.Services,
+                 landed: Callable[[Decided], None]) -> None:
+        self._simulator, self._services, self._landed = simulator, services, landed
+
+    def submit(self, state: ExecutionState, definition_key: tuple[str, str], text: Callable[[], str],
+               mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens, activities: Any) -> None:
+        simulator = self._simulator
+        simulator.laned += 1
+        result: decider.Decision | BaseException | None
+        if simulator.faults.fire("lane-dies", min(1.0, 4 * simulator.config.fault_rate)):  # few steps are heavy
+            result = RuntimeError("the heavy lane's process died")
+        else:
+            result = decider.fire_timer(ExecutionState.from_blob(state.to_blob()),
+                                        parse_definition(text(), mockable=mockable), timer_id, now_ms,
+                                        self._services)
+        decided = Decided(state.arn, timer_id, state.version, result)
+        simulator.at(simulator.rng.randint(0, LANE_DELAY_MS_MAX), lambda: self._landed(decided))
+
+    def close(self) -> None:
+        pass

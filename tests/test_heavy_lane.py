@@ -1,0 +1,216 @@
+"""The heavy lane (engine/heavy_lane.py): the continuations of executions whose evaluation is heavy are decided in a
+process of their own, with the same result as on the engine thread; a decision the execution outgrew meanwhile,
+or one a dead lane never sent back, is decided again on the engine thread. An engine on a real SQLite store, its
+ticks driven by the test on a virtual clock; the lane is a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from server import ROLE_ARN, ServerProcess, wait_closed
+from statewright.engine.commands import StartExecution, StopExecution
+from statewright.engine.core import Engine
+from statewright.engine.heavy_lane import HeavyLane
+from statewright.engine.limits import Limits
+from statewright.store.base import StateMachineRecord
+from statewright.store.sqlite import SqliteStore
+
+MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:heavy"
+# Sums a range in a JSONata Pass, five times over through a Choice: each Pass is more evaluation than one step's
+# share (apply_steps_max below), so every step after the first is a heavy continuation.
+HEAVY = {"QueryLanguage": "JSONata", "StartAt": "Sum", "States": {
+    "Sum": {"Type": "Pass", "Assign": {"round": "{% ($round ? $round : 0) + 1 %}"},
+            "Output": {"sum": "{% $reduce([1..300], function($a, $b) { $a + $b }) %}"}, "Next": "Again"},
+    "Again": {"Type": "Choice", "Choices": [{"Condition": "{% $round < 5 %}", "Next": "Sum"}], "Default": "Done"},
+    "Done": {"Type": "Succeed", "Output": {"sum": "{% $states.input.sum %}", "rounds": "{% $round %}"}}}}
+START_MS = 1_700_000_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_ms = START_MS
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = SqliteStore(tmp_path / "db.sqlite", shard_count=2)
+    store.create_state_machine(StateMachineRecord(MACHINE, "heavy", "STANDARD", json.dumps(HEAVY), "role", "r1",
+                                                  0, 0, {}, {}))
+    yield store
+    store.close()
+
+
+def make_engine(store, clock, heavy_lane: bool) -> Engine:
+    engine = Engine(store, clock=clock, limits=Limits(apply_steps_max=50), heavy_lane=HeavyLane if heavy_lane else None)
+    engine.acquire_all_shards()
+    return engine
+
+
+def execution_arn(name: str) -> str:
+    return f"arn:aws:states:us-east-1:123456789012:execution:heavy:{name}"
+
+
+def start(engine: Engine, name: str) -> str:
+    arn = execution_arn(name)
+    engine.submit(StartExecution(arn, MACHINE, name, "r1", "role", "{}"))
+    return arn
+
+
+def lane_steps(engine: Engine, outcome: str) -> float:
+    return engine.metrics.heavy_lane_steps.labels(outcome)._value.get()
+
+
+def run(engine: Engine, clock: Clock, arn: str, on_sent=None, timeout_s: float = 60) -> dict:
+    """Tick until the execution closes: the clock moves past each heavy pause, and the test waits for what the
+    lane has in hand to come back. ``on_sent`` is called once, after the first continuation went to the lane."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        sent = lane_steps(engine, "sent")
+        engine.tick(clock.now_ms)
+        state = json.loads(engine.store.load_execution(arn))
+        if state["status"] != "RUNNING":
+            return state
+        if on_sent is not None and lane_steps(engine, "sent") > sent:
+            on_sent()
+            on_sent = None
+        if engine._in_lane:  # the next tick, at the same time, applies what comes back
+            while not engine._decided:
+                assert time.monotonic() < deadline, "the lane did not answer"
+                time.sleep(0.01)
+            continue
+        clock.now_ms += 300
+
+
+def history(store, arn: str) -> list[dict]:
+    return store.read_history(arn, 0, 1_000, False)
+
+
+def test_the_lane_decides_as_the_engine_thread_does(store):
+    clock = Clock()
+    inline = make_engine(store, clock, heavy_lane=False)
+    inline_state = run(inline, clock, start(inline, "inline"))
+    clock.now_ms = START_MS
+    laned = make_engine(store, clock, heavy_lane=True)
+    try:
+        laned_state = run(laned, clock, start(laned, "laned"))
+    finally:
+        laned.stop()
+    assert laned_state["status"] == inline_state["status"] == "SUCCEEDED"
+    assert json.loads(laned_state["output"]) == {"sum": 45150, "rounds": 5}
+    assert laned_state["output"] == inline_state["output"]
+    inline_history = json.dumps(history(store, execution_arn("inline")))
+    assert json.dumps(history(store, execution_arn("laned"))) == inline_history.replace(":inline", ":laned")
+    assert lane_steps(laned, "applied") == lane_steps(laned, "sent") >= 4  # every continuation after the start
+    assert lane_steps(laned, "stale") == lane_steps(laned, "failed") == 0
+
+
+def test_a_decision_the_execution_outgrew_is_decided_again(store):
+    clock = Clock()
+    engine = make_engine(store, clock, heavy_lane=True)
+    try:
+        arn = start(engine, "stopped")
+        engine.tick(clock.now_ms)  # the start, and its first heavy Pass
+        clock.now_ms += 300
+        engine.submit(StopExecution(arn, "Halt", None))
+        engine.tick(clock.now_ms)  # the continuation goes to the lane (timers come first), then the stop lands
+        assert lane_steps(engine, "sent") == 1
+        while engine._in_lane:  # the continuation comes back for a state that moved on: it must change nothing
+            time.sleep(0.01)
+            engine.tick(clock.now_ms)
+    finally:
+        engine.stop()
+    events = history(store, arn)
+    assert [event["type"] for event in events][-2:] == ["PassStateExited", "ExecutionAborted"]
+    assert json.loads(store.load_execution(arn))["status"] == "ABORTED"
+    assert lane_steps(engine, "stale") == 1 and lane_steps(engine, "applied") == 0
+
+
+def test_a_lane_that_dies_leaves_its_step_to_the_engine_thread(store):
+    clock = Clock()
+    engine = make_engine(store, clock, heavy_lane=True)
+
+    def kill_lane() -> None:
+        for pid in list(engine.lane._pool._processes):
+            os.kill(pid, signal.SIGKILL)
+
+    try:
+        state = run(engine, clock, start(engine, "orphaned"), on_sent=kill_lane)
+    finally:
+        engine.stop()
+    assert state["status"] == "SUCCEEDED"
+    assert json.loads(state["output"]) == {"sum": 45150, "rounds": 5}
+    assert lane_steps(engine, "failed") == 1  # the step in hand, decided again here; later ones in a new process
+    assert lane_steps(engine, "applied") >= 1
+
+
+# -- on a real server, through boto3
+
+
+def lane_metric(endpoint: str, outcome: str) -> float:
+    with urllib.request.urlopen(f"{endpoint}/metrics", timeout=10) as response:
+        for family in text_string_to_metric_families(response.read().decode()):
+            for sample in family.samples:
+                if sample.name == "statewright_heavy_lane_steps_total" and sample.labels["outcome"] == outcome:
+                    return sample.value
+    return 0.0
+
+
+def children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.add(int(entry.name))
+            except (OSError, IndexError):
+                continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_runaway_runs_in_the_lane_beside_others_and_dies_with_the_server(tmp_path):
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        sfn = server.client()
+        runaway = sfn.create_state_machine(name="runaway", roleArn=ROLE_ARN, definition=json.dumps({
+            "QueryLanguage": "JSONata", "StartAt": "Sum", "States": {
+                "Sum": {"Type": "Pass", "Output": {"sum": "{% $reduce([1..3000], function($a, $b) { $a + $b }) %}"},
+                        "Next": "Again"},
+                "Again": {"Type": "Choice", "Choices": [{"Condition": "{% $states.input.sum > 0 %}", "Next": "Sum"}],
+                          "Default": "Done"},
+                "Done": {"Type": "Succeed"}}}))["stateMachineArn"]
+        looping = sfn.start_execution(stateMachineArn=runaway)["executionArn"]
+        plain = sfn.create_state_machine(name="plain", roleArn=ROLE_ARN, definition=json.dumps(
+            {"StartAt": "P", "States": {"P": {"Type": "Pass", "Result": "done", "End": True}}}))["stateMachineArn"]
+        deadline = time.monotonic() + 60
+        while lane_metric(server.endpoint, "applied") < 3:
+            assert time.monotonic() < deadline, "no continuation came back from the heavy lane"
+            time.sleep(0.2)
+        beside = sfn.start_execution(stateMachineArn=plain)["executionArn"]
+        assert wait_closed(sfn, beside)["output"] == '"done"'
+        assert sfn.describe_execution(executionArn=looping)["status"] == "RUNNING"
+        lanes = children(server.process.pid)
+        assert lanes  # the lane's process (and multiprocessing's resource tracker)
+    finally:
+        server.kill()
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in lanes):  # a SIGKILLed server leaves no process behind
+        assert time.monotonic() < deadline, f"processes {lanes} outlived the server"
+        time.sleep(0.2)
