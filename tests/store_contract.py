@@ -436,7 +436,7 @@ class RetentionContract:
         assert store.read_history(execution_arn("ok"), 0, 100, False) == events(1, 1)
 
     def test_its_own_payload_store_keeps_objects_for_every_handle_until_deleted(self, store: Store) -> None:
-        key, body = "history/ab/abcd/7.json.gz", bytes(range(256)) * 3
+        key, body = "history/ab/abcd.7.json.gz", bytes(range(256)) * 3
         payloads = store.payloads()
         assert payloads.get(key) is None
         payloads.put(key, body)

@@ -17,6 +17,8 @@ import pytest
 
 from aws import CREDENTIALS, REGION, server_env
 from server import ROLE_ARN, ServerProcess, history, wait_closed
+from statewright import cli
+from statewright.api.server import ServerConfig
 
 CHAIN = {"StartAt": "A", "States": {
     "A": {"Type": "Pass", "Result": {"step": "a"}, "ResultPath": "$.a", "Next": "B"},
@@ -128,6 +130,17 @@ def test_retention_and_compaction_follow_their_settings(tmp_path):
             sfn.describe_execution(executionArn=arn)
     finally:
         server.stop()
+
+
+def test_the_settings_take_days_with_fractions_and_refuse_what_is_no_number_of_days(monkeypatch, capsys):
+    served: list[ServerConfig] = []
+    monkeypatch.setattr(cli, "serve", lambda config: served.append(config) or 0)
+    assert cli.main(["serve", "--retention-days", "0.5", "--compact-after-days", "0"]) == 0
+    assert (served[0].retention_days, served[0].compact_after_days) == (0.5, 0)
+    for value in ("-1", "soon", "nan", "1e9"):
+        with pytest.raises(SystemExit):
+            cli.main(["serve", "--retention-days", value])
+        assert "--retention-days" in capsys.readouterr().err
 
 
 def test_histories_compacted_into_s3_read_the_same(tmp_path, moto):

@@ -47,10 +47,10 @@ class PayloadStore(Protocol):
 
 
 def history_key(execution_arn: str, last_event_id: int) -> str:
-    """The object of an execution's history up to ``last_event_id``: spread over 256 prefixes, a safe file name
-    whatever the ARN holds."""
+    """The object of an execution's history up to ``last_event_id``: spread over 256 prefixes (no directory per
+    execution), a safe file name whatever the ARN holds."""
     digest = hashlib.sha256(execution_arn.encode()).hexdigest()
-    return f"history/{digest[:2]}/{digest}/{last_event_id}.json.gz"
+    return f"history/{digest[:2]}/{digest}.{last_event_id}.json.gz"
 
 
 def encode_history(events: list[dict[str, Any]]) -> bytes:
