@@ -279,6 +279,10 @@ async def w11(args: argparse.Namespace, work: Path, results: dict, table: Table)
                   verdict=rate >= 3 * standard)
         table.add("W11 express", f"Express W1 via {name}: server CPU us/execution",
                   fmt(run[kind]["server_cpu_per_execution_us"]))
+    floor_us = run["floor"]["server_cpu_per_execution_us"]
+    standard_us = run["standard"]["server_cpu_per_execution_us"]
+    table.add("W11 express", "server CPU us/execution: Standard W1 / a one-Pass StartSyncExecution (the request's "
+              "floor)", f"{fmt(standard_us)} / {fmt(floor_us)} (so at most {standard_us / floor_us:.1f}x Standard)")
     half = run["sync_half_load"]
     table.add("W11 express", f"StartSyncExecution p50 / p99 at half peak ({half['rate_per_s']:,.0f}/s), ms",
               f"{fmt(ms(half['p50_s']), 1)} / {fmt(ms(half['p99_s']), 1)}", target="p99 < 5 ms",

@@ -30,10 +30,14 @@ from .workloads import (
 CLOSED = "statewright_express_executions_closed_total{start=async}"
 
 
-async def express_machine(pool: Pool) -> str:
+ONE_PASS = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+
+
+async def express_machine(pool: Pool, definition: dict | None = None) -> str:
+    """An EXPRESS machine of W1's chain, or of ``definition``."""
     created = await pool.call("CreateStateMachine", {
-        "name": f"w11-{time.time_ns()}", "definition": orjson.dumps(chain_definition()).decode(), "roleArn": ROLE,
-        "type": "EXPRESS"})
+        "name": f"w11-{time.time_ns()}", "definition": orjson.dumps(definition or chain_definition()).decode(),
+        "roleArn": ROLE, "type": "EXPRESS"})
     return created["stateMachineArn"]
 
 
@@ -105,4 +109,6 @@ async def w11(server: Statewright, pool: Pool, n: int, concurrency: int, half_lo
     started = await async_express(server, pool, machine, n, concurrency)
     synced = await sync_closed_loop(server, pool, machine, n, concurrency)
     half = await sync_at_rate(pool, machine, synced["executions_per_s"] / 2, half_load_s)
-    return {"standard": standard, "async": started, "sync": synced, "sync_half_load": half}
+    # The floor under any execution: one request that runs one Pass (what an execution costs besides its states).
+    floor = await sync_closed_loop(server, pool, await express_machine(pool, ONE_PASS), n, concurrency)
+    return {"standard": standard, "async": started, "sync": synced, "sync_half_load": half, "floor": floor}

@@ -12,7 +12,7 @@ from statewright.engine.commands import InboxFull, StartExecution
 from statewright.engine.core import Engine
 from statewright.engine.express import ASYNC, SYNC
 from statewright.engine.limits import Limits
-from statewright.store.base import StateMachineRecord
+from statewright.store.base import StateMachineRecord, StoreUnavailable
 from statewright.store.sqlite import SqliteStore
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:quick"
@@ -117,3 +117,35 @@ def test_starts_past_the_express_limit_are_throttled(store):
     _, second = start(engine, "two", 10, ASYNC)
     engine.tick(clock[0])
     assert isinstance(second.exception(), InboxFull) and not first.done()
+
+
+class FailingRevisions:
+    """The store, except that the next ``failures`` definition reads fail as an unreachable store's do."""
+
+    def __init__(self, store, failures: int) -> None:
+        self._store, self.failures = store, failures
+
+    def get_revision(self, *key):
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable("injected: the store did not answer")
+        return self._store.get_revision(*key)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+def test_an_async_start_whose_definition_cannot_be_read_runs_again_once_the_store_answers(store):
+    clock = [T0_MS]
+    first = engine_on(store, clock)
+    arn, _ = start(first, "later", 10, ASYNC)
+    first.tick(clock[0])  # its row landed; then the engine is gone, as after kill -9
+    second = engine_on(FailingRevisions(store, failures=1), clock)
+    second.tick(clock[0])  # the rerun cannot read the definition
+    assert started(second) == []
+    clock[0] += 1_000
+    second.tick(clock[0])
+    assert started(second) == [arn]
+    clock[0] += 10_000
+    second.tick(clock[0])
+    assert all(not store.express_starts(shard) for shard in range(4))  # it ran to its end

@@ -129,9 +129,13 @@ def test_a_mocked_error_output_goes_to_the_tasks_catch(sfn):
 
 
 @pytest.mark.parametrize(("state", "mock", "says"), [
-    (LAMBDA_TASK, {"result": "{}", "errorOutput": {"error": "E"}}, "exactly one of result or errorOutput"),
+    (LAMBDA_TASK, {"result": "{}", "errorOutput": {"error": "E"}},
+     "A test mock should have only one of the following fields: [result, errorOutput]."),
+    (LAMBDA_TASK, {"fieldValidationMode": "NONE"}, "A test mock should have one of the following fields"),
     (LAMBDA_TASK, {"result": "not json"}, "Invalid mock result"),
-    ({"Type": "Pass", "End": True}, {"result": "{}"}, "a Task, Parallel or Map state only"),
+    ({"Type": "Pass", "End": True}, {"result": "{}"}, "State type 'Pass' is not supported when a mock is specified"),
+    ({"Type": "Choice", "Choices": [{"Variable": "$.a", "IsPresent": True, "Next": "A"}]},
+     {"errorOutput": {"error": "E"}}, "State type 'Choice' is not supported when a mock is specified"),
 ])
 def test_a_mock_that_cannot_stand_for_the_call_is_refused(sfn, state, mock, says):
     with pytest.raises(ClientError) as refused:
@@ -171,7 +175,7 @@ def test_error_caused_by_state_names_a_state_inside_the_mocked_parallel(sfn):
     for configuration, mock, says in (
             ({"errorCausedByState": "Nope"}, {"errorOutput": {"error": "E"}}, "not a state inside"),
             ({"errorCausedByState": "B"}, {"result": "[]"}, "takes a mocked errorOutput"),
-            ({"mapIterationFailureCount": 1}, {"result": "[]"}, "distributed Map")):
+            ({"mapIterationFailureCount": 1}, {"result": "[]"}, "applies to a Map state; 'TestState' is a Parallel")):
         with pytest.raises(ClientError) as refused:
             run(sfn, PARALLEL, {}, stateConfiguration=configuration, mock=mock)
         assert says in refused.value.response["Error"]["Message"]
@@ -244,3 +248,32 @@ def test_once_the_retriers_count_is_spent_the_catch_takes_the_error(sfn):
                  mock={"errorOutput": {"error": "Lambda.Unknown", "cause": "boom"}})
     assert (answer["status"], answer["nextState"]) == ("CAUGHT_ERROR", "Handle")
     assert answer["inspectionData"]["errorDetails"] == {"catchIndex": 0}
+
+
+DISTRIBUTED_MAP = {**MAP, "ItemProcessor": {**MAP["ItemProcessor"], "ProcessorConfig": {
+    "Mode": "DISTRIBUTED", "ExecutionType": "EXPRESS"}}}
+EVERY_STATE_TYPE = [  # (state, mock, status): each state type, with and without a mock where both apply
+    ({"Type": "Pass", "Result": 1, "ResultPath": "$.r", "End": True}, None, "SUCCEEDED"),
+    ({"Type": "Choice", "Choices": [{"Variable": "$.items", "IsPresent": True, "Next": "Yes"}]}, None, "SUCCEEDED"),
+    ({"Type": "Wait", "Seconds": 5, "Next": "Later"}, None, "SUCCEEDED"),
+    ({"Type": "Succeed"}, None, "SUCCEEDED"),
+    ({"Type": "Fail", "Error": "E", "Cause": "c"}, None, "FAILED"),
+    (LAMBDA_TASK, {"result": json.dumps({"Payload": {"body": "b"}})}, "SUCCEEDED"),
+    (PARALLEL, None, "SUCCEEDED"),
+    (PARALLEL, {"errorOutput": {"error": "Branch.Failed"}}, "CAUGHT_ERROR"),
+    (MAP, None, "SUCCEEDED"),
+    (MAP, {"result": "[1, 2]"}, "SUCCEEDED"),
+    (DISTRIBUTED_MAP, {"result": "[1, 2]"}, "SUCCEEDED"),
+]
+
+
+@pytest.mark.parametrize(("state", "mock", "status"), EVERY_STATE_TYPE)
+def test_every_state_type_answers_at_every_inspection_level(sfn, state, mock, status):
+    options = {} if mock is None else {"mock": mock}
+    answers = {level: run(sfn, state, {"items": [1, 2]}, inspectionLevel=level, **options)
+               for level in ("INFO", "DEBUG", "TRACE")}
+    assert {answer["status"] for answer in answers.values()} == {status}
+    assert "inspectionData" not in answers["INFO"]
+    assert json.loads(answers["DEBUG"]["inspectionData"]["input"]) == {"items": [1, 2]}
+    assert answers["TRACE"]["inspectionData"] == answers["DEBUG"]["inspectionData"]  # TRACE adds an HTTP Task's
+    # request and response only

@@ -8,15 +8,16 @@ from typing import Any
 import orjson
 
 from ..asl.definition import InvalidDefinition
-from ..asl.states import MapState, ParallelState
+from ..asl.states import MapState, ParallelState, State, TaskState
 from ..engine import commands
 from ..engine.core import shard_for
+from ..engine.decider import OneStateRun
 from ..engine.execution import ExecutionState, redrive_status
 from ..engine.express import ASYNC, SYNC
 from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.routing import route
 from ..engine.step import without_data
-from ..engine.test_state import outcome_of, start_test
+from ..engine.test_state import definition_under_test, holds_distributed_map, outcome_of, start_test
 from ..integrations.aws import calls
 from ..integrations.http import invoke
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
@@ -356,8 +357,12 @@ def _test_mock(mock: Any) -> AttemptSucceeded | AttemptFailed | None:
     calling its resource (its ``fieldValidationMode`` is applied once the Task's resource is known)."""
     if mock is None:
         return None
-    if ("result" in mock) == ("errorOutput" in mock):
-        raise AwsError("ValidationException", "A mock takes exactly one of result or errorOutput")
+    if "result" in mock and "errorOutput" in mock:  # AWS's words (see _NEEDS_MOCK); for neither, ours
+        raise AwsError("ValidationException", "A test mock should have only one of the following fields: [result, "
+                       "errorOutput].")
+    if "result" not in mock and "errorOutput" not in mock:
+        raise AwsError("ValidationException", "A test mock should have one of the following fields: [result, "
+                       "errorOutput].")
     if "result" in mock:
         parse_json(mock["result"], "ValidationException", "Invalid mock result")
         return AttemptSucceeded(mock["result"])
@@ -377,11 +382,39 @@ def _test_context(text: str | None, mocked: AttemptSucceeded | AttemptFailed | N
     return context
 
 
-def _check_state_configuration(configuration: dict[str, Any], state: Any,
-                               mocked: AttemptSucceeded | AttemptFailed | None) -> None:
+# TestState's refusals in AWS's words where AWS's are known: the answers AWS gave TestState as LocalStack recorded
+# them (tests/aws/services/stepfunctions/v2/test_state/*.snapshot.json in localstack/localstack, AWS-validated).
+_NEEDS_MOCK = ("TestState API does not support Map or Parallel states. Supported state types include: [Task, Wait, "
+               "Pass, Succeed, Fail, Choice]")
+
+
+def _check_mocked_state(state: State, mocked: AttemptSucceeded | AttemptFailed | None, result: Any) -> None:
+    """What the state and its mock must be, each refusal in AWS's words. Without a mock statewright runs an inline
+    Map's or a Parallel's children itself (AWS refuses them too, with _NEEDS_MOCK), but no distributed Map's. A
+    mock only stands for a Task's call or a Parallel's or Map's children; a Map's mocked result is its result
+    array, or with a ResultWriter the writer's summary object. ``result``: a mocked result's value."""
+    if mocked is None:
+        if holds_distributed_map(state):
+            raise AwsError("InvalidDefinition", _NEEDS_MOCK)
+        return
+    if not isinstance(state, TaskState | ParallelState | MapState):
+        raise AwsError("ValidationException", f"State type '{state.type}' is not supported when a mock is specified")
+    if isinstance(state, MapState) and isinstance(mocked, AttemptSucceeded):
+        if state.distributed is not None and state.distributed.writes_results:
+            if not isinstance(result, dict):
+                raise AwsError("ValidationException", "Mocked result must be a JSON object.")
+        elif not isinstance(result, list):
+            raise AwsError("ValidationException", "Mocked result must be an array.")
+
+
+def _check_state_configuration(configuration: dict[str, Any], state: State,
+                               mocked: AttemptSucceeded | AttemptFailed | None, result: Any) -> None:
     """stateConfiguration's members that describe a Parallel's or Map's children: errorCausedByState names the
-    state inside it a mocked error came from; the Map members need a distributed Map (ItemReader, tolerated
-    failures), which statewright does not run yet."""
+    state inside it a mocked error came from; mapIterationFailureCount counts the Map's failed iterations, which
+    only a distributed Map's tolerated failures weigh (at most as many as the mocked result has items: AWS refuses
+    more, as LocalStack's AWS-validated test test_map_iteration_failure_count_exceeds_mock_result_items records);
+    mapItemReaderData is what its ItemReader read, which a Map with an ItemReader needs (statewright reads no S3
+    object for it). AWS's words for these refusals are not known: these are ours."""
     caused_by = configuration.get("errorCausedByState")
     if caused_by is not None:
         if not isinstance(mocked, AttemptFailed) or not isinstance(state, ParallelState | MapState):
@@ -391,10 +424,24 @@ def _check_state_configuration(configuration: dict[str, Any], state: Any,
         if not any(caused_by in _state_names(machine) for machine in machines):
             raise AwsError("ValidationException", f"errorCausedByState names '{caused_by}', which is not a state "
                            f"inside '{state.name}'")
-    for member in ("mapIterationFailureCount", "mapItemReaderData"):
-        if member in configuration:
-            raise AwsError("ValidationException", f"{member} describes a distributed Map (ItemReader, tolerated "
-                           "failures), which statewright does not run yet")
+    failures, read = configuration.get("mapIterationFailureCount"), configuration.get("mapItemReaderData")
+    for member, value in (("mapIterationFailureCount", failures), ("mapItemReaderData", read)):
+        if value is not None and not isinstance(state, MapState):
+            raise AwsError("ValidationException", f"{member} applies to a Map state; '{state.name}' is a "
+                           f"{state.type} state")
+    if failures is not None and mocked is None:
+        raise AwsError("ValidationException", "mapIterationFailureCount takes a mock of the Map state's result or "
+                       "error")
+    if failures is not None and isinstance(result, list) and failures > len(result):
+        raise AwsError("ValidationException", f"mapIterationFailureCount is {failures}, more than the {len(result)} "
+                       "items of the mocked result")
+    reader = state.distributed.reader if isinstance(state, MapState) and state.distributed is not None else None
+    if read is not None and reader is None:
+        raise AwsError("ValidationException", f"mapItemReaderData is the data a Distributed Map's ItemReader read; "
+                       f"the Map state '{state.name}' has no ItemReader")
+    if read is None and reader is not None:
+        raise AwsError("ValidationException", f"The Map state '{state.name}' reads its items with an ItemReader: "
+                       "give the data it reads as stateConfiguration.mapItemReaderData")
 
 
 def _state_names(machine: Any) -> set[str]:
@@ -419,6 +466,24 @@ def _check_mock_fields(task: dict[str, Any], mocked: AttemptSucceeded | AttemptF
                        f"{task['resource']} (fieldValidationMode {mode}): {shown}")
 
 
+def _start_test(service: Service, params: dict, text: str, variables: dict[str, Any],
+                mocked: AttemptSucceeded | AttemptFailed | None, context: dict[str, Any] | None, execution_arn: str,
+                machine_arn: str, now_ms: int) -> OneStateRun:
+    """On an evaluation thread: the definition parsed, the request checked against the state it tests (before
+    anything of it runs), and the state run."""
+    services = service.engine.services
+    definition, name = definition_under_test(params["definition"], params.get("stateName"), mocked is not None,
+                                             services)
+    state = definition.states[name]
+    configuration = params.get("stateConfiguration") or {}
+    result = orjson.loads(mocked.output) if isinstance(mocked, AttemptSucceeded) else None
+    _check_mocked_state(state, mocked, result)
+    _check_state_configuration(configuration, state, mocked, result)
+    return start_test(definition, name, text, variables, execution_arn, machine_arn, params.get("roleArn", ""),
+                      now_ms, services, mocked, configuration.get("retrierRetryCount", 0), context,
+                      configuration.get("mapIterationFailureCount", 0), configuration.get("mapItemReaderData"))
+
+
 @handler("TestState")
 async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     text = params.get("input", "{}")
@@ -429,22 +494,18 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
         raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
     mocked = _test_mock(params.get("mock"))
     context = _test_context(params.get("context"), mocked)
-    configuration = params.get("stateConfiguration") or {}
+    if mocked is not None and params.get("revealSecrets"):
+        raise AwsError("ValidationException", "TestState does not support RevealSecrets when a mock is specified.")
     machine_arn = scope.state_machine_arn("TestStateMachine")
+    execution_arn = machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4())
     # Every evaluation off the event loop (evaluating a state can take up to its budget, and every other request
     # waits on the loop) and off the store's threads, on the engine's evaluation budget.
     try:
-        run = await service.evaluation_call(
-            start_test, params["definition"], params.get("stateName"), text, variables,
-            machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4()), machine_arn,
-            params.get("roleArn", ""), service.clock(), service.engine.services, mocked,
-            configuration.get("retrierRetryCount", 0), context)
+        run = await service.evaluation_call(_start_test, service, params, text, variables, mocked, context,
+                                            execution_arn, machine_arn, service.clock())
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
-    _check_state_configuration(configuration, run.state, mocked)
     task = run.pending_task
-    if mocked is not None and task is None and not run.mocked_fan_out:
-        raise AwsError("ValidationException", "TestState takes a mock for a Task, Parallel or Map state only")
     if mocked is not None and task is not None:  # a Parallel's or Map's mock stood for its children already
         _check_mock_fields(task, mocked, params["mock"].get("fieldValidationMode", "STRICT"))
         await service.evaluation_call(run.complete, mocked)

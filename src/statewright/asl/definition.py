@@ -39,6 +39,9 @@ from .diagnostics import (
     one_of,
     only_one,
 )
+from .distributed import EXECUTION_TYPES
+from .distributed import FIELDS as DISTRIBUTED_FIELDS
+from .distributed import parse as parse_distributed
 from .handling import ALL, Catcher, Retrier
 from .intrinsics import Intrinsic, IntrinsicSyntaxError, compile_intrinsic
 from .jsonata import CompiledValue, JsonataSyntaxError, compile_value, is_expression
@@ -78,9 +81,6 @@ _COMMON = {"Type", "Comment", "QueryLanguage"}
 _FLOW = {"Next", "End"}
 _IO = {"InputPath", "OutputPath"}
 _FANOUT = _COMMON | _FLOW | _IO | {"ResultPath", "ResultSelector", "Retry", "Catch", "Assign"}
-# A Map's fields for Distributed mode, which AWS accepts and this build does not run yet.
-_DISTRIBUTED_MAP = {"ItemReader", "ItemBatcher", "ResultWriter", "Label", "ToleratedFailureCount",
-                    "ToleratedFailureCountPath", "ToleratedFailurePercentage", "ToleratedFailurePercentagePath"}
 # The fields each state type allows in JSONPath states.
 _ALLOWED: dict[str, set[str]] = {
     "Pass": _COMMON | _FLOW | _IO | {"ResultPath", "Parameters", "Result", "Assign"},
@@ -90,7 +90,7 @@ _ALLOWED: dict[str, set[str]] = {
     "Fail": _COMMON | {"Error", "Cause", "ErrorPath", "CausePath"},
     "Parallel": _FANOUT | {"Branches", "Parameters"},
     "Map": _FANOUT | {"ItemProcessor", "Iterator", "ItemsPath", "ItemSelector", "Parameters", "MaxConcurrency",
-                      "MaxConcurrencyPath"} | _DISTRIBUTED_MAP,
+                      "MaxConcurrencyPath"} | DISTRIBUTED_FIELDS,
     "Task": _FANOUT | {"Resource", "Parameters", "TimeoutSeconds", "TimeoutSecondsPath", "HeartbeatSeconds",
                        "HeartbeatSecondsPath", "Credentials"},
 }
@@ -152,14 +152,15 @@ def _other_resource(resource: str) -> tuple[str, str, str] | None:
 
 
 def parse_definition(text: str, *, mockable: bool = False, resource_check: ResourceCheck | None = None,
-                     express: bool = False) -> Definition:
+                     express: bool = False, distributed: bool = False) -> Definition:
     """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong. ``mockable`` (a
     server with mocks): a Task may name an AWS resource this build does not call, for a mock to answer.
     ``resource_check``: how AWS resources are checked (without it they are taken as written). ``express``: the
-    rules of an EXPRESS state machine too (no activities, no .sync or .waitForTaskToken)."""
+    rules of an EXPRESS state machine too (no activities, no .sync or .waitForTaskToken). ``distributed``
+    (TestState): Maps in DISTRIBUTED mode are compiled, with their distributed fields (``asl/distributed.py``)."""
     raw, duplicates = load_json(text)
     try:
-        return _Parser(duplicates, mockable, resource_check, express).parse(raw)
+        return _Parser(duplicates, mockable, resource_check, express, distributed).parse(raw)
     except RecursionError:
         raise InvalidDefinition([Diagnostic(TOO_DEEPLY_NESTED, "The states are too deeply nested")]) from None
 
@@ -208,11 +209,13 @@ class _Scope:
 
 class _Parser:
     def __init__(self, duplicates: dict[int, list[str]], mockable: bool = False,
-                 resource_check: ResourceCheck | None = None, express: bool = False) -> None:
+                 resource_check: ResourceCheck | None = None, express: bool = False,
+                 distributed: bool = False) -> None:
         self.duplicates = duplicates  # id(object) -> keys the JSON text repeats in it
         self.mockable = mockable
         self.resource_check = resource_check
         self.express = express
+        self.distributed = distributed
         self.problems: list[Diagnostic] = []  # the schema phase
         self.graph_problems: list[Diagnostic] = []  # the graph phase, reported only when the schema phase is clean
         self.machines: list[Machine] = []
@@ -971,9 +974,11 @@ class _Parser:
         state = MapState(name, "Map")
         self.result_fields(state, raw, where)
         language_fields = _ALLOWED_JSONATA["Map"] if self.language == "JSONata" else _ALLOWED["Map"]
-        for key in sorted(_DISTRIBUTED_MAP & language_fields & set(raw)):
-            self.problem(UNSUPPORTED_FEATURE, f"statewright runs inline Map states only so far; '{key}' is a "
-                         "Distributed Map field", f"{where}/{key}")
+        distributed_fields = sorted(DISTRIBUTED_FIELDS & language_fields & set(raw))
+        if not self.distributed:
+            for key in distributed_fields:
+                self.problem(UNSUPPORTED_FEATURE, f"statewright runs inline Map states only so far; '{key}' is a "
+                             "Distributed Map field", f"{where}/{key}")
         if "ItemSelector" in raw and "Parameters" in raw:
             self.schema(only_one(["ItemSelector", "Parameters"]), where)
         state.item_selector = self.template(raw, "ItemSelector" if "ItemSelector" in raw else "Parameters", where)
@@ -998,23 +1003,38 @@ class _Parser:
             self.schema(expected("OBJECT"), f"{where}/{key}")
             return state
         allowed = _MACHINE_FIELDS
+        mode = "INLINE"
         if key == "ItemProcessor":
             allowed = _MACHINE_FIELDS | {"ProcessorConfig"}
-            self.processor_config(processor, f"{where}/{key}")
+            mode = self.processor_config(processor, f"{where}/{key}")
         state.processor = self.machine(processor, f"{where}/{key}", allowed)
+        if self.distributed and mode == "DISTRIBUTED":
+            state.distributed = parse_distributed(self, raw, where)
+        elif self.distributed:
+            for name in distributed_fields:
+                self.schema(f"The field '{name}' is supported only when the ItemProcessor's ProcessorConfig Mode is "
+                            "'DISTRIBUTED'", where)
         return state
 
-    def processor_config(self, processor: dict, where: str) -> None:
+    def processor_config(self, processor: dict, where: str) -> str:
+        """The Map's mode: INLINE or DISTRIBUTED (an invalid one is reported, and taken as INLINE)."""
         if "ProcessorConfig" not in processor:
-            return
+            return "INLINE"
         config = processor["ProcessorConfig"]
         where = f"{where}/ProcessorConfig"
         if not isinstance(config, dict):
             self.schema(expected("OBJECT"), where)
-            return
+            return "INLINE"
         self.unknown_fields(config, {"Mode", "ExecutionType"}, where)
         mode = config.get("Mode", "INLINE")
         if mode not in ("INLINE", "DISTRIBUTED"):
             self.schema(one_of(("INLINE", "DISTRIBUTED")), f"{where}/Mode")
-        elif mode == "DISTRIBUTED":
+            return "INLINE"
+        if mode == "DISTRIBUTED" and not self.distributed:
             self.problem(UNSUPPORTED_FEATURE, "statewright runs inline Map states only so far", f"{where}/Mode")
+        elif mode == "DISTRIBUTED" and "ExecutionType" not in config:  # required in DISTRIBUTED mode (AWS's
+            # ItemProcessor documentation)
+            self.schema("These fields are required: [ExecutionType]", where)
+        elif mode == "DISTRIBUTED" and config["ExecutionType"] not in EXECUTION_TYPES:
+            self.schema(one_of(EXECUTION_TYPES), f"{where}/ExecutionType")
+        return mode

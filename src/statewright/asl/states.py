@@ -13,6 +13,7 @@ from typing import Any
 from .choice import Rule
 from .handling import Catcher, Retrier
 from .intrinsics import Intrinsic
+from .jsonata import CompiledValue
 from .paths import Path, ReferencePath
 from .templates import Template
 
@@ -100,12 +101,48 @@ class ParallelState(ResultState):
 
 
 @dataclass(slots=True)
+class ItemReader:
+    """A Distributed Map's ItemReader: how the data it reads becomes items (its Parameters or Arguments only say
+    where the data is)."""
+
+    input_type: str  # JSON, JSONL, CSV (s3:getObject), or "" for an S3 listing (s3:listObjectsV2)
+    csv_headers: list[str] | None = None  # CSVHeaderLocation GIVEN; None: the first row holds them
+    csv_delimiter: str = ","
+    max_items: int | CompiledValue | None = None  # CompiledValue: a JSONata expression
+    max_items_path: Path | None = None
+    items_pointer: str | None = None  # a JSON Pointer to the array inside a JSON file
+
+
+@dataclass(slots=True)
+class ItemBatcher:
+    batch_input: Template | CompiledValue | None = None
+    max_items: int | CompiledValue | None = None
+    max_items_path: Path | None = None
+    max_bytes: int | CompiledValue | None = None
+    max_bytes_path: Path | None = None
+
+
+@dataclass(slots=True)
+class DistributedMap:
+    """What a Map with ProcessorConfig Mode DISTRIBUTED adds to an inline one."""
+
+    reader: ItemReader | None = None
+    batcher: ItemBatcher | None = None
+    writes_results: bool = False  # ResultWriter: the Map's result is the writer's summary (an object)
+    tolerated_count: int | CompiledValue | None = None
+    tolerated_count_path: Path | None = None
+    tolerated_percentage: float | CompiledValue | None = None
+    tolerated_percentage_path: Path | None = None
+
+
+@dataclass(slots=True)
 class MapState(ResultState):
     items_path: Path | None = IDENTITY
     item_selector: Template | None = None
     max_concurrency: int = 0  # 0: no limit
     max_concurrency_path: Path | None = None
     processor: Machine | None = None
+    distributed: DistributedMap | None = None  # None: an inline Map
 
 
 @dataclass(slots=True)

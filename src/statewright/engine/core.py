@@ -392,7 +392,9 @@ class Engine:
             return 0
         batch = _Batch()
         for command in reruns:
-            self._attempt(command, batch, now_ms, rerun=True)
+            if isinstance(self._attempt(command, batch, now_ms, rerun=True), EngineUnavailable):
+                # its definition could not be read (the store failed): its row is read again after the pause
+                self.express.unread.add(shard_for(command.arn, self.shard_count))
         self._prefetch(work, batch)
         for item, reply in work:
             started = time.perf_counter()
@@ -511,12 +513,12 @@ class Engine:
                                    command.role_arn, command.input, now_ms, shard, parent=command.parent,
                                    version_arn=command.version_arn, alias_arn=command.alias_arn,
                                    test_case=command.test_case)
+            definition = self._definition(fresh)  # first: a start whose definition cannot be read leaves no run
             limit_ms = None
             if command.express is not None:
                 self.express.runs[command.arn] = ExpressRun(fresh, reply, durable=command.express == ASYNC)
                 limit_ms = DURATION_MS_MAX
-            self._stage(batch, decider.start(fresh, self._definition(fresh), now_ms, self.services, limit_ms), 0,
-                        now_ms)
+            self._stage(batch, decider.start(fresh, definition, now_ms, self.services, limit_ms), 0, now_ms)
             return HELD if command.express == SYNC else now_ms
         if isinstance(command, FireTimer):
             if current is None:

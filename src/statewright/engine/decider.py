@@ -30,8 +30,8 @@ from ..asl import errors
 from ..asl.budget import spending
 from ..asl.errors import StatesError
 from ..asl.jsonio import loads
-from ..asl.states import Definition, MapState, ParallelState, State
-from . import fan_out, flows, retry_catch, tasks
+from ..asl.states import Definition, MapState, ParallelState
+from . import distributed_map, fan_out, flows, retry_catch, tasks
 from .execution import ABORTED, REDRIVE_TOKEN_MS, REDRIVE_TOKENS_MAX, RUNNING, TIMED_OUT, ExecutionState, Flow
 from .outcomes import (
     AttemptFailed,
@@ -233,11 +233,13 @@ class OneStateRun:
     def __init__(self, execution: ExecutionState, definition: Definition, state_name: str, data: Any,
                  variables: dict[str, Any], now_ms: int, services: Services | None = None,
                  retries_used: int = 0, mock: AttemptSucceeded | AttemptFailed | None = None,
-                 context: dict[str, Any] | None = None) -> None:
+                 context: dict[str, Any] | None = None, failures: int = 0, read: str | None = None) -> None:
         """``retries_used``: retries already spent on the state's retrier that takes the error (TestState's
         stateConfiguration.retrierRetryCount), so a test can see what the next error does after them. ``mock``:
         a Parallel's or Map's result or error, standing for its branches or iterations (a Task's mock goes to
-        ``complete``). ``context``: fields of the context object ($$) the caller gives."""
+        ``complete``). ``context``: fields of the context object ($$) the caller gives. A distributed Map's
+        ``failures``: its iterations that failed (mapIterationFailureCount), and ``read``: the data its ItemReader
+        read (mapItemReaderData)."""
         step = Step(Decision(execution.copy()), definition, now_ms, services)
         step.trace = {}
         step.context_given = context
@@ -249,20 +251,27 @@ class OneStateRun:
         flow.entered_id = step.emit(f"{definition.states[state_name].type}StateEntered", None, None)
         flow.entered_prev = step.decision.events[-1]["previousEventId"]
         self._step, self._flow = step, flow
-        self.mocked_fan_out = mock is not None and isinstance(state, ParallelState | MapState)
-        if self.mocked_fan_out:
-            self.outcome: Outcome = self._guarded(lambda: self._mocked_fan_out(state, data, mock))
+        if mock is not None and isinstance(state, ParallelState | MapState):
+            self.outcome: Outcome = self._guarded(lambda: self._mocked_fan_out(state, data, mock, failures, read))
         else:
             self.outcome = self._guarded(lambda: flows.attempt(step, ROOT, state, data))
 
-    def _mocked_fan_out(self, state: ParallelState | MapState, data: Any,
-                        mock: AttemptSucceeded | AttemptFailed) -> Outcome:
-        """The state's input processing as it runs, then the mock for what its children would have given."""
+    def _mocked_fan_out(self, state: ParallelState | MapState, data: Any, mock: AttemptSucceeded | AttemptFailed,
+                        failures: int, read: str | None) -> Outcome:
+        """The state's input processing as it runs, then the mock for what its children would have given (unless
+        more of a distributed Map's iterations failed than it tolerates)."""
         step = self._step
+        tolerance = None
         try:
-            fan_out.enter(step, ROOT, state, data, step.scope(ROOT, state.name))
+            if isinstance(state, MapState) and state.distributed is not None:
+                tolerance = distributed_map.enter(step, ROOT, state, data, read)
+            else:
+                fan_out.enter(step, ROOT, state, data, step.scope(ROOT, state.name))
         except StatesError as failure:
             return retry_catch.failed_in_state(step, ROOT, state, failure)
+        if tolerance is not None and tolerance.exceeded(failures, len(self._flow.fan.inputs)):
+            self._flow.fan = None
+            return fan_out.failed(step, ROOT, distributed_map.THRESHOLD_EXCEEDED, distributed_map.THRESHOLD_CAUSE)
         if isinstance(mock, AttemptSucceeded):
             self._flow.fan.results = loads(mock.output)
             return fan_out.join(step, ROOT, state)
@@ -272,10 +281,6 @@ class OneStateRun:
     @property
     def trace(self) -> dict[str, Any]:
         return self._step.trace
-
-    @property
-    def state(self) -> State:
-        return self._step.state_of(self._flow)
 
     @property
     def variables(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ the decider.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..asl import errors
@@ -34,23 +34,40 @@ def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, 
     if halted_id is not None:
         _reenter(step, flow, step.resumed[halted_id].fan)
         return
+    if isinstance(state, MapState):
+        _, inputs, limit = map_inputs(step, flow_id, state, data, context)
+        start_map(step, flow_id, inputs, limit, data)
+        return
     if state.query_language == "JSONata":
-        inputs, limit = jsonata_states.fan_inputs(step, flow_id, state, data)
-    elif isinstance(state, ParallelState):
+        inputs = jsonata_states.branch_inputs(step, flow_id, state, data)
+    else:
         effective = step.note("afterInputPath", select(state.input_path, data, context))
         if state.parameters is not None:
             effective = step.note("afterParameters", state.parameters.render(effective, context, step.seed_of(flow)))
-        inputs, limit = [effective] * len(state.branches), 0
-    else:
-        effective = step.note("afterInputPath", select(state.input_path, data, context))
-        inputs = _map_inputs(step, flow_id, state, effective, context)
-        limit = step.note("maxConcurrency", _map_concurrency(state, effective, context))
-    if isinstance(state, ParallelState):
-        started = step.emit("ParallelStateStarted", None, None)
-        flow.fan = FanOut("parallel", inputs, [None] * len(inputs), 0, 0, limit, data, started)
-    else:
-        started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(inputs)})
-        flow.fan = FanOut("map", inputs, [None] * len(inputs), 0, 0, limit, data, started)
+        inputs = [effective] * len(state.branches)
+    started = step.emit("ParallelStateStarted", None, None)
+    flow.fan = FanOut("parallel", inputs, [None] * len(inputs), 0, 0, 0, data, started)
+
+
+def map_inputs(step: Step, flow_id: str, state: MapState, data: Any, context: Any,
+               read: Callable[[Any], list[Any]] | None = None) -> tuple[Any, list[Any], int]:
+    """A Map's effective input (after InputPath; a JSONata state's input), its iterations' inputs and its
+    MaxConcurrency. ``read``: a distributed Map's ItemReader, which makes the items of the effective input (they
+    are not selected by ItemsPath or Items)."""
+    if state.query_language == "JSONata":
+        items = None if read is None else read(data)
+        inputs, limit = jsonata_states.map_inputs(step, flow_id, state, data, items)
+        return data, inputs, limit
+    effective = step.note("afterInputPath", select(state.input_path, data, context))
+    items = _map_items(step, state, effective, context) if read is None else read(effective)
+    inputs = _selected(step, flow_id, state, effective, items)
+    return effective, inputs, step.note("maxConcurrency", _map_concurrency(state, effective, context))
+
+
+def start_map(step: Step, flow_id: str, inputs: list[Any], limit: int, data: Any) -> None:
+    """Record a Map's fan-out over its iterations' inputs."""
+    started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(inputs)})
+    step.flows[flow_id].fan = FanOut("map", inputs, [None] * len(inputs), 0, 0, limit, data, started)
 
 
 def _reenter(step: Step, flow: Flow, before: FanOut) -> None:
@@ -99,12 +116,16 @@ def _keep_waiting(step: Step, halted_child: str, flow_id: str) -> list[str]:
     return kept
 
 
-def _map_inputs(step: Step, flow_id: str, state: MapState, effective: Any, context: Any) -> list[Any]:
-    """Each iteration's input: the item, or the ItemSelector rendered with $$.Map.Item."""
+def _map_items(step: Step, state: MapState, effective: Any, context: Any) -> list[Any]:
     items = step.note("afterItemsPath", select(state.items_path, effective, context))
     if not isinstance(items, list):
         where = state.items_path.text if state.items_path is not None else "null"
         raise StatesError(errors.RUNTIME, f"Item list under path '{where}' must be an array, but got: {dumps(items)}")
+    return items
+
+
+def _selected(step: Step, flow_id: str, state: MapState, effective: Any, items: list[Any]) -> list[Any]:
+    """Each iteration's input: the item, or the ItemSelector rendered with $$.Map.Item."""
     if state.item_selector is None:
         return items
     flow = step.flows[flow_id]
@@ -174,10 +195,13 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     return End(output) if state.end else Next(state.next, output)
 
 
-def _joined_text(step: Step, flow_id: str, results: list[Any]) -> str:
+def _joined_text(step: Step, flow_id: str, results: list[Any] | dict[str, Any]) -> str:
     """The result as AWS writes it: each child's output as that child wrote it (a Pass echoing its input keeps
     the input's text), joined into an array. Recorded on AWS only with compact outputs, where this is the compact
-    array; keeping each output's own text is inferred from AWS's keeping an untouched payload's text."""
+    array; keeping each output's own text is inferred from AWS's keeping an untouched payload's text. A
+    distributed Map's ResultWriter summary (an object, in TestState a mock's) is written as it is."""
+    if isinstance(results, dict):
+        return dumps(results)
     texts = (step.child_texts.pop((flow_id, slot), None) or dumps(result) for slot, result in enumerate(results))
     return "[" + ",".join(texts) + "]"
 

@@ -105,11 +105,18 @@ def seconds(step: Step, flow_id: str, state: State, field: str, data: Any, fixed
     return value
 
 
-def fan_inputs(step: Step, flow_id: str, state: ParallelState | MapState, data: Any) -> tuple[list[Any], int]:
-    """A Parallel's branch inputs (Arguments) or a Map's iteration inputs (Items, ItemSelector), and the limit."""
-    if isinstance(state, ParallelState):
-        return [step.jsonata(flow_id, state, "Arguments", data, data)] * len(state.branches), 0
-    items = step.note("afterItemsPath", step.jsonata(flow_id, state, "Items", data, data))
+def branch_inputs(step: Step, flow_id: str, state: ParallelState, data: Any) -> list[Any]:
+    """A Parallel's branch inputs (Arguments)."""
+    return [step.jsonata(flow_id, state, "Arguments", data, data)] * len(state.branches)
+
+
+def map_inputs(step: Step, flow_id: str, state: MapState, data: Any,
+               items: list[Any] | None) -> tuple[list[Any], int]:
+    """A Map's iteration inputs (Items, or the ``items`` a distributed Map's ItemReader read, through
+    ItemSelector) and its MaxConcurrency. Not shown as afterItemsPath: AWS's InspectionData leaves it out for
+    JSONata (its documentation, and its TestState answers as recorded by LocalStack's snapshots)."""
+    if items is None:
+        items = step.jsonata(flow_id, state, "Items", data, data)
     if not isinstance(items, list):
         if "Items" in state.jsonata:
             raise query_error(state.jsonata["Items"].unexpected_type("Items", items, "array"), "Items")

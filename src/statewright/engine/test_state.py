@@ -1,7 +1,9 @@
 """TestState: one state run once against an input, through the same pure decider as real executions.
 
 A state given alone is wrapped in a one-state machine (its transition targets become placeholders), so the parser
-validates it exactly as it would inside a state machine. Nothing is stored; Wait states do not wait.
+validates it exactly as it would inside a state machine. Nothing is stored; Wait states do not wait. A TestState
+definition may hold distributed Maps, which executions do not run yet: one runs here with a mock for its children
+(``distributed_map``).
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ from typing import Any
 
 import orjson
 
-from ..asl.definition import Diagnostic, InvalidDefinition, parse_definition
+from ..asl.definition import Definition, Diagnostic, InvalidDefinition, parse_definition
 from ..asl.jsonio import dumps
+from ..asl.states import MapState, ParallelState, State
 from . import decider
 from .execution import ExecutionState
 from .outcomes import AttemptFailed, AttemptSucceeded, End, Fail, Wait
 
-_INSPECTION_STEPS = ("afterInputPath", "afterParameters", "afterArguments", "afterItemsPath", "afterItemSelector",
-                     "result", "afterResultSelector", "afterResultPath")
+_INSPECTION_STEPS = ("afterInputPath", "afterParameters", "afterArguments", "afterItemsPointer", "afterItemsPath",
+                     "afterItemSelector", "afterItemBatcher", "result", "afterResultSelector", "afterResultPath")
+_INSPECTION_NUMBERS = ("maxConcurrency", "toleratedFailureCount", "toleratedFailurePercentage")  # not JSON text
 
 
 @dataclass(slots=True)
@@ -31,25 +35,48 @@ class TestOutcome:
     inspection: dict[str, Any] = field(default_factory=dict)
 
 
-def start_test(definition_text: str, state_name: str | None, input_text: str, variables: dict[str, Any],
-               execution_arn: str, state_machine_arn: str, role_arn: str, now_ms: int,
-               services: decider.Services | None = None, mock: AttemptSucceeded | AttemptFailed | None = None,
-               retries_used: int = 0, context: dict[str, Any] | None = None) -> decider.OneStateRun:
-    """Run the state once; raises InvalidDefinition when it (or the machine holding ``state_name``) is not valid.
-    A Task's attempt is left pending: the caller performs it (or, with a ``mock``, answers with it, so its resource
-    need not be one statewright calls) and passes the result to ``complete``; a Parallel's or Map's mock stands
-    for its children at once. ``context``: context object fields the caller gives."""
+def definition_under_test(definition_text: str, state_name: str | None, mockable: bool,
+                          services: decider.Services | None = None) -> tuple[Definition, str]:
+    """The definition to test and the name of the state in it; raises InvalidDefinition when the state (or the
+    machine holding ``state_name``) is not valid. ``mockable``: a mock is given, so a Task's resource need not be
+    one statewright calls."""
     if state_name is None:
         definition_text, state_name = _as_machine(definition_text)
-    definition = parse_definition(definition_text, mockable=mock is not None,
+    definition = parse_definition(definition_text, mockable=mockable, distributed=True,
                                   resource_check=None if services is None else services.resource_check)
     if state_name not in definition.states:
         raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED",
                                             f"The state '{state_name}' is not in the definition")])
+    return definition, state_name
+
+
+def holds_distributed_map(state: State) -> bool:
+    """The state is a distributed Map or runs one in its branches or iterations (which only a mock can stand for:
+    statewright does not run a distributed Map's children)."""
+    if isinstance(state, MapState):
+        if state.distributed is not None:
+            return True
+        machines = [state.processor]
+    elif isinstance(state, ParallelState):
+        machines = state.branches
+    else:
+        return False
+    return any(holds_distributed_map(inner) for machine in machines for inner in machine.states.values())
+
+
+def start_test(definition: Definition, state_name: str, input_text: str, variables: dict[str, Any],
+               execution_arn: str, state_machine_arn: str, role_arn: str, now_ms: int,
+               services: decider.Services | None = None, mock: AttemptSucceeded | AttemptFailed | None = None,
+               retries_used: int = 0, context: dict[str, Any] | None = None, failures: int = 0,
+               read: str | None = None) -> decider.OneStateRun:
+    """Run the state once. A Task's attempt is left pending: the caller performs it (or, with a ``mock``, answers
+    with it) and passes the result to ``complete``; a Parallel's or Map's mock stands for its children at once.
+    ``context``: context object fields the caller gives; ``failures`` and ``read``: a distributed Map's failed
+    iterations and the data its ItemReader read (``decider.OneStateRun``)."""
     execution = ExecutionState(execution_arn, state_machine_arn, execution_arn.rsplit(":", 1)[-1], "test",
                                role_arn, input_text, now_ms, 0)
     return decider.OneStateRun(execution, definition, state_name, orjson.loads(input_text), variables, now_ms,
-                               services, retries_used, mock, context)
+                               services, retries_used, mock, context, failures, read)
 
 
 def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
@@ -57,8 +84,7 @@ def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
     trace, outcome = run.trace, run.outcome
     inspection = {"input": input_text}
     inspection.update({step: dumps(trace[step]) for step in _INSPECTION_STEPS if step in trace})
-    if "maxConcurrency" in trace:
-        inspection["maxConcurrency"] = trace["maxConcurrency"]
+    inspection.update({name: trace[name] for name in _INSPECTION_NUMBERS if name in trace})
     if "errorDetails" in trace:  # which retrier or catcher took the error (and the retry's backoff)
         inspection["errorDetails"] = trace["errorDetails"]
     for key in ("request", "response"):  # an HTTP Task's, at inspection level TRACE
