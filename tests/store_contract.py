@@ -139,10 +139,30 @@ def write_schema_5_data(store: Store) -> None:
 def check_migrated_from_schema_5(store: Store) -> None:
     """Its closed execution is compacted and expired like one written now."""
     ranges = own(store, 0)
-    [done] = store.executions_to_compact([0], 2_000, 0, 10)
+    [done] = store.executions_to_compact([0], 2_000, 10)
     assert store.compact_histories([(done, "history/done")], ranges) == [done]
     assert store.history_location(done.arn) == "history/done"
     assert [e.arn for e in store.delete_executions(store.expired_executions([0], 2_000, 10), ranges)] == [done.arn]
+
+
+def write_schema_6_data(store: Store) -> None:
+    """What a schema 6 database held: a closed execution compacted, and a failed one its redrive window kept in the
+    table."""
+    ranges = own(store, 0)
+    committed(store, [write(execution_arn("done"), shard=0, status="SUCCEEDED", stop_ms=2_000, history=events(1, 3)),
+                      write(execution_arn("failed"), shard=0, status="FAILED", stop_ms=2_500, history=events(1, 2))],
+              ranges)
+    [done] = store.executions_to_compact([0], 2_000, 10)
+    assert store.compact_histories([(done, "history/done.json.gz")], ranges) == [done]
+
+
+def check_migrated_from_schema_6(store: Store) -> None:
+    """The compacted execution stays so; the failed one is compacted now."""
+    assert store.history_location(execution_arn("done")) == "history/done.json.gz"
+    [failed] = store.executions_to_compact([0], 10_000, 10)
+    assert failed.arn == execution_arn("failed")
+    assert store.compact_histories([(failed, "history/failed/2.json.gz")], own(store, 0)) == [failed]
+    assert store.executions_to_compact([0], 10_000, 10) == []
 
 
 def own(store: Store, *shards: int) -> dict[int, int]:
@@ -341,33 +361,65 @@ class RetentionContract:
         assert [e.arn for e in store.expired_executions([0], 10_000, 1)] == [execution_arn("ok")]
         assert [e.arn for e in store.expired_executions([0, 1], 2_999, 10)] == [execution_arn("ok")]
 
-    def test_a_redrivable_execution_is_compacted_only_once_its_redrive_window_ended(self, store: Store) -> None:
+    def test_an_execution_is_expired_only_once_nothing_of_its_own_is_left_in_the_outbox(self, store: Store) -> None:
+        ranges = own(store, 0)
+        closing = write(execution_arn("told"), shard=0, status="SUCCEEDED", stop_ms=2_000, history=events(1, 2))
+        closing.dispatches_added = [("status-2", {"kind": "status", "detail": {"status": "SUCCEEDED"}})]
+        committed(store, [closing], ranges)
+        assert store.expired_executions([0], 10_000, 10) == []  # its status event has not gone out yet
+        sent = write(execution_arn("told"), shard=0, expected=1, status="SUCCEEDED", stop_ms=2_000)
+        sent.dispatches_removed = ["status-2"]
+        committed(store, [sent], ranges)
+        assert [e.arn for e in store.expired_executions([0], 10_000, 10)] == [execution_arn("told")]
+
+    def test_executions_to_compact_are_the_closed_ones_failed_or_not_oldest_first(self, store: Store) -> None:
         self._closed(store)
-        assert [e.arn for e in store.executions_to_compact([0, 1], 10_000, 2_999, 10)] == [
-            execution_arn("ok"), execution_arn("late")]
-        assert [e.arn for e in store.executions_to_compact([0, 1], 10_000, 3_000, 10)] == [
+        assert [e.arn for e in store.executions_to_compact([0, 1], 10_000, 10)] == [
             execution_arn("ok"), execution_arn("failed"), execution_arn("late")]
+        assert [e.arn for e in store.executions_to_compact([0, 1], 2_999, 10)] == [execution_arn("ok")]
+        assert [e.arn for e in store.executions_to_compact([1], 10_000, 1)] == [execution_arn("late")]
+
+    def test_a_compacted_execution_redriven_and_closed_again_is_due_again(self, store: Store) -> None:
+        ranges = self._closed(store)
+        failed = store.executions_to_compact([0], 3_000, 10)[1]
+        assert store.compact_histories([(failed, "history/failed/2")], ranges) == [failed]
+        redriven = write(failed.arn, shard=0, expected=failed.version, history=events(3, 4))  # status RUNNING
+        committed(store, [redriven], ranges)
+        assert store.history_location(failed.arn) == "history/failed/2"  # the new events are in the table
+        assert store.read_history(failed.arn, 0, 100, False) == events(3, 4)
+        assert [e.arn for e in store.executions_to_compact([0], 10_000, 10)] == [execution_arn("ok")]
+        closed = write(failed.arn, shard=0, expected=redriven.version, status="FAILED", stop_ms=6_000,
+                       history=events(5, 5))
+        committed(store, [closed], ranges)
+        assert [e.arn for e in store.executions_to_compact([0], 5_999, 10)] == [execution_arn("ok")]
+        again = store.executions_to_compact([0], 6_000, 10)[1]
+        assert (again.arn, again.version, again.history_location) == (failed.arn, closed.version, "history/failed/2")
+        assert store.compact_histories([(again, "history/failed/5")], ranges) == [again]
+        assert store.history_location(failed.arn) == "history/failed/5"
+        assert store.read_history(failed.arn, 0, 100, False) == []
+        assert store.compact_histories([(again, "history/failed/6")], ranges) == []  # compacted since it closed
+        assert [e.arn for e in store.executions_to_compact([0], 10_000, 10)] == [execution_arn("ok")]
 
     def test_compacting_moves_the_history_out_and_records_where_once(self, store: Store) -> None:
         ranges = self._closed(store)
-        ok = store.executions_to_compact([0], 10_000, 0, 1)[0]
+        ok = store.executions_to_compact([0], 10_000, 1)[0]
         assert store.history_location(ok.arn) is None
         assert store.compact_histories([(ok, "history/ok")], ranges) == [ok]
         assert store.read_history(ok.arn, 0, 100, False) == []
         assert store.history_location(ok.arn) == "history/ok"
         assert store.compact_histories([(ok, "history/again")], ranges) == []  # compacted already
         assert store.history_location(ok.arn) == "history/ok"
-        assert [e.arn for e in store.executions_to_compact([0], 10_000, 0, 10)] == []
+        assert [e.arn for e in store.executions_to_compact([0], 2_000, 10)] == []
         assert [(e.arn, e.history_location) for e in store.expired_executions([0], 2_000, 10)] == [
             (ok.arn, "history/ok")]
 
     def test_compacting_a_row_that_changed_or_a_lost_shard_does_nothing(self, store: Store) -> None:
         ranges = self._closed(store)
-        ok, failed = store.executions_to_compact([0], 10_000, 10_000, 10)
+        ok, failed = store.executions_to_compact([0], 10_000, 10)
         committed(store, [write(failed.arn, shard=0, expected=failed.version, status="RUNNING")], ranges)  # redriven
         assert store.compact_histories([(failed, "history/failed"), (ok, "history/ok")], ranges) == [ok]
         assert store.read_history(failed.arn, 0, 100, False) == events(1, 2)
-        late = store.executions_to_compact([1], 10_000, 0, 1)[0]
+        late = store.executions_to_compact([1], 10_000, 1)[0]
         assert store.compact_histories([(late, "history/late")], {1: ranges[1] - 1}) == []
         assert store.history_location(late.arn) is None
 
@@ -382,6 +434,22 @@ class RetentionContract:
         assert store.load_execution(execution_arn("late")) is not None
         committed(store, [write(execution_arn("ok"), shard=0, history=events(1, 1))], ranges)  # the name again
         assert store.read_history(execution_arn("ok"), 0, 100, False) == events(1, 1)
+
+    def test_its_own_payload_store_keeps_objects_for_every_handle_until_deleted(self, store: Store) -> None:
+        key, body = "history/ab/abcd.7.json.gz", bytes(range(256)) * 3
+        payloads = store.payloads()
+        assert payloads.get(key) is None
+        payloads.put(key, body)
+        other = self.reopen_store(SHARDS)  # another process, or another node
+        try:
+            assert other.payloads().get(key) == body
+            other.payloads().put(key, b"the name used again")  # after expiry: the same key, another history
+        finally:
+            other.close()
+        assert payloads.get(key) == b"the name used again"
+        payloads.delete(key)
+        payloads.delete(key)  # none: nothing happens
+        assert payloads.get(key) is None
 
 
 class StoreContract(DispatchAndActivityContract, RetentionContract):

@@ -17,6 +17,8 @@ import pytest
 
 from aws import CREDENTIALS, REGION, server_env
 from server import ROLE_ARN, ServerProcess, history, wait_closed
+from statewright import cli
+from statewright.api.server import ServerConfig
 
 CHAIN = {"StartAt": "A", "States": {
     "A": {"Type": "Pass", "Result": {"step": "a"}, "ResultPath": "$.a", "Next": "B"},
@@ -35,7 +37,7 @@ def _closed(sfn, machine: str, name: str) -> str:
     return arn
 
 
-def _readings(sfn, arn: str) -> dict:
+def readings(sfn, arn: str) -> dict:
     """Everything a client reads of a closed execution: DescribeExecution and the history every way it pages."""
     described = sfn.describe_execution(executionArn=arn)
     for moment in ("ResponseMetadata", "redriveStatus", "redriveStatusReason"):  # of the moment, not the execution
@@ -46,7 +48,7 @@ def _readings(sfn, arn: str) -> dict:
             "no_data": history(sfn, arn, includeExecutionData=False, maxResults=4)}
 
 
-def _eventually(check, deadline_s: float = 30) -> bool:
+def eventually(check, deadline_s: float = 30) -> bool:
     """A bounded wait for the background sweep to act on an advance (not a timing assertion)."""
     deadline = time.monotonic() + deadline_s
     while not check():
@@ -56,12 +58,12 @@ def _eventually(check, deadline_s: float = 30) -> bool:
     return True
 
 
-def _hot_history_rows(data_dir: Path, arn: str) -> int:
+def hot_history_rows(data_dir: Path, arn: str) -> int:
     with sqlite3.connect(f"file:{data_dir / 'statewright.db'}?mode=ro", uri=True) as db:
         return db.execute("SELECT COUNT(*) FROM history WHERE execution_arn = ?", (arn,)).fetchone()[0]
 
 
-def _objects(data_dir: Path) -> list[Path]:
+def objects(data_dir: Path) -> list[Path]:
     return [path for path in (data_dir / "payloads").rglob("*.json.gz")]
 
 
@@ -78,19 +80,19 @@ def test_a_history_compacted_after_two_days_reads_the_same_until_retention_ends_
     early = _closed(sfn, machine, "early")  # a day older: its compaction shows a sweep has run
     server.advance("1d")
     arn = _closed(sfn, machine, "order-1")
-    before = _readings(sfn, arn)
+    before = readings(sfn, arn)
     assert len(before["forward"]) > 6 and before["reverse"] == before["forward"][::-1]
     server.advance("1d")
-    assert _eventually(lambda: _hot_history_rows(server.data_dir, early) == 0)
-    assert _hot_history_rows(server.data_dir, arn) > 0 and len(_objects(server.data_dir)) == 1
+    assert eventually(lambda: hot_history_rows(server.data_dir, early) == 0)
+    assert hot_history_rows(server.data_dir, arn) > 0 and len(objects(server.data_dir)) == 1
     server.advance("1d")
-    assert _eventually(lambda: _hot_history_rows(server.data_dir, arn) == 0)
-    assert len(_objects(server.data_dir)) == 2
-    assert _readings(sfn, arn) == before
+    assert eventually(lambda: hot_history_rows(server.data_dir, arn) == 0)
+    assert len(objects(server.data_dir)) == 2
+    assert readings(sfn, arn) == before
     with pytest.raises(sfn.exceptions.ExecutionAlreadyExists):
         sfn.start_execution(stateMachineArn=machine, name="order-1", input="{}")
     server.advance("87d")  # 89 days after it closed: still there (and the early one gone)
-    assert _readings(sfn, arn) == before
+    assert readings(sfn, arn) == before
     with pytest.raises(sfn.exceptions.ExecutionDoesNotExist):
         sfn.describe_execution(executionArn=early)
     server.advance("1d")
@@ -98,7 +100,7 @@ def test_a_history_compacted_after_two_days_reads_the_same_until_retention_ends_
         sfn.describe_execution(executionArn=arn)
     with pytest.raises(sfn.exceptions.ExecutionDoesNotExist):
         sfn.get_execution_history(executionArn=arn)
-    assert _eventually(lambda: _objects(server.data_dir) == [])
+    assert eventually(lambda: objects(server.data_dir) == [])
     with urllib.request.urlopen(f"{server.endpoint}/metrics") as response:
         metrics = response.read().decode()
     assert 'statewright_retention_executions_total{outcome="compacted"} 2.0' in metrics
@@ -111,7 +113,7 @@ def test_a_history_compacted_after_two_days_reads_the_same_until_retention_ends_
 
 def test_retention_and_compaction_follow_their_settings(tmp_path):
     server = ServerProcess(tmp_path / "data", extra_args=("--clock", "virtual", "--retention-days", "10",
-                                                          "--compact-after-days", "5")).start()
+                                                          "--compact-after-days", "4.5")).start()
     try:
         sfn = server.client()
         machine = _machine(sfn)
@@ -119,33 +121,26 @@ def test_retention_and_compaction_follow_their_settings(tmp_path):
         server.advance("1d")
         arn = _closed(sfn, machine, "short")
         server.advance("4d")
-        assert _eventually(lambda: _hot_history_rows(server.data_dir, early) == 0)
-        assert _hot_history_rows(server.data_dir, arn) > 0
-        server.advance("1d")
-        assert _eventually(lambda: _hot_history_rows(server.data_dir, arn) == 0)
-        server.advance("5d")
+        assert eventually(lambda: hot_history_rows(server.data_dir, early) == 0)
+        assert hot_history_rows(server.data_dir, arn) > 0
+        server.advance("12h")
+        assert eventually(lambda: hot_history_rows(server.data_dir, arn) == 0)
+        server.advance("6d")
         with pytest.raises(sfn.exceptions.ExecutionDoesNotExist):
             sfn.describe_execution(executionArn=arn)
     finally:
         server.stop()
 
 
-def test_a_failed_execution_keeps_its_history_rows_while_it_can_be_redriven(server):
-    sfn = server.client()
-    machine = sfn.create_state_machine(name=f"m-{uuid.uuid4().hex[:10]}", roleArn=ROLE_ARN, definition=json.dumps(
-        {"StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "Nope"}}}))["stateMachineArn"]
-    arn = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
-    assert wait_closed(sfn, arn)["status"] == "FAILED"
-    before = _readings(sfn, arn)
-    server.advance("11d")
-    succeeded = _closed(sfn, _machine(sfn), "marker")
-    server.advance("2d")
-    assert _eventually(lambda: _hot_history_rows(server.data_dir, succeeded) == 0)
-    assert _hot_history_rows(server.data_dir, arn) > 0  # 13 days: RedriveExecution may still read it
-    server.advance("1d")
-    assert _eventually(lambda: _hot_history_rows(server.data_dir, arn) == 0)
-    after = _readings(sfn, arn)
-    assert after["forward"] == before["forward"] and after["describe"] == before["describe"]
+def test_the_settings_take_days_with_fractions_and_refuse_what_is_no_number_of_days(monkeypatch, capsys):
+    served: list[ServerConfig] = []
+    monkeypatch.setattr(cli, "serve", lambda config: served.append(config) or 0)
+    assert cli.main(["serve", "--retention-days", "0.5", "--compact-after-days", "0"]) == 0
+    assert (served[0].retention_days, served[0].compact_after_days) == (0.5, 0)
+    for value in ("-1", "soon", "nan", "1e9"):
+        with pytest.raises(SystemExit):
+            cli.main(["serve", "--retention-days", value])
+        assert "--retention-days" in capsys.readouterr().err
 
 
 def test_histories_compacted_into_s3_read_the_same(tmp_path, moto):
@@ -159,15 +154,15 @@ def test_histories_compacted_into_s3_read_the_same(tmp_path, moto):
         sfn = server.client()
         machine = _machine(sfn)
         arns = [_closed(sfn, machine, f"s3-{n}") for n in range(3)]
-        before = [_readings(sfn, arn) for arn in arns]
+        before = [readings(sfn, arn) for arn in arns]
         server.advance("2d")
-        assert _eventually(lambda: all(_hot_history_rows(server.data_dir, arn) == 0 for arn in arns))
+        assert eventually(lambda: all(hot_history_rows(server.data_dir, arn) == 0 for arn in arns))
         keys = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket)["Contents"]]
         assert len(keys) == 3 and all(key.startswith("statewright/history/") for key in keys)
-        assert _objects(server.data_dir) == []
-        assert [_readings(sfn, arn) for arn in arns] == before
+        assert objects(server.data_dir) == []
+        assert [readings(sfn, arn) for arn in arns] == before
         server.advance("88d")
-        assert _eventually(lambda: s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0)
+        assert eventually(lambda: s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0)
     finally:
         server.stop()
 
@@ -181,11 +176,11 @@ def test_compaction_killed_with_sigkill_loses_and_duplicates_no_history(tmp_path
         before = {arn: history(sfn, arn) for arn in arns}
         server.advance("2d")
         for _ in range(3):  # killed at a first object, at once after a restart, then mid-way
-            assert _eventually(lambda: len(_objects(server.data_dir)) > 0, 30)
+            assert eventually(lambda: len(objects(server.data_dir)) > 0, 30)
             server.kill()
             server.start()
-        assert _eventually(lambda: len(_objects(server.data_dir)) == len(arns), 60)
-        assert _eventually(lambda: all(_hot_history_rows(server.data_dir, arn) == 0 for arn in arns), 60)
+        assert eventually(lambda: len(objects(server.data_dir)) == len(arns), 60)
+        assert eventually(lambda: all(hot_history_rows(server.data_dir, arn) == 0 for arn in arns), 60)
         assert {arn: history(sfn, arn) for arn in arns} == before
     finally:
         server.stop()

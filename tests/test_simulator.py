@@ -91,6 +91,24 @@ def test_a_redrive_that_reruns_what_had_succeeded_is_caught():
     assert any("which had succeeded" in violation for result in caught for violation in result.violations)
 
 
+def test_the_fixed_seeds_compact_histories_redrive_from_them_and_expire_every_execution(ci_runs, cluster_runs):
+    assert all(result.compacted > 0 and result.expired == result.executions for result in ci_runs + cluster_runs)
+    assert sum(result.compacted_redrives for result in ci_runs) > 0
+
+
+def test_a_sweep_that_deletes_executions_before_their_retention_ended_is_caught():
+    result = simulate(SimConfig(0, frozenset(), 60, planted=frozenset({"expire-early"})))
+    assert any("before its retention" in violation for violation in result.violations)
+
+
+def test_a_compaction_that_drops_what_an_earlier_object_held_is_caught():
+    """A redriven execution compacted again from its rows alone loses the events its first object held. Clock
+    jumps leave time for histories to be compacted before they are redriven."""
+    caught = [simulate(SimConfig(seed, frozenset({"clock-jump"}), STEPS, fault_rate=0.5,
+                                 planted=frozenset({"compact-rows-only"}))) for seed in range(3)]
+    assert any("(compacted): reads back" in violation for result in caught for violation in result.violations)
+
+
 def test_status_events_sent_ahead_of_their_commit_are_caught():
     """A commit that fails (or is refused for a version conflict) must not have told anyone its status."""
     faults = frozenset({"commit-fails", "version-conflict"})

@@ -31,12 +31,14 @@ from store_contract import (
     check_migrated_from_schema_2,
     check_migrated_from_schema_3,
     check_migrated_from_schema_5,
+    check_migrated_from_schema_6,
     committed,
     execution_arn,
     task,
     write,
     write_schema_2_data,
     write_schema_5_data,
+    write_schema_6_data,
 )
 
 WAIT_S = 30  # bounded waits for another connection to reach a state, not timing assertions
@@ -355,8 +357,34 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
         store.close()
 
 
+def _undo_migration_7(admin: psycopg.Connection) -> None:
+    """The schema as version 6 left it: no payloads table, compaction only of histories never compacted."""
+    admin.execute("DROP TABLE payloads")
+    admin.execute("DROP INDEX executions_uncompacted")
+    admin.execute("ALTER TABLE executions DROP COLUMN compacted_stop_ms")
+    admin.execute("CREATE INDEX executions_to_compact ON executions (stop_ms) WHERE stop_ms IS NOT NULL "
+                  "AND status <> 'RUNNING' AND history_location IS NULL")
+    admin.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+
+
+def test_migration_7_compacts_the_redrivable_executions_a_version_6_database_kept_in_the_table(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(postgres_schema, 4)
+    write_schema_6_data(store)
+    store.close()
+    _undo_migration_7(admin)
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        check_migrated_from_schema_6(store)
+        store.payloads().put("history/x/1.json.gz", b"x")  # the table of its own payload store
+        assert store.payloads().get("history/x/1.json.gz") == b"x"
+    finally:
+        store.close()
+
+
 def _undo_migration_6(admin: psycopg.Connection) -> None:
     """The schema as version 5 left it: no history locations, no indexes of closed executions."""
+    _undo_migration_7(admin)
     admin.execute("DROP INDEX executions_closed, executions_to_compact")
     admin.execute("ALTER TABLE executions DROP COLUMN history_location")
     admin.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")

@@ -19,12 +19,14 @@ from store_contract import (
     check_migrated_from_schema_2,
     check_migrated_from_schema_3,
     check_migrated_from_schema_5,
+    check_migrated_from_schema_6,
     committed,
     execution_arn,
     task,
     write,
     write_schema_2_data,
     write_schema_5_data,
+    write_schema_6_data,
 )
 
 # Runs in a child process: commit one transition, then die by SIGKILL the moment commit returns, before any
@@ -120,8 +122,26 @@ def test_a_version_1_file_gets_its_tasks_filed_under_their_activity(tmp_path: Pa
         store.close()
 
 
-_UNDO_6 = ("DROP INDEX executions_closed; DROP INDEX executions_to_compact; "
-           "ALTER TABLE executions DROP COLUMN history_location")
+_UNDO_7 = ("DROP INDEX executions_uncompacted; ALTER TABLE executions DROP COLUMN compacted_stop_ms; "
+           "CREATE INDEX executions_to_compact ON executions (stop_ms) WHERE stop_ms IS NOT NULL "
+           "AND status <> 'RUNNING' AND history_location IS NULL")
+_UNDO_6 = _UNDO_7 + ("; DROP INDEX executions_closed; DROP INDEX executions_to_compact; "
+                     "ALTER TABLE executions DROP COLUMN history_location")
+
+
+def test_a_version_6_file_compacts_its_redrivable_executions_too(tmp_path: Path) -> None:
+    path = tmp_path / "statewright.db"
+    store = SqliteStore(path, 2)
+    write_schema_6_data(store)
+    store.close()
+    with sqlite3.connect(path) as db:  # as written before version 7
+        db.executescript(_UNDO_7)
+        db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    store = SqliteStore(path, 2)
+    try:
+        check_migrated_from_schema_6(store)
+    finally:
+        store.close()
 _UNDO_5 = _UNDO_6 + "; ALTER TABLE executions DROP COLUMN redrive_count; ALTER TABLE executions DROP COLUMN redrive_ms"
 
 

@@ -23,6 +23,8 @@ from .sim.simulator import FAULT_RATE_DEFAULT, STEPS_DEFAULT, SimConfig, simulat
 from .store import is_postgres_url, open_store
 from .store.base import SchemaTooNew, StoreUnavailable
 
+DAYS_MAX = 36_500  # --retention-days and --compact-after-days: a century at most
+
 
 def main(argv: list[str] | None = None) -> int:
     defaults = ServerConfig()
@@ -79,16 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--redrivable-days", type=_positive, default=defaults.redrivable_days, metavar="D",
                      help="RedriveExecution reopens a failed, aborted or timed-out execution for D days after it "
                           f"closed (default {defaults.redrivable_days}, as AWS)")
-    run.add_argument("--retention-days", type=_positive, default=defaults.retention_days, metavar="D",
+    run.add_argument("--retention-days", type=_days, default=defaults.retention_days, metavar="D",
                      help="a closed execution's history is readable, and its name taken, for D days after it closed "
-                          f"(default {defaults.retention_days}, as AWS); then it is deleted")
-    run.add_argument("--compact-after-days", type=_positive, default=defaults.compact_after_days, metavar="D",
-                     help="D days after it closed (and once it can no longer be redriven), an execution's history "
-                          f"moves to the payload store (default {defaults.compact_after_days})")
+                          f"(default {defaults.retention_days}, as AWS; fractions too: 0.5 is 12 hours); then it is "
+                          "deleted")
+    run.add_argument("--compact-after-days", type=_days, default=defaults.compact_after_days, metavar="D",
+                     help="D days after it closed (0: at once), an execution's history moves to the payload store, "
+                          f"where it is still read and redriven from (default {defaults.compact_after_days})")
     run.add_argument("--payload-store", type=_payload_store, default=None, metavar="URL",
                      help="where compacted histories go: s3://BUCKET/PREFIX (through botocore: AWS_ENDPOINT_URL_S3 "
-                          "for another S3) or a directory (default: payloads/ in the data directory; several nodes "
-                          "compact only with one)")
+                          "for another S3) or a directory (default: payloads/ in the data directory; with --store, "
+                          "a table of that database)")
     limits = defaults.limits
     run.add_argument("--inbox-commands-max", type=_positive, default=limits.inbox_commands_max, metavar="N",
                      help="commands that may wait for the engine; past them requests get ThrottlingException "
@@ -210,6 +213,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of days, not {text!r}") from None
+    if not 0 <= value <= DAYS_MAX:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {DAYS_MAX} days, not {text}")
     return value
 
 

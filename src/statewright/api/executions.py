@@ -312,7 +312,7 @@ async def get_execution_history(service: Service, params: dict, scope: Scope) ->
         raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
     if reverse and not after:
         after = execution.next_event_id  # newest first: everything below the next id
-    events = await service.store_call(service.retention.read_history, execution.arn, after, limit + 1, reverse)
+    events = await service.store_call(service.retention.histories.read, execution.arn, after, limit + 1, reverse)
     events = [event for event in events if event["id"] < execution.next_event_id]
     more = len(events) > limit
     events = events[:limit]

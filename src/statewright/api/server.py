@@ -25,18 +25,20 @@ from ..engine.execution import DAY_MS, REDRIVABLE_MS
 from ..engine.heavy_lane import HeavyLane
 from ..engine.limits import Limits
 from ..engine.mocks import InvalidMockConfig, MockConfig
+from ..engine.retention import COMPACT_AFTER_DAYS, RETENTION_DAYS, RetentionSettings
 from ..integrations.aws import calls
 from ..integrations.aws.functions import LocalFunctions
 from ..integrations.http import Connections
-from ..integrations.payload_store import PayloadStore, open_payload_store
+from ..integrations.payload_store import open_payload_store
 from ..integrations.status_events import read_webhooks
 from ..store import open_store
 from ..store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
+from ..store.payloads import Histories
 from . import channel, cluster
 from .app import App
 from .clock import VirtualClock, iso
 from .forwarding import Forwarder
-from .retention import COMPACT_AFTER_DAYS, RETENTION_DAYS, Retention, RetentionSettings
+from .retention import Retention
 from .service import Service
 from .transport import HttpLimits, protocol_class
 
@@ -70,9 +72,10 @@ class ServerConfig:
     redrivable_days: int = REDRIVABLE_MS // DAY_MS  # --redrivable-days: how long after closing it can be redriven
     status_events_bus: str | None = None  # --status-events-bus: EventBridge bus of the status change events
     webhooks: Path | None = None  # --webhooks: URLs the status change events are POSTed to
-    retention_days: int = RETENTION_DAYS  # --retention-days: a closed execution (history, name) is kept this long
-    compact_after_days: int = COMPACT_AFTER_DAYS  # --compact-after-days: then its history goes to the payload store
-    payload_store: str | None = None  # --payload-store: s3://bucket/prefix or a directory (default: in the data dir)
+    retention_days: float = RETENTION_DAYS  # --retention-days: a closed execution (history, name) is kept this long
+    compact_after_days: float = COMPACT_AFTER_DAYS  # --compact-after-days: then its history goes to the payload store
+    # --payload-store: s3://bucket/prefix or a directory (default: the store's own, store/payloads.py)
+    payload_store: str | None = None
 
 
 class DataDirInUse(Exception):
@@ -171,14 +174,13 @@ def _mocks(path: Path) -> MockConfig:
 
 
 def _retention(config: ServerConfig, store: Store, engine: Engine, service: Service) -> Retention:
-    """Retention as configured. Several nodes compact only into a payload store named for them all: each node's
-    data directory is its own."""
-    payloads: PayloadStore | None = None
-    if config.payload_store or not config.store:
-        payloads = open_payload_store(config.payload_store, config.data_dir.expanduser().resolve(),
-                                      service.aws_clients, config.region)
-    return Retention(store, engine, payloads, RetentionSettings(config.retention_days * DAY_MS,
-                                                                config.compact_after_days * DAY_MS))
+    """Retention as configured, into the configured payload store or the store's own (a directory beside SQLite's
+    file; a table of PostgreSQL's database, which every node reads). The engine reads compacted histories from
+    the same place (a redrive)."""
+    payloads = open_payload_store(config.payload_store, store, service.aws_clients, config.region)
+    engine.histories = Histories(store, payloads)
+    return Retention(engine, engine.histories, RetentionSettings(round(config.retention_days * DAY_MS),
+                                                                 round(config.compact_after_days * DAY_MS)))
 
 
 def _reachable_host(host: str) -> str:
@@ -228,15 +230,17 @@ def serve(config: ServerConfig) -> int:
         service.membership_changed = node.wake
         service.leave = node.stop
         service.peers = node.others
-        engine.start(all_shards=False)
-        node.start()
     else:
         service = Service(store, engine, config.account_id, connections, config.limits, functions=functions,
                           assume_machine_role=config.assume_machine_role, status_events=status_events)
         service.virtual_clock = virtual
-        engine.start()
-    engine.metrics.count_open_executions(store.open_count, None if node is None else RECOUNT_OPEN_S)
     service.retention = _retention(config, store, engine, service)
+    if node is None:
+        engine.start()
+    else:
+        engine.start(all_shards=False)
+        node.start()
+    engine.metrics.count_open_executions(store.open_count, None if node is None else RECOUNT_OPEN_S)
     app = App(service, config.region)
     print(f"statewright: data in {where}", flush=True)
     if node is not None:
@@ -247,9 +251,8 @@ def serve(config: ServerConfig) -> int:
     if mocks is not None:
         print(f"statewright: mocked responses from {config.mock_config} ({len(mocks.cases)} state machines with "
               f"test cases); start executions on STATE_MACHINE_ARN#TestCase", flush=True)
-    print(f"statewright: closed executions kept {config.retention_days} days, their histories compacted "
-          + (f"into {service.retention.payloads_location} after {config.compact_after_days} days"
-             if service.retention.compacts else "never (several nodes need a shared --payload-store)"), flush=True)
+    print(f"statewright: closed executions kept {config.retention_days:g} days, their histories compacted into "
+          f"{service.retention.payloads_location} after {config.compact_after_days:g} days", flush=True)
     if virtual is not None:
         print(f"statewright: virtual clock at {iso(virtual())}; move it with `statewright clock advance 1d "
               f"--endpoint-url http://{config.host}:{config.port}`", flush=True)

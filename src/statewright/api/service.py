@@ -25,6 +25,7 @@ import orjson
 from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
 from ..engine.core import Engine, answer, shard_for
 from ..engine.limits import Limits
+from ..engine.retention import RetentionSettings
 from ..integrations.activities import ActivityMatcher
 from ..integrations.aws.clients import AwsClients
 from ..integrations.aws.functions import LocalFunctions
@@ -36,7 +37,7 @@ from ..integrations.status_events import StatusEvents
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, Store, VersionRecord
 from . import arns
 from .arns import Scope
-from .retention import Retention, RetentionSettings
+from .retention import Retention
 
 if TYPE_CHECKING:
     from .clock import VirtualClock
@@ -125,7 +126,7 @@ class Service:
         engine.on_history = self.logs.offer
         # How long closed executions are kept and where compacted histories go; the server sets its own (this
         # default keeps them 90 days and never compacts).
-        self.retention = Retention(store, engine, None, RetentionSettings())
+        self.retention = Retention(engine, engine.histories, RetentionSettings(compact_after_ms=None))
 
     async def _logging_of(self, machine_arn: str) -> dict[str, Any] | None:
         record = await self.state_machine(machine_arn)

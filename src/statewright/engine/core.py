@@ -26,6 +26,7 @@ import orjson
 from ..asl.definition import Definition, ResourceCheck, parse_definition
 from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
+from ..store.payloads import Histories
 from . import decider
 from .commands import (
     AckDispatch,
@@ -69,7 +70,8 @@ PLANTED = frozenset({"reply-before-commit", "no-reread", "no-outbox-read-at-star
                      "refill-skips-overdue", "lose-timeouts", "results-for-any-attempt", "skip-timers-at-start",
                      "timers-fire-early", "act-on-fenced-writes", "commit-without-fencing",
                      "forward-once", "run-unbounded", "drop-job-stops", "redrive-from-start",
-                     "status-before-commit", "lane-ignores-version", "lane-drops-failures"})
+                     "status-before-commit", "lane-ignores-version", "lane-drops-failures", "expire-early",
+                     "compact-rows-only"})
 Reply = Any  # whatever the submitter passed with its command; only deliver_replies looks inside
 HELD = object()  # what _apply returns for a command whose reply an express run holds until it closes
 # A reply's write index at or below this waits for the tick's express start rows instead: index EXPRESS_ROWS - i
@@ -133,6 +135,8 @@ class Engine:
         continuations of executions whose evaluation is heavy are decided (heavy_lane.py: HeavyLane, a process of
         their own; the simulator passes its own; None: on the engine thread)."""
         self.store = store
+        # Where a redrive reads its history from, compacted or not; the server points it at its payload store.
+        self.histories = Histories(store, store.payloads())
         self.redrivable_ms = redrivable_ms
         # Test-only: bugs planted on purpose so the simulator's tests can show its checkers catch them (PLANTED).
         unknown = planted - PLANTED
@@ -625,8 +629,10 @@ class Engine:
         reason = not_redrivable(current, now_ms, self.redrivable_ms)
         if reason is not None:
             return ExecutionNotRedrivable(command.arn, reason)
-        inputs = {event_id: self.store.read_history(command.arn, event_id - 1, 1, False)[0][
-            "stateEnteredEventDetails"]["input"] for event_id in decider.redrive_reads(current)}
+        # A compacted history is read from its object, on this thread as rows are (rarely: only a Wait that was
+        # waiting needs its Entered event).
+        inputs = {event_id: event["stateEnteredEventDetails"]["input"] for event_id, event in
+                  self.histories.events(command.arn, decider.redrive_reads(current)).items()}
         definition = self._definition(current)
         if "redrive-from-start" in self.planted:  # reruns what had succeeded, for the simulator's checker to catch
             current = current.copy()

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..store.base import Store
+from ..store.base import ClosedExecution, Store
+
+if TYPE_CHECKING:
+    from ..store.payloads import Histories
 
 TERMINAL_EVENTS = frozenset({"ExecutionSucceeded", "ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut"})
 CLOSED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
@@ -179,13 +182,24 @@ class _Graph:
         return seen
 
 
-def read_history(store: Store, arn: str) -> list[dict[str, Any]]:
+def read_history(histories: Histories, arn: str) -> list[dict[str, Any]]:
+    """The whole history, in pages, wherever it is (compacted or not)."""
     events: list[dict[str, Any]] = []
     while True:
-        page = store.read_history(arn, events[-1]["id"] if events else 0, _HISTORY_PAGE, False)
+        page = histories.read(arn, events[-1]["id"] if events else 0, _HISTORY_PAGE, False)
         events += page
         if len(page) < _HISTORY_PAGE:
             return events
+
+
+def readback_problems(where: str, events: list[dict[str, Any]], committed: list[dict[str, Any]]) -> list[str]:
+    """A history reads back exactly as its events were committed: the same events, ids and order."""
+    if events == committed:
+        return []
+    at = next((index for index, (read, wrote) in enumerate(zip(events, committed, strict=False)) if read != wrote),
+              min(len(events), len(committed)))
+    return [f"{where}: reads back {len(events)} events where {len(committed)} were committed, differing from "
+            f"position {at + 1} on"]
 
 
 @dataclass
@@ -207,6 +221,17 @@ class Ledger:
     states_max: int | None = None
     oversized_steps: list[str] = field(default_factory=list)
 
+    # Every history event that landed, by execution, in commit order, as FaultyStore saw the commits (empty: no one
+    # recorded them): what each history must read back as, compacted or not. Cleared when the execution is deleted.
+    committed: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    # The retention sweep: how long a closed execution must be kept, the executions it deleted (by when), its
+    # deletions before their time, the compactions it made and compacted histories that did not read back whole.
+    retention_ms: int | None = None
+    expired: dict[str, int] = field(default_factory=dict)
+    early_expiries: list[str] = field(default_factory=list)
+    compactions: int = 0
+    compaction_problems: list[str] = field(default_factory=list)
+
     # Stops of the AWS jobs of .sync tasks (workload.JOB) the simulated service received, by (arn, scheduled id).
     jobs_stopped: Counter[tuple[str, int]] = field(default_factory=Counter)
     # The status change events delivered, by execution ARN, when the engine sends them (``status_events``).
@@ -215,6 +240,24 @@ class Ledger:
 
     def started_attempt(self, arn: str, scheduled_id: int) -> None:
         self.attempts_started[(arn, scheduled_id)] += 1
+
+    def landed(self, writes: Sequence[Any], landed: Iterable[bool]) -> None:
+        """A commit's writes, and which of them landed: their events are the histories' from now on."""
+        for write, done in zip(writes, landed, strict=True):
+            if done and write.events:
+                self.committed[write.arn] += orjson.loads(orjson.dumps(write.events))
+
+    def deleted(self, executions: Iterable[ClosedExecution], stops_ms: dict[str, int], now_ms: int) -> None:
+        """The retention sweep deleted these executions (closed at ``stops_ms``) at ``now_ms``: none may go before
+        its retention ended."""
+        for execution in executions:
+            kept_ms = now_ms - stops_ms[execution.arn]
+            if self.retention_ms is not None and kept_ms < self.retention_ms:
+                self.early_expiries.append(f"{execution.arn}: deleted {kept_ms} ms after it closed, before its "
+                                           f"retention of {self.retention_ms} ms ended")
+            self.expired[execution.arn] = now_ms
+            self.committed.pop(execution.arn, None)
+            self.redriven.pop(execution.arn, None)
 
     def wrote(self, writes: Iterable[Any]) -> None:
         """Writes handed to the store: one without fan-out (where every child started runs its first state)
@@ -236,11 +279,14 @@ class Ledger:
             self.early_timers.append(f"{arn}: timer {timer_id} due at {due_ms} applied at {now_ms}")
 
 
-def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liveness: bool) -> list[str]:
+def check_all(histories: Histories, ledger: Ledger, machines: Iterable[str] = (), *, liveness: bool) -> list[str]:
     """Every invariant over every execution of ``machines`` (children and starts whose reply was lost included)
-    and every acknowledged one; with ``liveness`` also that all of them closed."""
-    problems = [*ledger.bad_replies, *ledger.early_timers, *ledger.fence_problems, *ledger.oversized_steps]
-    executions = {arn: None for arn in sorted(ledger.acknowledged)}
+    and every acknowledged one not deleted at the end of its retention, their histories read wherever they are;
+    with ``liveness`` also that all of them closed."""
+    store = histories.store
+    problems = [*ledger.bad_replies, *ledger.early_timers, *ledger.fence_problems, *ledger.oversized_steps,
+                *ledger.early_expiries, *ledger.compaction_problems]
+    executions = {arn: None for arn in sorted(ledger.acknowledged) if arn not in ledger.expired}
     executions.update((arn, None) for machine in machines for arn in all_executions(store, machine))
     for arn in executions:
         blob = store.load_execution(arn)
@@ -250,7 +296,9 @@ def check_all(store: Store, ledger: Ledger, machines: Iterable[str] = (), *, liv
         status = _status(blob)
         if liveness and status not in CLOSED:
             problems.append(f"{arn}: still {status} after every fault stopped and time ran on")
-        events = read_history(store, arn)
+        events = read_history(histories, arn)
+        if ledger.committed:
+            problems += readback_problems(arn, events, ledger.committed.get(arn, []))
         problems += history_problems(arn, events, status in CLOSED)
         problems += _job_problems(arn, events, ledger, liveness and status in CLOSED)
         if ledger.status_events:

@@ -8,6 +8,10 @@
   busy              a read the engine serves from raises StoreUnavailable (SQLITE_BUSY, disk I/O)
   crash             the process dies right after a commit lands, before anyone hears of it (``Crash``)
 
+The retention sweep's transactions (``compact_histories``, ``delete_executions``) are refused or followed by a crash
+the same way, and the reads that start a sweep are busy as the engine's are. The wrapper tells the ledger which
+commits landed (their events are what the histories must read back as) and what the sweep deleted, when.
+
   lease-stolen      (several nodes) just before a commit another owner takes one of its shards: the commit must be
                     fenced for that shard and the engine must stop serving it
 
@@ -28,7 +32,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from ..store.base import (
+    ClosedExecution,
     CommitFailed,
     CommitOutcomeUnknown,
     CommitResult,
@@ -111,6 +118,7 @@ class FaultyStore(Store):
         result = self.inner.commit(writes, range_ids)
         if self.ledger is not None:
             self.ledger.wrote(writes)
+            self.ledger.landed(writes, [result.committed(index, write) for index, write in enumerate(writes)])
             for shard in shards - result.lost_shards:
                 self.ledger.range_owners[(shard, range_ids[shard])].add(self.owner)
             fenced = {shard for shard in shards if self.cluster and current[shard] != range_ids.get(shard)}
@@ -207,20 +215,51 @@ class FaultyStore(Store):
     def read_history(self, *args: Any) -> Any:
         return self.inner.read_history(*args)
 
+    # the retention sweep's calls: the reads that start a sweep can be busy, its transactions fail or crash
+
     def expired_executions(self, *args: Any) -> Any:
+        self._maybe_busy()
         return self.inner.expired_executions(*args)
 
     def executions_to_compact(self, *args: Any) -> Any:
+        self._maybe_busy()
         return self.inner.executions_to_compact(*args)
 
-    def compact_histories(self, *args: Any) -> Any:
-        return self.inner.compact_histories(*args)
+    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        self._refuse_or_not()
+        done = self.inner.compact_histories(compacted, range_ids)
+        if self.ledger is not None:
+            self.ledger.compactions += len(done)
+        self._crash_or_not()
+        return done
 
-    def delete_executions(self, *args: Any) -> Any:
-        return self.inner.delete_executions(*args)
+    def delete_executions(self, executions: Sequence[ClosedExecution],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        self._refuse_or_not()
+        blobs = self.inner.load_executions([execution.arn for execution in executions])
+        deleted = self.inner.delete_executions(executions, range_ids)
+        if self.ledger is not None:
+            self.ledger.deleted(deleted, {arn: orjson.loads(blob)["stop_ms"] for arn, blob in blobs.items()},
+                                self.clock())
+        self._crash_or_not()
+        return deleted
+
+    def _refuse_or_not(self) -> None:
+        if self.cut_off():
+            raise CommitFailed("injected: the store is unreachable from this node")
+        if self.faults.fire("commit-fails"):
+            raise CommitFailed("injected: the transaction was refused before writing")
+
+    def _crash_or_not(self) -> None:
+        if self.faults.fire("crash"):
+            raise Crash("injected: the process died after the transaction landed")
 
     def history_location(self, arn: str) -> str | None:
         return self.inner.history_location(arn)
+
+    def payloads(self) -> Any:
+        return self.inner.payloads()
 
     def create_activity(self, record: Any, tags: Any = None) -> Any:
         return self.inner.create_activity(record, tags)

@@ -19,6 +19,12 @@ StartAttempt must give the attempt to one of them. The cluster faults pause a no
 wakes in the middle of a tick, with its old clock reading, and commits), steal a lease mid-tick, cut one node off
 from the store, make a node leave gracefully and come back, and lose or duplicate forwarded calls. After the
 liveness phase every shard must have exactly one owner.
+
+Each node also runs the retention sweep (engine/retention.py) every ``SWEEP_MS`` of virtual time, with retention,
+compaction and the redrive window shortened to fit a run (``RETENTION``, ``REDRIVABLE_MS``), through its faulty
+store: a compacted history must read back exactly as it was committed (checked after every compaction and at the
+end), no execution may be deleted before its retention ended, and redrives of compacted executions are checked as
+every redrive is.
 """
 
 from __future__ import annotations
@@ -58,12 +64,14 @@ from ..engine.execution import ExecutionState
 from ..engine.heavy_lane import Decided
 from ..engine.limits import Limits
 from ..engine.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
+from ..engine.retention import RetentionSettings, Sweep
 from ..engine.timers import WINDOW_MS
 from ..engine.tokens import InvalidToken, TaskTokens
 from ..store.base import ActivityRecord, Dispatch, StateMachineRecord, StoreUnavailable
+from ..store.payloads import Histories
 from ..store.sqlite import SqliteStore
 from . import workload
-from .checkers import CLOSED, Ledger, all_executions, check_all, read_history
+from .checkers import CLOSED, Ledger, all_executions, check_all, read_history, readback_problems
 from .faults import ALL_FAULTS, Crash, Faults, FaultyStore
 
 ACCOUNT = "123456789012"
@@ -88,6 +96,13 @@ LANE_DELAY_MS_MAX = 2_000  # how long the heavy lane may take to send a decision
 LEASES = LeaseSettings()  # the defaults a server runs with: 10 s leases renewed every 3 s
 FORWARD_TIMEOUT_MS = 2_000  # a forwarded call that was lost fails its sender after this
 REDRIVABLE = frozenset({"FAILED", "ABORTED", "TIMED_OUT"})
+# Retention in minutes instead of days, so that a run of minutes compacts histories (redrivable ones too, and
+# redriven ones again) and redrives executions from their objects; the redrive window ends before retention, as on
+# a server. A run ends with time moved past retention (``_age``): every execution is then deleted.
+RETENTION = RetentionSettings(retention_ms=30 * 60_000, compact_after_ms=30_000)
+REDRIVABLE_MS = 20 * 60_000
+SWEEP_MS = 10_000  # how often each node sweeps (a server: every second, and at once while catching up)
+SWEEPS_PER_STEP_MAX = 8  # sweeps run back to back while a batch was full
 SETTLE_MS = 4 * LEASES.lease_ms  # after the liveness phase: time for the membership to settle before it is checked
 
 
@@ -113,14 +128,18 @@ class SimResult:
     attempts: int = 0  # activity attempts handed to simulated workers
     tokens: int = 0  # task tokens answered from children's inputs
     redrives: int = 0  # redrives the engine answered with a new redrive
+    compacted: int = 0  # histories the retention sweep compacted (of every execution, children included)
+    expired: int = 0  # acknowledged executions it deleted at the end of their retention
+    compacted_redrives: int = 0  # redrives (of those above) of executions whose history was compacted
     laned: int = 0  # continuations decided in the heavy lane
 
     def line(self) -> str:
         faults = sum(self.injected.values())
         verdict = "ok" if not self.violations else f"{len(self.violations)} VIOLATIONS"
-        return (f"seed {self.config.seed}: {self.executions} executions ({self.closed} closed), {self.attempts} "
-                f"attempts, {self.tokens} tokens, {self.redrives} redrives, {self.laned} laned, {faults} faults "
-                f"injected, {self.virtual_ms // 1000} s virtual: {verdict}")
+        return (f"seed {self.config.seed}: {self.executions} executions ({self.closed} closed, {self.expired} of "
+                f"them expired), {self.attempts} attempts, {self.tokens} tokens, {self.redrives} redrives "
+                f"({self.compacted_redrives} from compacted histories), {self.compacted} histories compacted, "
+                f"{self.laned} laned, {faults} faults injected, {self.virtual_ms // 1000} s virtual: {verdict}")
 
 
 def replay_command(config: SimConfig) -> str:
@@ -186,6 +205,8 @@ class _Node:
     cut_off_until_ms: int = 0  # the store is unreachable from it until then
     down_until_ms: int = 0  # it left and comes back (as a new process) then
     leaving: Future | None = None  # a graceful leave waiting for the engine to let go
+    sweep: Sweep | None = None  # its retention sweep, over its store
+    next_sweep_ms: int = 0
 
     @property
     def name(self) -> str:
@@ -223,6 +244,8 @@ class _Run:
         self.started = 0
         self.redrives = 0  # asked for
         self.redrives_done = 0
+        self.compacted_redrives_done = 0
+        self.compacted_asked: set[RedriveExecution] = set()  # redrives asked of executions with compacted histories
         self.laned = 0  # continuations sent to the heavy lane
         self.tokens_answered: set[str] = set()
         self.children_seen: set[str] = set()  # children whose input was looked at for a token
@@ -231,6 +254,8 @@ class _Run:
         self.tokens = TaskTokens({"k1": self.rng.randbytes(32)}, "k1")
         self.cluster = config.nodes > 1
         self.reader = SqliteStore(path, SHARDS)  # the checkers' and clients' view of the store (never faulty)
+        self.histories = Histories(self.reader, self.reader.payloads())  # the payload store every node shares
+        self.ledger.retention_ms = RETENTION.retention_ms
         self.nodes = [self._boot(index) for index in range(config.nodes)]
         self._create_machines()
 
@@ -249,8 +274,10 @@ class _Run:
         self.ledger.status_events = True
         engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
                         planted=self.config.planted, evaluation_clock=None, status_events=True,
+                        redrivable_ms=REDRIVABLE_MS,
                         heavy_lane=lambda services, _, landed: _Lane(self, services, landed))
-        node = _Node(index, engine, store)
+        node = _Node(index, engine, store, sweep=Sweep(engine.histories, RETENTION, self.config.planted),
+                     next_sweep_ms=self.now_ms + SWEEP_MS)
         holder.append(node)
         engine.deliver_replies = node.replies.extend
         engine.on_dispatch = lambda dispatch: self._dispatched(node, dispatch)
@@ -341,18 +368,21 @@ class _Run:
             self._drive()
             violations += self._quiescence()
             machines = [arn for arn, _ in self.machines]
-            violations += check_all(self.reader, self.ledger, machines, liveness=True)
+            violations += check_all(self.histories, self.ledger, machines, liveness=True)
             if self.cluster:
                 violations += self._one_owner_per_shard()
+            violations += self._age(machines)
         except Exception as exc:  # the run itself broke: a finding too, with the seed that replays it
             violations.append(f"the simulation raised {type(exc).__name__}: {exc}")
-        closed = sum(1 for arn in self.ledger.acknowledged if self._status(arn) in CLOSED)
+        ledger = self.ledger
+        closed = sum(1 for arn in ledger.acknowledged if arn in ledger.expired or self._status(arn) in CLOSED)
         for node in self.nodes:
             node.store.inner.close()
         self.reader.close()
-        return SimResult(self.config, dict(self.faults.injected), violations, len(self.ledger.acknowledged),
-                         closed, self.now_ms - START_MS, len(self.ledger.attempts_started), len(self.tokens_answered),
-                         self.redrives_done, self.laned)
+        return SimResult(self.config, dict(self.faults.injected), violations, len(ledger.acknowledged), closed,
+                         self.now_ms - START_MS, len(ledger.attempts_started), len(self.tokens_answered),
+                         self.redrives_done, ledger.compactions, len(ledger.expired.keys() & ledger.acknowledged),
+                         self.compacted_redrives_done, self.laned)
 
     def _drive(self) -> None:
         """The active phase, then the faults stop and time runs on until every execution closed (or the bound)."""
@@ -375,6 +405,18 @@ class _Run:
             settle = self.now_ms + SETTLE_MS
             while self._step(settle, keep_going=True):
                 pass
+
+    def _age(self, machines: list[str]) -> list[str]:
+        """Everything closed and was checked: time runs on past retention, so the sweep compacts every history left
+        (each read back as committed), then deletes every execution, none before its retention ended."""
+        ledger = self.ledger
+        seen = len(ledger.compaction_problems), len(ledger.early_expiries)
+        deadline = self.now_ms + RETENTION.retention_ms + WINDOW_MS
+        while self._step(deadline, keep_going=True):
+            pass
+        left = [arn for machine in machines for arn in all_executions(self.reader, machine)]
+        return [*ledger.compaction_problems[seen[0]:], *ledger.early_expiries[seen[1]:],
+                *(f"{arn}: still in the store after its retention ended" for arn in left)]
 
     def _quiescence(self) -> list[str]:
         """With nothing left to do, each engine must go idle: no tick finds work, and it would sleep."""
@@ -414,6 +456,8 @@ class _Run:
         self.now_ms = max(self.now_ms, next_ms)
         if self.faults.fire("clock-jump", self.config.fault_rate / 5):  # a paused VM, a stepped clock
             self.now_ms += self.rng.randint(1_000, 1_800_000)
+        for node in list(self.nodes):  # as a server sweeps while time passes, before what happens at its end
+            self._sweep(node)
         while self._events and self._events[0][0] <= self.now_ms:
             heapq.heappop(self._events)[2]()
         if self.faults.fire("restart", self.config.fault_rate / 5):
@@ -428,6 +472,27 @@ class _Run:
             if not worked:
                 break
         return True
+
+    def _sweep(self, node: _Node) -> None:
+        """The node's retention sweep, when due, over the shards it serves; then every history it compacted must
+        read back as committed."""
+        if not node.running(self.now_ms) or node.paused_at_ms is not None or self.now_ms < node.next_sweep_ms:
+            return
+        node.next_sweep_ms = self.now_ms + SWEEP_MS
+        assert node.sweep is not None
+        for _ in range(SWEEPS_PER_STEP_MAX):
+            try:
+                swept = node.sweep(node.engine.range_ids.copy(), self.now_ms)
+            except StoreUnavailable:
+                return
+            except Crash:
+                self._crash(node)
+                return
+            for execution in swept.compacted:
+                self.ledger.compaction_problems += readback_problems(f"{execution.arn} (compacted)", read_history(
+                    self.histories, execution.arn), self.ledger.committed[execution.arn])
+            if not swept.busy:
+                return
 
     def _tick(self, node: _Node) -> bool:
         if not node.running(self.now_ms):
@@ -510,7 +575,9 @@ class _Run:
             self._check_committed(command, before, result)
             if isinstance(command, StartExecution) and isinstance(result, int):
                 self.ledger.acknowledged.setdefault(command.arn, result)
-            self.redrives_done += isinstance(command, RedriveExecution) and result == self.now_ms
+            if isinstance(command, RedriveExecution) and result == self.now_ms:
+                self.redrives_done += 1
+                self.compacted_redrives_done += command in self.compacted_asked
             if on_reply is not None:
                 on_reply(result)
 
@@ -570,8 +637,11 @@ class _Run:
             return
         self.redrives += 1
         token = f"t{self.rng.randrange(self.redrives)}" if self.rng.random() < 0.2 else f"t{self.redrives}"
-        self.ledger.redriven[arn].append(read_history(self.reader, arn))
-        self.submit(RedriveExecution(arn, token))
+        self.ledger.redriven[arn].append(read_history(self.histories, arn))
+        command = RedriveExecution(arn, token)
+        if self.reader.history_location(arn) is not None:
+            self.compacted_asked.add(command)
+        self.submit(command)
 
     def _answer_tokens(self) -> None:
         """Task tokens travel in the input of waitForTaskToken children: an approver answers each once found."""
@@ -684,7 +754,7 @@ class _Run:
         self.at(ACK_RETRY_MS, lambda: None if True in replied else self._acknowledge(ack))
 
     def _deadlines(self, attempt: _Attempt) -> tuple[int, int | None]:
-        (event,) = self.reader.read_history(attempt.arn, attempt.scheduled_id - 1, 1, False)
+        (event,) = self.histories.read(attempt.arn, attempt.scheduled_id - 1, 1, False)
         details = event.get("activityScheduledEventDetails") or event.get("taskScheduledEventDetails") or {}
         return details.get("timeoutInSeconds", 300), details.get("heartbeatInSeconds")
 

@@ -33,9 +33,12 @@ Contract (tests/store_contract.py runs it against every implementation):
   has ``kind`` "activity" and the activity's ARN in ``resource``: ``claim_activity_task`` finds it by that ARN,
   from any node.
 - Retention (``expired_executions`` ... ``history_location``): a closed execution's history moves out of the
-  history table only in ``compact_histories``' transaction, which also records where it went; its row and history
-  leave together in ``delete_executions``. Both act only on shards still at the caller's range ids and on rows
-  still closed at the version the caller read, so a redrive or a new owner in between wins.
+  history table only in ``compact_histories``' transaction, which also records where it went and the close it
+  compacted; its row and history leave together in ``delete_executions``. Both act only on shards still at the
+  caller's range ids and on rows still closed at the version the caller read, so a redrive or a new owner in
+  between wins. A compacted execution that is redriven keeps its location; the rows of its new events make it due
+  for compaction again once it closed again.
+- ``payloads``: the payload store that goes with the store when none is configured (store/payloads.py).
 """
 
 from __future__ import annotations
@@ -43,7 +46,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .payloads import PayloadStore
 
 
 class StoreUnavailable(Exception):
@@ -378,21 +384,22 @@ class Store(ABC):
     @abstractmethod
     def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
                            limit: int) -> list[ClosedExecution]:
-        """Up to ``limit`` executions of these shards closed at or before ``stopped_before_ms``, oldest first."""
+        """Up to ``limit`` executions of these shards closed at or before ``stopped_before_ms`` with no dispatch left
+        in the outbox, oldest first."""
 
     @abstractmethod
-    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int, redrivable_before_ms: int,
+    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int,
                               limit: int) -> list[ClosedExecution]:
-        """Up to ``limit`` executions of these shards whose history is still in the history table, closed at or
-        before ``stopped_before_ms`` and, unless SUCCEEDED (which cannot be redriven), at or before
-        ``redrivable_before_ms``; oldest first."""
+        """Up to ``limit`` executions of these shards closed at or before ``stopped_before_ms`` and not compacted
+        since they closed (never, or before a redrive); oldest first."""
 
     @abstractmethod
     def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
                           range_ids: Mapping[int, int]) -> list[ClosedExecution]:
         """In one transaction, for each (execution, location) whose shard is at its range id in ``range_ids`` and
-        whose row is still closed at ``execution.version``, history in the table: record that its history is at
-        ``location`` and delete its history rows. Returns those it compacted."""
+        whose row is still closed at ``execution.version``, not compacted since it closed: record that its history
+        is at ``location`` (the object holds every event, those of an earlier object included) and delete its
+        history rows. Returns those it compacted."""
 
     @abstractmethod
     def delete_executions(self, executions: Sequence[ClosedExecution],
@@ -402,8 +409,12 @@ class Store(ABC):
 
     @abstractmethod
     def history_location(self, arn: str) -> str | None:
-        """Where a compacted execution's history is in the payload store; None while it is in the history table
-        (or there is no such execution)."""
+        """Where a compacted execution's history is in the payload store (its events since a redrive are in the
+        history table); None while it is all in the history table (or there is no such execution)."""
+
+    @abstractmethod
+    def payloads(self) -> PayloadStore:
+        """The payload store compacted histories go to when none is configured."""
 
     @abstractmethod
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,

@@ -56,13 +56,13 @@ from .shared import (
     CLOSED,
     EXECUTION_COLUMNS,
     SUMMARY_COLUMNS,
+    UNDISPATCHED,
     activity_of,
     activity_row,
     alias_blob,
     alias_of,
     check_revision,
     check_routes,
-    compactable,
     groups,
     insert_row,
     next_version,
@@ -99,6 +99,7 @@ def _initial_revisions(db: psycopg.Connection) -> None:
                             [(with_initial_revision(record), arn) for arn, record in rows])
 
 
+UNCOMPACTED = "compacted_stop_ms IS DISTINCT FROM stop_ms"
 # A statement, or a function of the migrating transaction's connection.
 _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection], None], ...], ...] = (
     (
@@ -160,6 +161,16 @@ _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection], None], ...], ...] 
         "ALTER TABLE executions ADD COLUMN history_location text",
         f"CREATE INDEX executions_closed ON executions (stop_ms) WHERE {CLOSED}",
         f"CREATE INDEX executions_to_compact ON executions (stop_ms) WHERE {CLOSED} AND history_location IS NULL",
+    ),
+    (  # 7: compaction of redrivable executions: the row records the close it compacted (stop_ms then), so one
+        # redriven and closed again is due again (UNCOMPACTED); and the default payload store, a table of objects
+        # (already compressed: stored as they are, out of line)
+        "ALTER TABLE executions ADD COLUMN compacted_stop_ms bigint",
+        "UPDATE executions SET compacted_stop_ms = stop_ms WHERE history_location IS NOT NULL",
+        "DROP INDEX executions_to_compact",
+        f"CREATE INDEX executions_uncompacted ON executions (stop_ms) WHERE {CLOSED} AND {UNCOMPACTED}",
+        'CREATE TABLE payloads (key text COLLATE "C" PRIMARY KEY, body bytea NOT NULL)',
+        "ALTER TABLE payloads ALTER COLUMN body SET STORAGE EXTERNAL",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -564,12 +575,11 @@ class PostgresStore(Store):
 
     def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
                            limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND stop_ms <= %s", [stopped_before_ms], shard_ids, limit)
+        return self._closed(f"{CLOSED} AND stop_ms <= %s AND {UNDISPATCHED}", [stopped_before_ms], shard_ids, limit)
 
-    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int, redrivable_before_ms: int,
+    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int,
                               limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND history_location IS NULL AND stop_ms <= %s AND {compactable('%s')}",
-                            [stopped_before_ms, redrivable_before_ms], shard_ids, limit)
+        return self._closed(f"{CLOSED} AND {UNCOMPACTED} AND stop_ms <= %s", [stopped_before_ms], shard_ids, limit)
 
     def _closed(self, where: str, args: list[Any], shard_ids: Sequence[int], limit: int) -> list[ClosedExecution]:
         rows = self._rows(f"SELECT arn, shard_id, version, history_location FROM executions WHERE {where} AND "
@@ -582,8 +592,9 @@ class PostgresStore(Store):
         with self._transaction() as db:
             for execution, location in compacted:
                 if _holds(db, execution.shard_id, range_ids) and db.execute(
-                        f"UPDATE executions SET history_location = %s WHERE arn = %s AND version = %s AND {CLOSED} "
-                        f"AND history_location IS NULL", (location, execution.arn, execution.version)).rowcount:
+                        f"UPDATE executions SET history_location = %s, compacted_stop_ms = stop_ms WHERE arn = %s "
+                        f"AND version = %s AND {CLOSED} AND {UNCOMPACTED}",
+                        (location, execution.arn, execution.version)).rowcount:
                     db.execute("DELETE FROM history WHERE execution_arn = %s", (execution.arn,))
                     done.append(execution)
         return done
@@ -603,6 +614,9 @@ class PostgresStore(Store):
     def history_location(self, arn: str) -> str | None:
         rows = self._rows("SELECT history_location FROM executions WHERE arn = %s", (arn,))
         return rows[0][0] if rows else None
+
+    def payloads(self) -> TablePayloads:
+        return TablePayloads(self)
 
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
                    after_key: tuple[str, str] | None = None) -> list[TimerRow]:
@@ -860,6 +874,27 @@ class PostgresStore(Store):
 
     def list_tags(self, arn: str) -> dict[str, str]:
         return dict(self._rows("SELECT key, value FROM tags WHERE resource_arn = %s ORDER BY key", (arn,)))
+
+
+class TablePayloads:
+    """The payload store of a PostgreSQL store when none is configured: the objects in a table of the same database,
+    which every node of a cluster reads, so compaction needs nothing more. A put commits on its own (durable once it
+    returns), before the compaction's transaction that points at it."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self.location = f"{store.location} (table payloads)"
+
+    def put(self, key: str, body: bytes) -> None:
+        self._store._execute("INSERT INTO payloads VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
+                             "SET body = EXCLUDED.body", (key, body))
+
+    def get(self, key: str) -> bytes | None:
+        rows = self._store._rows("SELECT body FROM payloads WHERE key = %s", (key,))
+        return rows[0][0] if rows else None
+
+    def delete(self, key: str) -> None:
+        self._store._execute("DELETE FROM payloads WHERE key = %s", (key,))
 
 
 class _PostgresOpenCount(OpenCount):

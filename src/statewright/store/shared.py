@@ -60,12 +60,11 @@ def redriven_clause(redriven: bool | None) -> str:
     return " AND redrive_count > 0" if redriven else " AND redrive_count = 0"
 
 
-# Retention's conditions, as both stores spell them: a closed row, and one whose history may be compacted (a closed
-# execution that can be redriven keeps its history rows until it no longer can: a redrive reads them).
+# Retention's conditions, as both stores spell them: a closed row, and one with nothing of its own left in the
+# outbox (a status event or a job's stop still going out must find its execution, whose commit removes its row).
 CLOSED = "stop_ms IS NOT NULL AND status <> 'RUNNING'"
-def compactable(placeholder: str) -> str:
-    """The condition of a closed row whose history may be compacted, bound to the redrive window's start."""
-    return f"(status = 'SUCCEEDED' OR stop_ms <= {placeholder})"
+UNDISPATCHED = ("NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.shard_id = executions.shard_id "
+                "AND outbox.execution_arn = executions.arn)")
 
 
 def record_blob(record: StateMachineRecord) -> bytes:

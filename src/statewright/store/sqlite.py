@@ -42,17 +42,18 @@ from .base import (
     VersionRecord,
     VersionRouted,
 )
+from .payloads import DirectoryPayloads, PayloadStore
 from .shared import (
     CLOSED,
     EXECUTION_COLUMNS,
     SUMMARY_COLUMNS,
+    UNDISPATCHED,
     activity_of,
     activity_row,
     alias_blob,
     alias_of,
     check_revision,
     check_routes,
-    compactable,
     groups,
     insert_row,
     next_version,
@@ -88,7 +89,7 @@ CREATE TABLE IF NOT EXISTS executions (
     arn TEXT PRIMARY KEY, state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, shard_id INTEGER NOT NULL,
     status TEXT NOT NULL, start_ms INTEGER NOT NULL, stop_ms INTEGER, version INTEGER NOT NULL,
     state BLOB NOT NULL, version_arn TEXT, alias_arn TEXT, redrive_count INTEGER NOT NULL DEFAULT 0,
-    redrive_ms INTEGER, history_location TEXT);
+    redrive_ms INTEGER, history_location TEXT, compacted_stop_ms INTEGER);
 CREATE INDEX IF NOT EXISTS executions_by_machine ON executions (state_machine_arn, start_ms DESC, arn DESC);
 CREATE TABLE IF NOT EXISTS history (
     execution_arn TEXT NOT NULL, first_event_id INTEGER NOT NULL, last_event_id INTEGER NOT NULL,
@@ -110,7 +111,7 @@ CREATE TABLE IF NOT EXISTS express_starts (
     shard_id INTEGER NOT NULL, execution_arn TEXT NOT NULL, command BLOB NOT NULL,
     PRIMARY KEY (shard_id, execution_arn)) WITHOUT ROWID;
 """
-SCHEMA_VERSION = 6  # recorded in meta 'schema_version'; a database without one was written at version 1
+SCHEMA_VERSION = 7  # recorded in meta 'schema_version'; a database without one was written at version 1
 # Version 2: the outbox's activity ARN and claim time (Store.claim_activity_task). No index on them: one node on
 # its own file never claims (its matcher is fed by its engine), and an index would cost every task two writes.
 _TO_VERSION_2 = (
@@ -137,6 +138,14 @@ _TO_VERSION_5 = (
 # Version 6: retention and compaction. Partial indexes on closed executions: a running one costs no index entry,
 # and one compacted leaves the index the compaction sweep reads.
 _TO_VERSION_6 = ("ALTER TABLE executions ADD COLUMN history_location TEXT",)
+# Version 7: compaction of redrivable executions. The row records the close it compacted (stop_ms then): redriven
+# and closed again, the execution is due for compaction again (UNCOMPACTED), its object holding the earlier events.
+_TO_VERSION_7 = (
+    "ALTER TABLE executions ADD COLUMN compacted_stop_ms INTEGER",
+    "UPDATE executions SET compacted_stop_ms = stop_ms WHERE history_location IS NOT NULL",
+    "DROP INDEX IF EXISTS executions_to_compact",
+)
+UNCOMPACTED = "compacted_stop_ms IS NOT stop_ms"
 # After the migrations (the columns must exist). Partial: executions started on the latest revision cost nothing.
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS executions_by_version ON executions (version_arn, start_ms DESC, arn DESC) "
@@ -144,8 +153,7 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS executions_by_alias ON executions (alias_arn, start_ms DESC, arn DESC) "
     "WHERE alias_arn IS NOT NULL",
     f"CREATE INDEX IF NOT EXISTS executions_closed ON executions (stop_ms) WHERE {CLOSED}",
-    f"CREATE INDEX IF NOT EXISTS executions_to_compact ON executions (stop_ms) WHERE {CLOSED} "
-    "AND history_location IS NULL",
+    f"CREATE INDEX IF NOT EXISTS executions_uncompacted ON executions (stop_ms) WHERE {CLOSED} AND {UNCOMPACTED}",
 )
 
 
@@ -187,6 +195,9 @@ class SqliteStore(Store):
                     db.execute(statement)
             if not _has_column(db, "executions", "history_location"):
                 for statement in _TO_VERSION_6:
+                    db.execute(statement)
+            if not _has_column(db, "executions", "compacted_stop_ms"):
+                for statement in _TO_VERSION_7:
                     db.execute(statement)
             for statement in _INDEXES:
                 db.execute(statement)
@@ -479,12 +490,11 @@ class SqliteStore(Store):
 
     def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
                            limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND stop_ms <= ?", [stopped_before_ms], shard_ids, limit)
+        return self._closed(f"{CLOSED} AND stop_ms <= ? AND {UNDISPATCHED}", [stopped_before_ms], shard_ids, limit)
 
-    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int, redrivable_before_ms: int,
+    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int,
                               limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND history_location IS NULL AND stop_ms <= ? AND {compactable('?')}",
-                            [stopped_before_ms, redrivable_before_ms], shard_ids, limit)
+        return self._closed(f"{CLOSED} AND {UNCOMPACTED} AND stop_ms <= ?", [stopped_before_ms], shard_ids, limit)
 
     def _closed(self, where: str, args: list[Any], shard_ids: Sequence[int], limit: int) -> list[ClosedExecution]:
         shards = sorted(shard_ids)[:_VARIABLES_MAX]  # SQLite serves one node: every shard, well under the bound
@@ -500,8 +510,9 @@ class SqliteStore(Store):
         with _unavailable(), self._transaction() as db:
             for execution, location in compacted:
                 if self._holds(db, execution.shard_id, range_ids) and db.execute(
-                        f"UPDATE executions SET history_location = ? WHERE arn = ? AND version = ? AND {CLOSED} "
-                        f"AND history_location IS NULL", (location, execution.arn, execution.version)).rowcount:
+                        f"UPDATE executions SET history_location = ?, compacted_stop_ms = stop_ms WHERE arn = ? "
+                        f"AND version = ? AND {CLOSED} AND {UNCOMPACTED}",
+                        (location, execution.arn, execution.version)).rowcount:
                     db.execute("DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
                     done.append(execution)
         return done
@@ -527,6 +538,9 @@ class SqliteStore(Store):
         with _unavailable():
             row = self._db().execute("SELECT history_location FROM executions WHERE arn = ?", (arn,)).fetchone()
         return row[0] if row else None
+
+    def payloads(self) -> PayloadStore:
+        return DirectoryPayloads(Path(self.path).parent / "payloads")
 
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
                    after_key: tuple[str, str] | None = None) -> list[TimerRow]:
