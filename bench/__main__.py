@@ -312,6 +312,9 @@ async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) 
               f"{run['range_items']:,} items): p50 / p99, ms",
               f"{fmt(ms(beside['p50_s']), 1)} / {fmt(ms(beside['p99_s']), 1)} ({change:+.1%} p99)",
               target="p99 within 10 %", verdict=abs(change) < 0.10)
+    first, second = (phase["p99_s"] for phase in alone["phases"])
+    table.add("W9 runaway", f"{label} alone, first and second time: p99, ms (the host's own noise)",
+              f"{fmt(ms(first), 1)} / {fmt(ms(second), 1)} ({second / first - 1:+.1%})")
     table.add("W9 runaway", "W1 executions succeeded alone / beside",
               f"{alone['succeeded']:,} / {beside['succeeded']:,}")
     table.add("W9 runaway", "history events the runaways reached meanwhile", ", ".join(

@@ -188,8 +188,9 @@ async def wait_none_running(pool: Pool, machine: str, deadline_s: float, poll_s:
     return False
 
 
-async def completions(pool: Pool, machine: str, run: Run) -> dict[str, Any]:
-    """Statuses, throughput and end-to-end latencies of a run, from one listing of every execution."""
+async def completions(pool: Pool, machine: str, run: Run, keep_latencies: bool = False) -> dict[str, Any]:
+    """Statuses, throughput and end-to-end latencies of a run, from one listing of every execution (each latency
+    too with ``keep_latencies``)."""
     items = await list_all(pool, machine)
     statuses: dict[str, int] = {}
     latencies, finished = [], []
@@ -204,10 +205,13 @@ async def completions(pool: Pool, machine: str, run: Run) -> dict[str, Any]:
         finished.append(done)
     last = max(finished) if finished else run.starts_done
     elapsed = max(last - run.began, 1e-9)
-    return {"statuses": statuses, "succeeded": statuses.get("SUCCEEDED", 0), "elapsed_s": elapsed,
-            "executions_per_s": statuses.get("SUCCEEDED", 0) / elapsed, "p50_s": percentile(latencies, 0.5),
-            "p99_s": percentile(latencies, 0.99), "errors": len(run.errors),
-            "first_error": run.errors[0] if run.errors else None}
+    found = {"statuses": statuses, "succeeded": statuses.get("SUCCEEDED", 0), "elapsed_s": elapsed,
+             "executions_per_s": statuses.get("SUCCEEDED", 0) / elapsed, "p50_s": percentile(latencies, 0.5),
+             "p99_s": percentile(latencies, 0.99), "errors": len(run.errors),
+             "first_error": run.errors[0] if run.errors else None}
+    if keep_latencies:
+        found["latencies_s"] = latencies
+    return found
 
 
 def metric_delta(before: dict[str, float], after: dict[str, float], name: str) -> float:
@@ -255,14 +259,15 @@ async def run_to_end(server: Child, pool: Pool, definition: dict, make_input: Ca
 
 
 async def latency_at_rate(server: Statewright, pool: Pool, definition: dict, make_input: Callable[[int], str],
-                          rate_per_s: float, duration_s: float, label: str) -> dict[str, Any]:
+                          rate_per_s: float, duration_s: float, label: str,
+                          keep_latencies: bool = False) -> dict[str, Any]:
     """Open loop at a fixed rate: end-to-end latency of pure chains (all their transitions durable)."""
     machine = await create_machine(pool, label, definition)
     before = await scrape(pool)
     run = await start_open_loop(pool, machine, rate_per_s, duration_s, make_input, "rate")
     await wait_none_running(pool, machine, 120)
     after = await scrape(pool)
-    result = await completions(pool, machine, run)
+    result = await completions(pool, machine, run, keep_latencies)
     transitions = metric_delta(before, after, "statewright_state_transitions_committed_total")
     commits = metric_delta(before, after, "statewright_commit_seconds_count")
     result.update(rate_per_s=rate_per_s, duration_s=duration_s, transitions=transitions,
@@ -447,18 +452,27 @@ def runaway_definition(range_items: int) -> dict:
 
 async def runaway_beside_w1(server: Statewright, pool: Pool, rate_per_s: float, duration_s: float,
                             runaways: int, range_items: int) -> dict[str, Any]:
-    """W1 at a fixed rate for ``duration_s`` alone, then as long again beside ``runaways`` looping executions
-    (stopped afterwards); W1's latency both times, and how far the runaways got."""
-    alone = await latency_at_rate(server, pool, chain_definition(), chain_input, rate_per_s, duration_s, "w9-alone")
+    """W1 at a fixed rate in four phases of ``duration_s``: alone, beside ``runaways`` looping executions, alone
+    again (they are stopped), beside new ones. Alternating the phases spreads the drift of a long run (a growing
+    database) over both sides; the two alone phases against each other show the noise of the host."""
     machine = await create_machine(pool, "w9-runaway", runaway_definition(range_items))
-    arns = [(await pool.call("StartExecution", {"stateMachineArn": machine, "name": f"runaway-{index}",
-                                                "input": "{}"}))["executionArn"] for index in range(runaways)]
-    beside = await latency_at_rate(server, pool, chain_definition(), chain_input, rate_per_s, duration_s,
-                                   "w9-beside")
-    events = []
-    for arn in arns:
-        newest = await pool.call("GetExecutionHistory", {"executionArn": arn, "maxResults": 1, "reverseOrder": True})
-        events.append(newest["events"][0]["id"] if newest["events"] else 0)
-        await pool.call("StopExecution", {"executionArn": arn})
-    return {"alone": alone, "beside": beside, "runaways": runaways, "range_items": range_items,
-            "runaway_events": events}
+    phases: dict[str, list[dict[str, Any]]] = {"alone": [], "beside": []}
+    events: list[int] = []
+    for round_index in range(2):
+        phases["alone"].append(await latency_at_rate(server, pool, chain_definition(), chain_input, rate_per_s,
+                                                     duration_s, f"w9-alone-{round_index}", True))
+        arns = [(await pool.call("StartExecution", {"stateMachineArn": machine, "name": f"runaway-{round_index}-{i}",
+                                                    "input": "{}"}))["executionArn"] for i in range(runaways)]
+        phases["beside"].append(await latency_at_rate(server, pool, chain_definition(), chain_input, rate_per_s,
+                                                      duration_s, f"w9-beside-{round_index}", True))
+        for arn in arns:
+            newest = await pool.call("GetExecutionHistory", {"executionArn": arn, "maxResults": 1,
+                                                             "reverseOrder": True})
+            events.append(newest["events"][0]["id"] if newest["events"] else 0)
+            await pool.call("StopExecution", {"executionArn": arn})
+    found: dict[str, Any] = {"runaways": runaways, "range_items": range_items, "runaway_events": events}
+    for side, runs in phases.items():
+        pooled = [latency for run in runs for latency in run.pop("latencies_s")]
+        found[side] = {"p50_s": percentile(pooled, 0.5), "p99_s": percentile(pooled, 0.99),
+                       "succeeded": sum(run["succeeded"] for run in runs), "phases": runs}
+    return found

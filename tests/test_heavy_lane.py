@@ -141,8 +141,7 @@ def test_a_lane_that_dies_leaves_its_step_to_the_engine_thread(store):
     engine = make_engine(store, clock, heavy_lane=True)
 
     def kill_lane() -> None:
-        for pid in list(engine.lane._pool._processes):
-            os.kill(pid, signal.SIGKILL)
+        os.kill(engine.lane._child._process.pid, signal.SIGKILL)
 
     try:
         state = run(engine, clock, start(engine, "orphaned"), on_sent=kill_lane)
@@ -207,7 +206,7 @@ def test_a_runaway_runs_in_the_lane_beside_others_and_dies_with_the_server(tmp_p
         assert wait_closed(sfn, beside)["output"] == '"done"'
         assert sfn.describe_execution(executionArn=looping)["status"] == "RUNNING"
         lanes = children(server.process.pid)
-        assert lanes  # the lane's process (and multiprocessing's resource tracker)
+        assert lanes  # the lane's process
     finally:
         server.kill()
     deadline = time.monotonic() + 30

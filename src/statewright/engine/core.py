@@ -588,8 +588,9 @@ class Engine:
         key = (current.state_machine_arn, current.revision_id)
         self._definition(current)  # the revision exists (and is cached) before its text is read for the lane
         try:
-            self.lane.submit(current, key, lambda: self._revision_text(key), self.services.mocks is not None,
-                             command.timer_id, now_ms, self.tokens, self.activities)
+            if not self.lane.submit(current, key, lambda: self._revision_text(key), self.services.mocks is not None,
+                                    command.timer_id, now_ms, self.tokens, self.activities):
+                return False  # the lane has its hands full: decided here
         except Exception:  # a state the lane cannot take (it would be a bug): decided here, as without a lane
             log.exception("the heavy lane refused a step of %s", arn)
             return False

@@ -10,20 +10,26 @@ on meanwhile (then the timer is applied again, inline, to the state as it is: on
 
 The lane holds nothing durable and decides as the engine would (the same decider over the same stored state, the
 same services): a lane that dies loses only decisions not committed yet, whose timers are still rows, and the
-engine decides inline until a new lane process has started.
+engine decides them again itself. The process reads its jobs from a pipe, so it exits when the server does, however
+the server went. Messages are pickles: both ends are this build, and nothing else writes to the pipes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
-import multiprocessing
 import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Collection
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import IO, Any, Protocol
 
 from ..asl.definition import Definition, parse_definition
 from . import decider
@@ -35,8 +41,11 @@ from .tokens import TaskTokens
 
 log = logging.getLogger(__name__)
 
-PARENT_CHECK_S = 1.0  # how often the lane's process checks that the server is still there
 DEFINITIONS_MAX = 100  # parsed definitions the lane process keeps (least recently used leave first)
+JOBS_MAX = 1_000  # continuations in the lane's hands at once; past it the engine thread decides them
+# The lane process lowers its priority (nice 19) first, before it imports statewright (most of its start).
+BOOT = "import os; os.nice(19); from statewright.engine.heavy_lane import serve; serve()"
+_LENGTH = struct.Struct("!I")  # each message on the pipes: its length, then its pickle
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +61,7 @@ class Decided(FireTimer):
 class Lane(Protocol):
     def submit(self, state: ExecutionState, definition_key: tuple[str, str], text: Callable[[], str],
                mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens,
-               activities: Collection[str]) -> None: ...
+               activities: Collection[str]) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -62,8 +71,9 @@ LaneFactory = Callable[[Services, Limits, Callable[[Decided], None]], Lane]
 
 
 class HeavyLane:
-    """The engine's side of the lane: one process, started at the first heavy continuation and again after one
-    died. ``services`` are the engine's; ``landed`` is called (on a thread of the pool) with each Decided."""
+    """The engine's side of the lane: one child process (``python -c BOOT``), started at the first heavy
+    continuation and again after one died, fed jobs by a writer thread (the engine thread never waits on the pipe)
+    and read by a reader thread, which calls ``landed`` with each Decided. ``services`` are the engine's."""
 
     def __init__(self, services: Services, limits: Limits, landed: Callable[[Decided], None]) -> None:
         # What the process needs to decide as the engine does, sent once: the budgets, the fairness bounds and
@@ -71,86 +81,154 @@ class HeavyLane:
         self._settings = (replace(services, mint_token=None, activities=frozenset(), budget=None,
                                   resource_check=None), limits)
         self._landed = landed
-        self._pool: ProcessPoolExecutor | None = None
-        self._sent: set[tuple[str, str]] = set()  # definitions the current process has parsed
         self._lock = threading.Lock()
+        self._child: _Child | None = None
+        self._closed = False
 
     def submit(self, state: ExecutionState, definition_key: tuple[str, str], text: Callable[[], str],
-               mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens, activities: Collection[str]) -> None:
-        """Decide ``timer_id`` firing for ``state`` at ``now_ms`` in the lane. ``text`` reads the definition's
-        text, called only when the lane process has not parsed it yet."""
+               mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens, activities: Collection[str]) -> bool:
+        """Decide ``timer_id`` firing for ``state`` at ``now_ms`` in the lane; False when the lane has
+        ``JOBS_MAX`` in hand already (then the engine decides it). ``text`` reads the definition's text, called
+        only when the lane process has not parsed it yet."""
         with self._lock:
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"), _start,
-                                                 self._settings)
-                self._sent = set()
-            pool, sent = self._pool, self._sent
-        definition = None if definition_key in sent else text()
-        sent.add(definition_key)
+            if self._closed:
+                return False
+            if self._child is None or not self._child.alive:
+                self._child = _Child(self._settings, self._landed)
+            child = self._child
+        if len(child.pending) >= JOBS_MAX:
+            return False
+        definition = None if definition_key in child.parsed else text()
         keys, current = tokens.key_set
-        job = (state.to_blob(), definition_key, definition, mockable, timer_id, now_ms, keys, current,
-               frozenset(activities))
-        try:
-            future = pool.submit(_decide, job)
-        except RuntimeError as exc:  # the process died (a broken pool refuses new work): start another
-            self._lost(pool)
-            future = Future()
-            future.set_exception(exc)
-        arn, version = state.arn, state.version
-        future.add_done_callback(lambda done: self._done(pool, arn, timer_id, version, done))
-
-    def _done(self, pool: ProcessPoolExecutor, arn: str, timer_id: str, version: int, done: Future) -> None:
-        exc = done.exception()
-        if exc is not None:
-            self._lost(pool)
-        self._landed(Decided(arn, timer_id, version, done.result() if exc is None else exc))
-
-    def _lost(self, pool: ProcessPoolExecutor) -> None:
-        with self._lock:
-            if self._pool is pool:
-                log.warning("the heavy lane's process failed; starting another at the next heavy step")
-                self._pool = None
-        pool.shutdown(wait=False, cancel_futures=True)
+        return child.send(Decided(state.arn, timer_id, state.version, None), definition_key,
+                          (state.to_blob(), definition_key, definition, mockable, timer_id, now_ms, keys, current,
+                           frozenset(activities)))
 
     def close(self) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._closed = True
+            child, self._child = self._child, None
+        if child is not None:
+            child.close()
+
+
+class _Child:
+    """One lane process and its two threads. Jobs it had in hand when it died come back failed."""
+
+    def __init__(self, settings: tuple[Services, Limits], landed: Callable[[Decided], None]) -> None:
+        self._landed = landed
+        self.parsed: set[tuple[str, str]] = set()  # definitions this process has parsed
+        self.pending: dict[int, Decided] = {}  # job id -> what it decides (its result not in yet)
+        self.alive = True
+        self._lock = threading.Lock()  # a job is either in pending before the process is found dead, or refused
+        self._ids = itertools.count()
+        self._jobs: queue.SimpleQueue[tuple[int, tuple] | None] = queue.SimpleQueue()
+        self._process = subprocess.Popen([sys.executable, "-c", BOOT], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE)
+        self._jobs.put((-1, settings))
+        threading.Thread(target=self._write, name="heavy-lane-writer", daemon=True).start()
+        threading.Thread(target=self._read, name="heavy-lane-reader", daemon=True).start()
+
+    def send(self, decided: Decided, definition_key: tuple[str, str], job: tuple) -> bool:
+        """Hand the job to the process; False if it has died meanwhile."""
+        with self._lock:
+            if not self.alive:
+                return False
+            job_id = next(self._ids)
+            self.pending[job_id] = decided
+            self.parsed.add(definition_key)
+        self._jobs.put((job_id, job))
+        return True
+
+    def _write(self) -> None:
+        pipe = self._process.stdin
+        assert pipe is not None
+        try:
+            while (message := self._jobs.get()) is not None:
+                _put(pipe, message)
+        except (OSError, ValueError):  # the process died: the reader sees it too
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+    def _read(self) -> None:
+        pipe = self._process.stdout
+        assert pipe is not None
+        try:
+            while (message := _take(pipe)) is not None:
+                job_id, result, error = message
+                decided = self.pending.pop(job_id)
+                self._landed(replace(decided, result=result if error is None else RuntimeError(error)))
+        except (OSError, EOFError, pickle.UnpicklingError):
+            pass
+        finally:
+            pipe.close()
+        with self._lock:
+            self.alive = False
+            orphans, self.pending = list(self.pending.values()), {}
+        self._jobs.put(None)
+        if self._process.wait() != 0:
+            log.warning("the heavy lane's process exited with %s; another starts at the next heavy step",
+                        self._process.returncode)
+        for decided in orphans:
+            self._landed(replace(decided, result=RuntimeError("the heavy lane's process died")))
+
+    def close(self) -> None:
+        self._jobs.put(None)  # the process exits once its stdin closes
+
+
+def _put(pipe: IO[bytes], message: object) -> None:
+    data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+    pipe.write(_LENGTH.pack(len(data)) + data)
+    pipe.flush()
+
+
+def _take(pipe: IO[bytes]) -> Any:
+    """The next message, or None once the other side has closed the pipe."""
+    head = pipe.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        return None
+    (length,) = _LENGTH.unpack(head)
+    data = pipe.read(length)
+    if len(data) < length:
+        return None
+    return pickle.loads(data)
 
 
 # -- in the lane process
 
-_services: Services | None = None
-_limits: Limits | None = None
-_definitions: dict[tuple[str, str], Definition] = {}
+def serve() -> None:
+    """The lane process: decide each job read from stdin and write its result to stdout, until stdin closes (the
+    server stopped or died). Nothing else may write to stdout, so the process's own fd 1 goes to stderr."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    source = sys.stdin.buffer
+    first = _take(source)
+    if first is None:
+        return
+    services, limits = first[1]
+    definitions: dict[tuple[str, str], Definition] = {}
+    while (message := _take(source)) is not None:
+        job_id, job = message
+        try:
+            result, error = _decide(job, services, limits, definitions), None
+        except Exception as exc:  # a bug: the engine decides the step again itself, and logs it there
+            result, error = None, f"{type(exc).__name__}: {exc}"
+        _put(out, (job_id, result, error))
 
 
-def _start(services: Services, limits: Limits) -> None:
-    global _services, _limits
-    os.nice(19)  # the lowest priority: the lane runs on what the server's own threads leave idle
-    _services, _limits = services, limits
-    threading.Thread(target=_exit_with, args=(os.getppid(),), name="heavy-lane-parent", daemon=True).start()
-
-
-def _exit_with(parent: int) -> None:
-    """Exit once the server is gone, however it went (a SIGKILL leaves a pool's process waiting for ever)."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_S)
-    os._exit(0)
-
-
-def _decide(job: tuple) -> Decision | None:
+def _decide(job: tuple, services: Services, limits: Limits,
+            definitions: dict[tuple[str, str], Definition]) -> Decision | None:
     blob, key, text, mockable, timer_id, now_ms, keys, current, activities = job
-    assert _services is not None and _limits is not None
-    definition = _definitions.pop(key, None)
+    definition = definitions.pop(key, None)
     if definition is None:
         if text is None:
             raise LookupError(f"the heavy lane has not parsed definition {key}")
         definition = parse_definition(text, mockable=mockable)
-    _definitions[key] = definition  # last: the most recently used
-    while len(_definitions) > DEFINITIONS_MAX:
-        del _definitions[next(iter(_definitions))]
-    services = replace(_services, mint_token=TaskTokens(keys, current).mint, activities=activities,
-                       budget=_limits.budgets(time.perf_counter))
+    definitions[key] = definition  # last: the most recently used
+    while len(definitions) > DEFINITIONS_MAX:
+        del definitions[next(iter(definitions))]
+    services = replace(services, mint_token=TaskTokens(keys, current).mint, activities=activities,
+                       budget=limits.budgets(time.perf_counter))
     return decider.fire_timer(ExecutionState.from_blob(blob), definition, timer_id, now_ms, services)

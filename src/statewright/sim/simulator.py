@@ -816,7 +816,7 @@ class _Lane:
         self._simulator, self._services, self._landed = simulator, services, landed
 
     def submit(self, state: ExecutionState, definition_key: tuple[str, str], text: Callable[[], str],
-               mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens, activities: Any) -> None:
+               mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens, activities: Any) -> bool:
         simulator = self._simulator
         simulator.laned += 1
         result: decider.Decision | BaseException | None
@@ -828,6 +828,7 @@ class _Lane:
                                         self._services)
         decided = Decided(state.arn, timer_id, state.version, result)
         simulator.at(simulator.rng.randint(0, LANE_DELAY_MS_MAX), lambda: self._landed(decided))
+        return True
 
     def close(self) -> None:
         pass
