@@ -315,6 +315,8 @@ async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) 
     first, second = (phase["p99_s"] for phase in alone["phases"])
     table.add("W9 runaway", f"{label} alone, first and second time: p99, ms (the host's own noise)",
               f"{fmt(ms(first), 1)} / {fmt(ms(second), 1)} ({second / first - 1:+.1%})")
+    table.add("W9 runaway", "commands the engine thread took over 5 ms to apply: alone / beside",
+              f"{alone['applies_over_5ms']:,.0f} / {beside['applies_over_5ms']:,.0f}")
     table.add("W9 runaway", "W1 executions succeeded alone / beside",
               f"{alone['succeeded']:,} / {beside['succeeded']:,}")
     table.add("W9 runaway", "history events the runaways reached meanwhile", ", ".join(

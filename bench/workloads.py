@@ -271,9 +271,16 @@ async def latency_at_rate(server: Statewright, pool: Pool, definition: dict, mak
     transitions = metric_delta(before, after, "statewright_state_transitions_committed_total")
     commits = metric_delta(before, after, "statewright_commit_seconds_count")
     result.update(rate_per_s=rate_per_s, duration_s=duration_s, transitions=transitions,
+                  applies_over_5ms=_slow_applies(after) - _slow_applies(before),
                   commit_ms_mean=metric_delta(before, after, "statewright_commit_seconds_sum") / commits * 1e3
                   if commits else float("nan"))
     return result
+
+
+def _slow_applies(metrics: dict[str, float]) -> float:
+    """Commands the engine thread took over 5 ms to apply (decide and stage), so far: each held up the others."""
+    return (metrics.get("statewright_engine_apply_seconds_count", 0.0)
+            - metrics.get("statewright_engine_apply_seconds_bucket{le=0.005}", 0.0))
 
 
 # -- W3: timers due inside one minute, with and without a crash just before
@@ -474,5 +481,6 @@ async def runaway_beside_w1(server: Statewright, pool: Pool, rate_per_s: float, 
     for side, runs in phases.items():
         pooled = [latency for run in runs for latency in run.pop("latencies_s")]
         found[side] = {"p50_s": percentile(pooled, 0.5), "p99_s": percentile(pooled, 0.99),
-                       "succeeded": sum(run["succeeded"] for run in runs), "phases": runs}
+                       "succeeded": sum(run["succeeded"] for run in runs),
+                       "applies_over_5ms": sum(run["applies_over_5ms"] for run in runs), "phases": runs}
     return found
