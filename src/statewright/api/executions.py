@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..asl.definition import parse_definition
+from ..asl.states import TaskState
 from ..engine import commands
 from ..engine.core import shard_for
 from ..engine.execution import ExecutionState, redrive_status
@@ -138,6 +140,8 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
             raise state_machine_does_not_exist(version_arn)
     version_arn = target.arn if isinstance(target, VersionRecord) else None
     machine = target.machine if isinstance(target, VersionRecord) else target
+    if test_case is not None:
+        _check_case_states(machine, test_case, service.mocks.cases[machine.name][test_case])
     express = None
     if machine.type == EXPRESS:
         express = sync or ASYNC
@@ -165,6 +169,20 @@ def _test_case(service: Service, given: str) -> tuple[str, str | None]:
         raise AwsError("ValidationException", f"The mock configuration has no test case '{case}' for the state "
                                               f"machine '{machine}'; its test cases: {known}")
     return target_arn, case
+
+
+def _check_case_states(machine: StateMachineRecord, case: str, named: dict[str, str]) -> None:
+    """Every state a test case names is a Task state of the machine (at any depth): a name that is not one would
+    leave the state it meant calling its real resource, unseen. Step Functions Local's documentation has a test
+    case map Task states to responses and says nothing of other names; this refusal, and its words, are ours."""
+    definition = parse_definition(machine.definition, mockable=True)
+    tasks = sorted(name for found in definition.machines for name, state in found.states.items()
+                   if isinstance(state, TaskState))
+    strays = [name for name in named if name not in tasks]
+    if strays:
+        raise AwsError("ValidationException", f"The test case '{case}' of the mock configuration names "
+                       f"{', '.join(repr(name) for name in strays)}, not a Task state of the state machine "
+                       f"'{machine.name}'; its Task states: {', '.join(tasks) or 'none'}")
 
 
 @handler("StopExecution")

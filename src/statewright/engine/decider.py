@@ -176,11 +176,18 @@ def complete_attempt(execution: ExecutionState, definition: Definition, schedule
         step.guarded(tasks.submit, step, flow_id, result.output, result.job)
     elif isinstance(result, AttemptPolled):
         tasks.polled(step, flow_id, result.poll)
-    elif isinstance(result, AttemptSucceeded):
-        step.guarded(lambda: flows.resume(step, flow_id, tasks.succeeded(step, flow_id, result.output)))
     else:
-        step.guarded(lambda: flows.resume(step, flow_id, tasks.failed(step, flow_id, result.error, result.cause)))
+        step.guarded(_answered, step, flow_id, result)
     return step.decision
+
+
+def _answered(step: Step, flow_id: str, result: AttemptSucceeded | AttemptFailed) -> None:
+    """The attempt's result (after the submission a mocked answer stands for, if any), and what follows it."""
+    tasks.submit_mocked(step, flow_id)
+    if isinstance(result, AttemptSucceeded):
+        flows.resume(step, flow_id, tasks.succeeded(step, flow_id, result.output))
+    else:
+        flows.resume(step, flow_id, tasks.failed(step, flow_id, result.error, result.cause))
 
 
 def ack_dispatch(execution: ExecutionState, dispatch_id: str) -> Decision:
