@@ -129,11 +129,14 @@ def result_problem(shape: Shape, value: Any, *, strict: bool, any_json: frozense
     test_sfn_start_execution_success; that it refuses a string that is no timestamp is inferred). ``any_json``:
     top-level members that hold any JSON value (a Lambda Payload, a nested execution's Input and Output with
     .sync:2)."""
-    if shape.type_name != "structure" or not isinstance(value, dict):
-        return _problem("The mock result must be a JSON object") if shape.type_name == "structure" else None
-    members = member_names(shape)
-    top = {name: shape.members[members[name]] for name in members if name not in any_json}
-    return _fit_members(shape, top, value, strict)
+    if not isinstance(value, dict):  # an output, or a job's description: a structure (words ours)
+        return _problem("The mock result must be a JSON object")
+    return _fit_members(shape, _spelled(shape, any_json), value, strict)
+
+
+def _spelled(shape: Shape, skipped: frozenset[str] = frozenset()) -> dict[str, Shape]:
+    """A structure's members' shapes by the names Step Functions spells them, but ``skipped``."""
+    return {name: shape.members[api] for name, api in member_names(shape).items() if name not in skipped}
 
 
 def _problem(text: str) -> str:
@@ -166,8 +169,7 @@ def _fit(shape: Shape, value: Any, name: str, strict: bool) -> str | None:
     if not _is(kind, value):
         return _problem(f"Field '{name}' must be {_JSON_TYPES[kind]}")
     if kind == "structure":
-        return _fit_members(shape, {member: shape.members[api] for member, api in member_names(shape).items()},
-                            value, strict)
+        return _fit_members(shape, _spelled(shape), value, strict)
     if kind in ("list", "map"):
         items, inner = (value, shape.member) if kind == "list" else (value.values(), shape.value)
         return next((found for item in items if (found := _fit(inner, item, name, strict)) is not None), None)
