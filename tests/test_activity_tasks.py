@@ -84,6 +84,28 @@ def test_failure_routes_through_catch_with_the_error_object(sfn, poller, make_ma
         {"error": "Card.Declined", "cause": "insufficient funds"}]
 
 
+@pytest.mark.parametrize("in_parallel", [False, True])
+def test_a_failure_without_an_error_name_is_caught_by_states_all_only(sfn, poller, make_machine, activity,
+                                                                      in_parallel):
+    """As AWS records an empty SendTaskFailure (LocalStack's AWS-validated
+    test_sqs_failure_in_wait_for_task_tok_no_error_field): caught by States.ALL, with a null Error and Cause."""
+    catch = [{"ErrorEquals": ["States.TaskFailed"], "Next": "Wrong"},
+             {"ErrorEquals": ["States.ALL"], "ResultPath": "$.states_all_error", "Next": "CaughtStatesALL"}]
+    work = {"Type": "Task", "Resource": activity, "End": True}
+    first = ({"Type": "Parallel", "Branches": [{"StartAt": "Work", "States": {"Work": work}}], "OutputPath": "$[0]"}
+             if in_parallel else work)
+    machine = make_machine({"StartAt": "First", "States": {
+        "First": {**first, "End": True, "Catch": catch}, "Wrong": {"Type": "Fail", "Error": "Wrong"},
+        "CaughtStatesALL": {"Type": "Pass", "End": True}}})
+    run = sfn.start_execution(stateMachineArn=machine, input='{"order": 1}')
+    sfn.send_task_failure(taskToken=poller.get_activity_task(activityArn=activity)["taskToken"])
+    described = wait_closed(sfn, run["executionArn"])
+    assert described["status"] == "SUCCEEDED"
+    assert json.loads(described["output"]) == {"order": 1, "states_all_error": {"Error": None, "Cause": None}}
+    assert [e["activityFailedEventDetails"] for e in of_type(history(sfn, run["executionArn"]), "ActivityFailed")] == [
+        {}]
+
+
 def test_uncaught_failure_fails_the_execution(sfn, poller, make_machine, activity):
     run = sfn.start_execution(stateMachineArn=make_machine(task_machine(activity)), input="{}")
     task = poller.get_activity_task(activityArn=activity)

@@ -125,10 +125,10 @@ def test_concurrent_misses_share_one_read_and_a_forget_drops_a_read_in_flight(ap
 
 
 def test_test_state_evaluates_off_the_loop_on_its_own_threads(app, monkeypatch):
-    from statewright.api import executions
+    from statewright.api import test_state as test_state_api
 
-    blocked = Gate(executions.start_test)
-    monkeypatch.setattr(executions, "start_test", blocked)
+    blocked = Gate(test_state_api.start_test)
+    monkeypatch.setattr(test_state_api, "start_test", blocked)
     heavy = {"Type": "Pass", "QueryLanguage": "JSONata", "End": True,
              "Output": "{% $reduce([1..400000], function($a, $b) { $a + $b }) %}"}
 

@@ -29,7 +29,11 @@ CONFIG = {
             "HybridPath": {"LambdaState": "LambdaOk"},
             "Broken": {"LambdaState": "LambdaBroken"},
         }},
-        "callbacks": {"TestCases": {"Mocked": {"Approve": "Approved", "Work": "Worked"}}},
+        "callbacks": {"TestCases": {"Mocked": {"Approve": "Approved", "Work": "Worked"},
+                                    "Refused": {"Approve": "Refused", "Work": "Worked"}}},
+        "nested": {"TestCases": {"Mocked": {"Child": "ChildDone"}}},
+        "typos": {"TestCases": {"Typo": {"Chrage": "LambdaOk", "Ship": "SqsOk"}, "NotATask": {"Wait": "LambdaOk"},
+                                "Nested": {"Inner": "LambdaOk"}}},
         "jsonata": {"TestCases": {"Mocked": {"Call": "LambdaOk"}}},
         "legacy": {"TestCases": {"Mocked": {"Function": "LambdaRetry"}}},
     },
@@ -44,6 +48,8 @@ CONFIG = {
         "LambdaBroken": {"0": {"Throw": {"Error": "Lambda.Unknown", "Cause": "it broke"}}},
         "Approved": {"0": {"Return": {"approved": True}}},
         "Worked": {"0": {"Return": {"worked": 1}}},
+        "Refused": {"0": {"Throw": {"Error": "Approval.Refused", "Cause": "no"}}},
+        "ChildDone": {"0": {"Return": {"Status": "SUCCEEDED", "Output": {"child": "done"}}}},
     },
 }
 
@@ -142,8 +148,42 @@ def test_a_mocked_activity_and_a_mocked_callback_answer_without_a_worker(server)
     described = run(sfn, machine, "Mocked")
     assert described["status"] == "SUCCEEDED"
     assert json.loads(described["output"]) == {"order": 7, "approval": {"approved": True}, "work": {"worked": 1}}
+    events = history(sfn, described["executionArn"])
+    assert [e["type"] for e in events if e["type"].startswith(("Task", "Activity"))] == [
+        "TaskStateEntered", "TaskScheduled", "TaskStarted", "TaskSubmitted", "TaskSucceeded", "TaskStateExited",
+        "TaskStateEntered", "ActivityScheduled", "ActivityStarted", "ActivitySucceeded", "TaskStateExited"]
+    submitted = next(e for e in events if e["type"] == "TaskSubmitted")["taskSubmittedEventDetails"]
+    assert (submitted["resource"], submitted["output"]) == ("invoke.waitForTaskToken", "{}")  # the call's answer
+    # is not in the mock: none is made up
+
+
+def test_a_mocked_callback_failure_comes_after_the_submitted_call_as_a_send_task_failure_does(server):
+    sfn = server.client()
+    activity = sfn.create_activity(name=f"work-{uuid.uuid4().hex[:8]}")["activityArn"]
+    machine = create(sfn, "callbacks", {"StartAt": "Approve", "States": {
+        "Approve": {"Type": "Task", "Resource": f"{LAMBDA}.waitForTaskToken",
+                    "Parameters": {"FunctionName": "ask", "Payload": {"token.$": "$$.Task.Token"}},
+                    "Catch": [{"ErrorEquals": ["Approval.Refused"], "ResultPath": "$.refusal", "Next": "Work"}],
+                    "End": True},
+        "Work": {"Type": "Task", "Resource": activity, "ResultPath": "$.work", "End": True}}})
+    described = run(sfn, machine, "Refused")
+    assert json.loads(described["output"])["refusal"] == {"Error": "Approval.Refused", "Cause": "no"}
     types = [e["type"] for e in history(sfn, described["executionArn"])]
-    assert "ActivityStarted" in types and "ActivitySucceeded" in types
+    assert types[types.index("TaskScheduled"):types.index("TaskStateExited")] == [
+        "TaskScheduled", "TaskStarted", "TaskSubmitted", "TaskFailed"]
+
+
+def test_a_mocked_sync_task_is_submitted_then_succeeds(server):
+    sfn = server.client()
+    machine = create(sfn, "nested", {"StartAt": "Child", "States": {"Child": {
+        "Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync:2",
+        "Parameters": {"StateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:child"},
+        "OutputPath": "$.Output", "End": True}}})
+    described = run(sfn, machine, "Mocked")
+    assert (described["status"], json.loads(described["output"])) == ("SUCCEEDED", {"child": "done"})
+    types = [e["type"] for e in history(sfn, described["executionArn"])]
+    assert types[types.index("TaskScheduled"):types.index("TaskStateExited")] == [
+        "TaskScheduled", "TaskStarted", "TaskSubmitted", "TaskSucceeded"]
 
 
 def test_jsonata_states_read_the_mocked_result(server):
@@ -209,6 +249,22 @@ def test_a_test_case_that_does_not_exist_is_refused(server):
     with pytest.raises(ClientError) as refused:
         sfn.start_execution(stateMachineArn=f"{unlisted}#HappyPath")
     assert "no test cases for the state machine 'unlisted'" in refused.value.response["Error"]["Message"]
+
+
+@pytest.mark.parametrize(("case", "named"), [("Typo", "'Chrage'"), ("NotATask", "'Wait'"), ("Nested", "'Inner'")])
+def test_a_test_case_naming_a_state_that_is_not_a_task_of_the_machine_is_refused(server, case, named):
+    sfn = server.client()
+    machine = create(sfn, "typos", {"StartAt": "Wait", "States": {
+        "Wait": {"Type": "Pass", "Next": "Fan"},
+        "Fan": {"Type": "Parallel", "Next": "Ship", "Branches": [{"StartAt": "Charge", "States": {
+            "Charge": {"Type": "Task", "Resource": LAMBDA, "Parameters": {"FunctionName": "f"}, "End": True}}}]},
+        "Ship": {"Type": "Task", "Resource": SQS, "Parameters": {"QueueUrl": "q", "MessageBody": "m"}, "End": True}}})
+    with pytest.raises(ClientError) as refused:
+        sfn.start_execution(stateMachineArn=f"{machine}#{case}")
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert refused.value.response["Error"]["Message"] == (
+        f"The test case '{case}' of the mock configuration names {named}, not a Task state of the state machine "
+        "'typos'; its Task states: Charge, Ship")
 
 
 def test_without_a_mock_config_test_cases_and_unrun_resources_are_refused(tmp_path):

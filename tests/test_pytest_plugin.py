@@ -32,3 +32,11 @@ def test_a_workflow_that_does_not_do_what_the_test_says_fails(tmp_path):
         "        stateMachineArn='arn:aws:states:us-east-1:123456789012:stateMachine:nothing-here')\n")
     run = run_pytest(tmp_path)
     assert run.returncode == 1 and "1 failed" in run.stdout and "StateMachineDoesNotExist" in run.stdout
+
+
+def test_every_fixture_of_the_plugin_says_what_it_gives(tmp_path):
+    listed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--fixtures"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    for fixture in ("statewright_server", "statewright_sfn", "statewright_clock"):
+        entry = listed.stdout.split(fixture, 1)[1].split("\n\n", 1)[0]
+        assert "no docstring available" not in entry, entry

@@ -91,13 +91,14 @@ def test_a_jsonata_distributed_map_evaluates_its_expressions_and_shows_no_jsonpa
     state = {**distributed(Items="{% $states.input.items %}", ItemSelector={"double": "{% $states.context.Map.Item"
                                                                                      ".Value.n * 2 %}"},
                            ToleratedFailureCount="{% $count($states.input.items) - 2 %}",
-                           ItemBatcher={"MaxItemsPerBatch": "{% 3 %}"}),
+                           ItemBatcher={"MaxItemsPerBatch": "{% 1 + 1 %}"}),
              "QueryLanguage": "JSONata", "Output": "{% $count($states.result) %}"}
     answer = run(sfn, state, result=[1, 2, 3], inspectionLevel="DEBUG")
     assert json.loads(answer["output"]) == 3
     data = answer["inspectionData"]
     assert "afterItemsPath" not in data and "afterInputPath" not in data
-    assert json.loads(data["afterItemBatcher"]) == [{"Items": [{"double": 2}, {"double": 4}, {"double": 6}]}]
+    assert json.loads(data["afterItemBatcher"]) == [{"Items": [{"double": 2}, {"double": 4}]},
+                                                    {"Items": [{"double": 6}]}]
     assert data["toleratedFailureCount"] == 1
     over = run(sfn, state, result=[1, 2, 3], stateConfiguration={"mapIterationFailureCount": 2})
     assert (over["status"], over["error"], over["cause"]) == ("FAILED", *THRESHOLD)
@@ -160,14 +161,13 @@ def test_an_exceeded_threshold_a_retrier_takes_is_retriable(sfn):
     assert (spent["status"], spent["error"]) == ("FAILED", THRESHOLD[0])
 
 
-def test_a_mocked_error_is_the_maps_error_unless_the_threshold_is_exceeded(sfn):
+@pytest.mark.parametrize("failures", [0, 2, 3])
+def test_a_mocked_error_is_the_maps_error_whatever_the_failed_iterations(sfn, failures):
     state = distributed(ItemsPath="$.items", ToleratedFailureCount=2)
     mock = {"errorOutput": {"error": "MockException", "cause": "the item failed"}}
-    within = run(sfn, state, mock=mock, stateConfiguration={"mapIterationFailureCount": 2,
+    answer = run(sfn, state, mock=mock, stateConfiguration={"mapIterationFailureCount": failures,
                                                             "errorCausedByState": "Work"})
-    assert (within["status"], within["error"], within["cause"]) == ("FAILED", "MockException", "the item failed")
-    beyond = run(sfn, state, mock=mock, stateConfiguration={"mapIterationFailureCount": 3})
-    assert (beyond["status"], beyond["error"]) == ("FAILED", THRESHOLD[0])
+    assert (answer["status"], answer["error"], answer["cause"]) == ("FAILED", "MockException", "the item failed")
 
 
 # -- mapItemReaderData: what the ItemReader read, as found in its source
@@ -275,11 +275,14 @@ def test_a_distributed_map_without_a_mock_is_refused_as_aws_refuses_it(sfn):
     ({"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Parameters": {"FunctionName": "f"}, "End": True},
      {"StatusCode": 200}, {"stateConfiguration": {"mapItemReaderData": "[]"}},
      "mapItemReaderData applies to a Map state; 'TestState' is a Task state"),
+    (distributed(ItemsPath="$.items", ToleratedFailureCount=5), [1], {"stateConfiguration": {
+        "mapIterationFailureCount": 4}}, "mapIterationFailureCount is 4, more than the 3 iterations the Map state "
+                                         "'TestState' runs"),
+    (distributed(ItemsPath="$.items", ItemBatcher={"MaxItemsPerBatch": 2}), [1, 2], {"stateConfiguration": {
+        "mapIterationFailureCount": 3}}, "more than the 2 iterations the Map state 'TestState' runs"),
     ({"Type": "Map", "ItemsPath": "$.items", "End": True,
-      "ItemProcessor": {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}},
-     (), {"stateConfiguration": {"mapIterationFailureCount": 1}}, "mapIterationFailureCount takes a mock"),
-    (distributed(ItemsPath="$.items", ToleratedFailureCount=5), [1, 2], {"stateConfiguration": {
-        "mapIterationFailureCount": 3}}, "mapIterationFailureCount is 3, more than the 2 items of the mocked result"),
+      "ItemProcessor": {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}}, [1],
+     {"stateConfiguration": {"mapIterationFailureCount": 4}}, "more than the 3 iterations the Map state"),
     (distributed(ItemsPath="$.items"), [], {"stateConfiguration": {"mapItemReaderData": "[]"}},
      "the Map state 'TestState' has no ItemReader"),
     (distributed(ItemReader=READER_JSON), [], {}, "give the data it reads as stateConfiguration.mapItemReaderData"),

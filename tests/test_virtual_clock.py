@@ -91,6 +91,22 @@ def test_an_advance_survives_sigkill_and_no_timer_fires_twice(server):
     assert [e["type"] for e in history(sfn, run)].count("WaitStateExited") == 1
 
 
+def test_an_advance_moves_the_clock_by_exactly_the_span_asked_with_or_without_timers_in_it(server):
+    def offset_after(body: dict) -> int:
+        status, answer = raw_call(server, "Statewright.AdvanceClock", json.dumps(body).encode())
+        assert status == 200, answer
+        return answer["offsetMs"]
+
+    start = raw_call(server, "Statewright.GetClock", b"{}")[1]["offsetMs"]
+    assert offset_after({"milliseconds": 1000}) == start + 1000
+    assert offset_after({"by": "1s"}) == start + 2000
+    sfn = server.client()
+    run = started(sfn, machine(sfn, {"StartAt": "W", "States": {  # timers inside the span: it moves in steps
+        "W": {"Type": "Wait", "Seconds": 5, "Next": "X"}, "X": {"Type": "Wait", "Seconds": 7, "End": True}}}))
+    assert offset_after({"by": "1m"}) == start + 62_000
+    assert wait_closed(sfn, run)["status"] == "SUCCEEDED"
+
+
 def test_bad_durations_and_a_wall_clock_server_are_refused_with_what_to_do(server, tmp_path):
     refused = clock(server, "advance", "tomorrow")
     assert refused.returncode != 0 and "such as 90d" in refused.stderr

@@ -30,6 +30,7 @@ from . import (  # noqa: F401  (modules register their handlers)
     cluster,
     executions,
     state_machines,
+    test_state,
     versions,
 )
 from .arns import Scope

@@ -12,6 +12,7 @@ _BAD_NAME = re.compile(r"[\s<>{}\[\]?*\"#%\\^|~`$&,;:/\x00-\x1f\x7f-\x9f\ufffe\u
 # CreateStateMachineAlias's name pattern in the service model (at least one character that is not a digit).
 ALIAS_NAME_PATTERN = r"^(?=.*[a-zA-Z_\-\.])[a-zA-Z0-9_\-\.]+$"
 _ALIAS_NAME = re.compile(ALIAS_NAME_PATTERN)
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,15 @@ def is_alias_name(name: str) -> bool:
 def check_name(name: str) -> None:
     if _BAD_NAME.search(name):
         raise AwsError("InvalidName", f"Invalid Name: '{name}'")
+
+
+def check_role(role_arn: str) -> None:
+    """An IAM role ARN (CreateStateMachine's, UpdateStateMachine's, TestState's): statewright does not assume it,
+    but AWS refuses anything that is not one, with InvalidArn."""
+    if not role_arn.startswith("arn:"):
+        raise invalid_arn(f"Invalid ARN prefix: {role_arn}")
+    if not _ROLE_ARN.match(role_arn):
+        raise invalid_arn(f"Resource type not valid in this context: {role_arn}")
 
 
 def parse(arn: str, resource_type: str) -> list[str]:

@@ -93,18 +93,23 @@ async def advance_through(service: Service, clock: VirtualClock, by_ms: int) -> 
     everything due by then (a fired timer may set another within the span: a Wait after a Wait, a retry's
     backoff), then on to the next, and last to the end of the span. So events carry their timers' due times, and
     the answer comes once every timer the span passed has fired (or after SETTLE_S, for an execution that keeps
-    setting timers due at once)."""
+    setting timers due at once). The span is counted on the offset, step by step: the wall clock moves on
+    meanwhile, and a step sized from a later reading of the time would come short of ``by_ms`` by what it moved."""
     loop = asyncio.get_running_loop()
-    target_ms = clock() + by_ms
+    left_ms = by_ms
     give_up_at = loop.time() + SETTLE_S
     while True:
         await _settle(service, clock, give_up_at)
-        due_ms = await service.store_call(_next_due, service.store, target_ms)
-        until_ms = target_ms if due_ms is None else due_ms
-        if until_ms > clock():
-            await service.store_call(clock.advance, until_ms - clock())
+        due_ms = await service.store_call(_next_due, service.store, clock() + left_ms)
+        step_ms = left_ms if due_ms is None else min(max(due_ms - clock(), 0), left_ms)
+        if step_ms:
+            await service.store_call(clock.advance, step_ms)
+            left_ms -= step_ms
             service.engine.wake()  # the timers now due fire at once, not at the engine's next look
-        if due_ms is None or loop.time() > give_up_at:
+        if not left_ms or loop.time() > give_up_at:
+            if left_ms:  # given up on settling: the span is still moved whole
+                await service.store_call(clock.advance, left_ms)
+                service.engine.wake()
             await _settle(service, clock, give_up_at)
             return
 

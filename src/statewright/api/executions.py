@@ -1,25 +1,19 @@
-"""Execution operations: start, stop, redrive, describe, list, history, and the definition an execution runs."""
+"""Execution operations: start, stop, redrive, describe, list, history, and the definition an execution runs
+(TestState, which runs one state outside any execution, is test_state.py)."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-import orjson
-
-from ..asl.definition import InvalidDefinition
-from ..asl.states import MapState, ParallelState, State, TaskState
+from ..asl.definition import parse_definition
+from ..asl.states import TaskState
 from ..engine import commands
 from ..engine.core import shard_for
-from ..engine.decider import OneStateRun
 from ..engine.execution import ExecutionState, redrive_status
 from ..engine.express import ASYNC, SYNC
-from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.routing import route
 from ..engine.step import without_data
-from ..engine.test_state import definition_under_test, holds_distributed_map, outcome_of, start_test
-from ..integrations.aws import calls
-from ..integrations.http import invoke
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
 from . import arns, describe, paging
 from .arns import Scope
@@ -49,7 +43,8 @@ async def _load(service: Service, arn: str) -> ExecutionState:
     return execution
 
 
-def _check_input(text: str) -> None:
+def check_input(text: str) -> None:
+    """An execution input (StartExecution's, TestState's) AWS reads: JSON text."""
     if not text.strip():
         raise AwsError("InvalidExecutionInput", "Invalid State Machine Execution Input: 'Invalid execution input.'")
     parse_json(text, "InvalidExecutionInput", "Invalid State Machine Execution Input")
@@ -131,7 +126,7 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
     name = params.get("name") or _local_id(service, prefix)  # unnamed: started here, not forwarded
     arns.check_name(name)
     text = params.get("input", "{}")
-    _check_input(text)
+    check_input(text)
     arn = prefix + name
     if await _type_of(service, target) == EXPRESS:  # every start is its own execution, whatever its name: AWS
         # adds an id
@@ -145,6 +140,8 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
             raise state_machine_does_not_exist(version_arn)
     version_arn = target.arn if isinstance(target, VersionRecord) else None
     machine = target.machine if isinstance(target, VersionRecord) else target
+    if test_case is not None:
+        _check_case_states(machine, test_case, service.mocks.cases[machine.name][test_case])
     express = None
     if machine.type == EXPRESS:
         express = sync or ASYNC
@@ -172,6 +169,20 @@ def _test_case(service: Service, given: str) -> tuple[str, str | None]:
         raise AwsError("ValidationException", f"The mock configuration has no test case '{case}' for the state "
                                               f"machine '{machine}'; its test cases: {known}")
     return target_arn, case
+
+
+def _check_case_states(machine: StateMachineRecord, case: str, named: dict[str, str]) -> None:
+    """Every state a test case names is a Task state of the machine (at any depth): a name that is not one would
+    leave the state it meant calling its real resource, unseen. Step Functions Local's documentation has a test
+    case map Task states to responses and says nothing of other names; this refusal, and its words, are ours."""
+    definition = parse_definition(machine.definition, mockable=True)
+    tasks = sorted(name for found in definition.machines for name, state in found.states.items()
+                   if isinstance(state, TaskState))
+    strays = [name for name in named if name not in tasks]
+    if strays:
+        raise AwsError("ValidationException", f"The test case '{case}' of the mock configuration names "
+                       f"{', '.join(repr(name) for name in strays)}, not a Task state of the state machine "
+                       f"'{machine.name}'; its Task states: {', '.join(tasks) or 'none'}")
 
 
 @handler("StopExecution")
@@ -350,183 +361,3 @@ def _revision_and_machine(service: Service, execution: ExecutionState) -> tuple[
         machine = None if version is None else version.machine
     return (service.store.get_revision(execution.state_machine_arn, execution.revision_id),
             machine or service.store.get_state_machine(execution.state_machine_arn))
-
-
-def _test_mock(mock: Any) -> AttemptSucceeded | AttemptFailed | None:
-    """TestState's ``mock``: the Task's result (``result``, JSON text) or its error (``errorOutput``) instead of
-    calling its resource (its ``fieldValidationMode`` is applied once the Task's resource is known)."""
-    if mock is None:
-        return None
-    if "result" in mock and "errorOutput" in mock:  # AWS's words (see _NEEDS_MOCK); for neither, ours
-        raise AwsError("ValidationException", "A test mock should have only one of the following fields: [result, "
-                       "errorOutput].")
-    if "result" not in mock and "errorOutput" not in mock:
-        raise AwsError("ValidationException", "A test mock should have one of the following fields: [result, "
-                       "errorOutput].")
-    if "result" in mock:
-        parse_json(mock["result"], "ValidationException", "Invalid mock result")
-        return AttemptSucceeded(mock["result"])
-    error = mock["errorOutput"]
-    return AttemptFailed(error.get("error"), error.get("cause"))
-
-
-def _test_context(text: str | None, mocked: AttemptSucceeded | AttemptFailed | None) -> dict[str, Any] | None:
-    """TestState's ``context``: fields of the context object ($$) the state sees (AWS takes it with a mock only)."""
-    if text is None:
-        return None
-    if mocked is None:
-        raise AwsError("ValidationException", "The context may only be specified together with a mock")
-    context = parse_json(text, "ValidationException", "Invalid context")
-    if not isinstance(context, dict):
-        raise AwsError("ValidationException", "Invalid context: 'the context must be a JSON object'")
-    return context
-
-
-# TestState's refusals in AWS's words where AWS's are known: the answers AWS gave TestState as LocalStack recorded
-# them (tests/aws/services/stepfunctions/v2/test_state/*.snapshot.json in localstack/localstack, AWS-validated).
-_NEEDS_MOCK = ("TestState API does not support Map or Parallel states. Supported state types include: [Task, Wait, "
-               "Pass, Succeed, Fail, Choice]")
-
-
-def _check_mocked_state(state: State, mocked: AttemptSucceeded | AttemptFailed | None, result: Any) -> None:
-    """What the state and its mock must be, each refusal in AWS's words. Without a mock statewright runs an inline
-    Map's or a Parallel's children itself (AWS refuses them too, with _NEEDS_MOCK), but no distributed Map's. A
-    mock only stands for a Task's call or a Parallel's or Map's children; a Map's mocked result is its result
-    array, or with a ResultWriter the writer's summary object. ``result``: a mocked result's value."""
-    if mocked is None:
-        if holds_distributed_map(state):
-            raise AwsError("InvalidDefinition", _NEEDS_MOCK)
-        return
-    if not isinstance(state, TaskState | ParallelState | MapState):
-        raise AwsError("ValidationException", f"State type '{state.type}' is not supported when a mock is specified")
-    if isinstance(state, MapState) and isinstance(mocked, AttemptSucceeded):
-        if state.distributed is not None and state.distributed.writes_results:
-            if not isinstance(result, dict):
-                raise AwsError("ValidationException", "Mocked result must be a JSON object.")
-        elif not isinstance(result, list):
-            raise AwsError("ValidationException", "Mocked result must be an array.")
-
-
-def _check_state_configuration(configuration: dict[str, Any], state: State,
-                               mocked: AttemptSucceeded | AttemptFailed | None, result: Any) -> None:
-    """stateConfiguration's members that describe a Parallel's or Map's children: errorCausedByState names the
-    state inside it a mocked error came from; mapIterationFailureCount counts the Map's failed iterations, which
-    only a distributed Map's tolerated failures weigh (at most as many as the mocked result has items: AWS refuses
-    more, as LocalStack's AWS-validated test test_map_iteration_failure_count_exceeds_mock_result_items records);
-    mapItemReaderData is what its ItemReader read, which a Map with an ItemReader needs (statewright reads no S3
-    object for it). AWS's words for these refusals are not known: these are ours."""
-    caused_by = configuration.get("errorCausedByState")
-    if caused_by is not None:
-        if not isinstance(mocked, AttemptFailed) or not isinstance(state, ParallelState | MapState):
-            raise AwsError("ValidationException", "errorCausedByState takes a mocked errorOutput of a Parallel or "
-                           "Map state")
-        machines = state.branches if isinstance(state, ParallelState) else [state.processor]
-        if not any(caused_by in _state_names(machine) for machine in machines):
-            raise AwsError("ValidationException", f"errorCausedByState names '{caused_by}', which is not a state "
-                           f"inside '{state.name}'")
-    failures, read = configuration.get("mapIterationFailureCount"), configuration.get("mapItemReaderData")
-    for member, value in (("mapIterationFailureCount", failures), ("mapItemReaderData", read)):
-        if value is not None and not isinstance(state, MapState):
-            raise AwsError("ValidationException", f"{member} applies to a Map state; '{state.name}' is a "
-                           f"{state.type} state")
-    if failures is not None and mocked is None:
-        raise AwsError("ValidationException", "mapIterationFailureCount takes a mock of the Map state's result or "
-                       "error")
-    if failures is not None and isinstance(result, list) and failures > len(result):
-        raise AwsError("ValidationException", f"mapIterationFailureCount is {failures}, more than the {len(result)} "
-                       "items of the mocked result")
-    reader = state.distributed.reader if isinstance(state, MapState) and state.distributed is not None else None
-    if read is not None and reader is None:
-        raise AwsError("ValidationException", f"mapItemReaderData is the data a Distributed Map's ItemReader read; "
-                       f"the Map state '{state.name}' has no ItemReader")
-    if read is None and reader is not None:
-        raise AwsError("ValidationException", f"The Map state '{state.name}' reads its items with an ItemReader: "
-                       "give the data it reads as stateConfiguration.mapItemReaderData")
-
-
-def _state_names(machine: Any) -> set[str]:
-    """Every state name in a States collection, nested ones included."""
-    names = set(machine.states)
-    for inner in machine.states.values():
-        for nested in (getattr(inner, "branches", None) or []) + [getattr(inner, "processor", None)]:
-            if nested is not None:
-                names |= _state_names(nested)
-    return names
-
-
-def _check_mock_fields(task: dict[str, Any], mocked: AttemptSucceeded | AttemptFailed, mode: str) -> None:
-    """fieldValidationMode: STRICT (every required field present, every present one of the API's output) or
-    PRESENT (every present one) against the output the Task's API returns; NONE checks nothing."""
-    if mode == "NONE" or not isinstance(mocked, AttemptSucceeded):
-        return
-    problems = calls.mock_problems(task, orjson.loads(mocked.output), strict=mode == "STRICT")
-    if problems:
-        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-        raise AwsError("ValidationException", f"The mock result does not match the output of "
-                       f"{task['resource']} (fieldValidationMode {mode}): {shown}")
-
-
-def _start_test(service: Service, params: dict, text: str, variables: dict[str, Any],
-                mocked: AttemptSucceeded | AttemptFailed | None, context: dict[str, Any] | None, execution_arn: str,
-                machine_arn: str, now_ms: int) -> OneStateRun:
-    """On an evaluation thread: the definition parsed, the request checked against the state it tests (before
-    anything of it runs), and the state run."""
-    services = service.engine.services
-    definition, name = definition_under_test(params["definition"], params.get("stateName"), mocked is not None,
-                                             services)
-    state = definition.states[name]
-    configuration = params.get("stateConfiguration") or {}
-    result = orjson.loads(mocked.output) if isinstance(mocked, AttemptSucceeded) else None
-    _check_mocked_state(state, mocked, result)
-    _check_state_configuration(configuration, state, mocked, result)
-    return start_test(definition, name, text, variables, execution_arn, machine_arn, params.get("roleArn", ""),
-                      now_ms, services, mocked, configuration.get("retrierRetryCount", 0), context,
-                      configuration.get("mapIterationFailureCount", 0), configuration.get("mapItemReaderData"))
-
-
-@handler("TestState")
-async def test_state(service: Service, params: dict, scope: Scope) -> dict:
-    text = params.get("input", "{}")
-    _check_input(text)
-    variables = parse_json(params["variables"], "InvalidExecutionInput", "Invalid variables") if params.get(
-        "variables") else {}
-    if not isinstance(variables, dict):
-        raise AwsError("InvalidExecutionInput", "Invalid variables: 'variables must be a JSON object'")
-    mocked = _test_mock(params.get("mock"))
-    context = _test_context(params.get("context"), mocked)
-    if mocked is not None and params.get("revealSecrets"):
-        raise AwsError("ValidationException", "TestState does not support RevealSecrets when a mock is specified.")
-    machine_arn = scope.state_machine_arn("TestStateMachine")
-    execution_arn = machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4())
-    # Every evaluation off the event loop (evaluating a state can take up to its budget, and every other request
-    # waits on the loop) and off the store's threads, on the engine's evaluation budget.
-    try:
-        run = await service.evaluation_call(_start_test, service, params, text, variables, mocked, context,
-                                            execution_arn, machine_arn, service.clock())
-    except InvalidDefinition as exc:
-        raise AwsError("InvalidDefinition", str(exc)) from None
-    task = run.pending_task
-    if mocked is not None and task is not None:  # a Parallel's or Map's mock stood for its children already
-        _check_mock_fields(task, mocked, params["mock"].get("fieldValidationMode", "STRICT"))
-        await service.evaluation_call(run.complete, mocked)
-    elif task is not None:
-        if task["kind"] in ("activity", "states") or task["pattern"] != "":
-            raise AwsError("ValidationException", "TestState calls a Task's resource only with the request-response "
-                           "pattern; activities, nested executions, .sync and .waitForTaskToken need a mock or a "
-                           "real execution")
-        if task["kind"] == "http":  # at TRACE, with the HTTP request and response it made
-            trace = run.trace if params.get("inspectionLevel") == "TRACE" else None
-            outcome = await invoke(task["input"], service.connections, timeout_s=task["call_s"], trace=trace,
-                                   reveal_secrets=bool(params.get("revealSecrets")))
-        else:
-            outcome = await service.aws.perform(task)
-        await service.evaluation_call(run.complete, outcome)
-    outcome = await service.evaluation_call(outcome_of, run, text)
-    result: dict[str, Any] = {"status": outcome.status}
-    for key, value in (("output", outcome.output), ("error", outcome.error), ("cause", outcome.cause),
-                       ("nextState", outcome.next_state)):
-        if value is not None:
-            result[key] = value
-    if params.get("inspectionLevel", "INFO") != "INFO":
-        result["inspectionData"] = outcome.inspection
-    return result

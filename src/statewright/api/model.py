@@ -104,11 +104,15 @@ def _check(shapes: dict, shape: dict, value: Any, where: str, problems: list[str
 
 def _string_problems(shape: dict, value: str, where: str) -> list[str]:
     """A string's broken constraints: length, pattern, enum. AWS quotes the value, except a sensitive one (a
-    payload), whose size it measures in bytes."""
+    payload, TestState's stateName), whose size it measures in bytes; that it words a sensitive value's minimum
+    length as others' without the value is inferred."""
     if shape.get("sensitive") and "max" in shape:
         if len(value.encode()) > shape["max"]:
             return [f"Value at '{where}' failed to satisfy constraint: Member must have size less than or equal to "
                     f"{shape['max']} bytes in UTF-8 encoding"]
+        if len(value) < shape.get("min", 0):
+            return [f"Value at '{where}' failed to satisfy constraint: Member must have length greater than or "
+                    f"equal to {shape['min']}"]
         return []
     quoted = f"Value '{value}' at '{where}' failed to satisfy constraint: Member must"
     found = []

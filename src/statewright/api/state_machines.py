@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import replace
 
@@ -16,7 +15,6 @@ from .service import EXPRESS, STANDARD, STATE_MACHINE, Service, handler, seconds
 from .tags import tag_map
 from .versions import check_description, check_room, publish
 
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 # What UpdateStateMachine may change; a change to any of them is a new revision.
 _CHANGEABLE = ("definition", "roleArn", "loggingConfiguration", "tracingConfiguration", "encryptionConfiguration")
 
@@ -27,14 +25,6 @@ def _check_definition(service: Service, text: str, kind: str) -> None:
                          resource_check=service.engine.services.resource_check)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
-
-
-def _check_role(role_arn: str) -> None:
-    """An IAM role ARN: statewright does not assume it, but AWS refuses anything that is not one."""
-    if not role_arn.startswith("arn:"):
-        raise invalid_arn(f"Invalid ARN prefix: {role_arn}")
-    if not _ROLE_ARN.match(role_arn):
-        raise invalid_arn(f"Resource type not valid in this context: {role_arn}")
 
 
 async def _logging_of(service: Service, given: dict | None) -> dict:
@@ -58,7 +48,7 @@ async def create_state_machine(service: Service, params: dict, scope: Scope) -> 
     name = params["name"]
     arns.check_name(name)
     kind = params.get("type", STANDARD)  # the service model allows only STANDARD and EXPRESS; fixed for good
-    _check_role(params["roleArn"])
+    arns.check_role(params["roleArn"])
     _check_definition(service, params["definition"], kind)
     check_description(params)
     logging_configuration = await _logging_of(service, params.get("loggingConfiguration"))
@@ -112,7 +102,7 @@ async def update_state_machine(service: Service, params: dict, scope: Scope) -> 
     if "definition" in changes:
         _check_definition(service, changes["definition"], record.type)
     if "roleArn" in changes:
-        _check_role(changes["roleArn"])
+        arns.check_role(changes["roleArn"])
     updated = replace(
         record, definition=changes.get("definition", record.definition),
         role_arn=changes.get("roleArn", record.role_arn), updated_ms=max(service.clock(), record.created_ms + 1),

@@ -19,9 +19,14 @@ TASK_FAILED = "States.TaskFailed"
 _TERMINAL = frozenset({RUNTIME, DATA_LIMIT_EXCEEDED})
 
 
-def matches(error_equals: list[str], error: str, alias: str | None = None) -> bool:
+def matches(error_equals: list[str], error: str | None, alias: str | None = None) -> bool:
     """Whether an ErrorEquals list names the error: exactly (or by its ``alias``), by States.ALL, or by
-    States.TaskFailed (every error but the terminal ones and States.Timeout)."""
+    States.TaskFailed (every error but the terminal ones and States.Timeout). A failure without an error name (a
+    SendTaskFailure without one) is matched by States.ALL alone: AWS catches it so, with a null Error
+    (LocalStack's AWS-validated test_sqs_failure_in_wait_for_task_tok_no_error_field); that a States.ALL Retry
+    takes it too, and States.TaskFailed does not, is inferred."""
+    if error is None:
+        return ALL in error_equals
     if error in error_equals or (alias is not None and alias in error_equals):
         return True
     if error in _TERMINAL:
@@ -59,6 +64,7 @@ class Catcher:
     output: Any = None  # JSONata only: the state's output when this catcher routes (default: the error output)
 
 
-def error_output(error: str, cause: str | None) -> dict[str, str]:
-    """The object a Catch places at its ResultPath."""
-    return {"Error": error, "Cause": cause} if cause is not None else {"Error": error}
+def error_output(error: str | None, cause: str | None) -> dict[str, str | None]:
+    """The object a Catch places at its ResultPath: a failure without an error name has a null Error and Cause
+    (as AWS records it: see ``matches``)."""
+    return {"Error": error, "Cause": cause} if cause is not None or error is None else {"Error": error}

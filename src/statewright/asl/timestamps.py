@@ -36,3 +36,13 @@ def format_ms(epoch_ms: int) -> str:
     """The ISO form AWS uses in the context object, e.g. 2024-05-01T12:00:00.123Z."""
     moment = datetime.fromtimestamp(epoch_ms // 1000, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
+def is_iso8601(text: str) -> bool:
+    """An ISO 8601 date, or date and time with or without an offset: looser than RFC 3339, as AWS reads the
+    timestamps of its API models and of a given context object (a value without an offset included)."""
+    try:
+        datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
+    except ValueError:
+        return False
+    return True

@@ -176,11 +176,18 @@ def complete_attempt(execution: ExecutionState, definition: Definition, schedule
         step.guarded(tasks.submit, step, flow_id, result.output, result.job)
     elif isinstance(result, AttemptPolled):
         tasks.polled(step, flow_id, result.poll)
-    elif isinstance(result, AttemptSucceeded):
-        step.guarded(lambda: flows.resume(step, flow_id, tasks.succeeded(step, flow_id, result.output)))
     else:
-        step.guarded(lambda: flows.resume(step, flow_id, tasks.failed(step, flow_id, result.error, result.cause)))
+        step.guarded(_answered, step, flow_id, result)
     return step.decision
+
+
+def _answered(step: Step, flow_id: str, result: AttemptSucceeded | AttemptFailed) -> None:
+    """The attempt's result (after the submission a mocked answer stands for, if any), and what follows it."""
+    tasks.submit_mocked(step, flow_id)
+    if isinstance(result, AttemptSucceeded):
+        flows.resume(step, flow_id, tasks.succeeded(step, flow_id, result.output))
+    else:
+        flows.resume(step, flow_id, tasks.failed(step, flow_id, result.error, result.cause))
 
 
 def ack_dispatch(execution: ExecutionState, dispatch_id: str) -> Decision:
@@ -222,11 +229,13 @@ def fail_unstorable(decision: Decision, now_ms: int, reason: str, services: Serv
 
 
 class OneStateRun:
-    """TestState: one state of the top-level machine run once, without waiting and without going on.
+    """TestState: one state run once, without waiting and without going on (a state inside a Parallel or Map runs in
+    its branch's or iterator's States, alone).
 
     ``outcome`` is Next, End, Fail, or Wait: a retry, or a Task attempt waiting for its result (then
     ``pending_task`` is its dispatch payload, and ``complete`` applies the integration's result). ``trace`` holds
-    the data-flow steps; ``variables`` the variables afterwards.
+    the data-flow steps; ``variables`` the variables afterwards; ``iterations`` a Map's iterations (its child
+    executions: batches, when it batches), once its input processing ran.
     """
 
     def __init__(self, execution: ExecutionState, definition: Definition, state_name: str, data: Any,
@@ -234,31 +243,40 @@ class OneStateRun:
                  retries_used: int = 0, mock: AttemptSucceeded | AttemptFailed | None = None,
                  context: dict[str, Any] | None = None, failures: int = 0, read: str | None = None) -> None:
         """``retries_used``: retries already spent on the state's retrier that takes the error (TestState's
-        stateConfiguration.retrierRetryCount), so a test can see what the next error does after them. ``mock``:
-        a Parallel's or Map's result or error, standing for its branches or iterations (a Task's mock goes to
-        ``complete``). ``context``: fields of the context object ($$) the caller gives. A distributed Map's
-        ``failures``: its iterations that failed (mapIterationFailureCount), and ``read``: the data its ItemReader
-        read (mapItemReaderData)."""
+        stateConfiguration.retrierRetryCount), so a test can see what the next error does after them; they are
+        the attempt's $$.State.RetryCount too. ``mock``: a Parallel's or Map's result or error, standing for its
+        branches or iterations (which are never run here: the API requires the mock), or None for another state
+        (a Task's mock goes to ``complete``). ``context``: the context object ($$) the caller gives, instead of
+        the one the run makes. A distributed Map's ``failures``: its iterations that failed
+        (mapIterationFailureCount), and ``read``: the data its ItemReader read (mapItemReaderData)."""
         step = Step(Decision(execution.copy()), definition, now_ms, services)
         step.trace = {}
         step.context_given = context
-        flow = Flow(0, None, 0, state=state_name, data=data, entered_ms=now_ms, variables=dict(variables))
-        state = definition.states[state_name]
+        machine = next(found for found in definition.machines if state_name in found.states)
+        flow = Flow(machine.index, None, 0, state=state_name, data=data, entered_ms=now_ms,
+                    variables=dict(variables))
+        state = machine.states[state_name]
         if retries_used:
             flow.retries = {str(index): retries_used for index in range(len(getattr(state, "retry", ())))}
+            flow.attempts = retries_used  # the attempt about to run is the one after them
         step.flows[ROOT] = flow
-        flow.entered_id = step.emit(f"{definition.states[state_name].type}StateEntered", None, None)
+        flow.entered_id = step.emit(f"{state.type}StateEntered", None, None)
         flow.entered_prev = step.decision.events[-1]["previousEventId"]
         self._step, self._flow = step, flow
-        if mock is not None and isinstance(state, ParallelState | MapState):
+        self.iterations: int | None = None
+        if isinstance(state, ParallelState | MapState):
+            assert mock is not None, "TestState runs a Parallel or Map only with a mock for its children"
             self.outcome: Outcome = self._guarded(lambda: self._mocked_fan_out(state, data, mock, failures, read))
         else:
             self.outcome = self._guarded(lambda: flows.attempt(step, ROOT, state, data))
 
     def _mocked_fan_out(self, state: ParallelState | MapState, data: Any, mock: AttemptSucceeded | AttemptFailed,
                         failures: int, read: str | None) -> Outcome:
-        """The state's input processing as it runs, then the mock for what its children would have given (unless
-        more of a distributed Map's iterations failed than it tolerates)."""
+        """The state's input processing as it runs, then the mock for what its children would have given: a
+        mocked result unless more of a distributed Map's iterations failed than it tolerates, a mocked error as
+        it is (the error its children ended the Map with: AWS answers a mocked errorOutput with that error
+        whatever mapIterationFailureCount says, LocalStack's AWS-validated test_state_configuration snapshots;
+        that it does so also past a declared threshold is inferred)."""
         step = self._step
         tolerance = None
         try:
@@ -268,14 +286,17 @@ class OneStateRun:
                 fan_out.enter(step, ROOT, state, data, step.scope(ROOT, state.name))
         except StatesError as failure:
             return retry_catch.failed_in_state(step, ROOT, state, failure)
-        if tolerance is not None and tolerance.exceeded(failures, len(self._flow.fan.inputs)):
+        fan = self._flow.fan
+        if isinstance(state, MapState):
+            self.iterations = len(fan.inputs)
+        if isinstance(mock, AttemptFailed):
+            self._flow.fan = None
+            return fan_out.failed(step, ROOT, mock.error, mock.cause)
+        if tolerance is not None and tolerance.exceeded(failures, len(fan.inputs)):
             self._flow.fan = None
             return fan_out.failed(step, ROOT, distributed_map.THRESHOLD_EXCEEDED, distributed_map.THRESHOLD_CAUSE)
-        if isinstance(mock, AttemptSucceeded):
-            self._flow.fan.results = loads(mock.output)
-            return fan_out.join(step, ROOT, state)
-        self._flow.fan = None
-        return fan_out.failed(step, ROOT, mock.error, mock.cause)
+        fan.results = loads(mock.output)
+        return fan_out.join(step, ROOT, state)
 
     @property
     def trace(self) -> dict[str, Any]:

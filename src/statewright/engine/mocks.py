@@ -10,8 +10,10 @@ An execution runs a test case when it is started on ``<state machine ARN>#<case>
 case do not call their resource: attempt n (0 for the first, counted per state and per branch or iteration, as
 Retry counts; each branch and Map iteration counts its own from 0) gets the response whose key covers n (a number
 or an inclusive range; the keys cover every attempt from 0 on); past the last key, the last response answers
-again. States the case does not name call their real resource. A mocked attempt is recorded as
-the real one would be: scheduled, started, then succeeded with ``Return`` as its result or failed with ``Throw``.
+again. States the case does not name call their real resource; a name that is no Task state of the machine is
+refused when the execution starts (api/executions.py). A mocked attempt is recorded as the real one would be:
+scheduled, started, then (a .sync or .waitForTaskToken task first records the call it stands for as submitted,
+engine/tasks.py ``submit_mocked``) succeeded with ``Return`` as its result or failed with ``Throw``.
 
 Pure data: ``MockConfig.parse`` checks a parsed file and says where it is wrong; the decider asks ``response``.
 """

@@ -53,7 +53,7 @@ def retry(step: Step, flow_id: str, state: State, error: str | None, cause: str 
           alias: str | None = None) -> Wait | None:
     """Schedule the next attempt if a retrier allows one; None when none does."""
     step.note("error", (error, cause))
-    if not isinstance(state, ResultState) or error is None:
+    if not isinstance(state, ResultState):
         return None
     flow = step.flows[flow_id]
     for index, retrier in enumerate(state.retry):
@@ -75,7 +75,7 @@ def retry(step: Step, flow_id: str, state: State, error: str | None, cause: str 
 def catch(step: Step, flow_id: str, state: State, error: str | None, cause: str | None,
           alias: str | None = None) -> Next | Fail:
     """The first catcher matching the error takes the flow to its Next; without one the flow fails."""
-    if not isinstance(state, ResultState) or error is None:
+    if not isinstance(state, ResultState):
         return Fail(error, cause)
     index, catcher = next(((index, catcher) for index, catcher in enumerate(state.catch)
                            if matches(catcher.error_equals, error, alias)), (None, None))

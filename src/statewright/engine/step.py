@@ -117,7 +117,7 @@ class Step:
         # The output text of each fan-out child that succeeded in this step, by (parent flow id, slot): the join
         # writes its result from them (or from FanOut.texts, or from the value).
         self.child_texts: dict[tuple[str, int], str] = {}
-        self.context_given: dict[str, Any] | None = None  # TestState's context: merged over the one computed
+        self.context_given: dict[str, Any] | None = None  # TestState's context: the context object, as given
         self.gathering: set[str] = set()  # flows whose fan-out loop is on the stack
         self.failures: dict[str, tuple[str | None, str | None]] = {}  # their children's failures, to report
         # Flows a failure stopped, as it found them, until a Retry or Catch takes the failure (they are forgotten)
@@ -304,9 +304,9 @@ class Step:
 
     def done_enough(self) -> bool:
         """Whether this step has done its share (states entered, evaluation spent, or the budget ran out once):
-        a flow about to enter another state waits for a later tick instead. Never in TestState."""
+        a flow about to enter another state waits for a later tick instead (TestState enters none)."""
         services = self.services or _DEFAULT_SERVICES
-        return self.trace is None and (self.entered >= services.apply_states_max or self.heavy())
+        return self.entered >= services.apply_states_max or self.heavy()
 
     # -- what a state sees
 
@@ -366,16 +366,23 @@ class Step:
         return Scope(lambda: self.context_for(own, state_name, map_item), ChainMap(*layers))
 
     def context_for(self, flow: Flow, state_name: str, map_item: tuple[int, Any] | None) -> dict[str, Any]:
+        if self.context_given is not None:
+            return self.given_context(map_item)
         context = context_object(self.execution, state_name, flow.entered_ms, map_item)
         state = self.definition.machines[flow.machine].states.get(state_name) if self.definition else None
         if isinstance(state, TaskState):
             context["State"]["RetryCount"] = max(flow.attempts - 1, 0)
             if state.pattern == "waitForTaskToken" and flow.task is not None:
                 context["Task"] = {"Token": self.token(flow.task.scheduled_id, flow.attempts)}
-        for key, value in (self.context_given or {}).items():  # a section given replaces fields of its own
-            context[key] = {**context[key], **value} if isinstance(value, dict) and isinstance(
-                context.get(key), dict) else value
         return context
+
+    def given_context(self, map_item: tuple[int, Any] | None) -> dict[str, Any]:
+        """TestState's context, which is the whole context object: AWS shows $$ as given, {} for {} (LocalStack's
+        AWS-validated test_state_context_object snapshots). A Map's ItemSelector also reads the item it selects
+        for (AWS refuses a given Map field), which is added to it: inferred."""
+        if map_item is None:
+            return self.context_given
+        return {**self.context_given, "Map": {"Item": {"Index": map_item[0], "Value": map_item[1]}}}
 
     def token(self, scheduled_id: int, attempt: int) -> str:
         if self.services is None:

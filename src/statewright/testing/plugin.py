@@ -33,6 +33,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def statewright_server(request: pytest.FixtureRequest,
                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[StatewrightServer]:
+    """The session's statewright server on the virtual clock, in a temporary data directory (ini settings:
+    statewright_serve_args, statewright_mock_config); .endpoint, .client(), .kill(), .start()."""
     extra = tuple(shlex.split(request.config.getini("statewright_serve_args")))
     mock_config = request.config.getini("statewright_mock_config")
     if mock_config:
@@ -45,9 +47,12 @@ def statewright_server(request: pytest.FixtureRequest,
 
 @pytest.fixture
 def statewright_sfn(statewright_server: StatewrightServer) -> Any:
+    """A boto3 Step Functions client pointed at the session's server (no retries, no host prefix)."""
     return statewright_server.client()
 
 
 @pytest.fixture
 def statewright_clock(statewright_server: StatewrightServer) -> StatewrightServer:
+    """The session server's virtual clock: advance("1d") fires every timer the span passes; now() in epoch
+    seconds. It only goes forward, for the whole session."""
     return statewright_server  # advance() and now() are the server's

@@ -161,26 +161,6 @@ def resource_problems(integration: str, action: str, pattern: str,
             for name in sorted(names or ()) if name not in members]
 
 
-def mock_problems(payload: dict[str, Any], result: Any, strict: bool) -> list[str]:
-    """Where a mocked result (TestState's mock with fieldValidationMode STRICT or PRESENT) does not fit the output
-    of the API the Task's dispatch ``payload`` calls; nothing to check for a resource with no API model."""
-    kind, action = payload["kind"], payload["action"]
-    if kind.startswith("aws-sdk:"):
-        service = catalogue.service(kind[len("aws-sdk:"):])
-        operation = service.operation(action) if service else None
-        extra: frozenset[str] = frozenset()
-    elif (kind, action) in OPTIMIZED:
-        spec = OPTIMIZED[(kind, action)]
-        operation = catalogue.by_botocore_name(spec.service).model.operation_model(spec.operation)
-        extra = frozenset({"SdkHttpMetadata", "SdkResponseMetadata"})
-    else:
-        return []
-    if operation is None:
-        return []
-    return shapes.result_problems(operation.output_shape, result, strict=strict,
-                                  payload=payload_member(operation.output_shape), extra=extra)
-
-
 def _optimized_call(spec: Optimized, parameters: Any, timeout_s: float, payload: dict[str, Any],
                     legacy_lambda: bool = False) -> Call:
     if not isinstance(parameters, dict):

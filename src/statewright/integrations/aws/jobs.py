@@ -46,6 +46,9 @@ class Job:
     progress: Callable[[dict], tuple[str, Any]]  # describe's output -> (RUNNING | SUCCEEDED | FAILED, the result)
     stop: str
     stop_params: Callable[[dict], dict]
+    # Where the result ``progress`` takes is modelled: an operation whose output holds it, and the path to it in
+    # that output (botocore member names; 0 for a list's items). CodeBuild's {"Build": ...} is StartBuild's.
+    result_of: tuple[str, tuple[str | int, ...]]
 
 
 def _first(items: Any) -> dict | None:
@@ -101,25 +104,29 @@ JOBS: dict[tuple[str, str], Job] = {
     ("batch", "submitJob"): Job(
         "batch", lambda given, out: {"JobId": out["JobId"]} if "JobId" in out else None,
         "DescribeJobs", lambda job: {"jobs": [job["JobId"]]}, _batch,
-        "TerminateJob", lambda job: {"jobId": job["JobId"], "reason": "The Step Functions task was stopped"}),
+        "TerminateJob", lambda job: {"jobId": job["JobId"], "reason": "The Step Functions task was stopped"},
+        ("DescribeJobs", ("jobs", 0))),
     ("ecs", "runTask"): Job(
         "ecs", _ecs_handle, "DescribeTasks", lambda job: {"cluster": job["Cluster"], "tasks": [job["Task"]]}, _ecs,
         "StopTask", lambda job: {"cluster": job["Cluster"], "task": job["Task"],
-                                 "reason": "The Step Functions task was stopped"}),
+                                 "reason": "The Step Functions task was stopped"},
+        ("DescribeTasks", ("tasks", 0))),
     ("glue", "startJobRun"): Job(
         "glue", lambda given, out: {"JobName": given.get("JobName"), "RunId": out["JobRunId"]}
         if "JobRunId" in out else None,
         "GetJobRun", lambda job: {"JobName": job["JobName"], "RunId": job["RunId"]}, _glue,
-        "BatchStopJobRun", lambda job: {"JobName": job["JobName"], "JobRunIds": [job["RunId"]]}),
+        "BatchStopJobRun", lambda job: {"JobName": job["JobName"], "JobRunIds": [job["RunId"]]},
+        ("GetJobRun", ("JobRun",))),
     ("athena", "startQueryExecution"): Job(
         "athena", lambda given, out: {"QueryExecutionId": out["QueryExecutionId"]}
         if "QueryExecutionId" in out else None,
         "GetQueryExecution", lambda job: {"QueryExecutionId": job["QueryExecutionId"]}, _athena,
-        "StopQueryExecution", lambda job: {"QueryExecutionId": job["QueryExecutionId"]}),
+        "StopQueryExecution", lambda job: {"QueryExecutionId": job["QueryExecutionId"]},
+        ("GetQueryExecution", ())),
     ("codebuild", "startBuild"): Job(
         "codebuild", lambda given, out: {"Id": out["Build"]["Id"]} if "Id" in out.get("Build", {}) else None,
         "BatchGetBuilds", lambda job: {"ids": [job["Id"]]}, _codebuild,
-        "StopBuild", lambda job: {"id": job["Id"]}),
+        "StopBuild", lambda job: {"id": job["Id"]}, ("StartBuild", ())),
 }
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from botocore.model import Shape
 
 from ...asl.jsonio import dumps
+from ...asl.timestamps import is_iso8601
 
 
 class ParameterError(ValueError):
@@ -118,60 +119,92 @@ def _out(shape: Shape, value: Any, is_payload: bool = False) -> Any:
     return value
 
 
-def result_problems(shape: Shape | None, value: Any, *, strict: bool, payload: str | None = None,
-                    extra: frozenset[str] = frozenset()) -> list[str]:
-    """Where a Task result given for an operation whose output is ``shape`` (a TestState mock) does not fit it, as
-    Step Functions spells the output: every present field must be a member of its type, and with ``strict`` every
-    required member must be present. ``payload``: a member that holds any JSON (a Lambda payload); ``extra``:
-    top-level fields the integration adds (SdkHttpMetadata)."""
-    if shape is None:
-        return []
-    return _fit(shape, value, "", strict, payload, extra)
+def result_problem(shape: Shape, value: Any, *, strict: bool, any_json: frozenset[str] = frozenset()) -> str | None:
+    """The first place a Task result given for ``shape`` (a TestState mock) does not fit it, in AWS's words
+    ("Mock result schema validation error: ..."), or None. As AWS checks (LocalStack's AWS-validated
+    test_field_validation_mode snapshots): fields are read as Step Functions spells them, a field the model does
+    not have is not checked (AWS lets it pass), each present one must have its member's JSON type, enum value and
+    range, and with ``strict`` every required member must be present. A timestamp is an ISO 8601 string, with or
+    without an offset (AWS refuses a number, and takes Python's isoformat() without one: LocalStack's AWS-validated
+    test_sfn_start_execution_success; that it refuses a string that is no timestamp is inferred). ``any_json``:
+    top-level members that hold any JSON value (a Lambda Payload, a nested execution's Input and Output with
+    .sync:2)."""
+    if not isinstance(value, dict):  # an output, or a job's description: a structure (words ours)
+        return _problem("The mock result must be a JSON object")
+    return _fit_members(shape, _spelled(shape, any_json), value, strict)
 
 
-_SCALARS: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "long": (int,), "float": (int, float),
-                                         "double": (int, float), "boolean": (bool,), "timestamp": (str, int, float),
-                                         "blob": (str,)}
+def _spelled(shape: Shape, skipped: frozenset[str] = frozenset()) -> dict[str, Shape]:
+    """A structure's members' shapes by the names Step Functions spells them, but ``skipped``."""
+    return {name: shape.members[api] for name, api in member_names(shape).items() if name not in skipped}
 
 
-def _fit(shape: Shape, value: Any, where: str, strict: bool, payload: str | None = None,
-         extra: frozenset[str] = frozenset()) -> list[str]:
+def _problem(text: str) -> str:
+    return f"Mock result schema validation error: {text}"
+
+
+def _fit_members(shape: Shape, members: dict[str, Shape], value: dict[str, Any], strict: bool) -> str | None:
+    if strict:
+        for name in shape.required_members:
+            if _pascal(name) not in value:
+                return _problem(f"Required field '{_pascal(name)}' is missing")
+    for key, item in value.items():
+        problem = None if key not in members else _fit(members[key], item, key, strict)
+        if problem is not None:
+            return problem
+    return None
+
+
+_JSON_TYPES = {"string": "a string", "blob": "a string", "timestamp": "a string", "boolean": "a boolean",
+               "integer": "a number", "long": "a number", "float": "a number", "double": "a number",
+               "list": "an array", "map": "an object", "structure": "an object"}
+
+
+def _fit(shape: Shape, value: Any, name: str, strict: bool) -> str | None:
+    """``value`` of the field ``name`` (a list's items and a map's values are named as their field) against its
+    member's shape; a JSON null is the field left out."""
     kind = shape.type_name
-    here = where or "the result"
+    if value is None or kind not in _JSON_TYPES:
+        return None  # a document (any JSON), or a null
+    if not _is(kind, value):
+        return _problem(f"Field '{name}' must be {_JSON_TYPES[kind]}")
     if kind == "structure":
-        if not isinstance(value, dict):
-            return [f"{here} must be an object"]
-        members = member_names(shape)
-        problems = []
-        for key, item in value.items():
-            if key in extra or (members.get(key) == payload and payload is not None):
-                continue
-            if key not in members:
-                problems.append(f"{where + '.' if where else ''}{key} is not a field of the API's output")
-            else:
-                problems += _fit(shape.members[members[key]], item, f"{where + '.' if where else ''}{key}", strict)
-        if strict:
-            problems += [f"{where + '.' if where else ''}{_pascal(name)} is required" for name in shape.required_members
-                         if _pascal(name) not in value]
-        return problems
-    if kind == "list":
-        if not isinstance(value, list):
-            return [f"{here} must be an array"]
-        return [problem for index, item in enumerate(value) for problem in _fit(shape.member, item,
-                                                                                 f"{where}[{index}]", strict)]
-    if kind == "map":
-        if not isinstance(value, dict):
-            return [f"{here} must be an object"]
-        return [problem for key, item in value.items() for problem in _fit(shape.value, item, f"{where}.{key}",
-                                                                            strict)]
-    expected = _SCALARS.get(kind)
-    if expected is None or value is None:
-        return []
-    if not isinstance(value, expected) or (kind != "boolean" and isinstance(value, bool)):
-        return [f"{here} must be of type {kind}"]
-    if kind == "string" and shape.enum and value not in shape.enum:
-        return [f"{here} must be one of {', '.join(shape.enum)}"]
-    return []
+        return _fit_members(shape, _spelled(shape), value, strict)
+    if kind in ("list", "map"):
+        items, inner = (value, shape.member) if kind == "list" else (value.values(), shape.value)
+        return next((found for item in items if (found := _fit(inner, item, name, strict)) is not None), None)
+    return _scalar_problem(shape, value, name)
+
+
+def _is(kind: str, value: Any) -> bool:
+    if kind in ("integer", "long", "float", "double"):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, {"string": str, "blob": str, "timestamp": str, "boolean": bool, "list": list,
+                              "map": dict, "structure": dict}[kind])
+
+
+def _scalar_problem(shape: Shape, value: Any, name: str) -> str | None:
+    """A value of the right JSON type outside its member's enum or range (the words AWS uses for each; those for a
+    fraction given for an integer, a string over its maximum length and a timestamp that does not parse are
+    ours)."""
+    kind, limits = shape.type_name, shape.metadata
+    if kind in ("integer", "long") and isinstance(value, float):
+        return _problem(f"Field '{name}' must be an integer")
+    if kind == "timestamp" and not is_iso8601(value):
+        return _problem(f"Field '{name}' must be an ISO 8601 timestamp")
+    if kind == "string" and getattr(shape, "enum", None) and value not in shape.enum:
+        return _problem(f"Field '{name}' is not an expected value")
+    if isinstance(value, str):
+        if len(value) < limits.get("min", 0):
+            return _problem(f"Field '{name}' is smaller than the minimum length")
+        if len(value) > limits.get("max", len(value)):
+            return _problem(f"Field '{name}' is larger than the maximum length")
+    elif isinstance(value, int | float):
+        if value < limits.get("min", value):
+            return _problem(f"Field '{name}' is less than the minimum value")
+        if value > limits.get("max", value):
+            return _problem(f"Field '{name}' exceeds the maximum value")
+    return None
 
 
 def timestamp(value: datetime.datetime) -> str:
