@@ -354,7 +354,11 @@ class Workload:
                         continue  # not started yet
                     raise
                 token = json.loads(given["input"])["token"]
-                self.cluster.any_node("send_task_success", taskToken=token, output=json.dumps({"ok": n}))
+                try:
+                    self.cluster.any_node("send_task_success", taskToken=token, output=json.dumps({"ok": n}))
+                except ClientError as exc:  # a try that timed out landed, and the next found the task answered:
+                    if exc.response["Error"]["Code"] != "TaskTimedOut":  # check() reads the holder's output
+                        raise
                 with self._lock:
                     self.callbacks.remove((holder_arn, n))
             time.sleep(0.1)

@@ -109,8 +109,13 @@ def test_the_lane_decides_as_the_engine_thread_does(store):
     assert laned_state["status"] == inline_state["status"] == "SUCCEEDED"
     assert json.loads(laned_state["output"]) == {"sum": 45150, "rounds": 5}
     assert laned_state["output"] == inline_state["output"]
-    inline_history = json.dumps(history(store, execution_arn("inline")))
-    assert json.dumps(history(store, execution_arn("laned"))) == inline_history.replace(":inline", ":laned")
+    inline_events, laned_events = history(store, execution_arn("inline")), history(store, execution_arn("laned"))
+    # The same events; a laned step's time moves on by the while it waited in the lane (the process starting).
+    pairs = zip(inline_events, laned_events, strict=True)
+    assert all(laned["timestamp"] >= inline["timestamp"] for inline, laned in pairs)
+    untimed = [json.dumps({**event, "timestamp": None}) for event in inline_events]
+    assert [json.dumps({**event, "timestamp": None}) for event in laned_events] == \
+        [text.replace(":inline", ":laned") for text in untimed]
     assert lane_steps(laned, "applied") == lane_steps(laned, "sent") >= 4  # every continuation after the start
     assert lane_steps(laned, "stale") == lane_steps(laned, "failed") == 0
 
@@ -213,3 +218,39 @@ def test_a_runaway_runs_in_the_lane_beside_others_and_dies_with_the_server(tmp_p
     while any(alive(pid) for pid in lanes):  # a SIGKILLed server leaves no process behind
         assert time.monotonic() < deadline, f"processes {lanes} outlived the server"
         time.sleep(0.2)
+
+
+PARALLEL_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:branches"
+HEAVY_PASS = {"Type": "Pass", "QueryLanguage": "JSONata",
+              "Output": {"sum": "{% $reduce([1..300], function($a, $b) { $a + $b }) %}"}}
+
+
+def test_heavy_branches_take_turns_in_the_lane_instead_of_outdating_each_other(store):
+    branches = [{"StartAt": f"{side}1", "States": {f"{side}1": {**HEAVY_PASS, "Next": f"{side}2"},
+                                                   f"{side}2": {**HEAVY_PASS, "End": True}}} for side in "AB"]
+    store.create_state_machine(StateMachineRecord(
+        PARALLEL_MACHINE, "branches", "STANDARD", json.dumps({"StartAt": "Both", "States": {
+            "Both": {"Type": "Parallel", "Branches": branches, "End": True}}}), "role", "r1", 0, 0, {}, {}))
+    clock = Clock()
+    engine = make_engine(store, clock, heavy_lane=True)
+    try:
+        arn = PARALLEL_MACHINE.replace(":stateMachine:", ":execution:") + ":both"
+        engine.submit(StartExecution(arn, PARALLEL_MACHINE, "both", "r1", "role", "{}"))
+        state = run(engine, clock, arn)
+    finally:
+        engine.stop()
+    assert state["status"] == "SUCCEEDED"
+    assert json.loads(state["output"]) == [{"sum": 45150}, {"sum": 45150}]
+    assert lane_steps(engine, "applied") >= 2 and lane_steps(engine, "stale") == 0
+
+
+def test_stopping_the_engine_stops_the_lane_process(store):
+    clock = Clock()
+    engine = make_engine(store, clock, heavy_lane=True)
+    start(engine, "cut-short")
+    engine.tick(clock.now_ms)
+    clock.now_ms += 300
+    engine.tick(clock.now_ms)  # the continuation goes to the lane, which starts its process
+    process = engine.lane._child._process
+    engine.stop()
+    assert process.wait(timeout=30) is not None  # bounded: it is killed, not left deciding for nobody

@@ -204,7 +204,10 @@ class Engine:
         # Open executions whose last step stopped on its evaluation share: their continuations go to the lane.
         self.heavy: set[str] = set()
         self._in_lane: set[str] = set()  # executions with a continuation in the lane
-        self._decided: list[Decided] = []  # continuations back from the lane (under _wakeup), for the next tick
+        # Their other continuations, held until the lane's answer lands (else that answer would always be stale)
+        self._held: dict[str, list[FireTimer]] = {}
+        self._redo: list[FireTimer] = []  # held continuations released, and stale ones, for the next tick
+        self._decided: deque[Decided] = deque()  # continuations back from the lane (under _wakeup)
 
     def note_activity(self, arn: str, exists: bool) -> None:
         """CreateActivity or DeleteActivity committed: Task states see the change from the next command on."""
@@ -287,6 +290,10 @@ class Engine:
         if gone:
             self.deliver_replies(gone)
         self._drop_transfers({shard})
+        for arns in (self.heavy, self._in_lane):  # a lane's answer that lands for it is dropped
+            arns.difference_update([arn for arn in arns if shard_for(arn, self.shard_count) == shard])
+        for arn in [arn for arn in self._held if shard_for(arn, self.shard_count) == shard]:
+            del self._held[arn]
         self.metrics.shards_owned.set(len(self.range_ids))
 
     def _check_leases(self, now_ms: int) -> None:
@@ -351,7 +358,7 @@ class Engine:
                 if self._stopping:
                     return
                 if not (self._inbox or self._given_back or self._room_again or self._ownership
-                        or self._forwarded or self._decided):
+                        or self._forwarded or self._decided or self._redo):
                     self._wakeup.wait(self.idle_wait_s(self.clock()))
                 if self._stopping:
                     return
@@ -452,12 +459,14 @@ class Engine:
             self._forward_retries = [(at_ms, t) for at_ms, t in self._forward_retries if at_ms > now_ms]
             for transfer in due:
                 self._send_remote(transfer)
+        if self._redo:  # timers popped already: taken whatever the budget, or they would be lost
+            work.extend((command, None) for command in self._redo)
+            self._redo.clear()
         while self._transfers and len(work) < budget:
             work.append((self._transfers.popleft(), None))
         with self._wakeup:
-            if self._decided:  # decided already: taken whatever the budget, as their work is done
-                work.extend((decided, None) for decided in self._decided)
-                self._decided.clear()
+            while self._decided and len(work) < budget:
+                work.append((self._decided.popleft(), None))
             while self._inbox and len(work) < budget:
                 work.append(self._inbox.popleft())
         return work
@@ -491,6 +500,9 @@ class Engine:
 
     def _apply(self, command: Command, batch: _Batch, now_ms: int, reply: Reply = None,
                rerun: bool = False) -> object:
+        if isinstance(command, Decided):  # whatever becomes of it, the lane's hands are free of this execution
+            self._in_lane.discard(command.arn)
+            self._redo.extend(self._held.pop(command.arn, ()))
         shard = shard_for(command.arn, self.shard_count)
         if shard not in self.range_ids:
             return EngineUnavailable(f"this node does not own shard {shard}")
@@ -530,6 +542,9 @@ class Engine:
             else:
                 decision = decider.fire_timer(current, self._definition(current), command.timer_id, now_ms,
                                               self.services)
+            if decision is not None and not decision.heavy and command.timer_id.startswith(CONTINUE_TIMER) \
+                    and not any(timer_id.startswith(CONTINUE_TIMER) for timer_id in decision.state.timers):
+                self.heavy.discard(command.arn)  # its loops went on lightly, or ended
             if decision is not None:
                 due_ms = current.timers.get(command.timer_id, now_ms)
                 self.metrics.timer_fired(due_ms, now_ms)
@@ -582,8 +597,12 @@ class Engine:
     def _to_lane(self, command: FireTimer, current: ExecutionState, batch: _Batch, now_ms: int) -> bool:
         """Send a heavy execution's continuation to the heavy lane (heavy_lane.py); False: decide it here."""
         arn = command.arn
-        if (self.lane is None or arn not in self.heavy or not command.timer_id.startswith(CONTINUE_TIMER)
-                or command.timer_id not in current.timers or arn in batch.staged or arn in self._in_lane):
+        if self.lane is None or arn not in self.heavy or not command.timer_id.startswith(CONTINUE_TIMER):
+            return False
+        if arn in self._in_lane:  # another of its continuations (a branch's, an iteration's) is in the lane
+            self._held.setdefault(arn, []).append(command)
+            return True
+        if command.timer_id not in current.timers or arn in batch.staged:
             return False
         key = (current.state_machine_arn, current.revision_id)
         self._definition(current)  # the revision exists (and is cached) before its text is read for the lane
@@ -600,18 +619,23 @@ class Engine:
 
     def _lane_decision(self, decided: Decided, current: ExecutionState, batch: _Batch,
                        now_ms: int) -> decider.Decision | None:
-        """The lane's decision, if the execution is still at the version it was decided on; otherwise (it moved
-        on meanwhile, or the lane failed) the timer is decided here, on the state as it is."""
-        self._in_lane.discard(decided.arn)
+        """The lane's decision, if the execution is still the one it was decided for (same start, same redrive) at
+        the same version. One it outgrew goes back to the lane, decided on the state as it is now; one the lane
+        failed (its process died) is decided here."""
         result = decided.result
-        current_enough = current.version == decided.version and decided.arn not in batch.staged
+        current_enough = (current.version, current.start_ms, current.redrive_count) == decided.identity \
+            and decided.arn not in batch.staged
         if "lane-ignores-version" in self.planted:  # commits decisions the execution outgrew, for the simulator
             current_enough = True
         if not isinstance(result, BaseException) and current_enough:
             self.metrics.heavy_lane_steps.labels("applied").inc()
             return result
-        self.metrics.heavy_lane_steps.labels("failed" if isinstance(result, BaseException) else "stale").inc()
-        if isinstance(result, BaseException) and "lane-drops-failures" in self.planted:  # its timer never fires
+        if not isinstance(result, BaseException):
+            self.metrics.heavy_lane_steps.labels("stale").inc()
+            self._redo.append(FireTimer(decided.arn, decided.timer_id))
+            return None
+        self.metrics.heavy_lane_steps.labels("failed").inc()
+        if "lane-drops-failures" in self.planted:  # its timer never fires
             return None
         return decider.fire_timer(current, self._definition(current), decided.timer_id, now_ms, self.services)
 
@@ -696,12 +720,10 @@ class Engine:
         if is_express(state.arn):
             self._run_express(batch, decision)
             return
-        if self.lane is not None:  # heavy: it continues after the heavy pause (flows.py), not at once
-            if state.is_open and any(timer_id.startswith(CONTINUE_TIMER) and due_ms > now_ms
-                                     for timer_id, due_ms in decision.timers_added):
-                self.heavy.add(state.arn)
-            else:
-                self.heavy.discard(state.arn)
+        if decision.heavy and self.lane is not None:  # its next continuation goes to the lane
+            self.heavy.add(state.arn)
+        elif not state.is_open:
+            self.heavy.discard(state.arn)
         try:
             blob = state.to_blob()
             for _, payload in decision.dispatches_added:  # written by the store with orjson too
@@ -759,8 +781,9 @@ class Engine:
         for command in batch.express_starting:
             if shard_for(command.arn, self.shard_count) in lost:
                 unstarted[command.arn] = EngineUnavailable("this node no longer serves the execution's shard")
-            else:
-                self._attempt(command, batch, now_ms, rerun=True)
+            elif isinstance(self._attempt(command, batch, now_ms, rerun=True), EngineUnavailable):
+                # its definition could not be read (the store failed): its row is read again after the pause
+                self.express.unread.add(shard_for(command.arn, self.shard_count))
         return unstarted
 
     def _read_express_starts(self, now_ms: int) -> list[StartExecution]:

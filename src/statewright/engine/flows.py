@@ -69,6 +69,7 @@ def _continue_later(step: Step, flow: Flow, name: str, data: Any) -> None:
     flow.state = name
     step.hold(flow, data)
     pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
+    step.decision.heavy = step.decision.heavy or pause_ms > 0
     flow.timer = f"{CONTINUE_TIMER}{flow.entered_id}"  # not step.sleep: --wait-scale scales Waits, not this
     step.add_timer(flow.timer, step.now_ms + pause_ms)
 

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import IO, Any, Protocol
@@ -43,18 +44,23 @@ log = logging.getLogger(__name__)
 
 DEFINITIONS_MAX = 100  # parsed definitions the lane process keeps (least recently used leave first)
 JOBS_MAX = 1_000  # continuations in the lane's hands at once; past it the engine thread decides them
-# The lane process lowers its priority (nice 19) first, before it imports statewright (most of its start).
-BOOT = "import os; os.nice(19); from statewright.engine.heavy_lane import serve; serve()"
+MESSAGE_MAX = 1 << 30  # a longer length on the pipe is no message of ours: the stream is broken
+RESTART_PAUSE_S = 30.0  # after a process that failed before it answered anything (it cannot start here)
+# The lane process lowers its priority (nice 19) and keeps its stdout for the results before it imports
+# statewright (most of its start): what an import prints goes to stderr. Ctrl-C is for the server, not for it.
+BOOT = ("import os, signal; os.nice(19); signal.signal(signal.SIGINT, signal.SIG_IGN); results = os.dup(1); "
+        "os.dup2(2, 1); from statewright.engine.heavy_lane import serve; serve(results)")
 _LENGTH = struct.Struct("!I")  # each message on the pipes: its length, then its pickle
 
 
 @dataclass(frozen=True, slots=True)
 class Decided(FireTimer):
     """A continuation timer's firing the lane decided, back for the engine thread to apply: ``result`` is the
-    Decision (None: the execution did not expect the timer) or the exception deciding it raised, on the state at
-    ``version``."""
+    Decision (None: the execution did not expect the timer) or the exception deciding it raised, on the state whose
+    (version, start_ms, redrive_count) is ``identity`` (a version alone would not tell apart an execution deleted
+    by retention and started again under its name)."""
 
-    version: int
+    identity: tuple[int, int, int]
     result: Decision | BaseException | None
 
 
@@ -84,6 +90,7 @@ class HeavyLane:
         self._lock = threading.Lock()
         self._child: _Child | None = None
         self._closed = False
+        self._start_after = 0.0  # monotonic: after a process that died at once, the next waits until then
 
     def submit(self, state: ExecutionState, definition_key: tuple[str, str], text: Callable[[], str],
                mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens, activities: Collection[str]) -> bool:
@@ -94,15 +101,25 @@ class HeavyLane:
             if self._closed:
                 return False
             if self._child is None or not self._child.alive:
+                if self._child is not None and self._child.died_early:
+                    self._start_after = time.monotonic() + RESTART_PAUSE_S
+                    log.warning("the heavy lane's process died as it started; heavy steps run on the engine "
+                                "thread for %.0f s", RESTART_PAUSE_S)
+                self._child = None
+                if time.monotonic() < self._start_after:
+                    return False
                 self._child = _Child(self._settings, self._landed)
             child = self._child
         if len(child.pending) >= JOBS_MAX:
             return False
         definition = None if definition_key in child.parsed else text()
         keys, current = tokens.key_set
-        return child.send(Decided(state.arn, timer_id, state.version, None), definition_key,
-                          (state.to_blob(), definition_key, definition, mockable, timer_id, now_ms, keys, current,
-                           frozenset(activities)))
+        # ``now_ms`` moves on by the time the job waits in the lane, so that the decision is of when it is made
+        # (a timeout it sets is not spent queueing): the monotonic clock is the same in both processes.
+        job = (state.to_blob(), definition_key, definition, mockable, timer_id, now_ms, time.monotonic(), keys,
+               current, frozenset(activities))
+        identity = (state.version, state.start_ms, state.redrive_count)
+        return child.send(Decided(state.arn, timer_id, identity, None), definition_key, job)
 
     def close(self) -> None:
         with self._lock:
@@ -117,9 +134,13 @@ class _Child:
 
     def __init__(self, settings: tuple[Services, Limits], landed: Callable[[Decided], None]) -> None:
         self._landed = landed
-        self.parsed: set[tuple[str, str]] = set()  # definitions this process has parsed
+        # The definitions this process holds parsed: the same LRU as its own, kept in the same order (the jobs
+        # reach it in the order they are sent), so a definition it dropped is sent again with its text.
+        self.parsed: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.pending: dict[int, Decided] = {}  # job id -> what it decides (its result not in yet)
         self.alive = True
+        self.died_early = False  # it exited with an error before it answered anything
+        self._answered = False
         self._lock = threading.Lock()  # a job is either in pending before the process is found dead, or refused
         self._ids = itertools.count()
         self._jobs: queue.SimpleQueue[tuple[int, tuple] | None] = queue.SimpleQueue()
@@ -136,7 +157,10 @@ class _Child:
                 return False
             job_id = next(self._ids)
             self.pending[job_id] = decided
-            self.parsed.add(definition_key)
+            self.parsed[definition_key] = None
+            self.parsed.move_to_end(definition_key)
+            while len(self.parsed) > DEFINITIONS_MAX:
+                self.parsed.popitem(last=False)
         self._jobs.put((job_id, job))
         return True
 
@@ -159,23 +183,29 @@ class _Child:
             while (message := _take(pipe)) is not None:
                 job_id, result, error = message
                 decided = self.pending.pop(job_id)
+                self._answered = True
                 self._landed(replace(decided, result=result if error is None else RuntimeError(error)))
-        except (OSError, EOFError, pickle.UnpicklingError):
-            pass
+        except Exception:  # a broken stream (anything but our messages on it): the process is done for
+            log.exception("the heavy lane's results could not be read")
         finally:
             pipe.close()
         with self._lock:
             self.alive = False
             orphans, self.pending = list(self.pending.values()), {}
         self._jobs.put(None)
-        if self._process.wait() != 0:
+        self._process.kill()  # it may be alive still, its stream broken
+        self.died_early = self._process.wait() > 0 and not self._answered
+        if self._process.returncode not in (0, -9):
             log.warning("the heavy lane's process exited with %s; another starts at the next heavy step",
                         self._process.returncode)
         for decided in orphans:
             self._landed(replace(decided, result=RuntimeError("the heavy lane's process died")))
 
     def close(self) -> None:
-        self._jobs.put(None)  # the process exits once its stdin closes
+        """Stop the process now: what it still has in hand is for nobody."""
+        self._jobs.put(None)
+        with contextlib.suppress(OSError):
+            self._process.kill()
 
 
 def _put(pipe: IO[bytes], message: object) -> None:
@@ -190,6 +220,8 @@ def _take(pipe: IO[bytes]) -> Any:
     if len(head) < _LENGTH.size:
         return None
     (length,) = _LENGTH.unpack(head)
+    if length > MESSAGE_MAX:
+        raise ValueError(f"a message of {length} bytes on the heavy lane's pipe: the stream is broken")
     data = pipe.read(length)
     if len(data) < length:
         return None
@@ -198,11 +230,10 @@ def _take(pipe: IO[bytes]) -> Any:
 
 # -- in the lane process
 
-def serve() -> None:
-    """The lane process: decide each job read from stdin and write its result to stdout, until stdin closes (the
-    server stopped or died). Nothing else may write to stdout, so the process's own fd 1 goes to stderr."""
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
+def serve(results_fd: int) -> None:
+    """The lane process (see BOOT): decide each job read from stdin and write its result to ``results_fd`` (its
+    stdout, which nothing else writes to), until stdin closes: the server stopped or died."""
+    out = os.fdopen(results_fd, "wb")
     source = sys.stdin.buffer
     first = _take(source)
     if first is None:
@@ -215,12 +246,16 @@ def serve() -> None:
             result, error = _decide(job, services, limits, definitions), None
         except Exception as exc:  # a bug: the engine decides the step again itself, and logs it there
             result, error = None, f"{type(exc).__name__}: {exc}"
-        _put(out, (job_id, result, error))
+        try:
+            _put(out, (job_id, result, error))
+        except BrokenPipeError:  # the server is gone
+            return
 
 
 def _decide(job: tuple, services: Services, limits: Limits,
             definitions: dict[tuple[str, str], Definition]) -> Decision | None:
-    blob, key, text, mockable, timer_id, now_ms, keys, current, activities = job
+    blob, key, text, mockable, timer_id, now_ms, sent, keys, current, activities = job
+    now_ms += max(0, round((time.monotonic() - sent) * 1000))
     definition = definitions.pop(key, None)
     if definition is None:
         if text is None:
@@ -229,6 +264,8 @@ def _decide(job: tuple, services: Services, limits: Limits,
     definitions[key] = definition  # last: the most recently used
     while len(definitions) > DEFINITIONS_MAX:
         del definitions[next(iter(definitions))]
+    # Wall time is what a state's evaluation may take on the engine thread; here, at nice 19, the process waits
+    # whenever the server is busy, so the same bound is counted in the CPU time it gets.
     services = replace(services, mint_token=TaskTokens(keys, current).mint, activities=activities,
-                       budget=limits.budgets(time.perf_counter))
+                       budget=limits.budgets(time.thread_time))
     return decider.fire_timer(ExecutionState.from_blob(blob), definition, timer_id, now_ms, services)

@@ -57,6 +57,7 @@ class Decision:
     timers_removed: list[tuple[str, int]] = field(default_factory=list)
     dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
     dispatches_removed: list[str] = field(default_factory=list)
+    heavy: bool = False  # a flow stopped on its evaluation share: it continues after the heavy pause (flows.py)
 
 
 @dataclass(frozen=True, slots=True)

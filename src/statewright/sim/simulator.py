@@ -826,7 +826,7 @@ class _Lane:
             result = decider.fire_timer(ExecutionState.from_blob(state.to_blob()),
                                         parse_definition(text(), mockable=mockable), timer_id, now_ms,
                                         self._services)
-        decided = Decided(state.arn, timer_id, state.version, result)
+        decided = Decided(state.arn, timer_id, (state.version, state.start_ms, state.redrive_count), result)
         simulator.at(simulator.rng.randint(0, LANE_DELAY_MS_MAX), lambda: self._landed(decided))
         return True
 
