@@ -350,6 +350,8 @@ class Step:
 
     def verbatim(self, value: Any) -> str | None:
         """The text ``value`` keeps, if it is not the compact one."""
+        if not self.kept:  # the common case: every payload so far is compact
+            return None
         found = self.kept.get(id(value))
         return found[1] if found is not None and found[0] is value else None
 
