@@ -16,9 +16,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from server import ROLE_ARN, ServerProcess, wait_closed
+from statewright.engine import heavy_lane
 from statewright.engine.commands import StartExecution, StopExecution
 from statewright.engine.core import Engine
-from statewright.engine.heavy_lane import HeavyLane
+from statewright.engine.heavy_lane import DEFINITIONS_MAX, HeavyLane
 from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
@@ -254,3 +255,38 @@ def test_stopping_the_engine_stops_the_lane_process(store):
     process = engine.lane._child._process
     engine.stop()
     assert process.wait(timeout=30) is not None  # bounded: it is killed, not left deciding for nobody
+
+
+def test_definitions_the_lane_process_dropped_are_sent_again(store):
+    """The process keeps the last 100 definitions it parsed; the engine keeps the same list in the same order, so a
+    definition the process dropped goes with its text again instead of failing every job of it."""
+    clock = Clock()
+    engine = make_engine(store, clock, heavy_lane=True)
+    machines = [f"{MACHINE}-{index}" for index in range(DEFINITIONS_MAX + 2)]
+    for machine in machines:
+        store.create_state_machine(StateMachineRecord(machine, machine.rsplit(":", 1)[1], "STANDARD",
+                                                      json.dumps(HEAVY), "role", "r1", 0, 0, {}, {}))
+    try:
+        for round_index, machine in enumerate([*machines, machines[0]]):
+            name = f"run-{round_index}"
+            arn = machine.replace(":stateMachine:", ":execution:") + f":{name}"
+            engine.submit(StartExecution(arn, machine, name, "r1", "role", "{}"))
+            assert run(engine, clock, arn)["status"] == "SUCCEEDED"
+    finally:
+        engine.stop()
+    assert lane_steps(engine, "failed") == 0 and lane_steps(engine, "applied") >= len(machines) + 1
+
+
+def test_a_lane_whose_stream_breaks_leaves_its_steps_to_the_engine_thread(store, monkeypatch):
+    """Anything but the lane's own messages on its stdout (here, a print before it starts) ends that process; the
+    steps it held are decided on the engine thread, so the execution still runs to its end."""
+    monkeypatch.setattr(heavy_lane, "BOOT", "print('surprise'); " + heavy_lane.BOOT)
+    clock = Clock()
+    engine = make_engine(store, clock, heavy_lane=True)
+    try:
+        state = run(engine, clock, start(engine, "garbled"))
+    finally:
+        engine.stop()
+    assert state["status"] == "SUCCEEDED"
+    assert json.loads(state["output"]) == {"sum": 45150, "rounds": 5}
+    assert lane_steps(engine, "failed") >= 1 and lane_steps(engine, "applied") == 0
