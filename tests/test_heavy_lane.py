@@ -290,3 +290,4 @@ def test_a_lane_whose_stream_breaks_leaves_its_steps_to_the_engine_thread(store,
     assert state["status"] == "SUCCEEDED"
     assert json.loads(state["output"]) == {"sum": 45150, "rounds": 5}
     assert lane_steps(engine, "failed") >= 1 and lane_steps(engine, "applied") == 0
+    assert lane_steps(engine, "sent") == 1  # a lane that cannot run here is not started again for every step

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 DEFINITIONS_MAX = 100  # parsed definitions the lane process keeps (least recently used leave first)
 JOBS_MAX = 1_000  # continuations in the lane's hands at once; past it the engine thread decides them
 MESSAGE_MAX = 1 << 30  # a longer length on the pipe is no message of ours: the stream is broken
-RESTART_PAUSE_S = 30.0  # after a process that failed before it answered anything (it cannot start here)
+RESTART_PAUSE_S = 30.0  # after a process that failed before it answered anything (it cannot run here)
 # The lane process lowers its priority (nice 19) and keeps its stdout for the results before it imports
 # statewright (most of its start): what an import prints goes to stderr. Ctrl-C is for the server, not for it.
 BOOT = ("import os, signal; os.nice(19); signal.signal(signal.SIGINT, signal.SIG_IGN); results = os.dup(1); "
@@ -139,7 +139,7 @@ class _Child:
         self.parsed: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.pending: dict[int, Decided] = {}  # job id -> what it decides (its result not in yet)
         self.alive = True
-        self.died_early = False  # it exited with an error before it answered anything
+        self.died_early = False  # it failed (exited with an error, or broke its stream) before it answered anything
         self._answered = False
         self._lock = threading.Lock()  # a job is either in pending before the process is found dead, or refused
         self._ids = itertools.count()
@@ -179,6 +179,7 @@ class _Child:
     def _read(self) -> None:
         pipe = self._process.stdout
         assert pipe is not None
+        broken = False
         try:
             while (message := _take(pipe)) is not None:
                 job_id, result, error = message
@@ -187,6 +188,7 @@ class _Child:
                 self._landed(replace(decided, result=result if error is None else RuntimeError(error)))
         except Exception:  # a broken stream (anything but our messages on it): the process is done for
             log.exception("the heavy lane's results could not be read")
+            broken = True
         finally:
             pipe.close()
         with self._lock:
@@ -194,7 +196,7 @@ class _Child:
             orphans, self.pending = list(self.pending.values()), {}
         self._jobs.put(None)
         self._process.kill()  # it may be alive still, its stream broken
-        self.died_early = self._process.wait() > 0 and not self._answered
+        self.died_early = (self._process.wait() > 0 or broken) and not self._answered
         if self._process.returncode not in (0, -9):
             log.warning("the heavy lane's process exited with %s; another starts at the next heavy step",
                         self._process.returncode)
