@@ -139,3 +139,26 @@ def test_a_poll_claims_from_the_store_when_nothing_is_here_and_a_notice_wakes_a_
 
     assert [task.payload["scheduled_id"] for task in asyncio.run(scenario())] == [1, 2]
     assert claims == [A, A, A]  # first poll; second poll finds nothing, then looks again when told
+
+
+def test_after_an_empty_claim_polls_wait_for_word_instead_of_asking_the_store_again():
+    claims: list[str] = []
+
+    async def claim(activity_arn: str) -> Dispatch | None:
+        claims.append(activity_arn)
+        return None
+
+    found = ActivityMatcher(Starts(), Limits(), claim)
+
+    async def scenario() -> list[Dispatch | None]:
+        empty = [await found.poll(A, "w", 0.01) for _ in range(3)]
+        assert claims == [A]  # the first poll found the store empty; the next two waited
+        found.notice(A)
+        empty.append(await found.poll(A, "w", 0.01))
+        assert claims == [A, A]
+        found.look_again()
+        empty.append(await found.poll(A, "w", 0.01))
+        return empty
+
+    assert asyncio.run(scenario()) == [None] * 5
+    assert claims == [A, A, A]

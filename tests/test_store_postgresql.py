@@ -330,6 +330,26 @@ def test_a_commit_adding_tasks_wakes_every_watcher_with_their_activities(postgre
         watching.close()
 
 
+def test_a_watcher_is_not_woken_by_its_own_stores_commits(postgres_schema: str) -> None:
+    committing, other = PostgresStore(postgres_schema, 4), PostgresStore(postgres_schema, 4)
+    seen: list[str] = []
+    stop = committing.watch_activity_tasks(seen.append)
+    try:
+        wait_until(lambda: watching_listens(postgres_schema))
+        mine = write(execution_arn("mine"))
+        mine.dispatches_added = [("3", task(ACTIVITY, 1))]
+        committed(committing, [mine], {0: committing.acquire_shard(0, "node-a", 60_000)})
+        theirs = write(execution_arn("theirs"), shard=1)
+        theirs.dispatches_added = [("4", task(ACTIVITY + "-theirs", 2))]
+        committed(other, [theirs], {1: other.acquire_shard(1, "node-b", 60_000)})
+        wait_until(lambda: bool(seen))
+        assert seen == [ACTIVITY + "-theirs"]  # notifications come in commit order: its own, sent first, was left out
+    finally:
+        stop()
+        committing.close()
+        other.close()
+
+
 def watching_listens(url: str) -> bool:
     with psycopg.connect(url, autocommit=True) as db:
         return db.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'").fetchone()[0] > 0

@@ -6,10 +6,11 @@ starts. Before a task is returned, the owning shard records the attempt as start
 whose execution moved on, is refused there and the poll goes on, so one attempt reaches one worker.
 
 With several nodes, the tasks of executions another node owns are claimed from the store (``claim``): a poll
-that finds no task here looks there, and waits to be told to look again: when the store says another node
-committed a task of its activity (``notice``), and now and then in case such a word was lost (``look_again``). A
-poll that claimed a task wakes the next waiting one, since there may be more. Claimed or local, a task is handed
-out only once its owner recorded the start.
+that finds no task here looks there while the store may hold one, and waits to be told to look again: when the
+store says another node committed a task of its activity (``notice``), and now and then in case such a word was
+lost (``look_again``). A claim that came back empty means the store holds none until the next word, so the polls
+after it wait instead of each asking the store again. A poll that claimed a task wakes the next waiting one,
+since there may be more. Claimed or local, a task is handed out only once its owner recorded the start.
 
 The backlog holds at most ``Limits.activity_backlog_tasks_max`` tasks over all activities. At the limit ``offer``
 refuses a task no poller is waiting for; it stays in the outbox, and ``on_room`` tells the caller when to offer
@@ -49,7 +50,8 @@ class ActivityMatcher:
     def __init__(self, start_attempt: StartAttempt, limits: Limits | None = None, claim: Claim | None = None) -> None:
         self._start_attempt = start_attempt
         self._claim = claim
-        self._notices: dict[str, int] = defaultdict(int)  # per activity: how many times the store said look
+        # per activity: whether the store may hold a task of another node's (unknown, so True, at first)
+        self._stored: dict[str, bool] = {}
         self._tasks_max = (limits or Limits()).activity_backlog_tasks_max
         self._backlog: dict[str, OrderedDict[Key, Dispatch]] = defaultdict(OrderedDict)  # per activity, oldest first
         self._activity_of: dict[Key, str] = {}  # every task in a backlog
@@ -115,12 +117,13 @@ class ActivityMatcher:
 
     def notice(self, activity_arn: str) -> None:
         """Another node committed a task of this activity: one waiting poll looks in the store."""
-        self._notices[activity_arn] += 1
+        self._stored[activity_arn] = True
         self._wake(activity_arn)
 
     def look_again(self) -> None:
-        """Word of a task may have been lost (a watch reconnecting, a claim that ran out): one waiting poll of
-        each activity looks in the store."""
+        """Word of a task may have been lost (a watch reconnecting, a claim that ran out): the next poll of each
+        activity looks in the store, and one waiting poll of each looks now."""
+        self._stored.clear()
         for activity_arn in list(self._pollers):
             self._wake(activity_arn)
 
@@ -134,26 +137,24 @@ class ActivityMatcher:
 
     async def _next(self, activity_arn: str, deadline: float) -> Dispatch | None:
         loop = asyncio.get_running_loop()
-        look = self._claim is not None
         while True:
             backlog = self._backlog[activity_arn]
             if backlog:
                 return self._take(backlog)
-            if look:
-                noticed = self._notices[activity_arn]
+            if self._claim is not None and self._stored.get(activity_arn, True):
+                self._stored[activity_arn] = False  # until word comes, even while this claim runs
                 claimed = await self._claimed(activity_arn)
                 if claimed is not None:
-                    self._wake(activity_arn)  # there may be more: the next poll looks too
+                    self._stored[activity_arn] = True  # there may be more: the next poll looks too
+                    self._wake(activity_arn)
                     return claimed
-                look = self._notices[activity_arn] != noticed  # word came while it looked: look again
-                continue  # a task of this node's may have come meanwhile
+                continue  # a task of this node's, or word of another's, may have come meanwhile
             remaining_s = deadline - loop.time()
             if remaining_s <= 0 or self._closed:
                 return None
             found = await self._wait(activity_arn, remaining_s)
             if found is not _LOOK:
                 return found  # a task, or None: the time is up or the server is stopping
-            look = True
 
     async def _claimed(self, activity_arn: str) -> Dispatch | None:
         try:

@@ -448,9 +448,10 @@ class Store(ABC):
         A claim only spares the others a useless start; the owner's StartAttempt still decides who gets it."""
 
     def watch_activity_tasks(self, seen: Callable[[str], None]) -> Callable[[], None]:
-        """Call ``seen(activity ARN)`` (on a thread of the store's) soon after every commit, by any node, that adds
-        a task of that activity, until the returned function is called. This default never calls it: the store
-        has no way to tell other processes (pollers look again now and then instead)."""
+        """Call ``seen(activity ARN)`` (on a thread of the store's) soon after every commit by another node that
+        adds a task of that activity, until the returned function is called (this node's own tasks reach its
+        pollers from its engine). This default never calls it: the store has no way to tell other processes
+        (pollers look again now and then instead)."""
         return lambda: None
 
     # -- activities

@@ -198,7 +198,9 @@ class PostgresStore(Store):
                          f"{params.get('port', 5432)}/{params.get('dbname', '')}")
         self._local = threading.local()
         self._connections: set[psycopg.Connection] = set()
-        self._lock = threading.Lock()  # guards _connections and _outbox_seqs
+        # The server processes of those connections: a notification one of them sent is this store's own commit.
+        self._backends: set[int] = set()
+        self._lock = threading.Lock()  # guards _connections, _backends and _outbox_seqs
         self._node_id = node_id
         # shard -> (the range id it was counted under, the last seq used): a new acquisition (another range id)
         # reads the maximum again, since another owner may have written since, whichever thread acquired.
@@ -252,11 +254,13 @@ class PostgresStore(Store):
             db.execute("SELECT set_config('application_name', %s, false)", (session_name(self._node_id),))
         with self._lock:
             self._connections.add(db)
+            self._backends.add(db.info.backend_pid)
         return db
 
     def _release(self, db: psycopg.Connection) -> None:
         with self._lock:
             self._connections.discard(db)
+            self._backends.discard(db.info.backend_pid)
         db.close()
 
     def _db(self) -> psycopg.Connection:
@@ -286,6 +290,7 @@ class PostgresStore(Store):
     def close(self) -> None:
         with self._lock:
             connections, self._connections = self._connections, set()
+            self._backends = set()
         for db in connections:
             db.close()
         self._local = threading.local()
@@ -666,7 +671,8 @@ class PostgresStore(Store):
 
     def watch_activity_tasks(self, seen: Callable[[str], None]) -> Callable[[], None]:
         """LISTEN on a connection of the watcher's own, on a thread of its own. Notifications sent while it was
-        reconnecting are lost: the pollers' periodic look covers them."""
+        reconnecting are lost: the pollers' periodic look covers them. Those of this store's own commits are
+        left out (by the sending server process): their tasks reach this node's pollers from its engine."""
         stopped = threading.Event()
         thread = threading.Thread(target=self._watch, args=(seen, stopped), name="statewright-activity-watch",
                                   daemon=True)
@@ -684,7 +690,8 @@ class PostgresStore(Store):
                     db.execute(f"LISTEN {ACTIVITY_CHANNEL}")
                     while not stopped.is_set():
                         for notice in db.notifies(timeout=WATCH_WAIT_S):
-                            seen(notice.payload)
+                            if notice.pid not in self._backends:
+                                seen(notice.payload)
             except psycopg.Error as exc:
                 log.warning("watching for activity tasks failed (retrying): %s", exc)
                 stopped.wait(WATCH_RETRY_S)
