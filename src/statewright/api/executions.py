@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-import uuid
+import random
+import secrets
 from typing import Any
 
 from ..asl.definition import parse_definition
@@ -97,10 +98,20 @@ def _local_id(service: Service, prefix: str) -> str:
     """A new UUID for the execution ``prefix + id``: one whose shard this node serves, when it serves any, so the
     start is applied here, not forwarded (a few draws with three nodes)."""
     for _ in range(LOCAL_ID_TRIES_MAX):
-        drawn = str(uuid.uuid4())
+        drawn = _uuid4()
         if service.engine.owns(shard_for(prefix + drawn, service.engine.shard_count)):
             return drawn
     return drawn
+
+
+_draws = random.Random(secrets.randbits(128))  # uuid.uuid4 reads os.urandom: a system call per start
+
+
+def _uuid4() -> str:
+    """A random (version 4) UUID as text. Execution names need to be unique, not unguessable."""
+    bits = _draws.getrandbits(128) & ~(0xF000 << 64) & ~(0xC000 << 48) | 0x4000 << 64 | 0x8000 << 48
+    text = f"{bits:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 async def _type_of(service: Service, target: Target) -> str:
@@ -122,15 +133,19 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
     target = await service.state_machine(target_arn)
     if target is None:
         raise state_machine_does_not_exist(target_arn)
-    prefix = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":"
-    name = params.get("name") or _local_id(service, prefix)  # unnamed: started here, not forwarded
-    arns.check_name(name)
+    named = params.get("name")
+    if named:
+        arns.check_name(named)
     text = params.get("input", "{}")
     check_input(text)
-    arn = prefix + name
     if await _type_of(service, target) == EXPRESS:  # every start is its own execution, whatever its name: AWS
         # adds an id
+        name = named or _uuid4()
         arn = _express_arn(service, machine_arn, name)
+    else:
+        prefix = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":"
+        name = named or _local_id(service, prefix)  # unnamed: started here, not forwarded
+        arn = prefix + name
     alias_arn = None
     if isinstance(target, AliasRecord):  # the version by the alias's weights, drawn from the execution's ARN
         alias_arn = target.arn

@@ -23,7 +23,8 @@ def parse_json(text: str, code: str, prefix: str) -> Any:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise AwsError(code, f"{prefix}: '{_problem(text, exc)}'") from None
-    if depth(value) > DEPTH_MAX:
+    # Each level opens with a bracket: a text with few of them needs no walk (those inside strings only add).
+    if text.count("[") + text.count("{") > DEPTH_MAX and depth(value) > DEPTH_MAX:
         raise AwsError(code, f"{prefix}: 'JSON nested deeper than {DEPTH_MAX} levels'")
     return value
 
