@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import gc
 import logging
 import os
 import socket
@@ -113,6 +114,14 @@ class _Server(uvicorn.Server):
     async def serve(self, sockets: list | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets: list | None = None) -> None:
+        await super().startup(sockets)
+        # What is loaded by now (the service model, every module) lives as long as the process. Frozen, it is out
+        # of the collector's way: a full collection walked it all, 20-40 ms with every thread stopped, twice a
+        # second under load (a W11 p99 of 8-46 ms at half peak).
+        gc.collect()
+        gc.freeze()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._loop is not None:
