@@ -96,9 +96,11 @@ class App:
         except Exception:
             log.exception("request %s failed", request_id)
             status, body = 500, {"__type": "InternalFailure", "message": f"Internal error; request id {request_id}"}
+        answer = orjson.dumps(body)
         await send({"type": "http.response.start", "status": status,
-                    "headers": [*_JSON_HEADERS, (b"x-amzn-requestid", request_id.encode())]})
-        await send({"type": "http.response.body", "body": orjson.dumps(body)})
+                    "headers": [*_JSON_HEADERS, (b"content-length", b"%d" % len(answer)),
+                                (b"x-amzn-requestid", request_id.encode())]})
+        await send({"type": "http.response.body", "body": answer})
         self.metrics.request_done(scope, status, body, time.perf_counter() - started)
 
     async def _handle(self, scope: dict, receive: Any) -> dict:

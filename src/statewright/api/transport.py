@@ -10,6 +10,9 @@ soon as it is accepted (clients see a reset and retry; SDKs do). A request the H
 a header, say) is answered in AWS's JSON error shape rather than uvicorn's plain text: the parser rejects it
 before the application could see it.
 
+uvicorn writes a response's head and its body to the socket apart; here the writes of one event-loop turn go out
+as one (``_Corked``): on these virtual machines a system call costs tens of microseconds, a fifth of a request.
+
 Imports nothing from the rest of statewright but the error shape.
 """
 
@@ -57,7 +60,7 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._body_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(_Corked(transport, self.loop))  # type: ignore[arg-type]
         if len(self.connections) > self._limits.connections_max:
             log.warning("%d connections open, the most allowed (--connections-max): closing a new one",
                         len(self.connections) - 1)
@@ -106,3 +109,36 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._head_deadline = self._body_deadline = None
         if not self.transport.is_closing():
             self.transport.close()
+
+
+class _Corked:
+    """A transport whose writes within one turn of the event loop reach the socket as one write, at the end of
+    the turn; everything else goes to the transport itself. Closing sends what is waiting first."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._waiting: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._waiting:
+            self._loop.call_soon(self._flush)
+        self._waiting.append(data)
+
+    def _flush(self) -> None:
+        if self._waiting:
+            data = b"".join(self._waiting)
+            self._waiting.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._waiting.clear()
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
