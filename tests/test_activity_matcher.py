@@ -162,3 +162,27 @@ def test_after_an_empty_claim_polls_wait_for_word_instead_of_asking_the_store_ag
 
     assert asyncio.run(scenario()) == [None] * 5
     assert claims == [A, A, A]
+
+
+def test_a_poll_claims_while_another_claim_is_in_flight():
+    """Only an empty claim has the polls after it wait: one still running says nothing about the store."""
+    claims: list[str] = []
+    release = asyncio.Event()
+
+    async def claim(activity_arn: str) -> Dispatch | None:
+        claims.append(activity_arn)
+        number = len(claims)
+        await release.wait()
+        return dispatch(A, number)
+
+    found = ActivityMatcher(Starts(), Limits(), claim)
+
+    async def scenario() -> list[Dispatch | None]:
+        first = asyncio.ensure_future(found.poll(A, "w", 30))
+        second = asyncio.ensure_future(found.poll(A, "w", 30))
+        await asyncio.sleep(0)
+        assert claims == [A, A]
+        release.set()
+        return [await first, await second]
+
+    assert sorted(task.payload["scheduled_id"] for task in asyncio.run(scenario())) == [1, 2]

@@ -50,8 +50,8 @@ class ActivityMatcher:
     def __init__(self, start_attempt: StartAttempt, limits: Limits | None = None, claim: Claim | None = None) -> None:
         self._start_attempt = start_attempt
         self._claim = claim
-        # per activity: whether the store may hold a task of another node's (unknown, so True, at first)
-        self._stored: dict[str, bool] = {}
+        self._word: dict[str, int] = defaultdict(int)  # per activity: how often word came of a task in the store
+        self._empty: dict[str, int] = {}  # per activity: the word under which a claim last came back empty
         self._tasks_max = (limits or Limits()).activity_backlog_tasks_max
         self._backlog: dict[str, OrderedDict[Key, Dispatch]] = defaultdict(OrderedDict)  # per activity, oldest first
         self._activity_of: dict[Key, str] = {}  # every task in a backlog
@@ -117,13 +117,13 @@ class ActivityMatcher:
 
     def notice(self, activity_arn: str) -> None:
         """Another node committed a task of this activity: one waiting poll looks in the store."""
-        self._stored[activity_arn] = True
+        self._word[activity_arn] += 1
         self._wake(activity_arn)
 
     def look_again(self) -> None:
         """Word of a task may have been lost (a watch reconnecting, a claim that ran out): the next poll of each
         activity looks in the store, and one waiting poll of each looks now."""
-        self._stored.clear()
+        self._empty.clear()
         for activity_arn in list(self._pollers):
             self._wake(activity_arn)
 
@@ -141,14 +141,14 @@ class ActivityMatcher:
             backlog = self._backlog[activity_arn]
             if backlog:
                 return self._take(backlog)
-            if self._claim is not None and self._stored.get(activity_arn, True):
-                self._stored[activity_arn] = False  # until word comes, even while this claim runs
+            word = self._word[activity_arn]
+            if self._claim is not None and self._empty.get(activity_arn) != word:
                 claimed = await self._claimed(activity_arn)
                 if claimed is not None:
-                    self._stored[activity_arn] = True  # there may be more: the next poll looks too
-                    self._wake(activity_arn)
+                    self._wake(activity_arn)  # there may be more: the next poll looks too
                     return claimed
-                continue  # a task of this node's, or word of another's, may have come meanwhile
+                self._empty[activity_arn] = word  # word that came while it looked has the next poll look again
+                continue  # a task of this node's may have come meanwhile
             remaining_s = deadline - loop.time()
             if remaining_s <= 0 or self._closed:
                 return None
