@@ -2,8 +2,9 @@
 
 Each thread gets its own connection (autocommit; transactions are explicit), replaced once it breaks, so a call
 after the server came back succeeds. The engine's batches arrive as one transaction each (group commit) whose
-statements carry whole columns as arrays (``unnest``), sent in pipeline mode: in the usual case a commit is two
-round trips, one up to the execution rows and one with the rest and COMMIT.
+statements carry whole columns as arrays (``unnest``). In the usual case a commit is one statement, a call of a
+function the schema defines (migration 8), so one round trip and no client-side work per table; a commit that finds
+a shard moved or a row changed is made again in two round trips in pipeline mode, which find out which.
 
 Fencing: a commit reads its shards' rows ``FOR SHARE`` in its own transaction; ``acquire_shard`` updates the row,
 which waits for those commits and makes every later commit of an earlier owner see the new range id. Outbox
@@ -171,6 +172,95 @@ _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection], None], ...], ...] 
         f"CREATE INDEX executions_uncompacted ON executions (stop_ms) WHERE {CLOSED} AND {UNCOMPACTED}",
         'CREATE TABLE payloads (key text COLLATE "C" PRIMARY KEY, body bytea NOT NULL)',
         "ALTER TABLE payloads ALTER COLUMN body SET STORAGE EXTERNAL",
+    ),
+    (  # 8: a commit's statements as functions, so that the usual commit is one statement (see commit)
+        # statewright_rows: the execution rows in bulk, as one INSERT and one UPDATE; how many rows they changed.
+        "CREATE FUNCTION statewright_rows(i_arn text[], i_machine text[], i_name text[], i_shard integer[], "
+        "i_status text[], i_start bigint[], i_stop bigint[], i_version bigint[], i_state bytea[], "
+        "i_version_arn text[], i_alias_arn text[], i_redrive_count integer[], i_redrive_ms bigint[], "
+        "u_arn text[], u_expected bigint[], u_status text[], u_stop bigint[], u_version bigint[], u_state bytea[], "
+        "u_redrive_count integer[], u_redrive_ms bigint[]) RETURNS bigint LANGUAGE plpgsql AS $$ "
+        "DECLARE inserted bigint := 0; updated bigint := 0; "
+        "BEGIN "
+        "IF cardinality(i_arn) > 0 THEN "
+        "INSERT INTO executions (arn, state_machine_arn, name, shard_id, status, start_ms, stop_ms, version, state, "
+        "version_arn, alias_arn, redrive_count, redrive_ms) SELECT * FROM unnest(i_arn, i_machine, i_name, i_shard, "
+        "i_status, i_start, i_stop, i_version, i_state, i_version_arn, i_alias_arn, i_redrive_count, i_redrive_ms) "
+        "ON CONFLICT DO NOTHING; "
+        "GET DIAGNOSTICS inserted = ROW_COUNT; "
+        "END IF; "
+        "IF cardinality(u_arn) > 0 THEN "
+        "UPDATE executions e SET status = u.status, stop_ms = u.stop_ms, version = u.version, state = u.state, "
+        "redrive_count = u.redrive_count, redrive_ms = u.redrive_ms FROM unnest(u_arn, u_expected, u_status, "
+        "u_stop, u_version, u_state, u_redrive_count, u_redrive_ms) AS u(arn, expected, status, stop_ms, version, "
+        "state, redrive_count, redrive_ms) WHERE e.arn = u.arn AND e.version = u.expected; "
+        "GET DIAGNOSTICS updated = ROW_COUNT; "
+        "END IF; "
+        "RETURN inserted + updated; "
+        "END $$",
+        # statewright_rest: history, timers and outbox of the rows that landed, deletes before inserts; a NOTIFY
+        # per activity given tasks, delivered at COMMIT to every node listening.
+        "CREATE FUNCTION statewright_rest(h_arn text[], h_first bigint[], h_last bigint[], h_events bytea[], "
+        "tr_shard integer[], tr_fire bigint[], tr_arn text[], tr_id text[], "
+        "ta_shard integer[], ta_fire bigint[], ta_arn text[], ta_id text[], "
+        "dr_shard integer[], dr_arn text[], dr_id text[], "
+        "da_shard integer[], da_arn text[], da_id text[], da_payload bytea[], da_seq bigint[], da_activity text[], "
+        "activities text[], channel text) RETURNS void LANGUAGE plpgsql AS $$ "
+        "BEGIN "
+        "IF cardinality(h_arn) > 0 THEN "
+        "INSERT INTO history SELECT * FROM unnest(h_arn, h_first, h_last, h_events) "
+        "ON CONFLICT (execution_arn, first_event_id) DO UPDATE "
+        "SET last_event_id = EXCLUDED.last_event_id, events = EXCLUDED.events; "
+        "END IF; "
+        "IF cardinality(tr_shard) > 0 THEN "
+        "DELETE FROM timers t USING unnest(tr_shard, tr_fire, tr_arn, tr_id) AS u(shard_id, fire_at_ms, "
+        "execution_arn, timer_id) WHERE t.shard_id = u.shard_id AND t.fire_at_ms = u.fire_at_ms "
+        "AND t.execution_arn = u.execution_arn AND t.timer_id = u.timer_id; "
+        "END IF; "
+        "IF cardinality(ta_shard) > 0 THEN "
+        "INSERT INTO timers SELECT * FROM unnest(ta_shard, ta_fire, ta_arn, ta_id) ON CONFLICT DO NOTHING; "
+        "END IF; "
+        "IF cardinality(dr_shard) > 0 THEN "
+        "DELETE FROM outbox o USING unnest(dr_shard, dr_arn, dr_id) AS u(shard_id, execution_arn, dispatch_id) "
+        "WHERE o.shard_id = u.shard_id AND o.execution_arn = u.execution_arn AND o.dispatch_id = u.dispatch_id; "
+        "END IF; "
+        "IF cardinality(da_shard) > 0 THEN "
+        "INSERT INTO outbox (shard_id, execution_arn, dispatch_id, payload, seq, activity_arn) "
+        "SELECT * FROM unnest(da_shard, da_arn, da_id, da_payload, da_seq, da_activity) "
+        "ON CONFLICT (shard_id, execution_arn, dispatch_id) DO UPDATE SET payload = EXCLUDED.payload, "
+        "seq = EXCLUDED.seq, activity_arn = EXCLUDED.activity_arn, claimed_until_ms = 0; "
+        "END IF; "
+        "IF cardinality(activities) > 0 THEN "
+        "PERFORM pg_notify(channel, activity) FROM unnest(activities) AS activity; "
+        "END IF; "
+        "END $$",
+        # statewright_commit: a whole commit when every shard is still the caller's and every row lands. Otherwise
+        # it raises (SW001: a shard moved; SW002: a row's condition failed), which undoes it all.
+        "CREATE FUNCTION statewright_commit(shards integer[], range_ids bigint[], expected bigint, "
+        "i_arn text[], i_machine text[], i_name text[], i_shard integer[], "
+        "i_status text[], i_start bigint[], i_stop bigint[], i_version bigint[], i_state bytea[], "
+        "i_version_arn text[], i_alias_arn text[], i_redrive_count integer[], i_redrive_ms bigint[], "
+        "u_arn text[], u_expected bigint[], u_status text[], u_stop bigint[], u_version bigint[], u_state bytea[], "
+        "u_redrive_count integer[], u_redrive_ms bigint[], "
+        "h_arn text[], h_first bigint[], h_last bigint[], h_events bytea[], "
+        "tr_shard integer[], tr_fire bigint[], tr_arn text[], tr_id text[], "
+        "ta_shard integer[], ta_fire bigint[], ta_arn text[], ta_id text[], "
+        "dr_shard integer[], dr_arn text[], dr_id text[], "
+        "da_shard integer[], da_arn text[], da_id text[], da_payload bytea[], da_seq bigint[], da_activity text[], "
+        "activities text[], channel text) RETURNS void LANGUAGE plpgsql AS $$ "
+        "DECLARE held bigint; "
+        "BEGIN "
+        "SELECT count(*) INTO held FROM (SELECT 1 FROM shards s JOIN unnest(shards, range_ids) AS u(shard_id, "
+        "range_id) ON s.shard_id = u.shard_id AND s.range_id = u.range_id ORDER BY s.shard_id FOR SHARE OF s) AS h; "
+        "IF held <> cardinality(shards) THEN RAISE EXCEPTION 'a shard moved' USING ERRCODE = 'SW001'; END IF; "
+        "IF statewright_rows(i_arn, i_machine, i_name, i_shard, i_status, i_start, i_stop, i_version, i_state, "
+        "i_version_arn, i_alias_arn, i_redrive_count, i_redrive_ms, u_arn, u_expected, u_status, u_stop, u_version, "
+        "u_state, u_redrive_count, u_redrive_ms) <> expected THEN "
+        "RAISE EXCEPTION 'a row changed' USING ERRCODE = 'SW002'; END IF; "
+        "PERFORM statewright_rest(h_arn, h_first, h_last, h_events, tr_shard, tr_fire, tr_arn, tr_id, ta_shard, "
+        "ta_fire, ta_arn, ta_id, dr_shard, dr_arn, dr_id, da_shard, da_arn, da_id, da_payload, da_seq, da_activity, "
+        "activities, channel); "
+        "END $$",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -378,13 +468,15 @@ class PostgresStore(Store):
     # -- executions
 
     def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult:
-        """One transaction. Round trip 1: BEGIN, the shard rows FOR SHARE, the execution rows written as if every
-        shard were still ours (under a savepoint, undone when one is not or a row's check fails). Round trip 2:
-        history, timers, outbox and COMMIT. Anything failing before COMMIT was sent wrote nothing (PostgreSQL
-        commits a transaction only on COMMIT): CommitFailed; from then on the outcome is unknown."""
-        result = CommitResult()
+        """One transaction. Usually one statement, ``statewright_commit``, in a transaction of its own: every shard
+        still the caller's and every row's condition met. When it finds otherwise it raises, having written
+        nothing, and the commit is made again with what still holds: round trip 1, BEGIN, the shard rows FOR
+        SHARE, the execution rows written as if every shard were still ours (under a savepoint, undone when one is
+        not or a row's check fails); round trip 2, history, timers, outbox and COMMIT. Anything failing before
+        COMMIT was sent wrote nothing (PostgreSQL commits a transaction only on COMMIT): CommitFailed; from then
+        on the outcome is unknown."""
         if not writes:
-            return result
+            return CommitResult()
         # Serialized before anything is sent: an event that is not JSON raises here and nothing is written.
         histories = [orjson.dumps(write.events) if write.events else None for write in writes]
         payloads = [[(dispatch_id, orjson.dumps(payload), activity_of(payload))
@@ -393,6 +485,35 @@ class PostgresStore(Store):
         with self._lock:
             unsequenced = sorted({write.shard_id for write, added in zip(writes, payloads, strict=True)
                                   if added and self._counted_under(write.shard_id) != range_ids.get(write.shard_id)})
+        rows = _row_columns(list(enumerate(writes)))
+        if rows is not None and not unsequenced and self._commit_at_once(
+                shards, range_ids, rows, self._rest_columns(list(zip(writes, histories, payloads, strict=True)))):
+            return CommitResult()
+        return self._commit_carefully(writes, range_ids, histories, payloads, shards, unsequenced)
+
+    def _commit_at_once(self, shards: list[int], range_ids: Mapping[int, int], rows: _Rows,
+                        rest: list[list[Any]]) -> bool:
+        """The whole commit as one statement; False if it found a shard moved or a row changed (nothing written)."""
+        columns, expected = rows
+        try:
+            self._db().execute(_COMMIT, (shards, [range_ids.get(shard) for shard in shards], expected, *columns,
+                                         *rest, ACTIVITY_CHANNEL))
+        except psycopg.Error as exc:
+            if exc.sqlstate in (_SHARD_MOVED, _ROW_CHANGED):
+                return False
+            # An error while the function ran, or one the server gave the statement, rolled the transaction back;
+            # the connection or the server going away otherwise may have come after it committed.
+            if "statewright_commit" in (exc.diag.context or "") or (
+                    exc.sqlstate is not None and exc.sqlstate[:2] not in ("08", "57")):
+                raise CommitFailed(str(exc)) from exc
+            raise CommitOutcomeUnknown(str(exc)) from exc
+        return True
+
+    def _commit_carefully(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int],
+                          histories: list[bytes | None], payloads: list[list[tuple[str, bytes, str | None]]],
+                          shards: list[int], unsequenced: list[int]) -> CommitResult:
+        """The commit in two round trips, which finds the shards lost and the rows whose condition failed."""
+        result = CommitResult()
         db: psycopg.Connection | None = None
         try:
             db = self._db()
@@ -428,10 +549,11 @@ class PostgresStore(Store):
             _roll_back(db)
             raise
         conflicts = set(result.conflicts)
+        rest = self._rest_columns([(write, histories[index], payloads[index]) for index, write in live
+                                   if index not in conflicts])
         try:
             with db.pipeline():
-                self._queue_rest(db, [(write, histories[index], payloads[index]) for index, write in live
-                                      if index not in conflicts])
+                db.execute(_REST, (*rest, ACTIVITY_CHANNEL))
                 db.execute("COMMIT")
         except psycopg.Error as exc:
             _roll_back(db)
@@ -468,9 +590,10 @@ class PostgresStore(Store):
                 db.execute("RELEASE SAVEPOINT write_group")
         return conflicts
 
-    def _queue_rest(self, db: psycopg.Connection,
-                    landed: list[tuple[ExecutionWrite, bytes | None, list[tuple[str, bytes, str | None]]]]) -> None:
-        """Queue the history, timer and outbox statements of the writes that landed, in batch order."""
+    def _rest_columns(self, landed: list[tuple[ExecutionWrite, bytes | None, list[tuple[str, bytes, str | None]]]]
+                      ) -> list[list[Any]]:
+        """statewright_rest's arguments for the writes that landed, in batch order: history, timers removed and
+        added, dispatches removed and added (with their seqs, drawn here), the activities given tasks."""
         history: dict[tuple[str, int], tuple[int, bytes]] = {}  # a later row of the same key replaces it
         removed: list[tuple[int, int, str, str]] = []
         added: dict[tuple[int, int, str, str], None] = {}  # ordered set: a later write's removal cancels it
@@ -479,8 +602,8 @@ class PostgresStore(Store):
         for write, events, payloads in landed:
             if events is not None:
                 history[(write.arn, write.events[0]["id"])] = (write.events[-1]["id"], events)
-            # Deletes run before inserts below; a timer added by an earlier write of this batch and removed by a
-            # later one must not come back, so the removal also drops the pending insert.
+            # Deletes run before inserts; a timer added by an earlier write of this batch and removed by a later
+            # one must not come back, so the removal also drops the pending insert.
             for timer_id, fire_at in write.timers_removed:
                 row = (write.shard_id, fire_at, write.arn, timer_id)
                 added.pop(row, None)
@@ -493,24 +616,13 @@ class PostgresStore(Store):
                 undispatched.append(key)
             for dispatch_id, payload, activity in payloads:
                 dispatches[(write.shard_id, write.arn, dispatch_id)] = payload, activity
-        if history:
-            db.execute(_INSERT_HISTORY, ([arn for arn, _ in history], [first for _, first in history],
-                                         *_columns(list(history.values()), 2)))
-        if removed:
-            db.execute(_DELETE_TIMERS, _columns(removed, 4))
-        if added:
-            db.execute(_INSERT_TIMERS, _columns(list(added), 4))
-        if undispatched:
-            db.execute(_DELETE_DISPATCHES, _columns(undispatched, 3))
-        if dispatches:
-            with self._lock:  # seqs are unique even if two threads commit; commits come from one thread, though
-                seqs = [self._next_seq(shard) for shard, _, _ in dispatches]
-            payload_column, activity_column = _columns(list(dispatches.values()), 2)
-            db.execute(_INSERT_DISPATCHES, (*_columns(list(dispatches), 3), payload_column, seqs, activity_column))
-            activities = sorted({activity for activity in activity_column if activity is not None})
-            if activities:  # delivered at COMMIT, to every node listening: their pollers claim the new tasks
-                db.execute("SELECT pg_notify(%s, activity) FROM unnest(%s::text[]) AS activity",
-                           (ACTIVITY_CHANNEL, activities))
+        with self._lock:  # seqs are unique even if two threads commit; commits come from one thread, though
+            seqs = [self._next_seq(shard) for shard, _, _ in dispatches]
+        payload_column, activity_column = _columns(list(dispatches.values()), 2)
+        return [[arn for arn, _ in history], [first for _, first in history], *_columns(list(history.values()), 2),
+                *_columns(removed, 4), *_columns(list(added), 4), *_columns(undispatched, 3),
+                *_columns(list(dispatches), 3), payload_column, seqs, activity_column,
+                sorted({activity for activity in activity_column if activity is not None})]
 
     def _counted_under(self, shard_id: int) -> int | None:
         counted = self._outbox_seqs.get(shard_id)
@@ -979,14 +1091,14 @@ def _roll_back(db: psycopg.Connection | None) -> None:
             db.execute("ROLLBACK")
 
 
-_Queued = tuple[list[psycopg.Cursor], int] | None
+_Rows = tuple[list[list[Any]], int]  # statewright_rows' arguments, and how many rows they must change
 
 
-def _queue_rows(db: psycopg.Connection, live: list[tuple[int, ExecutionWrite]]) -> _Queued:
-    """Queue the execution rows of ``live`` as one INSERT and one UPDATE; returns their cursors and the rows they
-    must change. The writes of one execution become one row change: the first one's condition, the last one's
-    values. None (nothing queued) if a write does not follow on from the one before it: then only writing the
-    rows one by one, in order, tells which land."""
+def _row_columns(live: list[tuple[int, ExecutionWrite]]) -> _Rows | None:
+    """The execution rows of ``live`` as statewright_rows' columns (the new rows, then the updated ones) and how
+    many rows they must change. The writes of one execution become one row change: the first one's condition, the
+    last one's values. None if a write does not follow on from the one before it: then only writing the rows one by
+    one, in order, tells which land."""
     first: dict[str, ExecutionWrite] = {}
     last: dict[str, ExecutionWrite] = {}
     for _, write in live:
@@ -998,42 +1110,62 @@ def _queue_rows(db: psycopg.Connection, live: list[tuple[int, ExecutionWrite]]) 
         last[write.arn] = write
     inserts = [(first[arn], last[arn]) for arn in first if first[arn].expected_version == 0]
     updates = [(first[arn], last[arn]) for arn in first if first[arn].expected_version != 0]
-    cursors = []
-    if inserts:
-        cursors.append(db.execute(_INSERT_EXECUTIONS, (
-            [one.arn for one, _ in inserts], [one.state_machine_arn for one, _ in inserts],
-            [one.name for one, _ in inserts], [one.shard_id for one, _ in inserts],
-            [end.status for _, end in inserts], [one.start_ms for one, _ in inserts],
-            [end.stop_ms for _, end in inserts], [end.version for _, end in inserts],
-            [end.state for _, end in inserts], [one.version_arn for one, _ in inserts],
-            [one.alias_arn for one, _ in inserts], [end.redrive_count for _, end in inserts],
-            [end.redrive_ms for _, end in inserts])))
-    if updates:
-        cursors.append(db.execute(_UPDATE_EXECUTIONS, (
-            [one.arn for one, _ in updates], [one.expected_version for one, _ in updates],
-            [end.status for _, end in updates], [end.stop_ms for _, end in updates],
-            [end.version for _, end in updates], [end.state for _, end in updates],
-            [end.redrive_count for _, end in updates], [end.redrive_ms for _, end in updates])))
-    return cursors, len(first)
+    return [
+        [one.arn for one, _ in inserts], [one.state_machine_arn for one, _ in inserts],
+        [one.name for one, _ in inserts], [one.shard_id for one, _ in inserts],
+        [end.status for _, end in inserts], [one.start_ms for one, _ in inserts],
+        [end.stop_ms for _, end in inserts], [end.version for _, end in inserts],
+        [end.state for _, end in inserts], [one.version_arn for one, _ in inserts],
+        [one.alias_arn for one, _ in inserts], [end.redrive_count for _, end in inserts],
+        [end.redrive_ms for _, end in inserts],
+        [one.arn for one, _ in updates], [one.expected_version for one, _ in updates],
+        [end.status for _, end in updates], [end.stop_ms for _, end in updates],
+        [end.version for _, end in updates], [end.state for _, end in updates],
+        [end.redrive_count for _, end in updates], [end.redrive_ms for _, end in updates],
+    ], len(first)
+
+
+_Queued = tuple[psycopg.Cursor, int] | None
+
+
+def _queue_rows(db: psycopg.Connection, live: list[tuple[int, ExecutionWrite]]) -> _Queued:
+    """Queue the execution rows of ``live`` in bulk (statewright_rows); None (nothing queued) if only writing them
+    one by one tells which land."""
+    rows = _row_columns(live)
+    if rows is None:
+        return None
+    columns, expected = rows
+    return db.execute(_ROWS, columns), expected
 
 
 def _landed(queued: _Queued) -> bool:
     if queued is None:
         return False
-    cursors, expected = queued
-    return sum(cursor.rowcount for cursor in cursors) == expected
+    cursor, expected = queued
+    return cursor.fetchone()[0] == expected
 
 
 def _columns(rows: list[tuple], width: int) -> list[list[Any]]:
     return [[row[column] for row in rows] for column in range(width)]
 
 
+def _call(function: str, types: str) -> str:
+    """A call of one of migration 8's functions with these argument types, each sent as a binary parameter: a
+    bytea array in text would be hex-escaped, several times slower to send."""
+    return f"SELECT {function}({', '.join(f'%b::{kind}' for kind in types.split())})"
 
-# Array parameters go as %b (binary): a bytea array in text would be hex-escaped, several times slower to send.
-_INSERT_EXECUTIONS = (
-    f"INSERT INTO executions ({EXECUTION_COLUMNS}) SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], "
-    "%b::integer[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::text[], "
-    "%b::integer[], %b::bigint[]) ON CONFLICT DO NOTHING")
+
+# The argument types of migration 8's functions, in order.
+_ROWS_TYPES = ("text[] text[] text[] integer[] text[] bigint[] bigint[] bigint[] bytea[] text[] text[] integer[] "
+               "bigint[] text[] bigint[] text[] bigint[] bigint[] bytea[] integer[] bigint[]")
+_REST_TYPES = ("text[] bigint[] bigint[] bytea[] integer[] bigint[] text[] text[] integer[] bigint[] text[] text[] "
+               "integer[] text[] text[] integer[] text[] text[] bytea[] bigint[] text[] text[] text")
+_ROWS = _call("statewright_rows", _ROWS_TYPES)
+_REST = _call("statewright_rest", _REST_TYPES)
+_COMMIT = _call("statewright_commit", f"integer[] bigint[] bigint {_ROWS_TYPES} {_REST_TYPES}")
+_SHARD_MOVED, _ROW_CHANGED = "SW001", "SW002"  # what statewright_commit raises, having written nothing
+
+
 def _holds(db: psycopg.Connection, shard_id: int, range_ids: Mapping[int, int]) -> bool:
     """Whether the shard is at the caller's range id; the row stays locked, as a commit locks it, so an acquisition
     waits for this transaction."""
@@ -1041,35 +1173,10 @@ def _holds(db: psycopg.Connection, shard_id: int, range_ids: Mapping[int, int]) 
     return row is not None and row[0] == range_ids.get(shard_id)
 
 
-_UPDATE_EXECUTIONS = (
-    "UPDATE executions e SET status = u.status, stop_ms = u.stop_ms, version = u.version, state = u.state, "
-    "redrive_count = u.redrive_count, redrive_ms = u.redrive_ms "
-    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bytea[], %b::integer[], "
-    "%b::bigint[]) AS u(arn, expected, status, stop_ms, version, state, redrive_count, redrive_ms) "
-    "WHERE e.arn = u.arn AND e.version = u.expected")
 _INSERT_EXECUTION = (f"INSERT INTO executions ({EXECUTION_COLUMNS}) VALUES ({', '.join(['%s'] * 13)}) "
                      "ON CONFLICT DO NOTHING")
 _UPDATE_EXECUTION = ("UPDATE executions SET status = %s, stop_ms = %s, version = %s, state = %s, redrive_count = %s, "
                      "redrive_ms = %s WHERE arn = %s AND version = %s")
-_INSERT_HISTORY = (
-    "INSERT INTO history SELECT * FROM unnest(%b::text[], %b::bigint[], %b::bigint[], %b::bytea[]) "
-    "ON CONFLICT (execution_arn, first_event_id) DO UPDATE "
-    "SET last_event_id = EXCLUDED.last_event_id, events = EXCLUDED.events")
-_DELETE_TIMERS = (
-    "DELETE FROM timers t USING unnest(%b::integer[], %b::bigint[], %b::text[], %b::text[]) "
-    "AS u(shard_id, fire_at_ms, execution_arn, timer_id) WHERE t.shard_id = u.shard_id "
-    "AND t.fire_at_ms = u.fire_at_ms AND t.execution_arn = u.execution_arn AND t.timer_id = u.timer_id")
-_INSERT_TIMERS = ("INSERT INTO timers SELECT * FROM unnest(%b::integer[], %b::bigint[], %b::text[], %b::text[]) "
-                  "ON CONFLICT DO NOTHING")
-_DELETE_DISPATCHES = (
-    "DELETE FROM outbox o USING unnest(%b::integer[], %b::text[], %b::text[]) AS u(shard_id, execution_arn, "
-    "dispatch_id) WHERE o.shard_id = u.shard_id AND o.execution_arn = u.execution_arn "
-    "AND o.dispatch_id = u.dispatch_id")
-_INSERT_DISPATCHES = (
-    "INSERT INTO outbox (shard_id, execution_arn, dispatch_id, payload, seq, activity_arn) SELECT * FROM "
-    "unnest(%b::integer[], %b::text[], %b::text[], %b::bytea[], %b::bigint[], %b::text[]) "
-    "ON CONFLICT (shard_id, execution_arn, dispatch_id) DO UPDATE SET payload = EXCLUDED.payload, seq = EXCLUDED.seq, "
-    "activity_arn = EXCLUDED.activity_arn, claimed_until_ms = 0")
 # The first unclaimed task of an activity on the partial index, locked with SKIP LOCKED so that two nodes claiming
 # at once take two rows (or one of them none) instead of waiting for each other.
 _CLAIM_ACTIVITY_TASK = (
