@@ -80,6 +80,15 @@ def test_start_sync_execution_answers_with_the_result(sfn):
         "inputDetails": {"included": True}, "output": '{"doubled":12}', "outputDetails": {"included": True}}
     assert done["billingDetails"]["billedMemoryUsedInMB"] == 64
     assert done["billingDetails"]["billedDurationInMilliseconds"] % 100 == 0
+    assert "traceHeader" not in done
+
+
+def test_start_sync_execution_hands_back_the_trace_header_it_was_given(sfn):
+    header = "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"
+    done = sfn.start_sync_execution(stateMachineArn=express(sfn, CHAIN), input='{"n": 1}', traceHeader=header)
+    assert done["traceHeader"] == header
+    with pytest.raises(ClientError, match="ValidationException"):
+        sfn.start_sync_execution(stateMachineArn=express(sfn, CHAIN), traceHeader="x" * 257)
     assert done["stopDate"] >= done["startDate"]
 
 

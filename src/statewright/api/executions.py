@@ -78,6 +78,8 @@ async def start_sync_execution(service: Service, params: dict, scope: Scope) -> 
     for key in ("error", "cause"):
         if done[key] is not None:
             answer[key] = done[key]
+    if "traceHeader" in params:  # the X-Ray header the caller passed, handed back as AWS does
+        answer["traceHeader"] = params["traceHeader"]
     return answer
 
 
