@@ -136,6 +136,25 @@ def test_second_start_with_other_input_is_refused(store):
         refused.result()
 
 
+def test_a_start_sent_again_stands_once_its_execution_closed_and_another_is_refused(store):
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    arn = "arn:aws:states:us-east-1:123456789012:execution:sleepy:again"
+    first = StartExecution(arn, MACHINE, "again", "r1", "role", '{"s": 1}', token="t-1")
+    started = engine.submit(first)
+    engine.tick(clock.now_ms)
+    clock.now_ms += 1_000
+    while engine.tick(clock.now_ms):
+        pass
+    assert status(store, arn)["status"] == "SUCCEEDED"
+    again = engine.submit(first)
+    other = engine.submit(StartExecution(arn, MACHINE, "again", "r1", "role", '{"s": 1}', token="t-2"))
+    engine.tick(clock.now_ms)
+    assert again.result() == started.result()  # a forward retried after its answer was lost
+    with pytest.raises(ExecutionAlreadyExists):  # another call with the same name and input, after it closed
+        other.result()
+
+
 def test_a_tick_reads_the_executions_it_does_not_hold_in_one_store_call(store):
     reads: list[list[str]] = []
     load_executions = store.load_executions

@@ -166,7 +166,7 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
         raise type_not_supported()
     return commands.StartExecution(arn, machine_arn, name, machine.revision_id, machine.role_arn, text,
                                    version_arn=version_arn, alias_arn=alias_arn, test_case=test_case,
-                                   express=express)
+                                   express=express, token=None if express else f"{_draws.getrandbits(64):016x}")
 
 
 def _test_case(service: Service, given: str) -> tuple[str, str | None]:

@@ -81,6 +81,9 @@ class StartExecution:
     alias_arn: str | None = None  # started through an alias
     test_case: str | None = None  # started on ARN#case: the mock configuration's test case it runs
     express: str | None = None  # an EXPRESS execution: "async" (StartExecution) or "sync" (StartSyncExecution)
+    # The API call's own id: a copy of the start sent again (a forward retried after no answer came) is answered
+    # as the first one was, even once the execution has closed.
+    token: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

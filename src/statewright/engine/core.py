@@ -509,6 +509,8 @@ class Engine:
         current = batch.staged.get(command.arn) or self._load(command.arn, batch)
         if isinstance(command, StartExecution):
             if current is not None:
+                if command.token is not None and command.token == current.start_token:
+                    return current.start_ms  # this very start, sent again: it stands, open or closed
                 if (current.is_open and current.input == command.input and current.parent == command.parent
                         and current.test_case == command.test_case and command.express != SYNC):
                     return current.start_ms  # idempotent start (a child only for the parent attempt that made it)
@@ -524,7 +526,7 @@ class Engine:
             fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
                                    command.role_arn, command.input, now_ms, shard, parent=command.parent,
                                    version_arn=command.version_arn, alias_arn=command.alias_arn,
-                                   test_case=command.test_case)
+                                   test_case=command.test_case, start_token=command.token)
             definition = self._definition(fresh)  # first: a start whose definition cannot be read leaves no run
             limit_ms = None
             if command.express is not None:

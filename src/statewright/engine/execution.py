@@ -176,6 +176,7 @@ class ExecutionState:
     # Closed FAILED, ABORTED or TIMED_OUT: the flows as they stood when it closed (a failure's casualties as the
     # failure found them), where a redrive resumes them. Empty while it runs, after success, and in older blobs.
     halted: dict[str, Flow] = field(default_factory=dict)
+    start_token: str | None = None  # the token of the StartExecution call that started it (None in older blobs)
 
     @property
     def is_open(self) -> bool:
@@ -194,7 +195,8 @@ class ExecutionState:
             "parent": self.parent, "timers": self.timers, "version_arn": self.version_arn,
             "alias_arn": self.alias_arn, "test_case": self.test_case, "redrive_count": self.redrive_count,
             "redrive_ms": self.redrive_ms, "redrive_tokens": self.redrive_tokens,
-            "halted": {flow_id: _flow_row(flow) for flow_id, flow in self.halted.items()}})
+            "halted": {flow_id: _flow_row(flow) for flow_id, flow in self.halted.items()},
+            "start_token": self.start_token})
 
     @classmethod
     def from_blob(cls, blob: bytes) -> ExecutionState:
