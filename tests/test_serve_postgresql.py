@@ -84,3 +84,23 @@ def test_connections_cut_by_the_database_get_a_retryable_error_and_the_node_carr
             assert wait_closed(sfn, run)["status"] == "SUCCEEDED"
     finally:
         node.stop()
+
+
+def test_a_node_with_another_secret_or_a_port_in_use_refuses_to_start_and_takes_no_shard(tmp_path, postgres_schema):
+    node = ServerProcess(tmp_path / "data", shards=4, extra_args=node_args(postgres_schema)).start()
+    try:
+        other = subprocess.run([sys.executable, "-m", "statewright", "serve", "--port", str(free_port()), "--store",
+                                postgres_schema, "--cluster-secret", "typo", "--shards", "4"], capture_output=True,
+                               text=True, timeout=60)
+        assert other.returncode == 1
+        assert "share another cluster secret" in other.stderr and "--cluster-secret" in other.stderr
+        taken = subprocess.run([sys.executable, "-m", "statewright", "serve", "--port", str(node.port), "--store",
+                                postgres_schema, "--cluster-secret", "s", "--shards", "4"], capture_output=True,
+                               text=True, timeout=60)
+        assert taken.returncode == 1
+        assert f"cannot listen on 127.0.0.1:{node.port}" in taken.stderr and "--port" in taken.stderr
+        with psycopg.connect(postgres_schema) as db:  # neither joined: the first node holds every shard still
+            assert db.execute("SELECT DISTINCT owner FROM shards").fetchall() == [(node.endpoint,)]
+            assert [row[0] for row in db.execute("SELECT node_id FROM nodes")] == [node.endpoint]
+    finally:
+        node.stop()

@@ -532,3 +532,18 @@ def test_a_holder_whose_lease_still_runs_keeps_its_sessions(postgres_schema: str
     finally:
         holder.close()
         other.close()
+
+
+def test_a_node_joins_with_the_recorded_cluster_secret_or_any_once_no_other_node_is_live(postgres_schema: str) -> None:
+    store = PostgresStore(postgres_schema, 2)
+    try:
+        assert store.adopt_cluster_secret("check-a", "node-a", 1_000)  # the first records its secret
+        store.register_node("node-a", "http://a", 11_000)
+        assert store.adopt_cluster_secret("check-a", "node-b", 2_000)
+        assert not store.adopt_cluster_secret("check-b", "node-c", 2_000)  # node-a is live with check-a
+        assert store.adopt_cluster_secret("check-b", "node-a", 2_000)  # the live one itself, restarted
+        assert store.adopt_cluster_secret("check-c", "node-c", 20_000)  # node-a's lease ran out: a new secret
+        store.register_node("node-c", "http://c", 30_000)
+        assert not store.adopt_cluster_secret("check-a", "node-a", 21_000)  # now check-c is the cluster's
+    finally:
+        store.close()

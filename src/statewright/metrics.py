@@ -117,6 +117,8 @@ class Metrics:
         self.lease_renewals = Counter(
             "statewright_lease_renewals", "Shard lease renewals by outcome: renewed, lost (another node holds the "
             "shard) or failed (the store did not answer)", ["outcome"], registry=registry)
+        for outcome in ("renewed", "lost", "failed"):  # each series from the start, so an alert on it has one
+            self.lease_renewals.labels(outcome)
         self.fenced_writes = Counter(
             "statewright_fenced_writes", "Execution writes the store rejected because another node took their "
             "shard (its range id moved): what a paused or cut-off node tried after losing its lease",

@@ -62,6 +62,12 @@ def verify(secret: bytes, signature: str, body: bytes) -> str | None:
     return None
 
 
+def secret_check(secret: bytes) -> str:
+    """What the database records of the cluster secret, so a node started with another one refuses to join: a
+    digest, from which the secret cannot be read back."""
+    return hmac.new(secret, b"statewright cluster secret check", hashlib.sha256).hexdigest()
+
+
 def _digest(secret: bytes, signed_ms: int, body: bytes) -> str:
     return hmac.new(secret, b"%d." % signed_ms + body, hashlib.sha256).hexdigest()
 

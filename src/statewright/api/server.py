@@ -192,6 +192,19 @@ def _retention(config: ServerConfig, store: Store, engine: Engine, service: Serv
                                                                  round(config.compact_after_days * DAY_MS)))
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything starts: a second process on a port in use must fail before
+    it takes any shard of its cluster (it would advertise the same address as the node serving there)."""
+    listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+    except OSError:
+        listening.close()
+        raise
+    return listening
+
+
 def _reachable_host(host: str) -> str:
     """The host other nodes reach this one at, when it listens on every interface."""
     return socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
@@ -211,6 +224,15 @@ def serve(config: ServerConfig) -> int:
             OSError) as exc:  # InvalidFunctions and InvalidWebhooks are ValueErrors
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
+    try:
+        listening = _listen(config.host, config.port)
+    except OSError as exc:
+        print(f"statewright: cannot listen on {config.host}:{config.port} ({exc.strerror or exc}): stop what serves "
+              f"there or pass another --port", file=sys.stderr)
+        store.close()
+        if lock is not None:
+            os.close(lock)
+        return 1
     virtual = None
     if config.virtual_clock:
         if config.store:
@@ -229,6 +251,13 @@ def serve(config: ServerConfig) -> int:
         if not config.cluster_secret:
             print("statewright: a node on PostgreSQL needs the cluster's secret: pass --cluster-secret S (or set "
                   "STATEWRIGHT_CLUSTER_SECRET), the same on every node", file=sys.stderr)
+            store.close()
+            return 1
+        if not store.adopt_cluster_secret(cluster.secret_check(config.cluster_secret.encode()), address,
+                                          wall_clock_ms()):
+            print(f"statewright: the live nodes on {store.location} share another cluster secret: start this node "
+                  f"with theirs (--cluster-secret or STATEWRIGHT_CLUSTER_SECRET); to change it, stop every node "
+                  f"first", file=sys.stderr)
             store.close()
             return 1
         node = _join(store, engine, address, config)
@@ -274,7 +303,7 @@ def serve(config: ServerConfig) -> int:
                                     ws_max_queue=channel.MESSAGES_QUEUED_MAX),
                      on_exit=lambda: _on_exit(service))
     try:
-        server.run()
+        server.run(sockets=[listening])
     finally:
         engine.stop()
         service.close()

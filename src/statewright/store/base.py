@@ -343,6 +343,12 @@ class Store(ABC):
     def nodes(self) -> list[NodeRecord]:
         """Every registered node, by id, live or not (the caller compares ``lease_until_ms`` with its clock)."""
 
+    def adopt_cluster_secret(self, check: str, node_id: str, now_ms: int) -> bool:
+        """Whether a node may join with the cluster secret whose check value is ``check``: the one recorded, or any
+        while no other node is live (then it is recorded: the cluster starts again with another secret). A store
+        only one process serves has no cluster: always."""
+        return True
+
     # -- executions
     @abstractmethod
     def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult: ...

@@ -465,6 +465,18 @@ class PostgresStore(Store):
         return [NodeRecord(*row) for row in self._rows("SELECT node_id, address, lease_until_ms FROM nodes "
                                                        "ORDER BY node_id")]
 
+    def adopt_cluster_secret(self, check: str, node_id: str, now_ms: int) -> bool:
+        with self._transaction() as db:
+            db.execute("LOCK TABLE nodes IN SHARE ROW EXCLUSIVE MODE")  # two nodes starting at once take turns
+            row = db.execute("SELECT value FROM meta WHERE key = 'cluster_secret_check'").fetchone()
+            if row is not None and row[0] != check and db.execute(
+                    "SELECT 1 FROM nodes WHERE node_id <> %s AND lease_until_ms > %s LIMIT 1",
+                    (node_id, now_ms)).fetchone() is not None:
+                return False
+            db.execute("INSERT INTO meta VALUES ('cluster_secret_check', %s) ON CONFLICT (key) DO UPDATE "
+                       "SET value = EXCLUDED.value", (check,))
+            return True
+
     # -- executions
 
     def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult:
