@@ -34,6 +34,7 @@ from store_contract import (
     check_migrated_from_schema_5,
     check_migrated_from_schema_6,
     committed,
+    events,
     execution_arn,
     task,
     write,
@@ -545,5 +546,29 @@ def test_a_node_joins_with_the_recorded_cluster_secret_or_any_once_no_other_node
         assert store.adopt_cluster_secret("check-c", "node-c", 20_000)  # node-a's lease ran out: a new secret
         store.register_node("node-c", "http://c", 30_000)
         assert not store.adopt_cluster_secret("check-a", "node-a", 21_000)  # now check-c is the cluster's
+    finally:
+        store.close()
+
+
+def test_an_ordinary_commit_is_one_statement_and_one_that_finds_a_conflict_takes_the_careful_way(
+        postgres_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = PostgresStore(postgres_schema, 2)
+    careful: list[int] = []
+    two_round_trips = store._commit_carefully
+    monkeypatch.setattr(store, "_commit_carefully", lambda writes, *rest: careful.append(len(writes)) or
+                        two_round_trips(writes, *rest))
+    try:
+        ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
+        arn = execution_arn("one")
+        first = write(arn, history=events(1, 3), added=[("wait-1", 5_000)])
+        first.dispatches_added = [("3", task(ACTIVITY, 1))]
+        committed(store, [first], ranges)
+        committed(store, [write(arn, expected=1, history=events(4, 5), removed=[("wait-1", 5_000)])], ranges)
+        assert careful == []
+        result = store.commit([write(arn, expected=1), write(execution_arn("two"))], ranges)  # a stale version
+        assert (result.conflicts, careful) == ([0], [2])
+        assert store.load_execution(execution_arn("two")) == blob(execution_arn("two"), 1)
+        assert [row.timer_id for row in store.due_timers(0, 0, 10_000)] == []
+        assert [d.dispatch_id for d in store.pending_dispatches(0)] == ["3"]
     finally:
         store.close()
