@@ -326,6 +326,37 @@ def test_a_command_that_finds_its_shard_gone_at_the_tick_is_forwarded(tmp_path):
         b.close()
 
 
+def test_a_command_refused_before_its_engine_served_the_shard_is_not_my_shard_even_once_it_does(tmp_path):
+    """A node's lease is in the store before its engine serves the shard. A command its engine refused then is
+    "not my shard" (the forwarder finds the owner again), not a 503, even if the engine serves the shard by the
+    time the refusal is looked at."""
+    a = Node(tmp_path / "shared.db", "a")  # not started: its engine ticks when the test says
+    b = Node(tmp_path / "shared.db", "b").start()
+    try:
+        arn = machine(b.client(), PASS)
+        name = name_on(arn, {2}, uuid.uuid4().hex)
+        command = commands.StartExecution(arn.replace(":stateMachine:", ":execution:") + ":" + name, arn, name,
+                                          a.store.get_state_machine(arn).revision_id, ROLE_ARN, '{"who": 2}')
+        range_id = a.store.acquire_shard(2, "a", 2**62)
+
+        async def run() -> list[object]:
+            call = asyncio.ensure_future(a.service.run_here([command], throttle=True))
+            await asyncio.sleep(0)  # the command waits in A's inbox
+            a.engine.tick(a.engine.clock())  # refused: the engine does not serve shard 2 yet
+            a.engine.gain_shard(2, range_id, None)
+            a.engine.tick(a.engine.clock())  # now it does
+            try:
+                return await call
+            finally:
+                await a.service.detach()
+
+        [reply] = asyncio.run(run())
+        assert isinstance(reply, commands.ShardNotOwned) and reply.shard_id == 2
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_full_inbox_at_the_owner_throttles_the_caller(tmp_path):
     a = Node(tmp_path / "shared.db", "a").start()
     b = Node(tmp_path / "shared.db", "b", limits=Limits(inbox_commands_max=0)).start()  # refuses every API call

@@ -246,6 +246,9 @@ class Service:
         if forwarder is None or self._serves(command):
             try:
                 return await self.engine.submit(command, loop.create_future(), throttle=throttle)
+            except ShardNotOwned:  # it took or let go of the shard meanwhile: the forwarder finds the owner (this
+                if forwarder is None:  # node too, once its engine serves it)
+                    raise
             except EngineUnavailable:
                 if forwarder is None or self._serves(command):
                     raise

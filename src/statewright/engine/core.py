@@ -40,6 +40,7 @@ from .commands import (
     Heartbeat,
     InboxFull,
     RedriveExecution,
+    ShardNotOwned,
     StartAttempt,
     StartExecution,
     StopExecution,
@@ -505,7 +506,7 @@ class Engine:
             self._redo.extend(self._held.pop(command.arn, ()))
         shard = shard_for(command.arn, self.shard_count)
         if shard not in self.range_ids:
-            return EngineUnavailable(f"this node does not own shard {shard}")
+            return ShardNotOwned(shard)
         current = batch.staged.get(command.arn) or self._load(command.arn, batch)
         if isinstance(command, StartExecution):
             if current is not None:
