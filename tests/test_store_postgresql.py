@@ -572,3 +572,33 @@ def test_an_ordinary_commit_is_one_statement_and_one_that_finds_a_conflict_takes
         assert [d.dispatch_id for d in store.pending_dispatches(0)] == ["3"]
     finally:
         store.close()
+
+
+def test_a_claim_first_run_on_an_empty_outbox_does_not_scan_it_once_it_filled(postgres_schema: str,
+                                                                             admin: psycopg.Connection) -> None:
+    """A claim's plan, made while the outbox was empty and cached, re-ran its locking subquery for every row of a
+    sequential scan: once the outbox filled, each claim read it size-squared times (dispatches of other nodes'
+    tasks took tens of seconds). Counted from PostgreSQL's table statistics."""
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        ranges = {1: store.acquire_shard(1, "node-a", 60_000)}
+        admin.execute("VACUUM ANALYZE outbox")  # the statistics of an empty table, as a queue often has
+        for _ in range(20):  # past the driver preparing the statement (5 runs) and the server caching a plan (5)
+            assert store.claim_activity_task(ACTIVITY, 1_000, 2_000) is None
+        tasks = 2_000
+        added = [write(execution_arn(f"e{n}"), shard=1) for n in range(tasks)]
+        for n, one in enumerate(added):
+            one.dispatches_added = [("1", task(ACTIVITY, n))]
+        committed(store, added, ranges)
+
+        def outbox_rows_scanned() -> int:
+            store._db().execute("SELECT pg_stat_force_next_flush()")  # the claims' connection reports at once
+            admin.execute("SELECT pg_stat_clear_snapshot()")
+            return admin.execute("SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'outbox'").fetchone()[0]
+
+        before = outbox_rows_scanned()
+        for _ in range(3):
+            assert store.claim_activity_task(ACTIVITY, 1_000, 2_000) is not None
+        assert outbox_rows_scanned() - before < tasks
+    finally:
+        store.close()

@@ -369,9 +369,10 @@ class PostgresStore(Store):
             with db.transaction():
                 yield db
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def _rows(self, sql: str, params: Sequence[Any] = (), *, prepare: bool | None = None) -> list[tuple]:
+        """``prepare``: psycopg's (None: prepared once run often; False: planned at every call)."""
         with _unavailable():
-            return self._db().execute(sql, params, binary=True).fetchall()
+            return self._db().execute(sql, params, binary=True, prepare=prepare).fetchall()
 
     def _execute(self, sql: str, params: Sequence[Any]) -> None:
         with _unavailable():
@@ -787,7 +788,7 @@ class PostgresStore(Store):
 
     def claim_activity_task(self, activity_arn: str, now_ms: int, until_ms: int,
                             skip_shards: Sequence[int] = ()) -> Dispatch | None:
-        rows = self._rows(_CLAIM_ACTIVITY_TASK, (until_ms, activity_arn, now_ms, list(skip_shards)))
+        rows = self._rows(_CLAIM_ACTIVITY_TASK, (until_ms, activity_arn, now_ms, list(skip_shards)), prepare=False)
         if not rows:
             return None
         shard, arn, dispatch_id, payload, seq = rows[0]
@@ -1190,13 +1191,16 @@ _INSERT_EXECUTION = (f"INSERT INTO executions ({EXECUTION_COLUMNS}) VALUES ({', 
 _UPDATE_EXECUTION = ("UPDATE executions SET status = %s, stop_ms = %s, version = %s, state = %s, redrive_count = %s, "
                      "redrive_ms = %s WHERE arn = %s AND version = %s")
 # The first unclaimed task of an activity on the partial index, locked with SKIP LOCKED so that two nodes claiming
-# at once take two rows (or one of them none) instead of waiting for each other.
+# at once take two rows (or one of them none) instead of waiting for each other. The locking subquery is a row
+# comparison, run once whatever the plan: joined (UPDATE ... FROM), a plan made while the outbox was empty re-ran it
+# for each row of a scan of the table, which claimed nothing once the outbox filled, at the cost of its size
+# squared. And it is planned at each call (not prepared), so its plan follows the outbox's size.
 _CLAIM_ACTIVITY_TASK = (
-    "UPDATE outbox o SET claimed_until_ms = %s FROM (SELECT shard_id, execution_arn, dispatch_id FROM outbox "
+    "UPDATE outbox SET claimed_until_ms = %s WHERE (shard_id, execution_arn, dispatch_id) = ("
+    "SELECT shard_id, execution_arn, dispatch_id FROM outbox "
     "WHERE activity_arn = %s AND claimed_until_ms <= %s AND shard_id <> ALL(%s::integer[]) "
-    "ORDER BY claimed_until_ms LIMIT 1 FOR UPDATE SKIP LOCKED) AS c "
-    "WHERE o.shard_id = c.shard_id AND o.execution_arn = c.execution_arn AND o.dispatch_id = c.dispatch_id "
-    "RETURNING o.shard_id, o.execution_arn, o.dispatch_id, o.payload, o.seq")
+    "ORDER BY claimed_until_ms LIMIT 1 FOR UPDATE SKIP LOCKED) "
+    "RETURNING shard_id, execution_arn, dispatch_id, payload, seq")
 _ACTIVITY_COLUMNS = "arn, name, created_ms, encryption"
 _INSERT_REVISION = "INSERT INTO revisions VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
 _COUNT_OPEN = "SELECT count(*) FROM executions WHERE status = 'RUNNING'"
