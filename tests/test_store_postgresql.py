@@ -602,3 +602,13 @@ def test_a_claim_first_run_on_an_empty_outbox_does_not_scan_it_once_it_filled(po
         assert outbox_rows_scanned() - before < tasks
     finally:
         store.close()
+
+
+def test_the_store_advises_turning_autovacuum_on_exactly_when_it_is_off(postgres_schema: str,
+                                                                      admin: psycopg.Connection) -> None:
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        off = admin.execute("SHOW autovacuum").fetchone()[0] == "off"
+        assert any("autovacuum is off" in advice for advice in store.advice()) == off
+    finally:
+        store.close()

@@ -281,6 +281,8 @@ def serve(config: ServerConfig) -> int:
     engine.metrics.count_open_executions(store.open_count, None if node is None else RECOUNT_OPEN_S)
     app = App(service, config.region)
     print(f"statewright: data in {where}", flush=True)
+    for advice in store.advice():
+        print(f"statewright: warning: {advice}", flush=True)
     if node is not None:
         print(f"statewright: cluster node {address} (leases {config.leases.lease_ms} ms, renewed every "
               f"{config.leases.renew_ms} ms)", flush=True)

@@ -349,6 +349,10 @@ class Store(ABC):
         only one process serves has no cluster: always."""
         return True
 
+    def advice(self) -> list[str]:
+        """What to change in the database's setup for it to serve well, as sentences to show at start."""
+        return []
+
     # -- executions
     @abstractmethod
     def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult: ...

@@ -786,6 +786,13 @@ class PostgresStore(Store):
         return [Dispatch(shard, arn, dispatch_id, orjson.loads(payload), seq)
                 for shard, arn, dispatch_id, payload, seq in rows]
 
+    def advice(self) -> list[str]:
+        if self._rows("SELECT current_setting('autovacuum')")[0][0] == "on":
+            return []
+        return ["PostgreSQL's autovacuum is off: the outbox and timer rows, rewritten at every task, leave dead "
+                "rows that slow every claim and commit as they pile up; turn it on (ALTER SYSTEM SET autovacuum = "
+                "on, then SELECT pg_reload_conf()) or VACUUM the database now and then"]
+
     def claim_activity_task(self, activity_arn: str, now_ms: int, until_ms: int,
                             skip_shards: Sequence[int] = ()) -> Dispatch | None:
         rows = self._rows(_CLAIM_ACTIVITY_TASK, (until_ms, activity_arn, now_ms, list(skip_shards)), prepare=False)
