@@ -63,6 +63,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--moto-w6-n", type=int, default=5000,
                         help="W6 start phase on moto, if its activity tasks wait for a worker (default 5000)")
     parser.add_argument("--w7-n", type=int, default=6000, help="W7 chain executions per node count (default 6000)")
+    parser.add_argument("--w7-rounds", type=int, default=2, help="W7 rounds over 1, 2 and 3 nodes (default 2)")
     parser.add_argument("--w7-quota", type=float, default=0.15,
                         help="W7 CPU quota of each node, in cores (cgroup v1 cpu.cfs_quota_us; default 0.15)")
     parser.add_argument("--w9-rate", type=float, default=1000.0, help="W9: W1 starts/s, alone and beside (1000)")
@@ -199,30 +200,35 @@ async def w7(args: argparse.Namespace, work: Path, results: dict, table: Table) 
     if not args.store:
         table.add("W7 cluster", "nodes on one PostgreSQL", "not run: pass --store postgresql://...")
         return
-    run = await cluster.w7(work, args.store, args.w7_n, args.concurrency, args.w7_quota)
+    run = await cluster.w7(work, args.store, args.w7_n, args.concurrency, args.w7_quota, args.w7_rounds)
     results["w7"] = run
     for key, starts in (("scale_out", "named starts"), ("scale_out_unnamed", "unnamed starts")):
         one = run[key][0]["transitions_per_s"]
         for point in run[key]:
             ratio = point["transitions_per_s"] / one
+            rounds = ", ".join(f"{each:.2f}x" for each in point["round_ratios"])
             table.add("W7 cluster", f"committed transitions/s, {starts}, {point['nodes']} node(s) at "
-                      f"{args.w7_quota} core each", f"{point['transitions_per_s']:,.0f} ({ratio:.2f}x one node)",
+                      f"{args.w7_quota} core each, mean of {run['rounds']} rounds",
+                      f"{point['transitions_per_s']:,.0f} ({ratio:.2f}x one node; rounds {rounds})",
                       target=">= 2.5x one node" if point["nodes"] == 3 else "",
                       verdict=ratio >= 2.5 if point["nodes"] == 3 else None)
             table.add("W7 cluster", f"CPU used per node, {starts}, {point['nodes']} node(s), cores (quota "
                       f"{args.w7_quota})", f"{point['node_cores']:.3f}")
     table.add("W7 cluster", "SIGKILL of 1 of 3 nodes: every shard served again after, s", f"{run['failover_s']:.2f}",
               target="< 11 s (one lease + 1 s)", verdict=run["failover_s"] < 11)
-    table.add("W7 cluster", "SIGTERM of 1 of 3 nodes: every shard served again after, ms",
-              f"{run['handover_s'] * 1000:.0f}", target="< 100 ms", verdict=run["handover_s"] < 0.1)
-    dispatch = run["dispatch"]
-    table.add("W7 cluster", f"dispatch p50 / p99 / max, tasks of other nodes' executions ({dispatch['rate_per_s']}/s, "
-              f"{dispatch['across_n']} tasks), ms",
-              f"{dispatch['across_p50_ms']:.1f} / {dispatch['across_p99_ms']:.1f} / {dispatch['across_max_ms']:.1f}",
-              target="p99 < 20 ms", verdict=dispatch["across_p99_ms"] < 20)
-    table.add("W7 cluster", f"dispatch p50 / p99 / max, tasks of the polled node's own executions "
-              f"({dispatch['local_n']} tasks), ms",
-              f"{dispatch['local_p50_ms']:.1f} / {dispatch['local_p99_ms']:.1f} / {dispatch['local_max_ms']:.1f}")
+    table.add("W7 cluster", "SIGTERM of 1 of 3 nodes: every shard served again after, ms (each round)",
+              " / ".join(f"{each * 1000:.0f}" for each in run["handover_s"]), target="< 100 ms",
+              verdict=max(run["handover_s"]) < 0.1)
+    for dispatch in run["dispatch"]:
+        moderate = dispatch["rate_per_s"] == cluster.MODERATE_RATE_PER_S
+        load = (f"{dispatch['rate_per_s']}/s, machine {dispatch['machine_busy']:.0%} busy, "
+                f"{dispatch['workers']} workers on one node")
+        for where, whose in (("across", "other nodes' executions"), ("local", "the polled node's own executions")):
+            p50, p99, worst = (dispatch[f"{where}_{stat}_ms"] for stat in ("p50", "p99", "max"))
+            checked = moderate and where == "across"
+            table.add("W7 cluster", f"dispatch p50 / p99 / max, tasks of {whose} ({load}, "
+                      f"{dispatch[f'{where}_n']} tasks), ms", f"{p50:.1f} / {p99:.1f} / {worst:.1f}",
+                      target="p99 < 20 ms" if checked else "", verdict=p99 < 20 if checked else None)
 
 
 async def w10(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:

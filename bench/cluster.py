@@ -33,8 +33,10 @@ from .servers import Statewright, database_name
 CGROUP = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 10_000
 SHARDS = 64
-DISPATCH_RATE_PER_S = 200  # moderate: a tenth of what one node dispatches at peak (W2)
-DISPATCH_SECONDS = 10
+# Dispatch across nodes at a moderate rate, where the machine (3 nodes, PostgreSQL, the load generator and the
+# workers on 2 cores) is mostly idle, and at a busy one, where it is three quarters busy: (tasks/s, seconds).
+DISPATCH_RATES = ((50, 20), (200, 10))
+MODERATE_RATE_PER_S = 50
 
 
 class Node(Statewright):
@@ -70,6 +72,12 @@ class Node(Statewright):
             if line.startswith("statewright_shards_owned "):
                 return int(float(line.split()[1]))
         return 0
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy (not idle or waiting for I/O), from /proc/stat."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def fresh_database(postgres: str, label: str) -> tuple[str, str]:
@@ -147,6 +155,8 @@ async def dispatch_across(nodes: list[Node], store: str, rate_per_s: float, seco
     worker_pool = Pool(nodes[0].endpoint, workers * 2)
     answered: list[float] = []
     errors: list[str] = []
+    busy_before = machine_busy_s()
+    began = time.monotonic()
     try:
         activity = (await pools[0].call("CreateActivity", {"name": f"w7-{os.getpid()}"}))["activityArn"]
         machine = await workloads.create_machine(pools[0], "w7d", workloads.activity_definition(activity))
@@ -157,6 +167,7 @@ async def dispatch_across(nodes: list[Node], store: str, rate_per_s: float, seco
                 pool, machine, rate_per_s / len(pools), seconds, lambda index: f'{{"i": {index}}}', f"d{number}")
                 for number, pool in enumerate(pools)))
             await workloads.wait_none_running(pools[0], machine, 120)
+            busy = (machine_busy_s() - busy_before) / (time.monotonic() - began) / os.cpu_count()
         finally:
             for task in polling:
                 task.cancel()
@@ -177,38 +188,60 @@ async def dispatch_across(nodes: list[Node], store: str, rate_per_s: float, seco
         worker_pool.close()
         for pool in pools:
             pool.close()
-    return {"rate_per_s": rate_per_s, "workers": workers, "reply_errors": len(errors),
+    return {"rate_per_s": rate_per_s, "workers": workers, "reply_errors": len(errors), "machine_busy": busy,
             **{f"{where}_{stat}_ms": (workloads.percentile(values, fraction) if fraction else max(values, default=0))
                for where, values in (("across", latencies[True]), ("local", latencies[False]))
                for stat, fraction in (("p50", 0.5), ("p99", 0.99), ("max", None))},
             "across_n": len(latencies[True]), "local_n": len(latencies[False])}
 
 
-async def w7(work: Path, postgres: str, n: int, concurrency: int, quota: float) -> dict[str, Any]:
-    results: dict[str, Any] = {"quota": quota, "scale_out": [], "scale_out_unnamed": []}
-    for named, key in ((True, "scale_out"), (False, "scale_out_unnamed")):
+def _served_again_after(work: Path, postgres: str, sig: signal.Signals) -> float:
+    """Seconds from ``sig`` to the node of three holding most shards until the others serve every shard."""
+    name, store = fresh_database(postgres, f"w7-{sig.name.lower()}")
+    nodes = start_nodes(work, store, 3, None)
+    try:
+        victim = max(nodes, key=Node.owned)
+        victim.process.send_signal(sig)
+        return wait_served([node for node in nodes if node is not victim], 60)
+    finally:
+        stop_nodes(nodes)
+        drop_database(postgres, name)
+
+
+async def w7(work: Path, postgres: str, n: int, concurrency: int, quota: float, rounds: int) -> dict[str, Any]:
+    """Scale-out and hand-over once per round: throttled processes on 2 shared cores make the host's speed drift
+    from one phase to the next, so each node count is measured in every round, in turn, and the figures given are
+    the rounds' means (with each round's own ratio)."""
+    results: dict[str, Any] = {"quota": quota, "rounds": rounds, "scale_out": [], "scale_out_unnamed": [],
+                               "handover_s": []}
+    runs: dict[tuple[bool, int], list[dict[str, Any]]] = {(named, count): [] for named in (True, False)
+                                                          for count in (1, 2, 3)}
+    for _ in range(rounds):
         for count in (1, 2, 3):
             name, store = fresh_database(postgres, f"w7-{count}")
             nodes = start_nodes(work, store, count, quota)
             try:
-                results[key].append(await chain_on(nodes, n, concurrency, named))
+                for named in (True, False):
+                    runs[(named, count)].append(await chain_on(nodes, n, concurrency, named))
             finally:
                 stop_nodes(nodes)
                 drop_database(postgres, name)
-    for how, sig in (("failover_s", signal.SIGKILL), ("handover_s", signal.SIGTERM)):
-        name, store = fresh_database(postgres, f"w7-{how}")
-        nodes = start_nodes(work, store, 3, None)
-        try:
-            victim = max(nodes, key=Node.owned)
-            victim.process.send_signal(sig)
-            results[how] = wait_served([node for node in nodes if node is not victim], 60)
-        finally:
-            stop_nodes(nodes)
-            drop_database(postgres, name)
+        results["handover_s"].append(_served_again_after(work, postgres, signal.SIGTERM))
+    for named, key in ((True, "scale_out"), (False, "scale_out_unnamed")):
+        for count in (1, 2, 3):
+            mine, ones = runs[(named, count)], runs[(named, 1)]
+            results[key].append({
+                "nodes": count, "named": named, "runs": mine,
+                "transitions_per_s": sum(run["transitions_per_s"] for run in mine) / rounds,
+                "node_cores": sum(run["node_cores"] for run in mine) / rounds,
+                "round_ratios": [run["transitions_per_s"] / one["transitions_per_s"]
+                                 for run, one in zip(mine, ones, strict=True)]})
+    results["failover_s"] = _served_again_after(work, postgres, signal.SIGKILL)
     name, store = fresh_database(postgres, "w7-dispatch")
     nodes = start_nodes(work, store, 3, None)
     try:
-        results["dispatch"] = await dispatch_across(nodes, store, DISPATCH_RATE_PER_S, DISPATCH_SECONDS, 16)
+        results["dispatch"] = [await dispatch_across(nodes, store, rate, seconds, 16)
+                               for rate, seconds in DISPATCH_RATES]
     finally:
         stop_nodes(nodes)
         drop_database(postgres, name)
