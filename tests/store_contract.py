@@ -516,6 +516,18 @@ class StoreContract(DispatchAndActivityContract, RetentionContract):
         assert [(lease.owner, lease.lease_until_ms) for lease in store.shard_leases() if lease.shard_id == 2] \
             == [("node-b", 30_000)]
 
+    def test_acquiring_several_takes_the_free_ones_and_leaves_a_running_lease_alone(self, store: Store) -> None:
+        before = {shard: store.acquire_shard(shard, "node-a", 10_000, now_ms=0) for shard in (0, 1, 2)}
+        store.acquire_shard(3, "node-b", 50_000, now_ms=0)
+        taken = store.acquire_shards([0, 1, 3], "node-c", 40_000, now_ms=10_000)  # node-a's leases ended
+        assert sorted(taken) == [0, 1] and all(taken[shard] > before[shard] for shard in taken)
+        leases = {lease.shard_id: (lease.owner, lease.lease_until_ms) for lease in store.shard_leases()}
+        assert [leases[shard] for shard in (0, 1, 2, 3)] == [
+            ("node-c", 40_000), ("node-c", 40_000), ("node-a", 10_000), ("node-b", 50_000)]
+        stale = store.commit([write(execution_arn("fenced"), shard=0)], {0: before[0]})
+        assert stale.lost_shards == {0}
+        assert store.acquire_shards([], "node-c", 40_000, now_ms=10_000) == {}
+
     def test_renew_extends_only_leases_still_held_at_their_range_id(self, store: Store) -> None:
         held = {shard: store.acquire_shard(shard, "node-a", 10_000, now_ms=0) for shard in (0, 1, 2)}
         store.acquire_shard(1, "node-b", 10_000)  # node-b takes shard 1 (unconditionally)

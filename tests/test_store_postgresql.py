@@ -521,6 +521,26 @@ def test_a_holder_paused_inside_a_commit_past_its_lease_has_its_sessions_ended_s
         taker.close()
 
 
+def test_taking_several_shards_past_a_paused_holder_takes_the_others_and_ends_its_sessions(
+        postgres_schema: str) -> None:
+    paused = PostgresStore(postgres_schema, 4, node_id="node-a")
+    taker = PostgresStore(postgres_schema, None, node_id="node-b")
+    stuck = psycopg.connect(postgres_schema, autocommit=True)
+    try:
+        held = {shard: paused.acquire_shard(shard, "node-a", 1_000, now_ms=0) for shard in (0, 1)}
+        stuck.execute("SELECT set_config('application_name', %s, false)", (session_name("node-a"),))
+        stuck.execute("BEGIN")  # node-a stopped inside a commit of shard 1 (as in the test above)
+        stuck.execute("SELECT range_id FROM shards WHERE shard_id = 1 FOR SHARE")
+        assert taker.acquire_shards([0, 1, 2], "node-b", 9_000, now_ms=2_000).keys() == {0, 2}
+        assert taker.acquire_shards([1], "node-b", 9_000, now_ms=2_000) == {1: held[1] + 1}
+        with pytest.raises(psycopg.OperationalError):
+            stuck.execute("SELECT 1")
+    finally:
+        stuck.close()
+        paused.close()
+        taker.close()
+
+
 def test_a_holder_whose_lease_still_runs_keeps_its_sessions(postgres_schema: str) -> None:
     holder = PostgresStore(postgres_schema, 4, node_id="node-a")
     other = PostgresStore(postgres_schema, None, node_id="node-b")

@@ -1,8 +1,9 @@
 """A node's membership on a thread of its own, on the wall clock: what ``statewright serve`` runs in a cluster.
 
 It steps as often as the membership asks (every ``renew_ms``; at once while a hand-over is under way) and when woken
-(another node joined or left: ``wake``). Joining and leaving tell the other nodes through ``poke`` (the API's signed
-internal call), so shards move in milliseconds instead of waiting for the next renewal.
+(another node joined or left: ``wake``). Joining, leaving and releasing shards handed over tell the other nodes
+through ``poke`` (the API's signed internal call), so shards move in milliseconds instead of waiting for the next
+renewal or poll.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class MembershipLoop:
                 self.refresh()
             except Exception as exc:  # the store is away: the last read stands until the next step
                 log.warning("could not read the task token keys again: %s", exc)
-            if first:  # joined: the others hand this node its shards at once
+            if first or self.membership.released_any():  # joined, or released shards: the others move now
                 first = False
                 self.poke(self.others())
             self._woken.wait(delay_ms / 1000)

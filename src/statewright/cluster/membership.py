@@ -114,6 +114,7 @@ class Membership:
         self._leases: list[ShardLease] = []
         self._nodes: dict[str, NodeRecord] = {}
         self._left = False
+        self._released = False  # a shard handed over was released since ``released_any`` last said so
 
     # -- what other parts ask
 
@@ -158,6 +159,12 @@ class Membership:
         # A node that stopped renewing drops out when its record's lease ends: step right then, so its shards
         # move one lease after it died rather than up to a renewal later.
         return min([self.settings.renew_ms, *(node.lease_until_ms - now_ms + 1 for node in others)])
+
+    def released_any(self) -> bool:
+        """Whether a shard handed over was released since the last call: its new holder, told at once, takes it
+        now rather than at its next step (a leave or a join can move shards between the nodes that stay)."""
+        released, self._released = self._released, False
+        return released
 
     def leave(self) -> Future:
         """Graceful stop, first half: leave the membership (the others reassign at once) and have the engine let
@@ -208,20 +215,24 @@ class Membership:
                 continue  # the engine has not let go yet: release at a later step
             self.store.release_shards(self.node_id, {shard: range_id})
             del self._dropping[shard]
+            self._released = True
 
     def _take(self, wanted: set[int], now_ms: int, until_ms: int) -> bool:
         """Acquire the wanted shards that are free; True if some are still held by another node."""
+        free = []
         waiting = False
         for shard in sorted(wanted - self.held.keys() - self._dropping.keys()):
             lease = self._leases[shard]
             if lease.owner not in (None, self.node_id) and lease.lease_until_ms > now_ms:
                 waiting = True  # its holder hands it over at its next step, or its lease runs out
-                continue
-            range_id = self.store.acquire_shard(shard, self.node_id, until_ms, now_ms)
-            if range_id is None:
+            else:
+                free.append(shard)
+        taken = self.store.acquire_shards(free, self.node_id, until_ms, now_ms) if free else {}
+        for shard in free:
+            if shard not in taken:
                 waiting = True
                 continue
-            log.info("took shard %d at range id %d", shard, range_id)
-            self.held[shard] = (range_id, until_ms)
-            self.hooks.gained(shard, range_id, self.settings.serve_until_ms(until_ms))
+            log.info("took shard %d at range id %d", shard, taken[shard])
+            self.held[shard] = (taken[shard], until_ms)
+            self.hooks.gained(shard, taken[shard], self.settings.serve_until_ms(until_ms))
         return waiting

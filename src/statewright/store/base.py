@@ -317,6 +317,16 @@ class Store(ABC):
         that ended at or before ``now_ms``, or ``owner`` holds it already); None if another owner's lease runs.
         Without, unconditionally (a single node taking every shard of its own data directory)."""
 
+    def acquire_shards(self, shard_ids: Sequence[int], owner: str, lease_until_ms: int, now_ms: int) -> dict[int, int]:
+        """``acquire_shard`` with ``now_ms`` of each of these shards: the new range ids of those that were free.
+        A store may take them together, in one transaction."""
+        taken = {}
+        for shard_id in shard_ids:
+            range_id = self.acquire_shard(shard_id, owner, lease_until_ms, now_ms)
+            if range_id is not None:
+                taken[shard_id] = range_id
+        return taken
+
     @abstractmethod
     def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
         """Extend the leases ``owner`` holds at these range ids to ``lease_until_ms``; returns the shards renewed

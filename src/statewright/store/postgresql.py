@@ -415,6 +415,29 @@ class PostgresStore(Store):
             return None  # taken at a later step, once the holder's sessions are gone
         return rows[0][0] if rows else None
 
+    def acquire_shards(self, shard_ids: Sequence[int], owner: str, lease_until_ms: int, now_ms: int) -> dict[int, int]:
+        """In one transaction (a node taking over a leaver's shards takes a third of them at once). If a row stays
+        locked, by a paused holder's commit, one shard at a time instead: that finds the holder and ends it."""
+        try:
+            with self._transaction() as db:
+                db.execute(f"SET LOCAL lock_timeout = {LEASE_LOCK_WAIT_MS}")
+                _lock_in_order(db, sorted(shard_ids))
+                taken = dict(db.execute(
+                    "UPDATE shards SET range_id = range_id + 1, owner = %s, lease_until_ms = %s "
+                    "WHERE shard_id = ANY(%s) AND (owner IS NULL OR owner = %s OR lease_until_ms <= %s) "
+                    "RETURNING shard_id, range_id", (owner, lease_until_ms, list(shard_ids), owner, now_ms)).fetchall())
+                tops = dict(db.execute(  # under the row locks, as in acquire_shard
+                    "SELECT shard_id, MAX(seq) FROM outbox WHERE shard_id = ANY(%s) GROUP BY shard_id",
+                    (list(taken),)).fetchall())
+                with self._lock:
+                    for shard_id, range_id in taken.items():
+                        self._outbox_seqs[shard_id] = (range_id, tops.get(shard_id, 0))
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected)):
+                raise
+            return super().acquire_shards(shard_ids, owner, lease_until_ms, now_ms)
+        return taken
+
     def _end_sessions_of_expired_holder(self, shard_id: int, owner: str, now_ms: int | None) -> None:
         """The shard's row stays locked by a holder whose lease is over: a node paused in the middle of a commit.
         Its sessions are ended (fencing it out for good: its commit fails when it wakes), so the row comes free."""
