@@ -499,46 +499,43 @@ def test_migration_5_counts_no_redrives_for_the_executions_a_version_4_database_
         store.close()
 
 
-def test_a_holder_paused_inside_a_commit_past_its_lease_has_its_sessions_ended_so_the_shard_comes_free(
-        postgres_schema: str) -> None:
-    paused = PostgresStore(postgres_schema, 4, node_id="node-a")
-    taker = PostgresStore(postgres_schema, None, node_id="node-b")
-    stuck = psycopg.connect(postgres_schema, autocommit=True)
+@contextmanager
+def holder_paused_in_a_commit(url: str, shards: tuple[int, ...],
+                              stuck_shard: int) -> Iterator[tuple[PostgresStore, dict[int, int], psycopg.Connection]]:
+    """node-a holds ``shards`` until 1 s and stopped in the middle of a commit of ``stuck_shard``, its row locked (the
+    server does not see the session idle: no idle-in-transaction limit applies to it). Yields node-b's store,
+    node-a's range ids and node-a's stopped session."""
+    paused = PostgresStore(url, 4, node_id="node-a")
+    taker = PostgresStore(url, None, node_id="node-b")
+    stuck = psycopg.connect(url, autocommit=True)
     try:
-        held = paused.acquire_shard(0, "node-a", 1_000, now_ms=0)
-        # node-a's session, stopped in the middle of a commit with the shard row locked (the server does not see
-        # it idle: no idle-in-transaction limit applies to it)
+        held = {shard: paused.acquire_shard(shard, "node-a", 1_000, now_ms=0) for shard in shards}
         stuck.execute("SELECT set_config('application_name', %s, false)", (session_name("node-a"),))
         stuck.execute("BEGIN")
-        stuck.execute("SELECT range_id FROM shards WHERE shard_id = 0 FOR SHARE")
-        assert taker.acquire_shard(0, "node-b", 9_000, now_ms=2_000) is None  # locked: its sessions are ended
-        assert taker.acquire_shard(0, "node-b", 9_000, now_ms=2_000) == held + 1
-        with pytest.raises(psycopg.OperationalError):
-            stuck.execute("SELECT 1")
+        stuck.execute("SELECT range_id FROM shards WHERE shard_id = %s FOR SHARE", (stuck_shard,))
+        yield taker, held, stuck
     finally:
         stuck.close()
         paused.close()
         taker.close()
+
+
+def test_a_holder_paused_inside_a_commit_past_its_lease_has_its_sessions_ended_so_the_shard_comes_free(
+        postgres_schema: str) -> None:
+    with holder_paused_in_a_commit(postgres_schema, (0,), 0) as (taker, held, stuck):
+        assert taker.acquire_shard(0, "node-b", 9_000, now_ms=2_000) is None  # locked: its sessions are ended
+        assert taker.acquire_shard(0, "node-b", 9_000, now_ms=2_000) == held[0] + 1
+        with pytest.raises(psycopg.OperationalError):
+            stuck.execute("SELECT 1")
 
 
 def test_taking_several_shards_past_a_paused_holder_takes_the_others_and_ends_its_sessions(
         postgres_schema: str) -> None:
-    paused = PostgresStore(postgres_schema, 4, node_id="node-a")
-    taker = PostgresStore(postgres_schema, None, node_id="node-b")
-    stuck = psycopg.connect(postgres_schema, autocommit=True)
-    try:
-        held = {shard: paused.acquire_shard(shard, "node-a", 1_000, now_ms=0) for shard in (0, 1)}
-        stuck.execute("SELECT set_config('application_name', %s, false)", (session_name("node-a"),))
-        stuck.execute("BEGIN")  # node-a stopped inside a commit of shard 1 (as in the test above)
-        stuck.execute("SELECT range_id FROM shards WHERE shard_id = 1 FOR SHARE")
+    with holder_paused_in_a_commit(postgres_schema, (0, 1), 1) as (taker, held, stuck):
         assert taker.acquire_shards([0, 1, 2], "node-b", 9_000, now_ms=2_000).keys() == {0, 2}
         assert taker.acquire_shards([1], "node-b", 9_000, now_ms=2_000) == {1: held[1] + 1}
         with pytest.raises(psycopg.OperationalError):
             stuck.execute("SELECT 1")
-    finally:
-        stuck.close()
-        paused.close()
-        taker.close()
 
 
 def test_a_holder_whose_lease_still_runs_keeps_its_sessions(postgres_schema: str) -> None:
