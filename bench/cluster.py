@@ -2,13 +2,14 @@
 
 - Scale-out: 1, 2 and 3 nodes, each capped by a cgroup (v1) CPU quota so the nodes, not PostgreSQL or the load
   generator, are the bottleneck; W1's chain is started round-robin over the nodes (as behind a load balancer: most
-  starts are forwarded to the owner of their shard) and committed transitions/s are compared with one node's.
+  named starts are forwarded to the owner of their shard), each node with clients of its own, and committed
+  transitions/s are compared with one node's, in rounds (see ``w7``).
 - Failover: SIGKILL of one of three nodes; the time until every shard is served again (the target is one lease
   period plus a second), read from the survivors' ``statewright_shards_owned``.
 - Hand-over: SIGTERM of one of three nodes; the same time, which a graceful hand-over keeps to milliseconds.
-- Dispatch across nodes: workers long-poll one node only, executions of an activity Task are started at a moderate
-  rate over all three; the dispatch latency (ActivityScheduled to ActivityStarted, from histories) of the tasks whose
-  execution another node owns, beside those it owns itself.
+- Dispatch across nodes: workers long-poll one node only, executions of an activity Task are started over all
+  three at a moderate rate and at a busy one; the dispatch latency (ActivityScheduled to ActivityStarted, from
+  histories) of the tasks whose execution another node owns, beside those it owns itself.
 """
 
 from __future__ import annotations
