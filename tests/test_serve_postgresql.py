@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import psycopg
 from botocore.exceptions import ClientError
 
 from server import ROLE_ARN, ServerProcess, free_port, history, wait_closed
+from statewright.api.server import _listen
 from test_metrics import open_executions
 
 WAIT_THEN_PASS = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 1, "Next": "P"},
@@ -104,3 +106,15 @@ def test_a_node_with_another_secret_or_a_port_in_use_refuses_to_start_and_takes_
             assert [row[0] for row in db.execute("SELECT node_id FROM nodes")] == [node.endpoint]
     finally:
         node.stop()
+
+
+def test_a_starting_node_queues_connections_from_the_moment_it_binds():
+    """Before it serves, a node's socket already listens: another node telling it of a membership change meanwhile
+    waits to be answered instead of being refused (it would be heard only at the next renewal)."""
+    port = free_port()
+    listening = _listen("127.0.0.1", port)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+    finally:
+        listening.close()

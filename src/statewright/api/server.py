@@ -193,12 +193,15 @@ def _retention(config: ServerConfig, store: Store, engine: Engine, service: Serv
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """The server's socket, bound before anything starts: a second process on a port in use must fail before
-    it takes any shard of its cluster (it would advertise the same address as the node serving there)."""
+    """The server's socket, bound and listening before anything starts: a second process on a port in use must
+    fail before it takes any shard of its cluster (it would advertise the same address as the node serving there),
+    and a node that tells this one of a membership change while it starts has its call wait in the backlog until
+    the server accepts it, rather than refused (the change would then be seen only at the next renewal)."""
     listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind((host, port))
+        listening.listen(socket.SOMAXCONN)
     except OSError:
         listening.close()
         raise
