@@ -49,6 +49,11 @@ def test_sqs_wait_for_task_token_completes_from_the_message_read_off_the_queue(s
         messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
     body = json.loads(messages[0]["Body"])
     assert sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
+    # The message can be read before SendMessage's answer reaches the engine; a worker that answers at once then
+    # finishes the task before its TaskSubmitted, which this test is not about: it answers once that is recorded.
+    while "TaskSubmitted" not in [event["type"] for event in history(sfn, execution)]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     sfn.send_task_success(taskToken=body["token"], output=json.dumps({"approved": True}))
     described = wait_closed(sfn, execution)
     assert json.loads(described["output"]) == {"approved": True}
