@@ -11,10 +11,10 @@ import json
 
 import pytest
 
+from statewright import decider
 from statewright.asl.definition import parse_definition
 from statewright.asl.timestamps import format_ms
-from statewright.engine import decider
-from statewright.engine.execution import ABORTED, FAILED, RUNNING, SUCCEEDED, TIMED_OUT, ExecutionState
+from statewright.decider.execution import ABORTED, FAILED, RUNNING, SUCCEEDED, TIMED_OUT, ExecutionState
 
 START_MS = 1_700_000_000_000
 MACHINE_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:machine"

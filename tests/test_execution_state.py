@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from statewright.engine.execution import SCHEMA_VERSION, ExecutionState, FanOut, Flow, TaskAttempt
+from statewright.decider.execution import SCHEMA_VERSION, ExecutionState, FanOut, Flow, TaskAttempt
 
 FIXTURE_DB = Path(__file__).parent / "fixtures" / "state_v0" / "statewright.db"
 

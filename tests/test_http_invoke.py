@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from statewright.engine.outcomes import AttemptFailed, AttemptSucceeded
+from statewright.decider.outcomes import AttemptFailed, AttemptSucceeded
 from statewright.integrations.http import Connections, invoke
 
 REGION = "us-east-1"

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 
+from statewright.decider.outcomes import AttemptSucceeded
 from statewright.engine.commands import Command, CompleteAttempt, EngineUnavailable, StartAttempt
 from statewright.engine.limits import Limits
-from statewright.engine.outcomes import AttemptSucceeded
 from statewright.integrations.dispatcher import Dispatcher
 from statewright.integrations.http import Connections, HttpTasks
 from statewright.store.base import Dispatch

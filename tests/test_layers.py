@@ -10,7 +10,9 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "statewright"
 # package -> statewright packages it must not import
 # (DESIGN.md: api > integrations > engine > asl, store; the simulator drives the engine from above it)
 FORBIDDEN = {
-    "asl": {"engine", "store", "api", "cli", "integrations", "sim"},
+    "asl": {"decider", "engine", "store", "api", "cli", "integrations", "sim", "cluster", "metrics"},
+    # the decider imports only asl/ and itself
+    "decider": {"engine", "store", "api", "cli", "integrations", "sim", "cluster", "metrics", "worker", "testing"},
     "engine": {"api", "cli", "integrations", "sim"},
     "store": {"engine", "api", "asl", "cli", "integrations", "sim"},
     "integrations": {"api", "cli", "sim"},
@@ -21,10 +23,20 @@ FORBIDDEN = {
     "worker": {"engine", "api", "asl", "store", "integrations", "cli", "metrics", "sim"},
 }
 # modules that must stay pure: no clock, randomness, threads, files or network
-PURE = ["asl", "engine/decider.py", "engine/execution.py", "engine/step.py", "engine/flows.py", "engine/fan_out.py",
-        "engine/retry_catch.py", "engine/tasks.py", "engine/jsonpath_states.py", "engine/jsonata_states.py",
-        "engine/outcomes.py", "engine/timers.py", "engine/outbox.py", "engine/limits.py", "sim/checkers.py"]
-IMPURE_MODULES = {"time", "random", "threading", "socket", "sqlite3", "os", "uuid", "asyncio", "datetime.now"}
+PURE = ["asl", "decider", "engine/timers.py", "engine/outbox.py", "engine/limits.py", "engine/routing.py",
+        "sim/checkers.py"]
+IMPURE_MODULES = {"time", "random", "secrets", "threading", "multiprocessing", "subprocess", "socket", "sqlite3",
+                  "psycopg", "os", "pathlib", "shutil", "tempfile", "uuid", "asyncio", "concurrent", "urllib", "http",
+                  "botocore", "boto3", "logging"}
+# reading the clock or the system's randomness through a module that is otherwise pure (datetime.now(), ...)
+IMPURE_CALLS = {"now", "utcnow", "today", "urandom", "getrandbits", "time_ns", "perf_counter", "monotonic"}
+
+
+def impure_calls(path: Path) -> list[str]:
+    """Calls such as ``datetime.now()`` or ``date.today()``: the clock, read without importing ``time``."""
+    tree = ast.parse(path.read_text())
+    return [f"{ast.unparse(node.func)}() at line {node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in IMPURE_CALLS]
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -58,3 +70,12 @@ def test_pure_core_does_no_io(target):
     for path in paths:
         for module in imported_modules(path):
             assert module.split(".")[0] not in IMPURE_MODULES, f"{path.relative_to(SRC)} imports {module}"
+        assert not impure_calls(path), f"{path.relative_to(SRC)} reads the clock: {impure_calls(path)}"
+
+
+def test_the_purity_check_catches_a_clock_read(tmp_path):
+    """The check above can fail: an import of time and a datetime.now() call are both caught."""
+    module = tmp_path / "clocked.py"
+    module.write_text("import time\nfrom datetime import datetime\nstamp = datetime.now()\n")
+    assert "time" in imported_modules(module)
+    assert impure_calls(module) == ["datetime.now() at line 3"]

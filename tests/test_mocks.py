@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from server import ROLE_ARN, ServerProcess, history, wait_closed
-from statewright.engine.mocks import MockConfig
+from statewright.decider.mocks import MockConfig
 
 LAMBDA = "arn:aws:states:::lambda:invoke"
 SQS = "arn:aws:states:::sqs:sendMessage"

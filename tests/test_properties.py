@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as label
 from hypothesis import strategies as st
 
+from statewright import decider
 from statewright.asl.definition import parse_definition
 from statewright.asl.errors import StatesError
 from statewright.asl.paths import Path, ReferencePath
 from statewright.asl.templates import Template
-from statewright.engine import decider
-from statewright.engine.execution import ExecutionState
+from statewright.decider.execution import ExecutionState
 from statewright.engine.limits import Limits
 from statewright.engine.timers import WINDOW_MS, TimerWindow
 from statewright.store.base import TimerRow

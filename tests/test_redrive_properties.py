@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as label
 from hypothesis import strategies as st
 
+from statewright import decider
 from statewright.asl.definition import parse_definition
-from statewright.engine import decider
-from statewright.engine.execution import ABORTED, FAILED, SUCCEEDED, ExecutionState
-from statewright.engine.outcomes import AttemptFailed, AttemptSucceeded
-from statewright.engine.step import Services
+from statewright.decider.execution import ABORTED, FAILED, SUCCEEDED, ExecutionState
+from statewright.decider.outcomes import AttemptFailed, AttemptSucceeded
+from statewright.decider.step import Services
 from statewright.sim.checkers import history_problems, redrive_problems
 
 START_MS = 1_700_000_000_000

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from statewright.engine.execution import DAY_MS
+from statewright.decider.execution import DAY_MS
 from statewright.engine.retention import COMPACTED_BATCH_MAX, RetentionSettings, Sweep
 from statewright.store.base import StoreUnavailable
 from statewright.store.payloads import DirectoryPayloads, Histories

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from statewright.decider.outcomes import AttemptFailed, AttemptSubmitted, AttemptSucceeded
 from statewright.engine.commands import (
     AckDispatch,
     CompleteAttempt,
@@ -30,7 +31,6 @@ from statewright.engine.commands import (
     encode_commands,
     encode_replies,
 )
-from statewright.engine.outcomes import AttemptFailed, AttemptSubmitted, AttemptSucceeded
 
 texts = st.text(max_size=40)
 optional_texts = st.none() | texts

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..asl.jsonio import dumps
+from ..decider.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine import commands
-from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.tokens import InvalidToken, TokenClaims, UnknownKey
 from ..store.base import AWS_OWNED_KEY, ActivityRecord
 from . import arns, configuration, paging

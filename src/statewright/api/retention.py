@@ -19,8 +19,8 @@ from ..store.base import StoreUnavailable
 from ..store.payloads import Histories
 
 if TYPE_CHECKING:
+    from ..decider.execution import ExecutionState
     from ..engine.core import Engine
-    from ..engine.execution import ExecutionState
 
 log = logging.getLogger("statewright.retention")
 

@@ -21,11 +21,11 @@ import uvicorn
 
 from ..cluster.loop import MembershipLoop
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
+from ..decider.execution import DAY_MS, REDRIVABLE_MS
+from ..decider.mocks import InvalidMockConfig, MockConfig
 from ..engine.core import Engine, wall_clock_ms
-from ..engine.execution import DAY_MS, REDRIVABLE_MS
 from ..engine.heavy_lane import HeavyLane
 from ..engine.limits import Limits
-from ..engine.mocks import InvalidMockConfig, MockConfig
 from ..engine.retention import COMPACT_AFTER_DAYS, RETENTION_DAYS, RetentionSettings
 from ..integrations.aws import calls
 from ..integrations.aws.functions import LocalFunctions

@@ -1,5 +1,5 @@
 """TestState: the request checked against the state it tests, the state run once through the decider
-(``engine/test_state.py``), and the answer as AWS shapes it.
+(``decider/test_state.py``), and the answer as AWS shapes it.
 
 Every refusal comes before anything of the state runs. Their words are AWS's where AWS's are known: the answers
 AWS gave TestState as LocalStack recorded them (tests/aws/services/stepfunctions/v2/test_state/*.snapshot.json in
@@ -16,9 +16,9 @@ import orjson
 from ..asl.definition import InvalidDefinition
 from ..asl.states import MapState, ParallelState, State, TaskState
 from ..asl.timestamps import is_iso8601
-from ..engine.decider import OneStateRun
-from ..engine.outcomes import AttemptFailed, AttemptSucceeded
-from ..engine.test_state import definition_under_test, outcome_of, start_test, state_named
+from ..decider import OneStateRun
+from ..decider.outcomes import AttemptFailed, AttemptSucceeded
+from ..decider.test_state import definition_under_test, outcome_of, start_test, state_named
 from ..integrations.aws import results
 from ..integrations.http import invoke
 from . import arns

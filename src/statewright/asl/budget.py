@@ -6,7 +6,7 @@ memory (items built: array elements, string characters). Past any of them the ex
 with ``BudgetExceeded``, which each evaluator reports as AWS names the failure of its language
 (States.QueryEvaluationError for JSONata, States.IntrinsicFailure for intrinsics, States.Runtime for JSONPath), so
 Retry and Catch apply. After that one failure the budget starts afresh, so a Catch can still evaluate its
-Output, and ``exceeded`` tells the engine to continue the execution in a later tick (engine/flows.py).
+Output, and ``exceeded`` tells the engine to continue the execution in a later tick (decider/flows.py).
 
 The budget in force is a context variable (``active``), set by the decider around a step, so the evaluators deep
 in templates and paths need no extra argument; evaluation outside a step gets a fresh default budget.

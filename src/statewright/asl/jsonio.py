@@ -4,7 +4,7 @@ rare values orjson refuses (integers beyond 64 bits, nesting beyond its 255 leve
 What a caller hands in (StartExecution input, SendTaskSuccess output) may nest DEPTH_MAX levels (api/payloads.py
 refuses deeper), which the engine can store. The execution state nests a payload a
 few levels deeper still, and orjson writes at most 255; a value built deeper at run time fails its execution
-with States.Runtime (engine/decider.py ``fail_unstorable``).
+with States.Runtime (decider/decide.py ``fail_unstorable``).
 """
 
 from __future__ import annotations

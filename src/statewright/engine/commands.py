@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from .outcomes import AttemptFailed, AttemptPolled, AttemptResult, AttemptSubmitted, AttemptSucceeded
+from ..decider.outcomes import AttemptFailed, AttemptPolled, AttemptResult, AttemptSubmitted, AttemptSucceeded
 
 
 class EngineError(Exception):

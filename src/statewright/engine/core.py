@@ -23,11 +23,14 @@ from typing import Any
 
 import orjson
 
+from .. import decider
 from ..asl.definition import Definition, ResourceCheck, parse_definition
+from ..decider.execution import REDRIVABLE_MS, ExecutionState, Flow, not_redrivable
+from ..decider.flows import CONTINUE_TIMER
+from ..decider.mocks import MockConfig
 from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
 from ..store.payloads import Histories
-from . import decider
 from .commands import (
     AckDispatch,
     Command,
@@ -48,13 +51,10 @@ from .commands import (
     decode_commands,
     encode_commands,
 )
-from .execution import REDRIVABLE_MS, ExecutionState, Flow, not_redrivable
 from .express import ASYNC, DURATION_MS_MAX, SYNC, ExpressRun, ExpressRuns, is_express
 from .express import result as express_result
-from .flows import CONTINUE_TIMER
 from .heavy_lane import Decided, LaneFactory
 from .limits import Limits
-from .mocks import MockConfig
 from .outbox import OutboxWindow
 from .timers import WINDOW_MS, TimerWindow
 from .tokens import TaskTokens

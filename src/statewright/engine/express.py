@@ -17,7 +17,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-from .execution import TIMED_OUT, ExecutionState
+from ..decider.execution import TIMED_OUT, ExecutionState
 
 DURATION_MS_MAX = 5 * 60 * 1000  # AWS's maximum duration of an Express execution
 ASYNC, SYNC = "async", "sync"  # StartExecution.express: how the execution was started

@@ -32,12 +32,12 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import IO, Any, Protocol
 
+from .. import decider
 from ..asl.definition import Definition, parse_definition
-from . import decider
+from ..decider.execution import ExecutionState
+from ..decider.step import Decision, Services
 from .commands import FireTimer
-from .execution import ExecutionState
 from .limits import Limits
-from .step import Decision, Services
 from .tokens import TaskTokens
 
 log = logging.getLogger(__name__)

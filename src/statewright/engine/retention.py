@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..decider.execution import DAY_MS
 from ..store.base import ClosedExecution
 from ..store.payloads import Histories, encode_history, history_key
-from .execution import DAY_MS
 
 RETENTION_DAYS = 90  # as AWS: a closed execution's history and name are kept this long
 COMPACT_AFTER_DAYS = 2

@@ -22,6 +22,8 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from ..asl.jsonio import dumps, loads
+from ..decider.execution import ExecutionState
+from ..decider.outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, VersionRecord
 from .commands import (
     AckDispatch,
@@ -32,8 +34,6 @@ from .commands import (
     StartExecution,
     StopExecution,
 )
-from .execution import ExecutionState
-from .outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
 from .routing import route
 from .tokens import InvalidToken, TaskTokens, UnknownKey
 

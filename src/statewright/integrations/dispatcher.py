@@ -18,8 +18,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ..asl.jsonio import dumps
+from ..decider.outcomes import AttemptFailed, AttemptResult, AttemptSucceeded
 from ..engine.commands import AckDispatch, Command, CompleteAttempt, EngineUnavailable, StartAttempt, TaskNotPending
-from ..engine.outcomes import AttemptFailed, AttemptResult, AttemptSucceeded
 from ..store.base import Dispatch
 
 log = logging.getLogger("statewright.integrations")
@@ -103,7 +103,7 @@ class Dispatcher:
             pause_s = min(pause_s * 2, REPORT_RETRY_MAX_S)
 
     async def answer_mocked(self, dispatch: Dispatch) -> None:
-        """A Task of a test case (engine/mocks.py): answered with the mocked outcome its dispatch carries, as its
+        """A Task of a test case (decider/mocks.py): answered with the mocked outcome its dispatch carries, as its
         resource would have answered. The engine records the attempt's start and its result in one commit, which
         also removes the dispatch: until then the dispatch stays in the outbox, so a crash loses no answer (a
         second answer to an attempt that is over is refused)."""

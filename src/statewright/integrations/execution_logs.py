@@ -30,8 +30,8 @@ from typing import Any
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..decider.step import without_data
 from ..engine.core import Logged
-from ..engine.step import without_data
 from .aws.clients import AwsClients
 
 log = logging.getLogger("statewright.logs")

@@ -69,8 +69,8 @@ import h11
 
 from ..asl import errors
 from ..asl.jsonio import dumps, loads
+from ..decider.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.limits import Limits
-from ..engine.outcomes import AttemptFailed, AttemptSucceeded
 from ..store.base import Dispatch
 from .dispatcher import Dispatcher
 

@@ -44,10 +44,12 @@ from typing import Any
 
 import orjson
 
+from .. import decider
 from ..asl.definition import parse_definition
 from ..asl.handling import TASK_FAILED
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
-from ..engine import decider
+from ..decider.execution import ExecutionState
+from ..decider.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
 from ..engine.commands import (
     AckDispatch,
     Command,
@@ -60,10 +62,8 @@ from ..engine.commands import (
     StopExecution,
 )
 from ..engine.core import Engine, shard_for
-from ..engine.execution import ExecutionState
 from ..engine.heavy_lane import Decided
 from ..engine.limits import Limits
-from ..engine.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
 from ..engine.retention import RetentionSettings, Sweep
 from ..engine.timers import WINDOW_MS
 from ..engine.tokens import InvalidToken, TaskTokens

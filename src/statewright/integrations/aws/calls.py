@@ -46,8 +46,8 @@ from botocore.model import OperationModel
 from ...asl import errors
 from ...asl.definition import LAMBDA_FUNCTION, NOT_RECOGNIZED
 from ...asl.jsonio import dumps, loads
-from ...engine.outcomes import AttemptFailed, AttemptSucceeded
-from ...engine.tasks import AWS_CALL_DEADLINE_MS
+from ...decider.outcomes import AttemptFailed, AttemptSucceeded
+from ...decider.tasks import AWS_CALL_DEADLINE_MS
 from . import catalogue, shapes
 
 LAMBDA_UNKNOWN = "Lambda.Unknown"
@@ -117,7 +117,7 @@ class Naming:
 
 
 def call_deadline_s(payload: dict[str, Any]) -> float:
-    """How long the call a Task's dispatch asks for may take (engine/tasks.py sets it)."""
+    """How long the call a Task's dispatch asks for may take (decider/tasks.py sets it)."""
     return payload.get("call_s") or AWS_CALL_DEADLINE_MS / 1000
 
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from ...asl.jsonio import dumps, loads
-from ...engine.outcomes import AttemptFailed, AttemptSucceeded
+from ...decider.outcomes import AttemptFailed, AttemptSucceeded
 from ..http import RESPONSE_BYTES_MAX, SOCKET, Failure, Response
 from .calls import LAMBDA_CLIENT, LAMBDA_UNKNOWN, lambda_outcome
 

@@ -29,7 +29,7 @@ from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ...asl.jsonio import dumps
-from ...engine.outcomes import AttemptFailed, AttemptPolled, AttemptSucceeded
+from ...decider.outcomes import AttemptFailed, AttemptPolled, AttemptSucceeded
 from . import catalogue, shapes
 from .calls import TASK_FAILED
 

@@ -28,8 +28,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ...asl import errors
 from ...asl.definition import LAMBDA_FUNCTION
 from ...asl.jsonio import dumps, loads
+from ...decider.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
 from ...engine.commands import AckDispatch, CompleteAttempt
-from ...engine.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
 from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
 from . import calls, jobs, shapes

@@ -16,7 +16,7 @@ import orjson
 from ..asl.definition import Definition, Diagnostic, InvalidDefinition, parse_definition
 from ..asl.jsonio import dumps
 from ..asl.states import State
-from . import decider
+from . import decide
 from .execution import ExecutionState
 from .outcomes import AttemptFailed, AttemptSucceeded, End, Fail, Wait
 
@@ -36,7 +36,7 @@ class TestOutcome:
 
 
 def definition_under_test(definition_text: str, state_name: str | None, mockable: bool,
-                          services: decider.Services | None = None) -> tuple[Definition, str]:
+                          services: decide.Services | None = None) -> tuple[Definition, str]:
     """The definition to test and the name of the state in it; raises InvalidDefinition when the state (or the
     machine holding ``state_name``) is not valid. ``mockable``: a mock is given, so a Task's resource need not be
     one statewright calls."""
@@ -54,20 +54,20 @@ def state_named(definition: Definition, name: str) -> State | None:
 
 def start_test(definition: Definition, state_name: str, input_text: str, variables: dict[str, Any],
                execution_arn: str, state_machine_arn: str, role_arn: str, now_ms: int,
-               services: decider.Services | None = None, mock: AttemptSucceeded | AttemptFailed | None = None,
+               services: decide.Services | None = None, mock: AttemptSucceeded | AttemptFailed | None = None,
                retries_used: int = 0, context: dict[str, Any] | None = None, failures: int = 0,
-               read: str | None = None) -> decider.OneStateRun:
+               read: str | None = None) -> decide.OneStateRun:
     """Run the state once. A Task's attempt is left pending: the caller performs it (or, with a ``mock``, answers
     with it) and passes the result to ``complete``; a Parallel's or Map's mock stands for its children at once.
     ``context``: context object fields the caller gives; ``failures`` and ``read``: a distributed Map's failed
-    iterations and the data its ItemReader read (``decider.OneStateRun``)."""
+    iterations and the data its ItemReader read (``decide.OneStateRun``)."""
     execution = ExecutionState(execution_arn, state_machine_arn, execution_arn.rsplit(":", 1)[-1], "test",
                                role_arn, input_text, now_ms, 0)
-    return decider.OneStateRun(execution, definition, state_name, orjson.loads(input_text), variables, now_ms,
+    return decide.OneStateRun(execution, definition, state_name, orjson.loads(input_text), variables, now_ms,
                                services, retries_used, mock, context, failures, read)
 
 
-def outcome_of(run: decider.OneStateRun, input_text: str) -> TestOutcome:
+def outcome_of(run: decide.OneStateRun, input_text: str) -> TestOutcome:
     """TestState's answer for a finished run."""
     trace, outcome = run.trace, run.outcome
     inspection = {"input": input_text}

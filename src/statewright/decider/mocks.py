@@ -13,7 +13,7 @@ or an inclusive range; the keys cover every attempt from 0 on); past the last ke
 again. States the case does not name call their real resource; a name that is no Task state of the machine is
 refused when the execution starts (api/executions.py). A mocked attempt is recorded as the real one would be:
 scheduled, started, then (a .sync or .waitForTaskToken task first records the call it stands for as submitted,
-engine/tasks.py ``submit_mocked``) succeeded with ``Return`` as its result or failed with ``Throw``.
+decider/tasks.py ``submit_mocked``) succeeded with ``Return`` as its result or failed with ``Throw``.
 
 Pure data: ``MockConfig.parse`` checks a parsed file and says where it is wrong; the decider asks ``response``.
 """

@@ -301,7 +301,7 @@ def timer_fired(step: Step, flow_id: str, timer_id: str) -> Outcome:
 
 
 def _mocked(step: Step, state: TaskState, attempt: int) -> dict[str, Any] | None:
-    """The mocked outcome of this attempt when the execution runs a test case that names the state (engine/mocks.py)."""
+    """The mocked outcome of this attempt when the execution runs a test case that names the state (mocks.py)."""
     execution, services = step.execution, step.services
     if execution.test_case is None or services is None or services.mocks is None:
         return None

@@ -264,7 +264,7 @@ class Step:
         self.add_dispatch(f"status-{self.execution.next_event_id}-{detail['status']}",
                           {"kind": "status", "time": self.now_ms, "detail": detail})
 
-    # -- AWS jobs a .sync task polls (engine/tasks.py); a poll and a stop are dispatches to the integration
+    # -- AWS jobs a .sync task polls (decider/tasks.py); a poll and a stop are dispatches to the integration
 
     def job_dispatch(self, flow: Flow, what: str) -> dict[str, Any]:
         """The dispatch that polls (``what`` "poll") or stops ("cancel") the job ``flow``'s task waits on (the job
