@@ -225,12 +225,12 @@ def drive(definition_text: str, input_text: str, plan: list[str], reload: bool =
             decisions.append(decision)
             state = ExecutionState.from_blob(decision.state.to_blob()) if reload else decision.state
     assert not state.is_open, "a forward-only machine must end once its timers fire"
-    label(f"{decisions[-1].events[-1]['type']} after {len(decisions)} decisions")
+    label(f"{decisions[-1].effects.events[-1]['type']} after {len(decisions)} decisions")
     return decisions
 
 
 def snapshot(decisions: list[decider.Decision]) -> list[tuple]:
-    return [(d.events, d.timers_added, d.timers_removed, d.state.to_blob()) for d in decisions]
+    return [(d.effects.events, d.effects.timers_added, d.effects.timers_removed, d.state.to_blob()) for d in decisions]
 
 
 @CI_MORE
@@ -251,7 +251,7 @@ def test_a_state_read_back_from_its_blob_decides_the_same(definition, input_text
 @CI_MORE
 @given(definition=machines(), input_text=inputs, plan=actions)
 def test_event_ids_are_consecutive_and_previous_ids_follow_aws(definition, input_text, plan):
-    events = [event for decision in drive(definition, input_text, plan) for event in decision.events]
+    events = [event for decision in drive(definition, input_text, plan) for event in decision.effects.events]
     assert [event["id"] for event in events] == list(range(1, len(events) + 1))
     assert events[0]["type"] == "ExecutionStarted"
     assert sum(event["type"].startswith("Execution") and event["type"] != "ExecutionStarted"
@@ -272,9 +272,9 @@ def test_timer_effects_match_the_state(definition, input_text, plan):
     decisions = drive(definition, input_text, plan)
     rows: dict[str, int] = {}
     for decision in decisions:
-        for timer_id, fire_at_ms in decision.timers_removed:
+        for timer_id, fire_at_ms in decision.effects.timers_removed:
             assert rows.pop(timer_id) == fire_at_ms
-        for timer_id, fire_at_ms in decision.timers_added:
+        for timer_id, fire_at_ms in decision.effects.timers_added:
             assert timer_id not in rows
             rows[timer_id] = fire_at_ms
         assert rows == decision.state.timers

@@ -80,7 +80,7 @@ class Run:
         self.state = self._apply(decider.start(execution, self.definition, START_MS, SERVICES))
 
     def _apply(self, decision: decider.Decision) -> ExecutionState:
-        self.events += decision.events
+        self.events += decision.effects.events
         self.state = ExecutionState.from_blob(decision.state.to_blob())  # as stored, and read back
         return self.state
 

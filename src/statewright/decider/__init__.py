@@ -39,6 +39,7 @@ from .decide import (
     redriven_by,
     start,
     start_attempt,
+    started_again,
     stop,
 )
 from .step import Decision, Services
@@ -46,5 +47,6 @@ from .step import Decision, Services
 __all__ = [
     "EXECUTION_TIMEOUT_TIMER", "MAX_HISTORY_EVENTS", "MAX_PAYLOAD_BYTES", "Decision", "OneStateRun", "Services",
     "ack_dispatch", "complete_attempt", "describe_for_parent", "fail_unstorable", "fire_timer", "heartbeat",
-    "pending_attempts", "redrive", "redrive_reads", "redriven_by", "start", "start_attempt", "stop",
+    "pending_attempts", "redrive", "redrive_reads", "redriven_by", "start", "start_attempt", "started_again",
+    "stop",
 ]

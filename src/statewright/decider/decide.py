@@ -32,6 +32,7 @@ from ..asl.errors import StatesError
 from ..asl.jsonio import loads
 from ..asl.states import Definition, MapState, ParallelState
 from . import distributed_map, fan_out, flows, retry_catch, tasks
+from .effects import TimerKind
 from .execution import ABORTED, REDRIVE_TOKEN_MS, REDRIVE_TOKENS_MAX, RUNNING, TIMED_OUT, ExecutionState, Flow
 from .outcomes import (
     AttemptFailed,
@@ -47,7 +48,6 @@ from .step import (
     HISTORY_LIMIT_CAUSE,
     NO_DETAILS,
     ROOT,
-    WAIT_TIMER,
     Decision,
     HistoryFull,
     Services,
@@ -58,7 +58,21 @@ from .step import MAX_HISTORY_EVENTS as MAX_HISTORY_EVENTS
 from .step import MAX_PAYLOAD_BYTES as MAX_PAYLOAD_BYTES
 from .step import describe_for_parent as describe_for_parent
 
-EXECUTION_TIMEOUT_TIMER = "execution-timeout"
+EXECUTION_TIMEOUT_TIMER = TimerKind.EXECUTION_TIMEOUT.id()
+
+
+def started_again(execution: ExecutionState, token: str | None, input_text: str, parent: dict[str, Any] | None,
+                  test_case: str | None, synchronous: bool) -> int | None:
+    """A start of an execution that exists already: the start time to answer with, or None for
+    ExecutionAlreadyExists. This very start sent again (its token) stands, open or closed; another start stands
+    while the execution runs with the same input, for the same parent attempt and test case, unless it is
+    synchronous (StartSyncExecution waits for its own run)."""
+    if token is not None and token == execution.start_token:
+        return execution.start_ms
+    if (execution.is_open and execution.input == input_text and execution.parent == parent
+            and execution.test_case == test_case and not synchronous):
+        return execution.start_ms
+    return None
 
 
 def start(execution: ExecutionState, definition: Definition, now_ms: int,
@@ -91,7 +105,7 @@ def redrive_reads(execution: ExecutionState) -> list[int]:
 
 
 def _waiting(flow: Flow) -> bool:
-    return flow.timer is not None and flow.timer.startswith(WAIT_TIMER)
+    return flow.timer is not None and TimerKind.of(flow.timer) is TimerKind.WAIT
 
 
 def redriven_by(execution: ExecutionState, client_token: str | None, now_ms: int) -> int | None:
@@ -172,6 +186,11 @@ def complete_attempt(execution: ExecutionState, definition: Definition, schedule
     flow_id = tasks.pending_flow(step, scheduled_id) if execution.is_open else None
     if flow_id is None:
         return None
+    if not step.flows[flow_id].task.started:  # a result before its start was recorded (a child that closed at
+        # once, a token answered at once): the start lands with it
+        step.guarded(tasks.start, step, flow_id, None)
+        if flow_id not in step.flows:  # the start filled the history: the execution failed
+            return step.decision
     if isinstance(result, AttemptSubmitted):
         step.guarded(tasks.submit, step, flow_id, result.output, result.job)
     elif isinstance(result, AttemptPolled):
@@ -193,7 +212,7 @@ def _answered(step: Step, flow_id: str, result: AttemptSucceeded | AttemptFailed
 def ack_dispatch(execution: ExecutionState, dispatch_id: str) -> Decision:
     """An integration finished with one of this execution's dispatches: delete the outbox row."""
     decision = Decision(execution.copy())
-    decision.dispatches_removed.append(dispatch_id)
+    decision.effects.dispatches_removed.append(dispatch_id)
     return decision
 
 
@@ -261,7 +280,7 @@ class OneStateRun:
             flow.attempts = retries_used  # the attempt about to run is the one after them
         step.flows[ROOT] = flow
         flow.entered_id = step.emit(f"{state.type}StateEntered", None, None)
-        flow.entered_prev = step.decision.events[-1]["previousEventId"]
+        flow.entered_prev = step.decision.effects.events[-1]["previousEventId"]
         self._step, self._flow = step, flow
         self.iterations: int | None = None
         if isinstance(state, ParallelState | MapState):
@@ -308,7 +327,7 @@ class OneStateRun:
 
     @property
     def pending_task(self) -> dict[str, Any] | None:
-        added = self._step.decision.dispatches_added
+        added = self._step.decision.effects.dispatches_added
         return added[-1][1] if isinstance(self.outcome, Wait) and self._flow.task is not None and added else None
 
     def complete(self, result: AttemptSucceeded | AttemptFailed) -> None:

@@ -201,7 +201,7 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     fan, flow.fan = flow.fan, None
     step.emit(f"{state.type}StateSucceeded", None, None)
     # AWS points the Exited event where Succeeded points: at the last event of the branches.
-    exited_previous = step.decision.events[-1]["previousEventId"]
+    exited_previous = step.decision.effects.events[-1]["previousEventId"]
     _join_texts(step, flow_id, fan)
     try:
         output, assigned = step.shape_result(flow_id, state, fan.state_input, fan.results)

@@ -20,11 +20,10 @@ from typing import Any
 from ..asl.errors import StatesError
 from ..asl.states import MapState, ParallelState, State, TaskState, WaitState
 from . import fan_out, jsonata_states, jsonpath_states, retry_catch, tasks
+from .effects import TimerKind
 from .execution import SUCCEEDED, Flow
 from .outcomes import WAIT, End, Fail, Next, Outcome
 from .step import NO_DETAILS, ROOT, Step
-
-CONTINUE_TIMER = "continue-"  # a flow that stopped for fairness: "continue-<entered event id of its last state>"
 
 
 def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int | None = None) -> None:
@@ -54,7 +53,7 @@ def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int |
         previous_event_id = None
         flow.state, flow.entered_id = name, entered_id
         step.hold(flow, data)
-        flow.entered_prev = step.decision.events[-1]["previousEventId"]
+        flow.entered_prev = step.decision.effects.events[-1]["previousEventId"]
         flow.retries, flow.attempts = {}, 0
         following = settle(step, flow_id, attempt(step, flow_id, state, data))
         if following is None:
@@ -70,7 +69,7 @@ def _continue_later(step: Step, flow: Flow, name: str, data: Any) -> None:
     step.hold(flow, data)
     pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
     step.decision.heavy = step.decision.heavy or pause_ms > 0
-    flow.timer = f"{CONTINUE_TIMER}{flow.entered_id}"  # not step.sleep: --wait-scale scales Waits, not this
+    flow.timer = TimerKind.CONTINUE.id(flow.entered_id)  # not step.sleep: --wait-scale scales Waits, not this
     step.add_timer(flow.timer, step.now_ms + pause_ms)
 
 
@@ -121,7 +120,7 @@ def timer_fired(step: Step, timer_id: str) -> None:
         resume(step, flow_id, tasks.timer_fired(step, flow_id, timer_id))
         return
     flow.timer = None
-    if timer_id.startswith(CONTINUE_TIMER):  # the state it stopped before (not yet entered)
+    if TimerKind.of(timer_id) is TimerKind.CONTINUE:  # the state it stopped before (not yet entered)
         run(step, flow_id, flow.state, flow.data)
         return
     state = step.state_of(flow)

@@ -19,9 +19,10 @@ from ..asl.jsonio import dumps, shown
 from ..asl.states import ChoiceState, FailState, MapState, ParallelState, PassState, State, SucceedState, WaitState
 from ..asl.timestamps import parse_ms
 from . import jsonpath_states
+from .effects import TimerKind
 from .execution import Flow
 from .outcomes import WAIT, End, Fail, Next, Outcome
-from .step import WAIT_TIMER, Step, query_error
+from .step import Step, query_error
 
 
 def evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome | None:
@@ -37,7 +38,7 @@ def evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome | Non
         if fire_at_ms > step.now_ms and step.trace is None:  # TestState does not wait
             flow = step.flows[flow_id]
             step.hold(flow, data)
-            step.sleep(flow, f"{WAIT_TIMER}{flow.entered_id}", fire_at_ms)
+            step.sleep(flow, TimerKind.WAIT.id(flow.entered_id), fire_at_ms)
             return WAIT
         return leave_wait(step, flow_id, state, data)
     if isinstance(state, SucceedState):

@@ -15,8 +15,9 @@ from ..asl.jsonio import dumps, shown
 from ..asl.paths import Path, PathNotFound
 from ..asl.states import ChoiceState, FailState, PassState, State, SucceedState, WaitState
 from ..asl.timestamps import parse_ms
+from .effects import TimerKind
 from .outcomes import WAIT, End, Fail, Next, Outcome
-from .step import WAIT_TIMER, Step
+from .step import Step
 
 WAIT_AHEAD_MS_MAX = 2**31 * 1000
 
@@ -58,7 +59,7 @@ def _wait(step: Step, flow_id: str, state: WaitState, data: Any, context: Any) -
         return leave_wait(step, flow_id, state, effective, context)
     flow = step.flows[flow_id]
     step.hold(flow, effective)
-    step.sleep(flow, f"{WAIT_TIMER}{flow.entered_id}", fire_at_ms)
+    step.sleep(flow, TimerKind.WAIT.id(flow.entered_id), fire_at_ms)
     return WAIT
 
 

@@ -17,6 +17,7 @@ from ..asl.handling import Catcher, error_output, matches
 from ..asl.jsonata import QUERY_EVALUATION_ERROR
 from ..asl.states import MapState, ParallelState, ResultState, State
 from . import jsonata_states
+from .effects import TimerKind
 from .outcomes import WAIT, Fail, Next, Wait
 from .step import Step
 
@@ -66,7 +67,7 @@ def retry(step: Step, flow_id: str, state: State, error: str | None, cause: str 
         seed = jitter_seed(step.execution.arn, flow.entered_id, used + 1)
         delay_ms = retrier.delay_ms(used + 1, seed)
         step.note("errorDetails", {"retryIndex": index, "retryBackoffIntervalSeconds": delay_ms // 1000})
-        step.sleep(flow, f"retry-{flow.entered_id}-{used + 1}", step.now_ms + delay_ms)
+        step.sleep(flow, TimerKind.RETRY.id(flow.entered_id, used + 1), step.now_ms + delay_ms)
         step.forget_halted(flow_id)
         return WAIT
     return None

@@ -27,6 +27,7 @@ from ..asl.scope import Scope
 from ..asl.states import Definition, ResultState, State, TaskState
 from ..asl.templates import Template
 from ..asl.timestamps import format_ms
+from .effects import DispatchKind, Effects, TimerKind
 from .execution import FAILED, REDRIVABLE_MS, SUCCEEDED, ExecutionState, Flow, TaskAttempt, redrive_status
 from .mocks import MockConfig
 from .outcomes import End, Next
@@ -36,7 +37,6 @@ MAX_HISTORY_EVENTS = 25_000
 MAX_VARIABLE_BYTES = 10 * 1024 * 1024
 HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({MAX_HISTORY_EVENTS})."
 ROOT = ""
-WAIT_TIMER = "wait-"  # a Wait state's timer: "wait-<its Entered event id>"
 NO_DETAILS = {"truncated": False}
 _MARKERS = frozenset({"MapIterationSucceeded", "MapIterationFailed", "MapIterationAborted"})
 _POINT_PAST_MARKERS = frozenset({"MapIterationStarted", "MapStateStarted", "ParallelStateStarted", "MapStateFailed",
@@ -51,12 +51,10 @@ class HistoryFull(Exception):
 
 @dataclass(slots=True)
 class Decision:
+    """What applying one command to one execution comes to: its new state, and the effects the commit writes."""
+
     state: ExecutionState
-    events: list[dict[str, Any]] = field(default_factory=list)
-    timers_added: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
-    timers_removed: list[tuple[str, int]] = field(default_factory=list)
-    dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
-    dispatches_removed: list[str] = field(default_factory=list)
+    effects: Effects = field(default_factory=Effects)
     heavy: bool = False  # a flow stopped on its evaluation share: it continues after the heavy pause (flows.py)
 
 
@@ -82,7 +80,7 @@ class Services:
 
 
 def poll_timer(task: TaskAttempt) -> str:
-    return f"poll-{task.scheduled_id}"
+    return TimerKind.POLL.id(task.scheduled_id)
 
 
 def poll_dispatch(task: TaskAttempt) -> str:
@@ -149,7 +147,7 @@ class Step:
         event = {"timestamp": self.now_ms, "type": event_type, "id": event_id, "previousEventId": previous_event_id}
         if details_key is not None:
             event[details_key] = details
-        self.decision.events.append(event)
+        self.decision.effects.events.append(event)
         execution.next_event_id = event_id + 1
         if event_type not in _MARKERS:
             execution.marker_prev = None
@@ -159,15 +157,15 @@ class Step:
 
     def add_timer(self, timer_id: str, fire_at_ms: int) -> None:
         self.execution.timers[timer_id] = fire_at_ms
-        self.decision.timers_added.append((timer_id, fire_at_ms))
+        self.decision.effects.timers_added.append((timer_id, fire_at_ms))
 
     def remove_timer(self, timer_id: str) -> None:
         fire_at_ms = self.execution.timers.pop(timer_id)
-        added = self.decision.timers_added
+        added = self.decision.effects.timers_added
         if (timer_id, fire_at_ms) in added:  # set and cancelled in the same step: no row to delete
             added.remove((timer_id, fire_at_ms))
         else:
-            self.decision.timers_removed.append((timer_id, fire_at_ms))
+            self.decision.effects.timers_removed.append((timer_id, fire_at_ms))
 
     def sleep(self, flow: Flow, timer_id: str, fire_at_ms: int) -> None:
         """A Wait or a Retry backoff until ``fire_at_ms`` (scaled by ``Services.wait_scale``)."""
@@ -178,15 +176,15 @@ class Step:
         self.add_timer(timer_id, fire_at_ms)
 
     def add_dispatch(self, dispatch_id: str, payload: dict[str, Any]) -> None:
-        self.decision.dispatches_added.append((dispatch_id, payload))
+        self.decision.effects.dispatches_added.append((dispatch_id, payload))
 
     def remove_dispatch(self, dispatch_id: str) -> None:
-        added = self.decision.dispatches_added
+        added = self.decision.effects.dispatches_added
         staged = [entry for entry in added if entry[0] == dispatch_id]
         if staged:  # scheduled and gone in the same step: no row was ever written
             added.remove(staged[0])
         else:
-            self.decision.dispatches_removed.append(dispatch_id)
+            self.decision.effects.dispatches_removed.append(dispatch_id)
 
     # -- a failure's casualties, kept for a redrive
 
@@ -239,7 +237,7 @@ class Step:
             if task is not None and not task.started:
                 self.remove_dispatch(str(task.scheduled_id))
             elif task is not None and task.child is not None:  # a nested execution this one waits on stops too
-                self.add_dispatch(f"stop-{task.scheduled_id}", {"kind": "stop", "target": task.child})
+                self.add_dispatch(f"stop-{task.scheduled_id}", {"kind": DispatchKind.STOP, "target": task.child})
             elif task is not None and task.job is not None:  # so does an AWS job, where its API allows
                 self.abandon_job(flow)
         execution.status = status
@@ -249,7 +247,7 @@ class Step:
         execution.halted = {} if status == SUCCEEDED or not redrivable else {**self.flows, **self.halted}
         self.flows.clear()
         if execution.parent is not None:  # a .sync parent waits for this one: tell it, from the same commit
-            self.add_dispatch("parent", {"kind": "parent", **execution.parent, "execution": execution.arn,
+            self.add_dispatch("parent", {"kind": DispatchKind.PARENT, **execution.parent, "execution": execution.arn,
                                          "describe": describe_for_parent(execution)})
         self.status_changed()
 
@@ -262,7 +260,7 @@ class Step:
             return
         detail = status_detail(self.execution, self.now_ms, services.redrivable_ms, status)
         self.add_dispatch(f"status-{self.execution.next_event_id}-{detail['status']}",
-                          {"kind": "status", "time": self.now_ms, "detail": detail})
+                          {"kind": DispatchKind.STATUS, "time": self.now_ms, "detail": detail})
 
     # -- AWS jobs a .sync task polls (decider/tasks.py); a poll and a stop are dispatches to the integration
 

@@ -19,6 +19,7 @@ from ..asl.errors import StatesError
 from ..asl.jsonio import dumps, loads
 from ..asl.states import TaskState
 from . import jsonata_states, retry_catch
+from .effects import TimerKind
 from .execution import TaskAttempt
 from .outcomes import WAIT, Outcome, Wait
 from .step import Step, poll_dispatch, poll_timer, without_none
@@ -71,9 +72,9 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
         if state.pattern == "":
             deadline_ms = call_ms
         elif call_ms < (deadline_ms or cap_ms + 1):  # the call's answer must come in time, whatever comes later
-            _add_timer(step, task, f"call-{scheduled_id}", step.now_ms + call_ms)
+            _add_timer(step, task, TimerKind.CALL.id(scheduled_id), step.now_ms + call_ms)
     if deadline_ms is not None:
-        _add_timer(step, task, f"timeout-{scheduled_id}", step.now_ms + deadline_ms)
+        _add_timer(step, task, TimerKind.TIMEOUT.id(scheduled_id), step.now_ms + deadline_ms)
     payload = {"kind": state.integration, "action": state.action, "pattern": state.pattern,
                "resource": state.resource, "execution": step.execution.arn, "scheduled_id": scheduled_id,
                "attempt": attempt, "input": effective}
@@ -166,7 +167,7 @@ def start(step: Step, flow_id: str, worker_name: str | None) -> None:
                   {"resourceType": state.integration, "resource": _resource_name(state)})
     if task.heartbeat_ms is not None:
         task.last_beat_ms = step.now_ms
-        _add_timer(step, task, f"heartbeat-{task.scheduled_id}", step.now_ms + task.heartbeat_ms)
+        _add_timer(step, task, TimerKind.HEARTBEAT.id(task.scheduled_id), step.now_ms + task.heartbeat_ms)
 
 
 def submit(step: Step, flow_id: str, output: Any, job: Any = None) -> None:
@@ -290,7 +291,7 @@ def timer_fired(step: Step, flow_id: str, timer_id: str) -> Outcome:
     if timer_id == poll_timer(task):
         _poll_job(step, flow_id)
         return WAIT
-    if timer_id.startswith("heartbeat-"):
+    if TimerKind.of(timer_id) is TimerKind.HEARTBEAT:
         due_ms = task.last_beat_ms + task.heartbeat_ms
         if due_ms > step.now_ms:
             _add_timer(step, task, timer_id, due_ms)

@@ -25,8 +25,8 @@ import orjson
 
 from .. import decider
 from ..asl.definition import Definition, ResourceCheck, parse_definition
+from ..decider.effects import TimerKind
 from ..decider.execution import REDRIVABLE_MS, ExecutionState, Flow, not_redrivable
-from ..decider.flows import CONTINUE_TIMER
 from ..decider.mocks import MockConfig
 from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
@@ -103,8 +103,7 @@ class _Batch:
     unread: dict[str, Exception] = field(default_factory=dict)  # the prefetch failed for these: each fails alike
     # (transfer, its stage's replies, first write index, end write index): goes on only if those writes land
     transfers: list[tuple[_Transfer, list[object], int, int]] = field(default_factory=list)
-    group: int = 0  # the write group being staged (0: none): a transfer stage, or a start with its result
-    stage_group: int = 0  # the transfer stage's group, which a command's own group falls back to
+    group: int = 0  # the write group being staged (0: none): a transfer stage's writes land together or not at all
     last_write: dict[str, int] = field(default_factory=dict)  # each execution's last write in the batch, by index
     # Asynchronous express starts: their rows (shard, ARN, the command), and the commands to run once they landed
     express_rows: list[tuple[int, str, bytes]] = field(default_factory=list)
@@ -450,7 +449,7 @@ class Engine:
                     self._store_failed(now_ms, f"loading timers of shard {window.shard_id}", exc)
             early_ms = 5_000 if self.planted and "timers-fire-early" in self.planted else 0
             for _, arn, timer_id in window.pop_due(now_ms + early_ms, budget - len(work)):
-                if self.planted and "lose-timeouts" in self.planted and timer_id.startswith("timeout-"):
+                if self.planted and "lose-timeouts" in self.planted and TimerKind.of(timer_id) is TimerKind.TIMEOUT:
                     continue
                 work.append((FireTimer(arn, timer_id), None))
         for arn, timer_id in self.express.pop_due(now_ms, budget - len(work)):
@@ -491,8 +490,6 @@ class Engine:
         except Exception as exc:
             log.exception("applying %s failed", type(command).__name__)
             return exc
-        finally:
-            batch.group = batch.stage_group  # a start staged with its result never leaks its group
         if isinstance(result, TaskNotPending) and isinstance(command, StartAttempt):
             if self.planted and "start-attempt-twice" in self.planted:
                 return True
@@ -510,12 +507,9 @@ class Engine:
         current = batch.staged.get(command.arn) or self._load(command.arn, batch)
         if isinstance(command, StartExecution):
             if current is not None:
-                if command.token is not None and command.token == current.start_token:
-                    return current.start_ms  # this very start, sent again: it stands, open or closed
-                if (current.is_open and current.input == command.input and current.parent == command.parent
-                        and current.test_case == command.test_case and command.express != SYNC):
-                    return current.start_ms  # idempotent start (a child only for the parent attempt that made it)
-                return ExecutionAlreadyExists(command.arn)
+                earlier_ms = decider.started_again(current, command.token, command.input, command.parent,
+                                                   command.test_case, command.express == SYNC)
+                return ExecutionAlreadyExists(command.arn) if earlier_ms is None else earlier_ms
             if (command.express is not None and not rerun
                     and len(self.express.runs) + len(batch.express_starting) >= self.limits.express_runs_max):
                 return InboxFull(f"{len(self.express.runs)} express executions are running")
@@ -545,8 +539,8 @@ class Engine:
             else:
                 decision = decider.fire_timer(current, self._definition(current), command.timer_id, now_ms,
                                               self.services)
-            if decision is not None and not decision.heavy and command.timer_id.startswith(CONTINUE_TIMER) \
-                    and not any(timer_id.startswith(CONTINUE_TIMER) for timer_id in decision.state.timers):
+            if decision is not None and not decision.heavy and _continues(command.timer_id) \
+                    and not any(_continues(timer_id) for timer_id in decision.state.timers):
                 self.heavy.discard(command.arn)  # its loops went on lightly, or ended
             if decision is not None:
                 due_ms = current.timers.get(command.timer_id, now_ms)
@@ -575,17 +569,10 @@ class Engine:
                 decision = decider.start_attempt(current, definition, command.scheduled_id, command.worker_name,
                                                  now_ms)
             elif isinstance(command, CompleteAttempt):
-                pending = decider.pending_attempts(current)
-                if "results-for-any-attempt" in self.planted and command.scheduled_id not in pending and pending:
-                    command = CompleteAttempt(command.arn, max(pending), command.result)
-                opened = None
-                if pending.get(command.scheduled_id) is False:  # a result before its start was recorded (a
-                    # child that closed at once, a token answered at once): the start lands with the result
-                    opened = decider.start_attempt(current, definition, command.scheduled_id, None, now_ms)
-                if opened is not None:  # lands with the result (the group is reset when this command ends)
-                    batch.group = batch.group or -1 - len(batch.writes)
-                    self._stage(batch, opened, current.version, now_ms)
-                    current = opened.state
+                if "results-for-any-attempt" in self.planted:
+                    pending = decider.pending_attempts(current)
+                    if command.scheduled_id not in pending and pending:
+                        command = CompleteAttempt(command.arn, max(pending), command.result)
                 decision = decider.complete_attempt(current, definition, command.scheduled_id, command.result,
                                                     now_ms, self.services)
             elif isinstance(command, Heartbeat):
@@ -600,7 +587,7 @@ class Engine:
     def _to_lane(self, command: FireTimer, current: ExecutionState, batch: _Batch, now_ms: int) -> bool:
         """Send a heavy execution's continuation to the heavy lane (heavy_lane.py); False: decide it here."""
         arn = command.arn
-        if self.lane is None or arn not in self.heavy or not command.timer_id.startswith(CONTINUE_TIMER):
+        if self.lane is None or arn not in self.heavy or not _continues(command.timer_id):
             return False
         if arn in self._in_lane:  # another of its continuations (a branch's, an iteration's) is in the lane
             self._held.setdefault(arn, []).append(command)
@@ -692,11 +679,11 @@ class Engine:
             self._send_remote(transfer)
             return
         first = len(batch.writes)
-        batch.group = batch.stage_group = len(batch.transfers) + 1  # a stage's writes land together or not at all
+        batch.group = len(batch.transfers) + 1
         try:
             replies = [self._attempt(command, batch, now_ms) for command in commands]
         finally:
-            batch.group = batch.stage_group = 0
+            batch.group = 0
         batch.transfers.append((transfer, replies, first, len(batch.writes)))
 
     def _after_stages(self, batch: _Batch, failed: dict[int, Exception]) -> None:
@@ -729,24 +716,26 @@ class Engine:
             self.heavy.discard(state.arn)
         try:
             blob = state.to_blob()
-            for _, payload in decision.dispatches_added:  # written by the store with orjson too
+            for _, payload in decision.effects.dispatches_added:  # written by the store with orjson too
                 orjson.dumps(payload)
         except TypeError as exc:  # orjson cannot write the data (nested too deeply): that execution fails, alone
             decider.fail_unstorable(decision, now_ms, str(exc), self.services)
             blob = state.to_blob()
         if self.planted and "drop-job-stops" in self.planted:  # abandoned AWS jobs are never stopped
-            decision.dispatches_added[:] = [(i, p) for i, p in decision.dispatches_added if "cancel" not in p]
+            added = decision.effects.dispatches_added
+            added[:] = [(dispatch_id, payload) for dispatch_id, payload in added if "cancel" not in payload]
         if self.planted and "status-before-commit" in self.planted:  # status events sent ahead of their commit
-            for dispatch_id, payload in decision.dispatches_added:
+            for dispatch_id, payload in decision.effects.dispatches_added:
                 if payload["kind"] == "status":
                     self.on_dispatch(Dispatch(state.shard_id, state.arn, dispatch_id, payload, 0))
+        effects = decision.effects
         batch.staged[state.arn] = state
         batch.last_write[state.arn] = len(batch.writes)
         batch.states.append(state)
         batch.writes.append(ExecutionWrite(
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
-            state.stop_ms, expected_version, state.version, blob, decision.events,
-            decision.timers_added, decision.timers_removed, decision.dispatches_added, decision.dispatches_removed,
+            state.stop_ms, expected_version, state.version, blob, effects.events, effects.timers_added,
+            effects.timers_removed, effects.dispatches_added, effects.dispatches_removed,
             batch.group, state.version_arn, state.alias_arn, state.redrive_count, state.redrive_ms))
 
     def _run_express(self, batch: _Batch, decision: decider.Decision) -> None:
@@ -754,10 +743,10 @@ class Engine:
         state = decision.state
         run = self.express.runs[state.arn]
         run.state = batch.staged[state.arn] = state
-        if decision.events:
-            batch.logged.append((state.state_machine_arn, state.arn, state.redrive_count, decision.events))
-        self.express.add_timers(state.arn, decision.timers_added)
-        for dispatch_id, payload in decision.dispatches_added:  # outside the outbox window: no row to read back
+        if decision.effects.events:
+            batch.logged.append((state.state_machine_arn, state.arn, state.redrive_count, decision.effects.events))
+        self.express.add_timers(state.arn, decision.effects.timers_added)
+        for dispatch_id, payload in decision.effects.dispatches_added:  # outside the outbox window: no row to read back
             self._hand_out(Dispatch(state.shard_id, state.arn, dispatch_id, payload))
         if not state.is_open:
             self.express.close(run)
@@ -1036,6 +1025,10 @@ class Engine:
             while len(self._definitions) > self.limits.cached_definitions_max:
                 self._definitions.popitem(last=False)
         return definition
+
+
+def _continues(timer_id: str) -> bool:
+    return TimerKind.of(timer_id) is TimerKind.CONTINUE
 
 
 def _activity_arns(store: Store) -> set[str]:

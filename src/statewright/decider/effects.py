@@ -1,0 +1,67 @@
+"""What a decision does besides changing the mutable state: its ``Effects``, and the kinds of its timers and
+dispatches.
+
+``Effects`` is one record, made by the decider and taken as it is by the store's commit (``ExecutionWrite.effects``):
+the history events to append, the timer rows to write and delete, the outbox rows (dispatches) to write and
+delete. The commit writes them all with the mutable-state row, and nothing acts on any of them before it lands.
+
+A timer's id names its kind and what it belongs to (``"wait-7"``: the Wait entered at event 7). Ids are stored
+(timer rows, the execution's state), so their text never changes; ``TimerKind`` makes and reads them, and nothing
+else looks inside. A dispatch's payload names its kind: a Task attempt's is its integration
+(``TaskState.integration``: "lambda", "activity", "http", ...); the others are ``DispatchKind``. Pure: imports
+nothing of statewright.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class TimerKind(StrEnum):
+    """A timer's kind; ``kind.id(key)`` is the stored id of the timer of that kind for ``key``, and
+    ``TimerKind.of(stored_id)`` the kind of a stored id."""
+
+    EXECUTION_TIMEOUT = "execution-timeout"  # the definition's TimeoutSeconds (or Express's limit): one per execution
+    WAIT = "wait"  # a Wait state: wait-<its Entered event id>
+    RETRY = "retry"  # a Retry backoff: retry-<the state's Entered event id>-<the retry's number>
+    CONTINUE = "continue"  # a flow stopped for fairness: continue-<the Entered event id of its last state>
+    TIMEOUT = "timeout"  # a task attempt's TimeoutSeconds: timeout-<its scheduled event id>
+    HEARTBEAT = "heartbeat"  # a task attempt's HeartbeatSeconds: heartbeat-<its scheduled event id>
+    CALL = "call"  # the integration's own limit on one call: call-<its scheduled event id>
+    POLL = "poll"  # the next poll of a .sync job: poll-<its scheduled event id>
+
+    def id(self, *key: int | str) -> str:
+        """The stored id of this kind's timer for ``key`` (no key: the execution's one timer of this kind)."""
+        return "-".join((self.value, *map(str, key)))
+
+    @classmethod
+    def of(cls, stored_id: str) -> TimerKind:
+        """The kind of a stored timer id (ValueError: no timer of statewright's has this id)."""
+        kind = _KINDS.get(stored_id) or _KINDS.get(stored_id.partition("-")[0])
+        if kind is None:
+            raise ValueError(f"not a timer id: {stored_id!r}")
+        return kind
+
+
+_KINDS = {kind.value: kind for kind in TimerKind}
+
+
+class DispatchKind(StrEnum):
+    """The dispatches that are not a Task attempt's call."""
+
+    STATUS = "status"  # an execution's status change event (integrations/status_events.py)
+    PARENT = "parent"  # a closing .sync child tells its parent (engine/transfers.py)
+    STOP = "stop"  # a closing parent stops the nested execution it waits on (engine/transfers.py)
+
+
+@dataclass(slots=True)
+class Effects:
+    """Everything one decision asks the commit to write besides the mutable-state row."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)  # history events, in id order
+    timers_added: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
+    timers_removed: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
+    dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
+    dispatches_removed: list[str] = field(default_factory=list)  # dispatch ids
