@@ -19,8 +19,9 @@ from asgi import ACCOUNT, Threaded
 from statewright.api.app import App
 from statewright.api.forwarding import Forwarder
 from statewright.api.service import Service
-from statewright.engine.core import Engine, shard_for
+from statewright.engine.core import Engine
 from statewright.engine.limits import Limits
+from statewright.engine.shards import shard_for
 from statewright.store import open_store
 from statewright.store.base import Store
 

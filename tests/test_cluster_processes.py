@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from server import ROLE_ARN, ServerProcess, free_port, wait_closed
 from statewright.cluster.membership import assignment
-from statewright.engine.core import shard_for
+from statewright.engine.shards import shard_for
 
 SHARDS = 8
 LEASE_MS = 4000  # --lease-ms 3000 is refused with --lease-renew-ms 500: renewals must fit twice in lease - 2 s margin

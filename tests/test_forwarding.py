@@ -19,8 +19,8 @@ from nodes import SECRET, SHARDS, Node, name_on
 from server import ROLE_ARN, history, wait_closed
 from statewright.api import channel, cluster
 from statewright.engine import commands
-from statewright.engine.core import shard_for
 from statewright.engine.limits import Limits
+from statewright.engine.shards import shard_for
 from statewright.engine.tokens import TaskTokens
 
 A_SHARDS = {0, 1}

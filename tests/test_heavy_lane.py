@@ -85,8 +85,8 @@ def run(engine: Engine, clock: Clock, arn: str, on_sent=None, timeout_s: float =
         if on_sent is not None and lane_steps(engine, "sent") > sent:
             on_sent()
             on_sent = None
-        if engine._in_lane:  # the next tick, at the same time, applies what comes back
-            while not engine._decided:
+        if engine.heavy.in_lane:  # the next tick, at the same time, applies what comes back
+            while not engine.inbox.decided_waiting():
                 assert time.monotonic() < deadline, "the lane did not answer"
                 time.sleep(0.01)
             continue
@@ -131,7 +131,7 @@ def test_a_decision_the_execution_outgrew_is_decided_again(store):
         engine.submit(StopExecution(arn, "Halt", None))
         engine.tick(clock.now_ms)  # the continuation goes to the lane (timers come first), then the stop lands
         assert lane_steps(engine, "sent") == 1
-        while engine._in_lane:  # the continuation comes back for a state that moved on: it must change nothing
+        while engine.heavy.in_lane:  # the continuation comes back for a state that moved on: it must change nothing
             time.sleep(0.01)
             engine.tick(clock.now_ms)
     finally:
@@ -147,7 +147,7 @@ def test_a_lane_that_dies_leaves_its_step_to_the_engine_thread(store):
     engine = make_engine(store, clock, heavy_lane=True)
 
     def kill_lane() -> None:
-        os.kill(engine.lane._child._process.pid, signal.SIGKILL)
+        os.kill(engine.heavy.lane._child._process.pid, signal.SIGKILL)
 
     try:
         state = run(engine, clock, start(engine, "orphaned"), on_sent=kill_lane)
@@ -252,7 +252,7 @@ def test_stopping_the_engine_stops_the_lane_process(store):
     engine.tick(clock.now_ms)
     clock.now_ms += 300
     engine.tick(clock.now_ms)  # the continuation goes to the lane, which starts its process
-    process = engine.lane._child._process
+    process = engine.heavy.lane._child._process
     engine.stop()
     assert process.wait(timeout=30) is not None  # bounded: it is killed, not left deciding for nobody
 

@@ -12,9 +12,9 @@ from ..asl.states import TaskState
 from ..decider.execution import ExecutionState, redrive_status
 from ..decider.step import without_data
 from ..engine import commands
-from ..engine.core import shard_for
 from ..engine.express import ASYNC, SYNC
 from ..engine.routing import route
+from ..engine.shards import shard_for
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
 from . import arns, describe, paging
 from .arns import Scope

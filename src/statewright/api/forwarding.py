@@ -35,7 +35,7 @@ from ..engine.commands import (
     decode_replies,
     encode_commands,
 )
-from ..engine.core import shard_for
+from ..engine.shards import shard_for
 from ..metrics import Metrics
 from .channel import CHANGED, COMMANDS, OK, Channel, Refused, Unreachable
 

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
-from ..engine.core import Engine, answer, shard_for
+from ..engine.core import Engine
+from ..engine.edges import answer
 from ..engine.limits import Limits
 from ..engine.retention import RetentionSettings
+from ..engine.shards import shard_for
 from ..integrations.activities import ActivityMatcher
 from ..integrations.aws.clients import AwsClients
 from ..integrations.aws.functions import LocalFunctions

@@ -7,8 +7,10 @@ written before the caller's 200 and deleted once the execution closed, so the sh
 execution that was still in memory when the engine stopped (at-least-once, as AWS documents). A synchronous start
 (StartSyncExecution) writes nothing: its caller waits for the result, and nothing runs it again (at-most-once).
 
-The engine owns one ``ExpressRuns`` and uses it on its own thread only. Bounded: an execution lasts five minutes at
-most (``DURATION_MS_MAX``), so its timers and its run leave memory by then. Pure: imports no I/O.
+The engine owns one ``ExpressRuns`` and uses it on its own thread only: ``step`` applies a decision, ``commit``
+writes the batch's start rows and deletes those of runs that closed, ``read_starts`` reads back the rows of shards
+just taken. Bounded: an execution lasts five minutes at most (``DURATION_MS_MAX``), so its timers and its run
+leave memory by then. It does no I/O of its own: the store is passed in.
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..decider import Decision
 from ..decider.execution import TIMED_OUT, ExecutionState
+from ..store.base import Dispatch, Store
+from .batch import Batch
+from .commands import StartExecution, decode_commands
 
 DURATION_MS_MAX = 5 * 60 * 1000  # AWS's maximum duration of an Express execution
 ASYNC, SYNC = "async", "sync"  # StartExecution.express: how the execution was started
@@ -65,6 +71,46 @@ class ExpressRuns:
         del self.runs[run.state.arn]
         if run.durable:
             self.finished.append((run.state.shard_id, run.state.arn))
+
+    def step(self, batch: Batch, decision: Decision) -> tuple[list[Dispatch], ExpressRun | None]:
+        """A step takes effect at once, in memory: nothing is committed for it. Returns its dispatches, to hand
+        out now (outside the outbox window: there is no row to read back), and its run if it closed."""
+        state = decision.state
+        run = self.runs[state.arn]
+        run.state = batch.staged[state.arn] = state
+        effects = decision.effects
+        if effects.events:
+            batch.logged.append((state.state_machine_arn, state.arn, state.redrive_count, effects.events))
+        self.add_timers(state.arn, effects.timers_added)
+        dispatches = [Dispatch(state.shard_id, state.arn, dispatch_id, payload)
+                      for dispatch_id, payload in effects.dispatches_added]
+        if state.is_open:
+            return dispatches, None
+        self.close(run)
+        if run.reply is not None:
+            batch.replies.append((run.reply, result(state), -1))
+        return dispatches, run
+
+    def commit(self, store: Store, batch: Batch, range_ids: dict[int, int]) -> set[int]:
+        """Write the batch's asynchronous starts and delete the rows of the runs that closed, in one store
+        transaction; returns the shards another node took meanwhile. Raises as the store does: then nothing
+        landed, or the outcome is unknown (a row that did land runs at the next restart)."""
+        finished, self.finished = self.finished, []
+        if not batch.express_rows and not finished:
+            return set()
+        try:
+            return store.write_express_starts(batch.express_rows, finished, range_ids)
+        except Exception:
+            self.finished = finished + self.finished
+            raise
+
+    def read_starts(self, store: Store, shard_id: int) -> list[StartExecution]:
+        """The express starts of a shard just taken that are not running here: each runs again from the start
+        (at-least-once). Raises StoreUnavailable, leaving the shard unread."""
+        rows = store.express_starts(shard_id)
+        self.unread.discard(shard_id)
+        commands = [decode_commands(row)[0][0] for row in rows]
+        return [command for command in commands if command.arn not in self.runs]
 
     def drop_shard(self, shard_id: int) -> list[ExpressRun]:
         """The engine no longer serves the shard: its runs leave memory (the next owner runs the durable ones again

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..decider.execution import DAY_MS
 from ..store.base import ClosedExecution
@@ -50,13 +51,10 @@ class Swept:
 
 
 class Sweep:
-    def __init__(self, histories: Histories, settings: RetentionSettings, planted: frozenset[str] = frozenset()
-                 ) -> None:
-        """``histories``: the store and payload store to sweep (no payload store: no compaction); ``planted``: the
-        simulator's test-only bugs (engine.core.PLANTED)."""
+    def __init__(self, histories: Histories, settings: RetentionSettings) -> None:
+        """``histories``: the store and payload store to sweep (no payload store: no compaction)."""
         self.histories = histories
         self.settings = settings
-        self.planted = planted
 
     @property
     def compacts(self) -> bool:
@@ -72,15 +70,19 @@ class Sweep:
 
     def _delete_expired(self, range_ids: Mapping[int, int], now_ms: int) -> tuple[list[ClosedExecution], bool]:
         store, payloads = self.histories.store, self.histories.payloads
-        retention_ms = self.settings.retention_ms
-        if self.planted and "expire-early" in self.planted:  # for the simulator's retention checker to catch
-            retention_ms //= 2
-        expired = store.expired_executions(list(range_ids), now_ms - retention_ms, EXPIRED_BATCH_MAX)
+        expired = store.expired_executions(list(range_ids), now_ms - self._retention_ms(), EXPIRED_BATCH_MAX)
         deleted = store.delete_executions(expired, range_ids)
         for execution in deleted:
             if execution.history_location is not None and payloads is not None:
                 payloads.delete(execution.history_location)
         return deleted, len(expired) == EXPIRED_BATCH_MAX
+
+    def _retention_ms(self) -> int:
+        return self.settings.retention_ms
+
+    def _compacted_events(self, execution: ClosedExecution) -> list[dict[str, Any]]:
+        """The whole history of a closed execution, compacted before (a redrive) or not."""
+        return self.histories.whole(execution.arn)
 
     def _compact(self, range_ids: Mapping[int, int], now_ms: int) -> tuple[list[ClosedExecution], bool]:
         histories, payloads, compact_after_ms = self.histories, self.histories.payloads, self.settings.compact_after_ms
@@ -89,10 +91,7 @@ class Sweep:
         ready = store.executions_to_compact(list(range_ids), now_ms - compact_after_ms, COMPACTED_BATCH_MAX)
         written: list[tuple[ClosedExecution, str]] = []
         for execution in ready:
-            if self.planted and "compact-rows-only" in self.planted:  # drops what an earlier object held
-                events = store.read_history(execution.arn, 0, 1 << 62, False)
-            else:
-                events = histories.whole(execution.arn)
+            events = self._compacted_events(execution)
             key = history_key(execution.arn, events[-1]["id"])
             payloads.put(key, encode_history(events))
             written.append((execution, key))

@@ -31,7 +31,7 @@ import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..decider.step import without_data
-from ..engine.core import Logged
+from ..engine.batch import Logged
 from .aws.clients import AwsClients
 
 log = logging.getLogger("statewright.logs")

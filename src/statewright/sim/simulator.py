@@ -61,10 +61,11 @@ from ..engine.commands import (
     StartExecution,
     StopExecution,
 )
-from ..engine.core import Engine, shard_for
+from ..engine.core import Engine
 from ..engine.heavy_lane import Decided
 from ..engine.limits import Limits
 from ..engine.retention import RetentionSettings, Sweep
+from ..engine.shards import shard_for
 from ..engine.timers import WINDOW_MS
 from ..engine.tokens import InvalidToken, TaskTokens
 from ..store.base import ActivityRecord, Dispatch, StateMachineRecord, StoreUnavailable
@@ -73,6 +74,7 @@ from ..store.sqlite import SqliteStore
 from . import workload
 from .checkers import CLOSED, Ledger, all_executions, check_all, read_history, readback_problems
 from .faults import ALL_FAULTS, Crash, Faults, FaultyStore
+from .planted import PlantedEngine, PlantedSweep
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -113,7 +115,7 @@ class SimConfig:
     steps: int = STEPS_DEFAULT
     nodes: int = 1
     fault_rate: float = FAULT_RATE_DEFAULT
-    planted: frozenset[str] = frozenset()  # test-only bugs in the engine (see Engine.planted)
+    planted: frozenset[str] = frozenset()  # test-only bugs in the engine (sim/planted.py)
     limits: str = "small"  # "small" (SIM_LIMITS: paging, full windows and re-reads in every run) or "default"
 
 
@@ -272,12 +274,14 @@ class _Run:
                             clock=lambda: self.now_ms, cluster=self.cluster)
         self.ledger.states_max = limits.apply_states_max
         self.ledger.status_events = True
-        engine = Engine(store, node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
-                        planted=self.config.planted, evaluation_clock=None, status_events=True,
-                        redrivable_ms=REDRIVABLE_MS,
+        planted = self.config.planted
+        settings = dict(node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
+                        evaluation_clock=None, status_events=True, redrivable_ms=REDRIVABLE_MS,
                         heavy_lane=lambda services, _, landed: _Lane(self, services, landed))
-        node = _Node(index, engine, store, sweep=Sweep(engine.histories, RETENTION, self.config.planted),
-                     next_sweep_ms=self.now_ms + SWEEP_MS)
+        engine = PlantedEngine(store, planted=planted, **settings) if planted else Engine(store, **settings)
+        sweep = PlantedSweep(engine.histories, RETENTION, planted=planted) if planted else \
+            Sweep(engine.histories, RETENTION)
+        node = _Node(index, engine, store, sweep=sweep, next_sweep_ms=self.now_ms + SWEEP_MS)
         holder.append(node)
         engine.deliver_replies = node.replies.extend
         engine.on_dispatch = lambda dispatch: self._dispatched(node, dispatch)
@@ -553,7 +557,7 @@ class _Run:
             candidates += [due for window in engine.windows.values() if (due := window.next_due_ms()) is not None]
             if self.cluster:  # only ahead: what is due now, this step's ticks and membership steps handle
                 ahead = [node.next_step_ms, *engine.serve_until_ms.values(),
-                         *(at_ms for at_ms, _ in engine._forward_retries)]
+                         *(at_ms for at_ms, _ in engine.transfers.retries)]
                 candidates += [due for due in ahead if due > self.now_ms]
         if candidates:
             return min(candidates)
