@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from .base import Store, StoreUnavailable
+from .errors import StoreUnavailable
 
 COMPRESS_LEVEL = 6  # gzip's default: histories are repetitive JSON; higher levels gain little for their time
 EVENTS_MAX = 1 << 62  # "all of them": a whole history is at most 25,000 events
@@ -59,6 +59,14 @@ def encode_history(events: list[dict[str, Any]]) -> bytes:
 
 def decode_history(body: bytes) -> list[dict[str, Any]]:
     return orjson.loads(gzip.decompress(body))
+
+
+class HistoryRows(Protocol):
+    """What ``Histories`` reads of a store (base.Store's calls of the same names)."""
+
+    def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]: ...
+
+    def history_location(self, arn: str) -> str | None: ...
 
 
 class DirectoryPayloads:
@@ -104,7 +112,7 @@ class Histories:
     sweep compacts them: the row's location is read before and after the rows, and the reading starts again if a
     compaction moved the history in between (or deleted the object it replaced)."""
 
-    def __init__(self, store: Store, payloads: PayloadStore | None) -> None:
+    def __init__(self, store: HistoryRows, payloads: PayloadStore | None) -> None:
         """``payloads`` None: no payload store (a compacted history cannot be read)."""
         self.store = store
         self.payloads = payloads
