@@ -27,10 +27,6 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .base import (
-    ALIASES_MAX,
-    VERSIONS_MAX,
-    ActivityRecord,
-    AliasRecord,
     ClosedExecution,
     CommitFailed,
     CommitOutcomeUnknown,
@@ -39,44 +35,28 @@ from .base import (
     ExecutionSummary,
     ExecutionWrite,
     NodeRecord,
-    NoSuchStateMachine,
     OpenCount,
     Page,
-    QuotaExceeded,
     SchemaTooNew,
     ShardCountMismatch,
     ShardLease,
-    StateMachineRecord,
     Store,
     StoreUnavailable,
     TimerRow,
-    VersionRecord,
-    VersionRouted,
 )
+from .dialect import POSTGRESQL
 from .shared import (
     CLOSED,
     EXECUTION_COLUMNS,
     SUMMARY_COLUMNS,
     UNDISPATCHED,
     activity_of,
-    activity_row,
-    alias_blob,
-    alias_of,
-    check_revision,
-    check_routes,
     groups,
     insert_row,
-    next_version,
-    prefix_range,
-    record_blob,
-    record_of,
     redriven_clause,
-    routed_by,
     update_row,
-    version_blob,
-    version_of,
-    with_initial_revision,
 )
+from .sql_catalogue import SqlCatalogue, with_initial_revision
 
 # Each entry is one schema version; a database records the last one applied (meta 'schema_version'). Add a new
 # entry for every change, never edit one that shipped. ARNs and ids are "C"-collated: their order is byte order,
@@ -274,7 +254,9 @@ IDLE_IN_TRANSACTION_MS = 1_000  # a commit holds its transaction for millisecond
 LEASE_LOCK_WAIT_MS = 500  # how long a lease operation waits for a shard row another node holds locked
 
 
-class PostgresStore(Store):
+class PostgresStore(SqlCatalogue, Store):
+    _dialect = POSTGRESQL
+
     def __init__(self, dsn: str, shard_count: int | None, node_id: str | None = None) -> None:
         """Open the database at ``dsn`` (a libpq URL or key=value string), migrating its schema first;
         ``shard_count`` None opens an existing one with whatever count it has. ``node_id``: the cluster node
@@ -368,6 +350,8 @@ class PostgresStore(Store):
             db = self._db()
             with db.transaction():
                 yield db
+
+    _metadata_write = _transaction
 
     def _rows(self, sql: str, params: Sequence[Any] = (), *, prepare: bool | None = None) -> list[tuple]:
         """``prepare``: psycopg's (None: prepared once run often; False: planned at every call)."""
@@ -851,192 +835,6 @@ class PostgresStore(Store):
                 log.warning("watching for activity tasks failed (retrying): %s", exc)
                 stopped.wait(WATCH_RETRY_S)
 
-    # -- activities
-
-    def create_activity(self, record: ActivityRecord, tags: Mapping[str, str] | None = None) -> ActivityRecord:
-        with self._transaction() as db:
-            if db.execute("INSERT INTO activities VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                          (record.arn, record.name, record.created_ms,
-                           None if record.encryption_configuration is None
-                           else orjson.dumps(record.encryption_configuration))).rowcount:
-                _insert_tags(db, record.arn, tags)
-                return record
-        return self.get_activity(record.arn)
-
-    def get_activity(self, arn: str) -> ActivityRecord | None:
-        rows = self._rows(f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn = %s", (arn,))
-        return activity_row(rows[0]) if rows else None
-
-    def delete_activity(self, arn: str) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM activities WHERE arn = %s", (arn,))
-            db.execute("DELETE FROM tags WHERE resource_arn = %s", (arn,))
-
-    def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
-        rows = self._rows(f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn > %s AND arn < %s "
-                          "ORDER BY arn LIMIT %s", (*prefix_range(arn_prefix, cursor), limit + 1))
-        items = [activity_row(row) for row in rows[:limit]]
-        return Page(items, items[-1].arn if len(rows) > limit else None)
-
-    # -- settings
-
-    def get_setting(self, key: str) -> str | None:
-        rows = self._rows("SELECT value FROM meta WHERE key = %s", (f"setting:{key}",))
-        return rows[0][0] if rows else None
-
-    def put_setting_if_absent(self, key: str, value: str) -> str:
-        self._execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT DO NOTHING", (f"setting:{key}", value))
-        return self.get_setting(key)
-
-    def put_setting(self, key: str, value: str) -> None:
-        self._execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                      (f"setting:{key}", value))
-
-    # -- state machines
-
-    def create_state_machine(self, record: StateMachineRecord,
-                             tags: Mapping[str, str] | None = None) -> StateMachineRecord:
-        with self._transaction() as db:
-            inserted = db.execute("INSERT INTO state_machines (arn, name, record) VALUES (%s, %s, %s) "
-                                  "ON CONFLICT DO NOTHING",
-                                  (record.arn, record.name, record_blob(record))).rowcount
-            if inserted:
-                db.execute(_INSERT_REVISION, (record.arn, record.revision_id, record.definition, record.role_arn))
-                _insert_tags(db, record.arn, tags)
-                return record
-        return self.get_state_machine(record.arn)
-
-    def get_state_machine(self, arn: str) -> StateMachineRecord | None:
-        rows = self._rows("SELECT record FROM state_machines WHERE arn = %s", (arn,))
-        return record_of(rows[0][0]) if rows else None
-
-    def update_state_machine(self, record: StateMachineRecord) -> bool:
-        with self._transaction() as db:
-            updated = db.execute("UPDATE state_machines SET record = %s WHERE arn = %s",
-                                 (record_blob(record), record.arn)).rowcount
-            if updated:
-                db.execute(_INSERT_REVISION, (record.arn, record.revision_id, record.definition, record.role_arn))
-        return bool(updated)
-
-    def delete_state_machine(self, arn: str) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM state_machines WHERE arn = %s", (arn,))  # locks the row: see _lock_machine
-            db.execute("DELETE FROM tags WHERE resource_arn = %s", (arn,))
-            db.execute("DELETE FROM versions WHERE state_machine_arn = %s", (arn,))
-            db.execute("DELETE FROM aliases WHERE state_machine_arn = %s", (arn,))
-
-    def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
-        rows = self._rows("SELECT record FROM state_machines WHERE arn > %s AND arn < %s ORDER BY arn LIMIT %s",
-                          (*prefix_range(arn_prefix, cursor), limit + 1))
-        items = [record_of(row[0]) for row in rows[:limit]]
-        return Page(items, items[-1].arn if len(rows) > limit else None)
-
-    def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
-        rows = self._rows("SELECT definition, role_arn FROM revisions WHERE state_machine_arn = %s "
-                          "AND revision_id = %s", (state_machine_arn, revision_id))
-        return (rows[0][0], rows[0][1]) if rows else None
-
-    # -- versions and aliases: each write locks its state machine's row first, so they take turns
-
-    def publish_version(self, state_machine_arn: str, description: str, created_ms: int,
-                        revision_id: str | None = None, versions_max: int = VERSIONS_MAX) -> VersionRecord:
-        with self._transaction() as db:
-            row = db.execute("SELECT record, last_version FROM state_machines WHERE arn = %s FOR UPDATE",
-                             (state_machine_arn,)).fetchone()
-            if row is None:
-                raise NoSuchStateMachine(state_machine_arn)
-            machine = record_of(row[0])
-            check_revision(machine, revision_id)
-            published = db.execute("SELECT record FROM versions WHERE state_machine_arn = %s AND revision_id = %s",
-                                   (state_machine_arn, machine.revision_id)).fetchone()
-            if published is not None:
-                return version_of(published[0])
-            count = db.execute("SELECT COUNT(*) FROM versions WHERE state_machine_arn = %s",
-                               (state_machine_arn,)).fetchone()[0]
-            version = VersionRecord(machine, next_version(row[1], count, versions_max), description, created_ms)
-            db.execute("INSERT INTO versions VALUES (%s, %s, %s, %s)",
-                       (state_machine_arn, version.number, machine.revision_id, version_blob(version)))
-            db.execute("UPDATE state_machines SET last_version = %s WHERE arn = %s",
-                       (version.number, state_machine_arn))
-        return version
-
-    def get_version(self, state_machine_arn: str, number: int) -> VersionRecord | None:
-        rows = self._rows("SELECT record FROM versions WHERE state_machine_arn = %s AND number = %s",
-                          (state_machine_arn, number))
-        return version_of(rows[0][0]) if rows else None
-
-    def list_versions(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
-        try:
-            below = int(cursor) if cursor else 1 << 62
-        except ValueError:
-            raise ValueError(f"not a cursor of list_versions: {cursor!r}") from None
-        rows = self._rows("SELECT record FROM versions WHERE state_machine_arn = %s AND number < %s "
-                          "ORDER BY number DESC LIMIT %s", (state_machine_arn, below, limit + 1))
-        items = [version_of(row[0]) for row in rows[:limit]]
-        return Page(items, str(items[-1].number) if len(rows) > limit else None)
-
-    def delete_version(self, state_machine_arn: str, number: int) -> None:
-        with self._transaction() as db:
-            _lock_machine(db, state_machine_arn)
-            routing = routed_by(_aliases(db, state_machine_arn), number)
-            if routing:
-                raise VersionRouted(routing)
-            db.execute("DELETE FROM versions WHERE state_machine_arn = %s AND number = %s",
-                       (state_machine_arn, number))
-
-    def create_alias(self, record: AliasRecord, aliases_max: int = ALIASES_MAX) -> AliasRecord:
-        with self._transaction() as db:
-            if not _lock_machine(db, record.state_machine_arn):
-                raise NoSuchStateMachine(record.state_machine_arn)
-            existing = db.execute("SELECT record FROM aliases WHERE state_machine_arn = %s AND name = %s",
-                                  (record.state_machine_arn, record.name)).fetchone()
-            if existing is not None:
-                return alias_of(existing[0])
-            check_routes(record, _version_numbers(db, record.state_machine_arn))
-            if len(_aliases(db, record.state_machine_arn)) >= aliases_max:
-                raise QuotaExceeded(aliases_max)
-            db.execute("INSERT INTO aliases VALUES (%s, %s, %s)",
-                       (record.state_machine_arn, record.name, alias_blob(record)))
-        return record
-
-    def get_alias(self, state_machine_arn: str, name: str) -> AliasRecord | None:
-        rows = self._rows("SELECT record FROM aliases WHERE state_machine_arn = %s AND name = %s",
-                          (state_machine_arn, name))
-        return alias_of(rows[0][0]) if rows else None
-
-    def update_alias(self, record: AliasRecord) -> bool:
-        with self._transaction() as db:
-            _lock_machine(db, record.state_machine_arn)
-            if db.execute("SELECT 1 FROM aliases WHERE state_machine_arn = %s AND name = %s",
-                          (record.state_machine_arn, record.name)).fetchone() is None:
-                return False
-            check_routes(record, _version_numbers(db, record.state_machine_arn))
-            db.execute("UPDATE aliases SET record = %s WHERE state_machine_arn = %s AND name = %s",
-                       (alias_blob(record), record.state_machine_arn, record.name))
-        return True
-
-    def delete_alias(self, state_machine_arn: str, name: str) -> None:
-        self._execute("DELETE FROM aliases WHERE state_machine_arn = %s AND name = %s", (state_machine_arn, name))
-
-    def list_aliases(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
-        rows = self._rows("SELECT record FROM aliases WHERE state_machine_arn = %s AND name > %s ORDER BY name "
-                          "LIMIT %s", (state_machine_arn, cursor or "", limit + 1))
-        items = [alias_of(row[0]) for row in rows[:limit]]
-        return Page(items, items[-1].name if len(rows) > limit else None)
-
-    # -- tags
-
-    def tag_resource(self, arn: str, tags: Mapping[str, str]) -> None:
-        with _unavailable():
-            _insert_tags(self._db(), arn, tags)
-
-    def untag_resource(self, arn: str, keys: Sequence[str]) -> None:
-        if keys:
-            self._execute("DELETE FROM tags WHERE resource_arn = %s AND key = ANY(%s::text[])", (arn, list(keys)))
-
-    def list_tags(self, arn: str) -> dict[str, str]:
-        return dict(self._rows("SELECT key, value FROM tags WHERE resource_arn = %s ORDER BY key", (arn,)))
-
 
 class TablePayloads:
     """The payload store of a PostgreSQL store when none is configured: the objects in a table of the same database,
@@ -1100,27 +898,6 @@ def _schema_version(db: psycopg.Connection) -> int:
         return 0
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return int(row[0]) if row else 0
-
-
-def _insert_tags(db: psycopg.Connection, arn: str, tags: Mapping[str, str] | None) -> None:
-    if tags:
-        db.execute("INSERT INTO tags SELECT %s, * FROM unnest(%s::text[], %s::text[]) ON CONFLICT "
-                   "(resource_arn, key) DO UPDATE SET value = EXCLUDED.value", (arn, list(tags), list(tags.values())))
-
-
-def _lock_machine(db: psycopg.Connection, arn: str) -> bool:
-    """Lock a state machine's row for a version or alias write; whether it exists."""
-    return db.execute("SELECT 1 FROM state_machines WHERE arn = %s FOR UPDATE", (arn,)).fetchone() is not None
-
-
-def _aliases(db: psycopg.Connection, state_machine_arn: str) -> list[AliasRecord]:
-    rows = db.execute("SELECT record FROM aliases WHERE state_machine_arn = %s", (state_machine_arn,)).fetchall()
-    return [alias_of(row[0]) for row in rows]
-
-
-def _version_numbers(db: psycopg.Connection, state_machine_arn: str) -> set[int]:
-    rows = db.execute("SELECT number FROM versions WHERE state_machine_arn = %s", (state_machine_arn,)).fetchall()
-    return {row[0] for row in rows}
 
 
 def _lock_in_order(db: psycopg.Connection, shards: list[int]) -> None:
@@ -1231,8 +1008,6 @@ _CLAIM_ACTIVITY_TASK = (
     "WHERE activity_arn = %s AND claimed_until_ms <= %s AND shard_id <> ALL(%s::integer[]) "
     "ORDER BY claimed_until_ms LIMIT 1 FOR UPDATE SKIP LOCKED) "
     "RETURNING shard_id, execution_arn, dispatch_id, payload, seq")
-_ACTIVITY_COLUMNS = "arn, name, created_ms, encryption"
-_INSERT_REVISION = "INSERT INTO revisions VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
 _COUNT_OPEN = "SELECT count(*) FROM executions WHERE status = 'RUNNING'"
 
 

@@ -1,22 +1,14 @@
-"""What the SQLite and PostgreSQL stores share: how batches split into write groups, row tuples, key ranges, the
-blobs of state machines, versions and aliases, and the rules of publishing."""
+"""What the SQLite and PostgreSQL stores share of the commit path and retention: how batches split into write groups,
+the execution row's columns and tuples, retention's conditions, and which dispatches are activity tasks.
+
+Invariant: the constants here are SQL both backends run as they are. Must not import a backend or anything above
+the store."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from .base import (
-    ActivityRecord,
-    AliasRecord,
-    ExecutionWrite,
-    NoSuchVersions,
-    QuotaExceeded,
-    RevisionChanged,
-    StateMachineRecord,
-    VersionRecord,
-)
+from .base import ExecutionWrite
 
 
 def groups(live: list[tuple[int, ExecutionWrite]]) -> list[list[tuple[int, ExecutionWrite]]]:
@@ -65,87 +57,6 @@ def redriven_clause(redriven: bool | None) -> str:
 CLOSED = "stop_ms IS NOT NULL AND status <> 'RUNNING'"
 UNDISPATCHED = ("NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.shard_id = executions.shard_id "
                 "AND outbox.execution_arn = executions.arn)")
-
-
-def record_blob(record: StateMachineRecord) -> bytes:
-    return orjson.dumps(_fields(record))
-
-
-def record_of(blob: bytes) -> StateMachineRecord:
-    return StateMachineRecord(**orjson.loads(blob))
-
-
-def with_initial_revision(blob: bytes) -> bytes:
-    """Schema 3: a state machine record written before records knew their first revision. One never updated is
-    at it; for one updated, which was first is unknown, and its revisions keep showing their ids, as they did."""
-    raw = orjson.loads(blob)
-    raw.setdefault("initial_revision_id", raw["revision_id"] if raw["updated_ms"] == raw["created_ms"] else "")
-    return orjson.dumps(raw)
-
-
-def version_blob(version: VersionRecord) -> bytes:
-    return orjson.dumps({"machine": _fields(version.machine), "number": version.number,
-                         "description": version.description, "created_ms": version.created_ms})
-
-
-def version_of(blob: bytes) -> VersionRecord:
-    raw = orjson.loads(blob)
-    return VersionRecord(StateMachineRecord(**raw["machine"]), raw["number"], raw["description"], raw["created_ms"])
-
-
-def alias_blob(alias: AliasRecord) -> bytes:
-    return orjson.dumps(_fields(alias))
-
-
-def alias_of(blob: bytes) -> AliasRecord:
-    raw = orjson.loads(blob)
-    raw["routing"] = tuple(tuple(route) for route in raw["routing"])
-    return AliasRecord(**raw)
-
-
-def _fields(record: Any) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in record.__dataclass_fields__}
-
-
-def check_revision(machine: StateMachineRecord, revision_id: str | None) -> None:
-    """Publishing conditional on ``revision_id`` (None: on nothing): RevisionChanged unless it is the current one."""
-    if revision_id is not None and revision_id not in (machine.revision_id, _shown_revision(machine)):
-        raise RevisionChanged(revision_id, _shown_revision(machine))
-
-
-def next_version(last_number: int, versions: int, versions_max: int) -> int:
-    """The number of a new version, given the last one used and how many the state machine has; QuotaExceeded."""
-    if versions >= versions_max:
-        raise QuotaExceeded(versions_max)
-    return last_number + 1
-
-
-def _shown_revision(machine: StateMachineRecord) -> str:
-    """The id a client compares with: AWS names a state machine's first revision INITIAL."""
-    return machine.revision_id if machine.revised else "INITIAL"
-
-
-def check_routes(alias: AliasRecord, existing: set[int]) -> None:
-    missing = [number for number, _ in alias.routing if number not in existing]
-    if missing:
-        raise NoSuchVersions(missing)
-
-
-def routed_by(aliases: list[AliasRecord], number: int) -> list[str]:
-    """The names of the aliases that route to version ``number``."""
-    return [alias.name for alias in aliases if any(routed == number for routed, _ in alias.routing)]
-
-
-def prefix_range(arn_prefix: str, cursor: str | None) -> tuple[str, str]:
-    """Bounds (exclusive) of the ARNs after ``cursor`` that start with ``arn_prefix``. Within one prefix ARN order
-    is name order, and the bounds keep the scan on the primary key."""
-    return max(cursor or "", arn_prefix), arn_prefix[:-1] + chr(ord(arn_prefix[-1]) + 1)
-
-
-def activity_row(row: tuple) -> ActivityRecord:
-    """An activity from its row (arn, name, created_ms, encryption)."""
-    arn, name, created_ms, encryption = row
-    return ActivityRecord(arn, name, created_ms, None if encryption is None else orjson.loads(encryption))
 
 
 def activity_of(payload: dict[str, Any]) -> str | None:

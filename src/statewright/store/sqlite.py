@@ -16,10 +16,6 @@ from typing import Any
 import orjson
 
 from .base import (
-    ALIASES_MAX,
-    VERSIONS_MAX,
-    ActivityRecord,
-    AliasRecord,
     ClosedExecution,
     CommitFailed,
     CommitOutcomeUnknown,
@@ -28,20 +24,16 @@ from .base import (
     ExecutionSummary,
     ExecutionWrite,
     NodeRecord,
-    NoSuchStateMachine,
     OpenCount,
     Page,
-    QuotaExceeded,
     SchemaTooNew,
     ShardCountMismatch,
     ShardLease,
-    StateMachineRecord,
     Store,
     StoreUnavailable,
     TimerRow,
-    VersionRecord,
-    VersionRouted,
 )
+from .dialect import SQLITE
 from .payloads import DirectoryPayloads, PayloadStore
 from .shared import (
     CLOSED,
@@ -49,24 +41,12 @@ from .shared import (
     SUMMARY_COLUMNS,
     UNDISPATCHED,
     activity_of,
-    activity_row,
-    alias_blob,
-    alias_of,
-    check_revision,
-    check_routes,
     groups,
     insert_row,
-    next_version,
-    prefix_range,
-    record_blob,
-    record_of,
     redriven_clause,
-    routed_by,
     update_row,
-    version_blob,
-    version_of,
-    with_initial_revision,
 )
+from .sql_catalogue import SqlCatalogue, with_initial_revision
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -157,7 +137,9 @@ _INDEXES = (
 )
 
 
-class SqliteStore(Store):
+class SqliteStore(SqlCatalogue, Store):
+    _dialect = SQLITE
+
     def __init__(self, path: str | Path, shard_count: int | None) -> None:
         """Open (or create) the database; ``shard_count`` None opens an existing one with whatever count it has."""
         self.path = self.location = str(path)
@@ -238,6 +220,10 @@ class SqliteStore(Store):
             with suppress(sqlite3.Error):  # a failed COMMIT (disk full) leaves the transaction open: end it
                 db.execute("ROLLBACK")
             raise
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with _unavailable():
+            return self._db().execute(sql, params).fetchall()
 
     @contextmanager
     def _metadata_write(self) -> Iterator[sqlite3.Connection]:
@@ -597,205 +583,6 @@ class SqliteStore(Store):
         shard, arn, dispatch_id, payload, seq = row
         return Dispatch(shard, arn, dispatch_id, orjson.loads(payload), seq)
 
-    # -- activities
-
-    def create_activity(self, record: ActivityRecord, tags: Mapping[str, str] | None = None) -> ActivityRecord:
-        with self._metadata_write() as db:
-            if db.execute("INSERT OR IGNORE INTO activities VALUES (?, ?, ?, ?)",
-                          (record.arn, record.name, record.created_ms,
-                           _optional_json(record.encryption_configuration))).rowcount:
-                _insert_tags(db, record.arn, tags)
-                return record
-        return self.get_activity(record.arn)
-
-    def get_activity(self, arn: str) -> ActivityRecord | None:
-        row = self._db().execute(f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn = ?", (arn,)).fetchone()
-        return activity_row(row) if row else None
-
-    def delete_activity(self, arn: str) -> None:
-        with self._metadata_write() as db:
-            db.execute("DELETE FROM activities WHERE arn = ?", (arn,))
-            db.execute("DELETE FROM tags WHERE resource_arn = ?", (arn,))
-
-    def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
-        rows = self._db().execute(
-            f"SELECT {_ACTIVITY_COLUMNS} FROM activities WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
-            (*prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
-        items = [activity_row(row) for row in rows[:limit]]
-        return Page(items, items[-1].arn if len(rows) > limit else None)
-
-    # -- settings
-
-    def get_setting(self, key: str) -> str | None:
-        row = self._db().execute("SELECT value FROM meta WHERE key = ?", (f"setting:{key}",)).fetchone()
-        return row[0] if row else None
-
-    def put_setting_if_absent(self, key: str, value: str) -> str:
-        with self._metadata_write() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (f"setting:{key}", value))
-        return self.get_setting(key)
-
-    def put_setting(self, key: str, value: str) -> None:
-        with self._metadata_write() as db:
-            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"setting:{key}", value))
-
-    # -- state machines
-
-    def create_state_machine(self, record: StateMachineRecord,
-                             tags: Mapping[str, str] | None = None) -> StateMachineRecord:
-        with self._metadata_write() as db:
-            inserted = db.execute("INSERT OR IGNORE INTO state_machines (arn, name, record) VALUES (?, ?, ?)",
-                                  (record.arn, record.name, record_blob(record))).rowcount
-            if inserted:
-                db.execute("INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?)",
-                           (record.arn, record.revision_id, record.definition, record.role_arn))
-                _insert_tags(db, record.arn, tags)
-                return record
-        return self.get_state_machine(record.arn)
-
-    def get_state_machine(self, arn: str) -> StateMachineRecord | None:
-        with _unavailable():
-            row = self._db().execute("SELECT record FROM state_machines WHERE arn = ?", (arn,)).fetchone()
-        return record_of(row[0]) if row else None
-
-    def update_state_machine(self, record: StateMachineRecord) -> bool:
-        with self._metadata_write() as db:
-            updated = db.execute("UPDATE state_machines SET record = ? WHERE arn = ?",
-                                 (record_blob(record), record.arn)).rowcount
-            if updated:
-                db.execute("INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?)",
-                           (record.arn, record.revision_id, record.definition, record.role_arn))
-        return bool(updated)
-
-    def delete_state_machine(self, arn: str) -> None:
-        with self._metadata_write() as db:
-            db.execute("DELETE FROM state_machines WHERE arn = ?", (arn,))
-            db.execute("DELETE FROM tags WHERE resource_arn = ?", (arn,))
-            db.execute("DELETE FROM versions WHERE state_machine_arn = ?", (arn,))
-            db.execute("DELETE FROM aliases WHERE state_machine_arn = ?", (arn,))
-
-    def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
-        rows = self._db().execute(
-            "SELECT record FROM state_machines WHERE arn > ? AND arn < ? ORDER BY arn LIMIT ?",
-            (*prefix_range(arn_prefix, cursor), limit + 1)).fetchall()
-        items = [record_of(row[0]) for row in rows[:limit]]
-        return Page(items, items[-1].arn if len(rows) > limit else None)
-
-    def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
-        with _unavailable():
-            row = self._db().execute(
-                "SELECT definition, role_arn FROM revisions WHERE state_machine_arn = ? AND revision_id = ?",
-                (state_machine_arn, revision_id)).fetchone()
-        return (row[0], row[1]) if row else None
-
-    # -- versions and aliases (BEGIN IMMEDIATE serializes them with every other write)
-
-    def publish_version(self, state_machine_arn: str, description: str, created_ms: int,
-                        revision_id: str | None = None, versions_max: int = VERSIONS_MAX) -> VersionRecord:
-        with self._metadata_write() as db:
-            row = db.execute("SELECT record, last_version FROM state_machines WHERE arn = ?",
-                             (state_machine_arn,)).fetchone()
-            if row is None:
-                raise NoSuchStateMachine(state_machine_arn)
-            machine = record_of(row[0])
-            check_revision(machine, revision_id)
-            published = db.execute("SELECT record FROM versions WHERE state_machine_arn = ? AND revision_id = ?",
-                                   (state_machine_arn, machine.revision_id)).fetchone()
-            if published is not None:
-                return version_of(published[0])
-            count = db.execute("SELECT COUNT(*) FROM versions WHERE state_machine_arn = ?",
-                               (state_machine_arn,)).fetchone()[0]
-            version = VersionRecord(machine, next_version(row[1], count, versions_max), description, created_ms)
-            db.execute("INSERT INTO versions VALUES (?, ?, ?, ?)",
-                       (state_machine_arn, version.number, machine.revision_id, version_blob(version)))
-            db.execute("UPDATE state_machines SET last_version = ? WHERE arn = ?", (version.number, state_machine_arn))
-        return version
-
-    def get_version(self, state_machine_arn: str, number: int) -> VersionRecord | None:
-        with _unavailable():
-            row = self._db().execute("SELECT record FROM versions WHERE state_machine_arn = ? AND number = ?",
-                                     (state_machine_arn, number)).fetchone()
-        return version_of(row[0]) if row else None
-
-    def list_versions(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
-        below = _number_cursor(cursor)
-        rows = self._db().execute("SELECT record FROM versions WHERE state_machine_arn = ? AND number < ? "
-                                  "ORDER BY number DESC LIMIT ?", (state_machine_arn, below, limit + 1)).fetchall()
-        items = [version_of(row[0]) for row in rows[:limit]]
-        return Page(items, str(items[-1].number) if len(rows) > limit else None)
-
-    def delete_version(self, state_machine_arn: str, number: int) -> None:
-        with self._metadata_write() as db:
-            routing = routed_by(self._aliases(db, state_machine_arn), number)
-            if routing:
-                raise VersionRouted(routing)
-            db.execute("DELETE FROM versions WHERE state_machine_arn = ? AND number = ?", (state_machine_arn, number))
-
-    def create_alias(self, record: AliasRecord, aliases_max: int = ALIASES_MAX) -> AliasRecord:
-        with self._metadata_write() as db:
-            existing = db.execute("SELECT record FROM aliases WHERE state_machine_arn = ? AND name = ?",
-                                  (record.state_machine_arn, record.name)).fetchone()
-            if existing is not None:
-                return alias_of(existing[0])
-            if db.execute("SELECT 1 FROM state_machines WHERE arn = ?", (record.state_machine_arn,)).fetchone() is None:
-                raise NoSuchStateMachine(record.state_machine_arn)
-            check_routes(record, self._version_numbers(db, record.state_machine_arn))
-            if len(self._aliases(db, record.state_machine_arn)) >= aliases_max:
-                raise QuotaExceeded(aliases_max)
-            db.execute("INSERT INTO aliases VALUES (?, ?, ?)", (record.state_machine_arn, record.name,
-                                                              alias_blob(record)))
-        return record
-
-    def get_alias(self, state_machine_arn: str, name: str) -> AliasRecord | None:
-        with _unavailable():
-            row = self._db().execute("SELECT record FROM aliases WHERE state_machine_arn = ? AND name = ?",
-                                     (state_machine_arn, name)).fetchone()
-        return alias_of(row[0]) if row else None
-
-    def update_alias(self, record: AliasRecord) -> bool:
-        with self._metadata_write() as db:
-            if db.execute("SELECT 1 FROM aliases WHERE state_machine_arn = ? AND name = ?",
-                          (record.state_machine_arn, record.name)).fetchone() is None:
-                return False
-            check_routes(record, self._version_numbers(db, record.state_machine_arn))
-            db.execute("UPDATE aliases SET record = ? WHERE state_machine_arn = ? AND name = ?",
-                       (alias_blob(record), record.state_machine_arn, record.name))
-        return True
-
-    def delete_alias(self, state_machine_arn: str, name: str) -> None:
-        with self._metadata_write() as db:
-            db.execute("DELETE FROM aliases WHERE state_machine_arn = ? AND name = ?", (state_machine_arn, name))
-
-    def list_aliases(self, state_machine_arn: str, limit: int, cursor: str | None) -> Page:
-        rows = self._db().execute("SELECT record FROM aliases WHERE state_machine_arn = ? AND name > ? "
-                                  "ORDER BY name LIMIT ?", (state_machine_arn, cursor or "", limit + 1)).fetchall()
-        items = [alias_of(row[0]) for row in rows[:limit]]
-        return Page(items, items[-1].name if len(rows) > limit else None)
-
-    @staticmethod
-    def _aliases(db: sqlite3.Connection, state_machine_arn: str) -> list[AliasRecord]:
-        rows = db.execute("SELECT record FROM aliases WHERE state_machine_arn = ?", (state_machine_arn,))
-        return [alias_of(row[0]) for row in rows.fetchall()]
-
-    @staticmethod
-    def _version_numbers(db: sqlite3.Connection, state_machine_arn: str) -> set[int]:
-        rows = db.execute("SELECT number FROM versions WHERE state_machine_arn = ?", (state_machine_arn,))
-        return {row[0] for row in rows.fetchall()}
-
-    # -- tags
-
-    def tag_resource(self, arn: str, tags: Mapping[str, str]) -> None:
-        with self._metadata_write() as db:
-            _insert_tags(db, arn, tags)
-
-    def untag_resource(self, arn: str, keys: Sequence[str]) -> None:
-        with self._metadata_write() as db:
-            db.executemany("DELETE FROM tags WHERE resource_arn = ? AND key = ?", [(arn, key) for key in keys])
-
-    def list_tags(self, arn: str) -> dict[str, str]:
-        rows = self._db().execute("SELECT key, value FROM tags WHERE resource_arn = ? ORDER BY key", (arn,))
-        return dict(rows.fetchall())
-
 
 class _SqliteOpenCount(OpenCount):
     """The count in a read transaction of a connection of its own: its first read fixes the WAL snapshot, and
@@ -841,27 +628,10 @@ def _listed_by(state_machine_arn: str, version_arn: str | None, alias_arn: str |
     return "state_machine_arn", state_machine_arn
 
 
-def _number_cursor(cursor: str | None) -> int:
-    try:
-        return int(cursor) if cursor else 1 << 62
-    except ValueError:
-        raise ValueError(f"not a cursor of list_versions: {cursor!r}") from None
-
-
-def _optional_json(value: Any) -> bytes | None:
-    return None if value is None else orjson.dumps(value)
-
-
-def _insert_tags(db: sqlite3.Connection, arn: str, tags: Mapping[str, str] | None) -> None:
-    db.executemany("INSERT OR REPLACE INTO tags VALUES (?, ?, ?)", [(arn, key, value) for key, value in
-                                                                    (tags or {}).items()])
-
-
 _VARIABLES_MAX = 500  # bound parameters per statement, well under SQLite's limit
 _INSERT_DISPATCH = ("INSERT OR REPLACE INTO outbox (shard_id, execution_arn, dispatch_id, payload, seq, activity_arn) "
                     "VALUES (?, ?, ?, ?, ?, ?)")
 _INSERT_EXECUTION = f"INSERT OR IGNORE INTO executions ({EXECUTION_COLUMNS}) VALUES ({', '.join('?' * 13)})"
-_ACTIVITY_COLUMNS = "arn, name, created_ms, encryption"
 _UPDATE_EXECUTION = ("UPDATE executions SET status = ?, stop_ms = ?, version = ?, state = ?, redrive_count = ?, "
                      "redrive_ms = ? WHERE arn = ? AND version = ?")
 
