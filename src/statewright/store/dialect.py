@@ -1,17 +1,20 @@
 """What differs between SQLite's and PostgreSQL's SQL where the two stores share statements: how parameters are
-written and how a row is locked for the rest of a transaction. Upserts need nothing here: both speak
-``INSERT ... ON CONFLICT`` (SQLite since 3.24). How a store obtains a connection and a transaction is the store's own
-(``sql_catalogue.SqlCatalogue``'s two hooks); ``Connection`` is what shared code may call on the one it gets.
+written, how rows read are locked for the rest of a transaction, and how "differs, NULL included" is spelled.
+Upserts need nothing here: both speak ``INSERT ... ON CONFLICT`` (SQLite since 3.24). ``SqlBackend`` is how shared
+code reaches a store's database: the store's dialect, connections and transactions, through three hooks each
+backend implements; ``Connection`` is what shared code may call on a connection it gets.
 
 Invariant: a statement written once with ``?`` placeholders means the same on both after ``Dialect.sql``; no
-statement holds a literal ``?`` or ``%``. Imports nothing of statewright.
+shared statement holds a literal ``?`` or ``%``. Imports nothing of statewright.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 class Cursor(Protocol):
@@ -37,6 +40,8 @@ class Dialect:
     name: str
     placeholder: str  # how a parameter is written
     lock_row: str  # appended to a SELECT that locks the rows it reads until the transaction ends
+    share_row: str  # the same, for a shared lock (the shard rows a commit reads)
+    distinct: str  # "differs from", NULL a value like any other
     _translated: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def sql(self, statement: str) -> str:
@@ -48,5 +53,30 @@ class Dialect:
 
 
 # SQLite: every write transaction is BEGIN IMMEDIATE, which already serializes it with every other write.
-SQLITE = Dialect("sqlite", "?", "")
-POSTGRESQL = Dialect("postgresql", "%s", " FOR UPDATE")
+SQLITE = Dialect("sqlite", "?", "", "", "IS NOT")
+POSTGRESQL = Dialect("postgresql", "%s", " FOR UPDATE", " FOR SHARE", "IS DISTINCT FROM")
+
+
+class SqlBackend(ABC):
+    """A store's database as the statements shared by both stores reach it."""
+
+    _dialect: ClassVar[Dialect]
+
+    @abstractmethod
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """The rows of one read, in a transaction of its own; StoreUnavailable if the database cannot answer."""
+
+    @abstractmethod
+    def _write(self) -> AbstractContextManager[Connection]:
+        """A write transaction, committed when the block ends and rolled back if it raises; StoreUnavailable if
+        the database cannot write (nothing written)."""
+
+    def _metadata_write(self) -> AbstractContextManager[Connection]:
+        """``_write`` for the catalogue (a store may refuse it more often: see SqliteStore)."""
+        return self._write()
+
+    def _read(self, statement: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self._rows(self._dialect.sql(statement), params)
+
+    def _run(self, db: Connection, statement: str, params: Sequence[Any] = ()) -> Cursor:
+        return db.execute(self._dialect.sql(statement), params)

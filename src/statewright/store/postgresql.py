@@ -32,28 +32,24 @@ from .base import (
     CommitOutcomeUnknown,
     CommitResult,
     Dispatch,
-    ExecutionSummary,
     ExecutionWrite,
     NodeRecord,
     OpenCount,
-    Page,
     SchemaTooNew,
     ShardCountMismatch,
     ShardLease,
     Store,
     StoreUnavailable,
-    TimerRow,
 )
 from .dialect import POSTGRESQL
 from .shared import (
     CLOSED,
     EXECUTION_COLUMNS,
-    SUMMARY_COLUMNS,
-    UNDISPATCHED,
+    SqlExecutions,
     activity_of,
     groups,
     insert_row,
-    redriven_clause,
+    stage_changes,
     update_row,
 )
 from .sql_catalogue import SqlCatalogue, with_initial_revision
@@ -254,7 +250,7 @@ IDLE_IN_TRANSACTION_MS = 1_000  # a commit holds its transaction for millisecond
 LEASE_LOCK_WAIT_MS = 500  # how long a lease operation waits for a shard row another node holds locked
 
 
-class PostgresStore(SqlCatalogue, Store):
+class PostgresStore(SqlCatalogue, SqlExecutions, Store):
     _dialect = POSTGRESQL
 
     def __init__(self, dsn: str, shard_count: int | None, node_id: str | None = None) -> None:
@@ -351,7 +347,7 @@ class PostgresStore(SqlCatalogue, Store):
             with db.transaction():
                 yield db
 
-    _metadata_write = _transaction
+    _write = _transaction
 
     def _rows(self, sql: str, params: Sequence[Any] = (), *, prepare: bool | None = None) -> list[tuple]:
         """``prepare``: psycopg's (None: prepared once run often; False: planned at every call)."""
@@ -622,18 +618,7 @@ class PostgresStore(SqlCatalogue, Store):
         for write, events, payloads in landed:
             if events is not None:
                 history[(write.arn, write.events[0]["id"])] = (write.events[-1]["id"], events)
-            # Deletes run before inserts; a timer added by an earlier write of this batch and removed by a later
-            # one must not come back, so the removal also drops the pending insert.
-            for timer_id, fire_at in write.timers_removed:
-                row = (write.shard_id, fire_at, write.arn, timer_id)
-                added.pop(row, None)
-                removed.append(row)
-            for timer_id, fire_at in write.timers_added:
-                added[(write.shard_id, fire_at, write.arn, timer_id)] = None
-            for dispatch_id in write.dispatches_removed:
-                key = (write.shard_id, write.arn, dispatch_id)
-                dispatches.pop(key, None)
-                undispatched.append(key)
+            stage_changes(write, removed, added, undispatched, dispatches)  # deletes run before inserts
             for dispatch_id, payload, activity in payloads:
                 dispatches[(write.shard_id, write.arn, dispatch_id)] = payload, activity
         with self._lock:  # seqs are unique even if two threads commit; commits come from one thread, though
@@ -670,29 +655,6 @@ class PostgresStore(SqlCatalogue, Store):
         with _unavailable():
             return _PostgresOpenCount(self)
 
-    def list_executions(self, state_machine_arn: str, status: str | None, limit: int, cursor: str | None,
-                        version_arn: str | None = None, alias_arn: str | None = None,
-                        redriven: bool | None = None) -> Page:
-        column, arn = ("version_arn", version_arn) if version_arn is not None else (
-            ("alias_arn", alias_arn) if alias_arn is not None else ("state_machine_arn", state_machine_arn))
-        sql = f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE {column} = %s{redriven_clause(redriven)}"
-        args: list[Any] = [arn]
-        if status:
-            sql += " AND status = %s"
-            args.append(status)
-        if cursor:
-            try:
-                start_ms, arn = orjson.loads(cursor)
-                args += [int(start_ms), int(start_ms), str(arn)]
-            except (ValueError, TypeError):
-                raise ValueError(f"not a cursor of list_executions: {cursor!r}") from None
-            sql += " AND (start_ms < %s OR (start_ms = %s AND arn < %s))"
-        sql += " ORDER BY start_ms DESC, arn DESC LIMIT %s"
-        rows = self._rows(sql, [*args, limit + 1])
-        items = [ExecutionSummary(*row) for row in rows[:limit]]
-        more = len(rows) > limit
-        return Page(items, orjson.dumps([items[-1].start_ms, items[-1].arn]).decode() if more else None)
-
     def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:
         # Every row read holds at least one wanted event, so ``limit`` rows are enough.
         if reverse:
@@ -710,61 +672,13 @@ class PostgresStore(SqlCatalogue, Store):
             events += [event for event in orjson.loads(blob) if event["id"] > after_event_id]
         return events[:limit]
 
-    def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
-                           limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND stop_ms <= %s AND {UNDISPATCHED}", [stopped_before_ms], shard_ids, limit)
-
-    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int,
-                              limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND {UNCOMPACTED} AND stop_ms <= %s", [stopped_before_ms], shard_ids, limit)
-
     def _closed(self, where: str, args: list[Any], shard_ids: Sequence[int], limit: int) -> list[ClosedExecution]:
         rows = self._rows(f"SELECT arn, shard_id, version, history_location FROM executions WHERE {where} AND "
                           f"shard_id = ANY(%s) ORDER BY stop_ms LIMIT %s", [*args, list(shard_ids), limit])
         return [ClosedExecution(*row) for row in rows]
 
-    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
-                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
-        done = []
-        with self._transaction() as db:
-            for execution, location in compacted:
-                if _holds(db, execution.shard_id, range_ids) and db.execute(
-                        f"UPDATE executions SET history_location = %s, compacted_stop_ms = stop_ms WHERE arn = %s "
-                        f"AND version = %s AND {CLOSED} AND {UNCOMPACTED}",
-                        (location, execution.arn, execution.version)).rowcount:
-                    db.execute("DELETE FROM history WHERE execution_arn = %s", (execution.arn,))
-                    done.append(execution)
-        return done
-
-    def delete_executions(self, executions: Sequence[ClosedExecution],
-                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
-        deleted = []
-        with self._transaction() as db:
-            for execution in executions:
-                if _holds(db, execution.shard_id, range_ids) and db.execute(
-                        f"DELETE FROM executions WHERE arn = %s AND version = %s AND {CLOSED}",
-                        (execution.arn, execution.version)).rowcount:
-                    db.execute("DELETE FROM history WHERE execution_arn = %s", (execution.arn,))
-                    deleted.append(execution)
-        return deleted
-
-    def history_location(self, arn: str) -> str | None:
-        rows = self._rows("SELECT history_location FROM executions WHERE arn = %s", (arn,))
-        return rows[0][0] if rows else None
-
     def payloads(self) -> TablePayloads:
         return TablePayloads(self)
-
-    def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
-                   after_key: tuple[str, str] | None = None) -> list[TimerRow]:
-        if after_key is None:
-            bound, args = "fire_at_ms > %s", [after_ms]
-        else:
-            bound, args = "(fire_at_ms, execution_arn, timer_id) > (%s, %s, %s)", [after_ms, *after_key]
-        rows = self._rows(f"SELECT shard_id, fire_at_ms, execution_arn, timer_id FROM timers WHERE shard_id = %s "
-                          f"AND {bound} AND fire_at_ms <= %s ORDER BY fire_at_ms, execution_arn, timer_id LIMIT %s",
-                          (shard_id, *args, until_ms, limit))
-        return [TimerRow(*row) for row in rows]
 
     def write_express_starts(self, added: Sequence[tuple[int, str, bytes]], removed: Sequence[tuple[int, str]],
                              range_ids: Mapping[int, int]) -> set[int]:
@@ -782,10 +696,6 @@ class PostgresStore(SqlCatalogue, Store):
             if gone:
                 cursor.executemany("DELETE FROM express_starts WHERE shard_id = %s AND execution_arn = %s", gone)
         return lost
-
-    def express_starts(self, shard_id: int) -> list[bytes]:
-        return [row[0] for row in self._rows("SELECT command FROM express_starts WHERE shard_id = %s "
-                                             "ORDER BY execution_arn", (shard_id,))]
 
     def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
         rows = self._rows("SELECT shard_id, execution_arn, dispatch_id, payload, seq FROM outbox WHERE shard_id = %s "
@@ -984,13 +894,6 @@ _ROWS = _call("statewright_rows", _ROWS_TYPES)
 _REST = _call("statewright_rest", _REST_TYPES)
 _COMMIT = _call("statewright_commit", f"integer[] bigint[] bigint {_ROWS_TYPES} {_REST_TYPES}")
 _SHARD_MOVED, _ROW_CHANGED = "SW001", "SW002"  # what statewright_commit raises, having written nothing
-
-
-def _holds(db: psycopg.Connection, shard_id: int, range_ids: Mapping[int, int]) -> bool:
-    """Whether the shard is at the caller's range id; the row stays locked, as a commit locks it, so an acquisition
-    waits for this transaction."""
-    row = db.execute("SELECT range_id FROM shards WHERE shard_id = %s FOR SHARE", (shard_id,)).fetchone()
-    return row is not None and row[0] == range_ids.get(shard_id)
 
 
 _INSERT_EXECUTION = (f"INSERT INTO executions ({EXECUTION_COLUMNS}) VALUES ({', '.join(['%s'] * 13)}) "

@@ -1,14 +1,22 @@
-"""What the SQLite and PostgreSQL stores share of the commit path and retention: how batches split into write groups,
-the execution row's columns and tuples, retention's conditions, and which dispatches are activity tasks.
+"""What the SQLite and PostgreSQL stores share outside the catalogue: how batches split into write groups and what a
+batch's timer and outbox changes come to, the execution row's columns and tuples, which dispatches are activity
+tasks; and ``SqlExecutions``, the reads and writes of executions, timers and retention that both run alike over
+``dialect.SqlBackend``.
 
-Invariant: the constants here are SQL both backends run as they are. Must not import a backend or anything above
-the store."""
+Invariant: what is here is SQL both backends run as it is (after ``Dialect.sql``); what one backend runs otherwise
+stays in it (its commit, leases, activity claims, retention's shard filter). Must not import a backend or anything
+above the store."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import ExecutionWrite
+import orjson
+
+from .base import ClosedExecution, ExecutionSummary, ExecutionWrite, Page, TimerRow
+from .dialect import Connection, SqlBackend
 
 
 def groups(live: list[tuple[int, ExecutionWrite]]) -> list[list[tuple[int, ExecutionWrite]]]:
@@ -25,6 +33,25 @@ def groups(live: list[tuple[int, ExecutionWrite]]) -> list[list[tuple[int, Execu
 # An execution row's columns, as both stores insert them (named: a migrated table may hold them in another order).
 EXECUTION_COLUMNS = ("arn, state_machine_arn, name, shard_id, status, start_ms, stop_ms, version, state, version_arn, "
                      "alias_arn, redrive_count, redrive_ms")
+
+
+def stage_changes(write: ExecutionWrite, timers_removed: list[tuple[int, int, str, str]],
+                  timers_added: dict[tuple[int, int, str, str], None], undispatched: list[tuple[int, str, str]],
+                  dispatches: dict[tuple[int, str, str], Any]) -> None:
+    """Add a landed write's timer changes and removed dispatches to its batch's: deletes run before inserts, so a
+    timer (or dispatch) added by an earlier write of the batch and removed by a later one drops its pending insert
+    and must not come back. ``timers_added`` is an ordered set; ``dispatches`` maps the rows to insert to what the
+    caller stores with them (it adds those of ``write`` after this)."""
+    for timer_id, fire_at in write.timers_removed:
+        row = (write.shard_id, fire_at, write.arn, timer_id)
+        timers_added.pop(row, None)
+        timers_removed.append(row)
+    for timer_id, fire_at in write.timers_added:
+        timers_added[(write.shard_id, fire_at, write.arn, timer_id)] = None
+    for dispatch_id in write.dispatches_removed:
+        key = (write.shard_id, write.arn, dispatch_id)
+        dispatches.pop(key, None)
+        undispatched.append(key)
 
 
 def insert_row(write: ExecutionWrite) -> tuple:
@@ -55,6 +82,13 @@ def redriven_clause(redriven: bool | None) -> str:
 # Retention's conditions, as both stores spell them: a closed row, and one with nothing of its own left in the
 # outbox (a status event or a job's stop still going out must find its execution, whose commit removes its row).
 CLOSED = "stop_ms IS NOT NULL AND status <> 'RUNNING'"
+
+
+def uncompacted(distinct: str) -> str:
+    """Retention's condition of a closed row not compacted since it closed (never, or before a redrive): the row
+    records the close it compacted. Spelled as each backend's partial index is (the planner matches it by text)."""
+    return f"compacted_stop_ms {distinct} stop_ms"
+
 UNDISPATCHED = ("NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.shard_id = executions.shard_id "
                 "AND outbox.execution_arn = executions.arn)")
 
@@ -64,3 +98,99 @@ def activity_of(payload: dict[str, Any]) -> str | None:
     if payload.get("kind") != "activity" or "mocked" in payload:  # a mocked task is answered by its mock only
         return None
     return payload.get("resource")
+
+
+class SqlExecutions(SqlBackend):
+    """Listing executions, due timers, express starts and retention, as both stores run them."""
+
+    # A page of due timers, from after a time or after a key at that time (see Store.due_timers).
+    _DUE_TIMERS = ("SELECT shard_id, fire_at_ms, execution_arn, timer_id FROM timers WHERE shard_id = ? AND {} "
+                   "AND fire_at_ms <= ? ORDER BY fire_at_ms, execution_arn, timer_id LIMIT ?")
+    _DUE_AFTER_MS = _DUE_TIMERS.format("fire_at_ms > ?")
+    _DUE_AFTER_KEY = _DUE_TIMERS.format("(fire_at_ms, execution_arn, timer_id) > (?, ?, ?)")
+
+    @abstractmethod
+    def _closed(self, where: str, args: list[Any], shard_ids: Sequence[int], limit: int) -> list[ClosedExecution]:
+        """The closed executions of these shards that ``where`` (in this dialect, parameters ``args``) selects,
+        oldest first."""
+
+    def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
+                   after_key: tuple[str, str] | None = None) -> list[TimerRow]:
+        if after_key is None:
+            rows = self._rows(self._dialect.sql(self._DUE_AFTER_MS), (shard_id, after_ms, until_ms, limit))
+        else:
+            rows = self._rows(self._dialect.sql(self._DUE_AFTER_KEY), (shard_id, after_ms, *after_key, until_ms, limit))
+        return [TimerRow(*row) for row in rows]
+
+    def express_starts(self, shard_id: int) -> list[bytes]:
+        rows = self._read("SELECT command FROM express_starts WHERE shard_id = ? ORDER BY execution_arn", (shard_id,))
+        return [row[0] for row in rows]
+
+    def list_executions(self, state_machine_arn: str, status: str | None, limit: int, cursor: str | None,
+                        version_arn: str | None = None, alias_arn: str | None = None,
+                        redriven: bool | None = None) -> Page:
+        column, arn = ("version_arn", version_arn) if version_arn is not None else (
+            ("alias_arn", alias_arn) if alias_arn is not None else ("state_machine_arn", state_machine_arn))
+        sql = f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE {column} = ?{redriven_clause(redriven)}"
+        args: list[Any] = [arn]
+        if status:
+            sql += " AND status = ?"
+            args.append(status)
+        if cursor:
+            try:
+                start_ms, arn = orjson.loads(cursor)
+                args += [int(start_ms), int(start_ms), str(arn)]
+            except (ValueError, TypeError):
+                raise ValueError(f"not a cursor of list_executions: {cursor!r}") from None
+            sql += " AND (start_ms < ? OR (start_ms = ? AND arn < ?))"
+        sql += " ORDER BY start_ms DESC, arn DESC LIMIT ?"
+        rows = self._read(sql, [*args, limit + 1])
+        items = [ExecutionSummary(*row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return Page(items, orjson.dumps([items[-1].start_ms, items[-1].arn]).decode() if more else None)
+
+    def history_location(self, arn: str) -> str | None:
+        rows = self._read("SELECT history_location FROM executions WHERE arn = ?", (arn,))
+        return rows[0][0] if rows else None
+
+    def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
+                           limit: int) -> list[ClosedExecution]:
+        return self._closed(self._dialect.sql(f"{CLOSED} AND stop_ms <= ? AND {UNDISPATCHED}"), [stopped_before_ms],
+                            shard_ids, limit)
+
+    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int,
+                              limit: int) -> list[ClosedExecution]:
+        return self._closed(self._dialect.sql(f"{CLOSED} AND {uncompacted(self._dialect.distinct)} AND stop_ms <= ?"),
+                            [stopped_before_ms], shard_ids, limit)
+
+    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        done = []
+        with self._write() as db:
+            for execution, location in compacted:
+                if self._holds(db, execution.shard_id, range_ids) and self._run(
+                        db, f"UPDATE executions SET history_location = ?, compacted_stop_ms = stop_ms WHERE arn = ? "
+                        f"AND version = ? AND {CLOSED} AND {uncompacted(self._dialect.distinct)}",
+                        (location, execution.arn, execution.version)).rowcount:
+                    self._run(db, "DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
+                    done.append(execution)
+        return done
+
+    def delete_executions(self, executions: Sequence[ClosedExecution],
+                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
+        deleted = []
+        with self._write() as db:
+            for execution in executions:
+                if self._holds(db, execution.shard_id, range_ids) and self._run(
+                        db, f"DELETE FROM executions WHERE arn = ? AND version = ? AND {CLOSED}",
+                        (execution.arn, execution.version)).rowcount:
+                    self._run(db, "DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
+                    deleted.append(execution)
+        return deleted
+
+    def _holds(self, db: Connection, shard_id: int, range_ids: Mapping[int, int]) -> bool:
+        """Whether the shard is at the caller's range id; the row stays locked (shared), as a commit locks it, so an
+        acquisition waits for this transaction."""
+        row = self._run(db, f"SELECT range_id FROM shards WHERE shard_id = ?{self._dialect.share_row}",
+                        (shard_id,)).fetchone()
+        return row is not None and row[0] == range_ids.get(shard_id)

@@ -1,6 +1,6 @@
 """The catalogue (``catalogue.Catalogue``) written once in SQL for both stores, over a ``dialect.Dialect``: state
 machines and their revisions, versions, aliases, tags, activities and settings. A store mixes in ``SqlCatalogue``
-and gives it two hooks: ``_rows`` (a read outside any transaction) and ``_metadata_write`` (a write transaction).
+and implements ``dialect.SqlBackend``'s hooks; the catalogue writes in ``_metadata_write`` transactions.
 
 Invariants: every write is one transaction of ``_metadata_write``; the writes of one state machine's versions and
 aliases first read its row with ``Dialect.lock_row``, so they take turns (SQLite's write transactions take turns
@@ -10,10 +10,8 @@ migrations'. Must not import a backend, statewright.store.base, or anything abov
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import Any
 
 import orjson
 
@@ -27,7 +25,7 @@ from .catalogue import (
     StateMachineRecord,
     VersionRecord,
 )
-from .dialect import Connection, Cursor, Dialect
+from .dialect import Connection, SqlBackend
 from .errors import NoSuchStateMachine, NoSuchVersions, QuotaExceeded, RevisionChanged, VersionRouted
 
 _ACTIVITY_COLUMNS = "arn, name, created_ms, encryption"
@@ -36,24 +34,7 @@ _UPSERT_TAG = "INSERT INTO tags VALUES (?, ?, ?) ON CONFLICT (resource_arn, key)
 _SETTING = "setting:{}"  # a setting's key in the meta table
 
 
-class SqlCatalogue(Catalogue):
-    _dialect: ClassVar[Dialect]
-
-    @abstractmethod
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        """The rows of one read, in a transaction of its own; StoreUnavailable if the database cannot answer."""
-
-    @abstractmethod
-    def _metadata_write(self) -> AbstractContextManager[Connection]:
-        """A write transaction, committed when the block ends and rolled back if it raises; StoreUnavailable if
-        the database cannot write (nothing written)."""
-
-    def _read(self, statement: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self._rows(self._dialect.sql(statement), params)
-
-    def _run(self, db: Connection, statement: str, params: Sequence[Any] = ()) -> Cursor:
-        return db.execute(self._dialect.sql(statement), params)
-
+class SqlCatalogue(SqlBackend, Catalogue):
     # -- activities
 
     def create_activity(self, record: ActivityRecord, tags: Mapping[str, str] | None = None) -> ActivityRecord:

@@ -21,29 +21,25 @@ from .base import (
     CommitOutcomeUnknown,
     CommitResult,
     Dispatch,
-    ExecutionSummary,
     ExecutionWrite,
     NodeRecord,
     OpenCount,
-    Page,
     SchemaTooNew,
     ShardCountMismatch,
     ShardLease,
     Store,
     StoreUnavailable,
-    TimerRow,
 )
 from .dialect import SQLITE
 from .payloads import DirectoryPayloads, PayloadStore
 from .shared import (
     CLOSED,
     EXECUTION_COLUMNS,
-    SUMMARY_COLUMNS,
-    UNDISPATCHED,
+    SqlExecutions,
     activity_of,
     groups,
     insert_row,
-    redriven_clause,
+    stage_changes,
     update_row,
 )
 from .sql_catalogue import SqlCatalogue, with_initial_revision
@@ -137,7 +133,7 @@ _INDEXES = (
 )
 
 
-class SqliteStore(SqlCatalogue, Store):
+class SqliteStore(SqlCatalogue, SqlExecutions, Store):
     _dialect = SQLITE
 
     def __init__(self, path: str | Path, shard_count: int | None) -> None:
@@ -226,12 +222,17 @@ class SqliteStore(SqlCatalogue, Store):
             return self._db().execute(sql, params).fetchall()
 
     @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with _unavailable(), self._transaction() as db:
+            yield db
+
+    @contextmanager
     def _metadata_write(self) -> Iterator[sqlite3.Connection]:
         """A transaction writing state machines, activities, tags or settings. A database that cannot write (disk
         full) raises StoreUnavailable, nothing written. Once another process has taken the shards this store took
         as the only server on the file, it writes nothing more: the check the engine's commits make, on the same
         range ids."""
-        with _unavailable(), self._transaction() as db:
+        with self._write() as db:
             if self._exclusive_range_ids:
                 current = dict(db.execute("SELECT shard_id, range_id FROM shards").fetchall())
                 if any(current.get(shard) != range_id for shard, range_id in self._exclusive_range_ids.items()):
@@ -337,18 +338,7 @@ class SqliteStore(SqlCatalogue, Store):
                 if write.events:
                     history.append((write.arn, write.events[0]["id"], write.events[-1]["id"],
                                     orjson.dumps(write.events)))
-                # Deletes run before inserts below; a timer added by an earlier write of this batch and removed
-                # by a later one must not come back, so the removal also drops the pending insert.
-                for timer_id, fire_at in write.timers_removed:
-                    row = (write.shard_id, fire_at, write.arn, timer_id)
-                    added.pop(row, None)
-                    removed.append(row)
-                for timer_id, fire_at in write.timers_added:
-                    added[(write.shard_id, fire_at, write.arn, timer_id)] = None
-                for dispatch_id in write.dispatches_removed:
-                    key = (write.shard_id, write.arn, dispatch_id)
-                    dispatches.pop(key, None)
-                    undispatched.append(key)
+                stage_changes(write, removed, added, undispatched, dispatches)  # deletes run before inserts below
                 for dispatch_id, payload in write.dispatches_added:
                     dispatches[(write.shard_id, write.arn, dispatch_id)] = orjson.dumps(payload), activity_of(payload)
             db.executemany("INSERT OR REPLACE INTO history VALUES (?, ?, ?, ?)", history)
@@ -431,28 +421,6 @@ class SqliteStore(SqlCatalogue, Store):
     def open_count(self) -> OpenCount:
         return _SqliteOpenCount(self.path)
 
-    def list_executions(self, state_machine_arn: str, status: str | None, limit: int, cursor: str | None,
-                        version_arn: str | None = None, alias_arn: str | None = None,
-                        redriven: bool | None = None) -> Page:
-        column, arn = _listed_by(state_machine_arn, version_arn, alias_arn)
-        sql = (f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE {column} = ?{redriven_clause(redriven)}")
-        args: list[Any] = [arn]
-        if status:
-            sql += " AND status = ?"
-            args.append(status)
-        if cursor:
-            try:
-                start_ms, arn = orjson.loads(cursor)
-            except (ValueError, TypeError):
-                raise ValueError(f"not a cursor of list_executions: {cursor!r}") from None
-            sql += " AND (start_ms < ? OR (start_ms = ? AND arn < ?))"
-            args += [start_ms, start_ms, arn]
-        sql += " ORDER BY start_ms DESC, arn DESC LIMIT ?"
-        rows = self._db().execute(sql, [*args, limit + 1]).fetchall()
-        items = [ExecutionSummary(*row) for row in rows[:limit]]
-        more = len(rows) > limit
-        return Page(items, orjson.dumps([items[-1].start_ms, items[-1].arn]).decode() if more else None)
-
     def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:
         db = self._db()
         if reverse:
@@ -474,14 +442,6 @@ class SqliteStore(SqlCatalogue, Store):
                 break
         return events[:limit]
 
-    def expired_executions(self, shard_ids: Sequence[int], stopped_before_ms: int,
-                           limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND stop_ms <= ? AND {UNDISPATCHED}", [stopped_before_ms], shard_ids, limit)
-
-    def executions_to_compact(self, shard_ids: Sequence[int], stopped_before_ms: int,
-                              limit: int) -> list[ClosedExecution]:
-        return self._closed(f"{CLOSED} AND {UNCOMPACTED} AND stop_ms <= ?", [stopped_before_ms], shard_ids, limit)
-
     def _closed(self, where: str, args: list[Any], shard_ids: Sequence[int], limit: int) -> list[ClosedExecution]:
         shards = sorted(shard_ids)[:_VARIABLES_MAX]  # SQLite serves one node: every shard, well under the bound
         with _unavailable():
@@ -490,61 +450,13 @@ class SqliteStore(SqlCatalogue, Store):
                 f"({','.join('?' * len(shards))}) ORDER BY stop_ms LIMIT ?", [*args, *shards, limit]).fetchall()
         return [ClosedExecution(*row) for row in rows]
 
-    def compact_histories(self, compacted: Sequence[tuple[ClosedExecution, str]],
-                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
-        done = []
-        with _unavailable(), self._transaction() as db:
-            for execution, location in compacted:
-                if self._holds(db, execution.shard_id, range_ids) and db.execute(
-                        f"UPDATE executions SET history_location = ?, compacted_stop_ms = stop_ms WHERE arn = ? "
-                        f"AND version = ? AND {CLOSED} AND {UNCOMPACTED}",
-                        (location, execution.arn, execution.version)).rowcount:
-                    db.execute("DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
-                    done.append(execution)
-        return done
-
-    def delete_executions(self, executions: Sequence[ClosedExecution],
-                          range_ids: Mapping[int, int]) -> list[ClosedExecution]:
-        deleted = []
-        with _unavailable(), self._transaction() as db:
-            for execution in executions:
-                if self._holds(db, execution.shard_id, range_ids) and db.execute(
-                        f"DELETE FROM executions WHERE arn = ? AND version = ? AND {CLOSED}",
-                        (execution.arn, execution.version)).rowcount:
-                    db.execute("DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
-                    deleted.append(execution)
-        return deleted
-
-    @staticmethod
-    def _holds(db: sqlite3.Connection, shard_id: int, range_ids: Mapping[int, int]) -> bool:
-        row = db.execute("SELECT range_id FROM shards WHERE shard_id = ?", (shard_id,)).fetchone()
-        return row is not None and row[0] == range_ids.get(shard_id)
-
-    def history_location(self, arn: str) -> str | None:
-        with _unavailable():
-            row = self._db().execute("SELECT history_location FROM executions WHERE arn = ?", (arn,)).fetchone()
-        return row[0] if row else None
-
     def payloads(self) -> PayloadStore:
         return DirectoryPayloads(Path(self.path).parent / "payloads")
-
-    def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
-                   after_key: tuple[str, str] | None = None) -> list[TimerRow]:
-        if after_key is None:
-            bound, args = "fire_at_ms > ?", [after_ms]
-        else:
-            bound, args = "(fire_at_ms, execution_arn, timer_id) > (?, ?, ?)", [after_ms, *after_key]
-        with _unavailable():
-            rows = self._db().execute(
-                f"SELECT shard_id, fire_at_ms, execution_arn, timer_id FROM timers WHERE shard_id = ? AND {bound} "
-                "AND fire_at_ms <= ? ORDER BY fire_at_ms, execution_arn, timer_id LIMIT ?",
-                (shard_id, *args, until_ms, limit)).fetchall()
-        return [TimerRow(*row) for row in rows]
 
     def write_express_starts(self, added: Sequence[tuple[int, str, bytes]], removed: Sequence[tuple[int, str]],
                              range_ids: Mapping[int, int]) -> set[int]:
         shards = sorted({row[0] for row in added} | {row[0] for row in removed})
-        with _unavailable(), self._transaction() as db:
+        with self._write() as db:
             placeholders = ",".join("?" * len(shards))
             current = dict(db.execute(f"SELECT shard_id, range_id FROM shards WHERE shard_id IN ({placeholders})",
                                       shards).fetchall())
@@ -554,12 +466,6 @@ class SqliteStore(SqlCatalogue, Store):
             db.executemany("DELETE FROM express_starts WHERE shard_id = ? AND execution_arn = ?",
                            [row for row in removed if row[0] not in lost])
         return lost
-
-    def express_starts(self, shard_id: int) -> list[bytes]:
-        with _unavailable():
-            rows = self._db().execute("SELECT command FROM express_starts WHERE shard_id = ? ORDER BY execution_arn",
-                                      (shard_id,)).fetchall()
-        return [row[0] for row in rows]
 
     def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:
         with _unavailable():
@@ -572,7 +478,7 @@ class SqliteStore(SqlCatalogue, Store):
     def claim_activity_task(self, activity_arn: str, now_ms: int, until_ms: int,
                             skip_shards: Sequence[int] = ()) -> Dispatch | None:
         skipped = ",".join("?" * len(skip_shards))
-        with _unavailable(), self._transaction() as db:  # BEGIN IMMEDIATE: one claimer at a time
+        with self._write() as db:  # BEGIN IMMEDIATE: one claimer at a time
             row = db.execute(f"SELECT shard_id, execution_arn, dispatch_id, payload, seq FROM outbox "
                              f"WHERE activity_arn = ? AND claimed_until_ms <= ? AND shard_id NOT IN ({skipped}) "
                              f"LIMIT 1", (activity_arn, now_ms, *skip_shards)).fetchone()
@@ -617,15 +523,6 @@ def _unavailable() -> Iterator[None]:
 
 def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
     return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
-
-
-def _listed_by(state_machine_arn: str, version_arn: str | None, alias_arn: str | None) -> tuple[str, str]:
-    """The executions column and value ListExecutions selects by."""
-    if version_arn is not None:
-        return "version_arn", version_arn
-    if alias_arn is not None:
-        return "alias_arn", alias_arn
-    return "state_machine_arn", state_machine_arn
 
 
 _VARIABLES_MAX = 500  # bound parameters per statement, well under SQLite's limit
