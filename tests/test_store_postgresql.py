@@ -23,7 +23,8 @@ from statewright.store.base import (
     Store,
     StoreUnavailable,
 )
-from statewright.store.postgresql import SCHEMA_VERSION, PostgresStore, session_name
+from statewright.store.postgresql import PostgresStore, session_name
+from statewright.store.postgresql_schema import SCHEMA_VERSION
 from store_contract import (
     ACTIVITY,
     StoreContract,

@@ -42,6 +42,7 @@ class Dialect:
     lock_row: str  # appended to a SELECT that locks the rows it reads until the transaction ends
     share_row: str  # the same, for a shared lock (the shard rows a commit reads)
     distinct: str  # "differs from", NULL a value like any other
+    meta_exists: str  # a query with a row if the database has the meta table (schema.migrate)
     _translated: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def sql(self, statement: str) -> str:
@@ -53,8 +54,9 @@ class Dialect:
 
 
 # SQLite: every write transaction is BEGIN IMMEDIATE, which already serializes it with every other write.
-SQLITE = Dialect("sqlite", "?", "", "", "IS NOT")
-POSTGRESQL = Dialect("postgresql", "%s", " FOR UPDATE", " FOR SHARE", "IS DISTINCT FROM")
+SQLITE = Dialect("sqlite", "?", "", "", "IS NOT", "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
+POSTGRESQL = Dialect("postgresql", "%s", " FOR UPDATE", " FOR SHARE", "IS DISTINCT FROM",
+                     "SELECT 1 WHERE to_regclass('meta') IS NOT NULL")
 
 
 class SqlBackend(ABC):

@@ -257,14 +257,6 @@ def record_of(blob: bytes) -> StateMachineRecord:
     return StateMachineRecord(**orjson.loads(blob))
 
 
-def with_initial_revision(blob: bytes) -> bytes:
-    """Schema 3: a state machine record written before records knew their first revision. One never updated is
-    at it; for one updated, which was first is unknown, and its revisions keep showing their ids, as they did."""
-    raw = orjson.loads(blob)
-    raw.setdefault("initial_revision_id", raw["revision_id"] if raw["updated_ms"] == raw["created_ms"] else "")
-    return orjson.dumps(raw)
-
-
 def version_blob(version: VersionRecord) -> bytes:
     return orjson.dumps({"machine": _fields(version.machine), "number": version.number,
                          "description": version.description, "created_ms": version.created_ms})

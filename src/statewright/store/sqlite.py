@@ -24,16 +24,14 @@ from .base import (
     ExecutionWrite,
     NodeRecord,
     OpenCount,
-    SchemaTooNew,
-    ShardCountMismatch,
     ShardLease,
     Store,
     StoreUnavailable,
 )
 from .dialect import SQLITE
 from .payloads import DirectoryPayloads, PayloadStore
+from .schema import migrate, settle_shard_count
 from .shared import (
-    CLOSED,
     EXECUTION_COLUMNS,
     SqlExecutions,
     activity_of,
@@ -42,95 +40,8 @@ from .shared import (
     stage_changes,
     update_row,
 )
-from .sql_catalogue import SqlCatalogue, with_initial_revision
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS shards (
-    shard_id INTEGER PRIMARY KEY, range_id INTEGER NOT NULL, owner TEXT, lease_until_ms INTEGER);
-CREATE TABLE IF NOT EXISTS nodes (
-    node_id TEXT PRIMARY KEY, address TEXT NOT NULL, lease_until_ms INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS state_machines (
-    arn TEXT PRIMARY KEY, name TEXT NOT NULL, record BLOB NOT NULL, last_version INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS versions (
-    state_machine_arn TEXT NOT NULL, number INTEGER NOT NULL, revision_id TEXT NOT NULL, record BLOB NOT NULL,
-    PRIMARY KEY (state_machine_arn, number)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS aliases (
-    state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, record BLOB NOT NULL,
-    PRIMARY KEY (state_machine_arn, name)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS revisions (
-    state_machine_arn TEXT NOT NULL, revision_id TEXT NOT NULL, definition TEXT NOT NULL, role_arn TEXT NOT NULL,
-    PRIMARY KEY (state_machine_arn, revision_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS executions (
-    arn TEXT PRIMARY KEY, state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, shard_id INTEGER NOT NULL,
-    status TEXT NOT NULL, start_ms INTEGER NOT NULL, stop_ms INTEGER, version INTEGER NOT NULL,
-    state BLOB NOT NULL, version_arn TEXT, alias_arn TEXT, redrive_count INTEGER NOT NULL DEFAULT 0,
-    redrive_ms INTEGER, history_location TEXT, compacted_stop_ms INTEGER);
-CREATE INDEX IF NOT EXISTS executions_by_machine ON executions (state_machine_arn, start_ms DESC, arn DESC);
-CREATE TABLE IF NOT EXISTS history (
-    execution_arn TEXT NOT NULL, first_event_id INTEGER NOT NULL, last_event_id INTEGER NOT NULL,
-    events BLOB NOT NULL, PRIMARY KEY (execution_arn, first_event_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS timers (
-    shard_id INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL, execution_arn TEXT NOT NULL, timer_id TEXT NOT NULL,
-    PRIMARY KEY (shard_id, fire_at_ms, execution_arn, timer_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS outbox (
-    shard_id INTEGER NOT NULL, execution_arn TEXT NOT NULL, dispatch_id TEXT NOT NULL, payload BLOB NOT NULL,
-    seq INTEGER NOT NULL, activity_arn TEXT, claimed_until_ms INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (shard_id, execution_arn, dispatch_id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS outbox_by_seq ON outbox (shard_id, seq);
-CREATE TABLE IF NOT EXISTS activities (
-    arn TEXT PRIMARY KEY, name TEXT NOT NULL, created_ms INTEGER NOT NULL, encryption BLOB) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS tags (
-    resource_arn TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    PRIMARY KEY (resource_arn, key)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS express_starts (
-    shard_id INTEGER NOT NULL, execution_arn TEXT NOT NULL, command BLOB NOT NULL,
-    PRIMARY KEY (shard_id, execution_arn)) WITHOUT ROWID;
-"""
-SCHEMA_VERSION = 7  # recorded in meta 'schema_version'; a database without one was written at version 1
-# Version 2: the outbox's activity ARN and claim time (Store.claim_activity_task). No index on them: one node on
-# its own file never claims (its matcher is fed by its engine), and an index would cost every task two writes.
-_TO_VERSION_2 = (
-    "ALTER TABLE outbox ADD COLUMN activity_arn TEXT",
-    "ALTER TABLE outbox ADD COLUMN claimed_until_ms INTEGER NOT NULL DEFAULT 0",
-    "UPDATE outbox SET activity_arn = json_extract(CAST(payload AS TEXT), '$.resource') "
-    "WHERE json_extract(CAST(payload AS TEXT), '$.kind') = 'activity'",
-)
-# Version 3: versions and aliases (their tables are in _SCHEMA), the number of a state machine's last version, what
-# an execution was started through, an activity's encryption configuration; state machine records learn their first
-# revision (shared.with_initial_revision).
-_TO_VERSION_3 = (
-    "ALTER TABLE state_machines ADD COLUMN last_version INTEGER NOT NULL DEFAULT 0",
-    "ALTER TABLE executions ADD COLUMN version_arn TEXT",
-    "ALTER TABLE executions ADD COLUMN alias_arn TEXT",
-    "ALTER TABLE activities ADD COLUMN encryption BLOB",
-)
-# Version 4: asynchronous express starts (their table is in _SCHEMA).
-# Version 5: redrives, counted on the execution row (ListExecutions' redriveCount, redriveDate and redriveFilter).
-_TO_VERSION_5 = (
-    "ALTER TABLE executions ADD COLUMN redrive_count INTEGER NOT NULL DEFAULT 0",
-    "ALTER TABLE executions ADD COLUMN redrive_ms INTEGER",
-)
-# Version 6: retention and compaction. Partial indexes on closed executions: a running one costs no index entry,
-# and one compacted leaves the index the compaction sweep reads.
-_TO_VERSION_6 = ("ALTER TABLE executions ADD COLUMN history_location TEXT",)
-# Version 7: compaction of redrivable executions. The row records the close it compacted (stop_ms then): redriven
-# and closed again, the execution is due for compaction again (UNCOMPACTED), its object holding the earlier events.
-_TO_VERSION_7 = (
-    "ALTER TABLE executions ADD COLUMN compacted_stop_ms INTEGER",
-    "UPDATE executions SET compacted_stop_ms = stop_ms WHERE history_location IS NOT NULL",
-    "DROP INDEX IF EXISTS executions_to_compact",
-)
-UNCOMPACTED = "compacted_stop_ms IS NOT stop_ms"
-# After the migrations (the columns must exist). Partial: executions started on the latest revision cost nothing.
-_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS executions_by_version ON executions (version_arn, start_ms DESC, arn DESC) "
-    "WHERE version_arn IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS executions_by_alias ON executions (alias_arn, start_ms DESC, arn DESC) "
-    "WHERE alias_arn IS NOT NULL",
-    f"CREATE INDEX IF NOT EXISTS executions_closed ON executions (stop_ms) WHERE {CLOSED}",
-    f"CREATE INDEX IF NOT EXISTS executions_uncompacted ON executions (stop_ms) WHERE {CLOSED} AND {UNCOMPACTED}",
-)
+from .sql_catalogue import SqlCatalogue
+from .sqlite_schema import MIGRATIONS
 
 
 class SqliteStore(SqlCatalogue, SqlExecutions, Store):
@@ -151,45 +62,11 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
             raise
 
     def _initialize(self, shard_count: int | None) -> None:
-        db = self._db()
-        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone():
-            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is not None and int(row[0]) > SCHEMA_VERSION:
-                raise SchemaTooNew(f"{self.path} holds statewright schema version {row[0]}, newer than this "
-                                   f"statewright's ({SCHEMA_VERSION}): upgrade statewright to open it")
-        db.executescript(_SCHEMA)
         with self._transaction() as db:
-            if not _has_column(db, "outbox", "activity_arn"):
-                for statement in _TO_VERSION_2:
-                    db.execute(statement)
-            if not _has_column(db, "executions", "version_arn"):
-                for statement in _TO_VERSION_3:
-                    db.execute(statement)
-                db.executemany("UPDATE state_machines SET record = ? WHERE arn = ?",
-                               [(with_initial_revision(record), arn)
-                                for arn, record in db.execute("SELECT arn, record FROM state_machines").fetchall()])
-            if not _has_column(db, "executions", "redrive_count"):
-                for statement in _TO_VERSION_5:
-                    db.execute(statement)
-            if not _has_column(db, "executions", "history_location"):
-                for statement in _TO_VERSION_6:
-                    db.execute(statement)
-            if not _has_column(db, "executions", "compacted_stop_ms"):
-                for statement in _TO_VERSION_7:
-                    db.execute(statement)
-            for statement in _INDEXES:
-                db.execute(statement)
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            if shard_count is not None:
-                db.execute("INSERT OR IGNORE INTO meta VALUES ('shard_count', ?)", (str(shard_count),))
-            row = db.execute("SELECT value FROM meta WHERE key='shard_count'").fetchone()
-            if row is None:
-                raise FileNotFoundError(f"{self.path} holds no statewright data yet; start `statewright serve` on it")
-            self._shard_count = int(row[0])
-            if shard_count is not None and self._shard_count != shard_count:
-                raise ShardCountMismatch(
-                    f"{self.path} was created with {self._shard_count} shards; the shard count cannot change "
-                    f"(start with --shards {self._shard_count}, or use a new data directory)")
+            migrate(db, SQLITE, MIGRATIONS, self.path)
+            self._shard_count = settle_shard_count(
+                db, SQLITE, shard_count, self.path, instead="a new data directory", missing=FileNotFoundError(
+                    f"{self.path} holds no statewright data yet; start `statewright serve` on it"))
             db.executemany("INSERT OR IGNORE INTO shards (shard_id, range_id) VALUES (?, 0)",
                            [(shard,) for shard in range(self._shard_count)])
 
@@ -519,10 +396,6 @@ def _unavailable() -> Iterator[None]:
         yield
     except sqlite3.OperationalError as exc:  # busy, locked, disk I/O: the database cannot answer now
         raise StoreUnavailable(str(exc)) from exc
-
-
-def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
-    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
 
 
 _VARIABLES_MAX = 500  # bound parameters per statement, well under SQLite's limit
