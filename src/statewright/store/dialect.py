@@ -64,6 +64,21 @@ class SqlBackend(ABC):
 
     _dialect: ClassVar[Dialect]
 
+    def _open(self, shard_count: int | None) -> None:
+        """``_initialize`` the database (migrate it, settle its shard count); if that fails, ``close`` what was
+        opened and raise."""
+        try:
+            self._initialize(shard_count)
+        except BaseException:
+            self.close()
+            raise
+
+    @abstractmethod
+    def _initialize(self, shard_count: int | None) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
     @abstractmethod
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """The rows of one read, in a transaction of its own; StoreUnavailable if the database cannot answer."""

@@ -26,31 +26,14 @@ import orjson
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .base import (
-    ClosedExecution,
-    CommitFailed,
-    CommitOutcomeUnknown,
-    CommitResult,
-    Dispatch,
-    ExecutionWrite,
-    NodeRecord,
-    OpenCount,
-    ShardLease,
-    Store,
-    StoreUnavailable,
-)
+from .base import CommitResult, Dispatch, ExecutionWrite, OpenCount, Store
 from .dialect import POSTGRESQL
+from .errors import CommitFailed, CommitOutcomeUnknown, StoreUnavailable
 from .postgresql_schema import MIGRATIONS
+from .retention import ClosedExecution
 from .schema import migrate, settle_shard_count
-from .shared import (
-    EXECUTION_COLUMNS,
-    SqlExecutions,
-    activity_of,
-    groups,
-    insert_row,
-    stage_changes,
-    update_row,
-)
+from .shards import NodeRecord, ShardLease
+from .shared import EXECUTION_COLUMNS, SqlExecutions, activity_of, groups, insert_row, stage_changes, update_row
 from .sql_catalogue import SqlCatalogue
 
 log = logging.getLogger("statewright.store")
@@ -87,11 +70,7 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
         # shard -> (the range id it was counted under, the last seq used): a new acquisition (another range id)
         # reads the maximum again, since another owner may have written since, whichever thread acquired.
         self._outbox_seqs: dict[int, tuple[int, int]] = {}
-        try:
-            self._initialize(shard_count)
-        except BaseException:
-            self.close()
-            raise
+        self._open(shard_count)
 
     def _initialize(self, shard_count: int | None) -> None:
         with self._transaction() as db:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import orjson
 
 from .dialect import POSTGRESQL, Connection, Dialect
-from .schema import Migration, initial_revisions
-from .shared import CLOSED, activity_of, uncompacted
+from .schema import Migration, compaction, initial_revisions, recompaction
+from .shared import activity_of
 
 
 def _file_activity_tasks(db: Connection, dialect: Dialect) -> None:
@@ -25,7 +25,6 @@ def _file_activity_tasks(db: Connection, dialect: Dialect) -> None:
                             "AND dispatch_id = %s", filed)
 
 
-UNCOMPACTED = uncompacted(POSTGRESQL.distinct)
 MIGRATIONS: tuple[Migration, ...] = (
     (
         "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -81,19 +80,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     (  # 5: redrives, counted on the execution row (ListExecutions' redriveCount, redriveDate and redriveFilter)
         "ALTER TABLE executions ADD COLUMN redrive_count integer NOT NULL DEFAULT 0, ADD COLUMN redrive_ms bigint",
     ),
-    (  # 6: retention and compaction; partial indexes: a running execution costs no entry, a compacted one leaves
-        # the index the compaction sweep reads
-        "ALTER TABLE executions ADD COLUMN history_location text",
-        f"CREATE INDEX executions_closed ON executions (stop_ms) WHERE {CLOSED}",
-        f"CREATE INDEX executions_to_compact ON executions (stop_ms) WHERE {CLOSED} AND history_location IS NULL",
-    ),
-    (  # 7: compaction of redrivable executions: the row records the close it compacted (stop_ms then), so one
-        # redriven and closed again is due again (UNCOMPACTED); and the default payload store, a table of objects
-        # (already compressed: stored as they are, out of line)
-        "ALTER TABLE executions ADD COLUMN compacted_stop_ms bigint",
-        "UPDATE executions SET compacted_stop_ms = stop_ms WHERE history_location IS NOT NULL",
-        "DROP INDEX executions_to_compact",
-        f"CREATE INDEX executions_uncompacted ON executions (stop_ms) WHERE {CLOSED} AND {UNCOMPACTED}",
+    compaction("text"),  # 6
+    (  # 7: recompaction; and the default payload store, a table of objects (already compressed: stored as they are,
+        # out of line)
+        *recompaction(POSTGRESQL, "bigint"),
         'CREATE TABLE payloads (key text COLLATE "C" PRIMARY KEY, body bytea NOT NULL)',
         "ALTER TABLE payloads ALTER COLUMN body SET STORAGE EXTERNAL",
     ),

@@ -17,6 +17,7 @@ import orjson
 
 from .dialect import Connection, Dialect
 from .errors import SchemaTooNew, ShardCountMismatch
+from .shared import CLOSED, uncompacted
 
 Step = str | Callable[[Connection, Dialect], None]
 Migration = Sequence[Step]
@@ -66,6 +67,25 @@ def initial_revisions(db: Connection, dialect: Dialect) -> None:
     rows = db.execute("SELECT arn, record FROM state_machines").fetchall()
     db.cursor().executemany(dialect.sql("UPDATE state_machines SET record = ? WHERE arn = ?"),
                             [(with_initial_revision(record), arn) for arn, record in rows])
+
+
+def compaction(text: str) -> tuple[Step, ...]:
+    """Migration 6 of both, retention and compaction (``text``: the backend's text type). Partial indexes: a running
+    execution costs no entry, a compacted one leaves the index the compaction sweep reads."""
+    return (f"ALTER TABLE executions ADD COLUMN history_location {text}",
+            f"CREATE INDEX executions_closed ON executions (stop_ms) WHERE {CLOSED}",
+            f"CREATE INDEX executions_to_compact ON executions (stop_ms) WHERE {CLOSED} AND history_location IS NULL")
+
+
+def recompaction(dialect: Dialect, integer: str) -> tuple[Step, ...]:
+    """Migration 7 of both, compaction of redrivable executions (``integer``: the backend's type of milliseconds):
+    the row records the close it compacted (stop_ms then), so one redriven and closed again is due again
+    (shared.uncompacted), its object holding the earlier events."""
+    return (f"ALTER TABLE executions ADD COLUMN compacted_stop_ms {integer}",
+            "UPDATE executions SET compacted_stop_ms = stop_ms WHERE history_location IS NOT NULL",
+            "DROP INDEX executions_to_compact",
+            f"CREATE INDEX executions_uncompacted ON executions (stop_ms) WHERE {CLOSED} AND "
+            f"{uncompacted(dialect.distinct)}")
 
 
 def with_initial_revision(blob: bytes) -> bytes:

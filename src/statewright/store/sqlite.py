@@ -15,31 +15,14 @@ from typing import Any
 
 import orjson
 
-from .base import (
-    ClosedExecution,
-    CommitFailed,
-    CommitOutcomeUnknown,
-    CommitResult,
-    Dispatch,
-    ExecutionWrite,
-    NodeRecord,
-    OpenCount,
-    ShardLease,
-    Store,
-    StoreUnavailable,
-)
+from .base import CommitResult, Dispatch, ExecutionWrite, OpenCount, Store
 from .dialect import SQLITE
+from .errors import CommitFailed, CommitOutcomeUnknown, StoreUnavailable
 from .payloads import DirectoryPayloads, PayloadStore
+from .retention import ClosedExecution
 from .schema import migrate, settle_shard_count
-from .shared import (
-    EXECUTION_COLUMNS,
-    SqlExecutions,
-    activity_of,
-    groups,
-    insert_row,
-    stage_changes,
-    update_row,
-)
+from .shards import NodeRecord, ShardLease
+from .shared import EXECUTION_COLUMNS, SqlExecutions, activity_of, groups, insert_row, stage_changes, update_row
 from .sql_catalogue import SqlCatalogue
 from .sqlite_schema import MIGRATIONS
 
@@ -55,11 +38,7 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
         self._lock = threading.Lock()
         self._outbox_seqs: dict[int, int] = {}
         self._exclusive_range_ids: dict[int, int] = {}  # shards taken without a lease, by the only server on the file
-        try:
-            self._initialize(shard_count)
-        except BaseException:
-            self.close()
-            raise
+        self._open(shard_count)
 
     def _initialize(self, shard_count: int | None) -> None:
         with self._transaction() as db:

@@ -9,10 +9,8 @@ the store modules that use it (sqlite.py), nor anything above the store.
 from __future__ import annotations
 
 from .dialect import SQLITE
-from .schema import Migration, initial_revisions
-from .shared import CLOSED, uncompacted
+from .schema import Migration, compaction, initial_revisions, recompaction
 
-UNCOMPACTED = uncompacted(SQLITE.distinct)
 MIGRATIONS: tuple[Migration, ...] = (
     (
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -74,18 +72,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE executions ADD COLUMN redrive_count INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE executions ADD COLUMN redrive_ms INTEGER",
     ),
-    (  # 6: retention and compaction; partial indexes: a running execution costs no entry, a compacted one leaves
-        # the index the compaction sweep reads
-        "ALTER TABLE executions ADD COLUMN history_location TEXT",
-        f"CREATE INDEX executions_closed ON executions (stop_ms) WHERE {CLOSED}",
-        f"CREATE INDEX executions_to_compact ON executions (stop_ms) WHERE {CLOSED} AND history_location IS NULL",
-    ),
-    (  # 7: compaction of redrivable executions: the row records the close it compacted (stop_ms then), so one
-        # redriven and closed again is due again (UNCOMPACTED), its object holding the earlier events
-        "ALTER TABLE executions ADD COLUMN compacted_stop_ms INTEGER",
-        "UPDATE executions SET compacted_stop_ms = stop_ms WHERE history_location IS NOT NULL",
-        "DROP INDEX executions_to_compact",
-        f"CREATE INDEX executions_uncompacted ON executions (stop_ms) WHERE {CLOSED} AND {UNCOMPACTED}",
-    ),
+    compaction("TEXT"),  # 6
+    recompaction(SQLITE, "INTEGER"),  # 7
 )
 SCHEMA_VERSION = len(MIGRATIONS)
