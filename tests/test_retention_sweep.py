@@ -14,7 +14,7 @@ from statewright.engine.retention import COMPACTED_BATCH_MAX, RetentionSettings,
 from statewright.store.base import StoreUnavailable
 from statewright.store.payloads import DirectoryPayloads, Histories
 from statewright.store.sqlite import SqliteStore
-from store_contract import committed, events, execution_arn, own, write
+from store_contract_blocks import committed, events, execution_arn, own, write
 
 CLOSED_MS = 1_000
 LATER_MS = CLOSED_MS + 3 * DAY_MS  # compaction is due; retention is not

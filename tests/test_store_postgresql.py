@@ -25,9 +25,9 @@ from statewright.store.base import (
 )
 from statewright.store.postgresql import PostgresStore, session_name
 from statewright.store.postgresql_schema import SCHEMA_VERSION
-from store_contract import (
+from store_contract import StoreContract
+from store_contract_blocks import (
     ACTIVITY,
-    StoreContract,
     as_schema_2,
     blob,
     check_migrated_from_schema_2,

@@ -15,10 +15,10 @@ import pytest
 from statewright.store.base import ActivityRecord, AliasRecord, SchemaTooNew, Store, StoreUnavailable
 from statewright.store.sqlite import SqliteStore
 from statewright.store.sqlite_schema import SCHEMA_VERSION
-from store_contract import (
+from store_contract import StoreContract
+from store_contract_blocks import (
     ACTIVITY,
     MACHINE,
-    StoreContract,
     as_schema_2,
     check_migrated_from_schema_2,
     check_migrated_from_schema_3,

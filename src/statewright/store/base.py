@@ -5,7 +5,8 @@ of the per-table interfaces, each with its contract at its top: ``shards.ShardTa
 history, timers, the outbox, express starts and activity claims. The exceptions are in ``errors``; this module
 names them all again, so ``from statewright.store.base import X`` serves for every X of the store.
 
-Contract (tests/store_contract.py runs it against every implementation, one module per table):
+Contract (tests/store_contract.py runs every table's against every implementation; the executions' and commit's
+are in tests/store_contract_executions.py):
 - ``commit`` writes each ExecutionWrite's mutable-state row, its history events and its timer changes in ONE
   transaction together with the other writes of the batch (group commit). A write is applied only if its shard's
   range id still matches and the row is still at ``expected_version`` (0: the row must not exist); writes that

@@ -1,7 +1,8 @@
 """The catalogue: state machines and their revisions, versions, aliases, tags, activities and shared settings (task
 token keys). What the API reads and writes about resources, as opposed to executions.
 
-Contract (tests/store_contract_catalogue.py runs it against every implementation):
+Contract (tests/store_contract_catalogue.py runs it against every implementation, activities in
+tests/store_contract_activities.py):
 - Creating a state machine or an activity inserts it with its tags in one transaction, or returns the record already
   stored under that ARN unchanged (and untagged by this call). Lists are by ARN within one prefix (one region and
   account), which is name order, paged by the last ARN; ``list_versions`` and ``list_executions`` raise ValueError
