@@ -11,6 +11,9 @@ which waits for those commits and makes every later commit of an earlier owner s
 ``seq`` is per shard, counted in memory from the shard's maximum, read once per acquisition: nothing orders one
 shard's commits against another's. Connections live until ``close`` (one per thread that ever called the store:
 the engine's and the API's store threads).
+
+What it runs as SQLite does (the catalogue, listing, retention) is shared (sql_catalogue.py, shared.py); its schema
+is postgresql_schema.py's. Must not import the SQLite store or anything above the store.
 """
 
 from __future__ import annotations

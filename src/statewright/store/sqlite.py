@@ -1,7 +1,10 @@
 """The embedded store: one SQLite database in WAL mode with synchronous=FULL, so a commit survives kill -9.
 
 Each thread gets its own connection. The engine's commits arrive as batches (group commit): one
-``BEGIN IMMEDIATE`` ... ``COMMIT`` and one fsync for many executions' transitions.
+``BEGIN IMMEDIATE`` ... ``COMMIT`` and one fsync for many executions' transitions. What it runs as PostgreSQL does
+(the catalogue, listing, retention) is shared (sql_catalogue.py, shared.py); here is only what differs: opening and
+connections, the commit, shards and nodes, outbox seqs, activity claims. Must not import the PostgreSQL store or
+anything above the store.
 """
 
 from __future__ import annotations
