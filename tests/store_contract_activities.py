@@ -26,9 +26,9 @@ class ActivitiesContract(ContractBase):
     def test_a_claim_takes_a_task_of_that_activity_from_any_shard_once_until_it_ends(self, store: Store) -> None:
         ranges = own(store, 0, 1)
         first, second = write(execution_arn("one")), write(execution_arn("two"), shard=1)
-        first.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", {"kind": "http", "resource": ACTIVITY}),
+        first.effects.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", {"kind": "http", "resource": ACTIVITY}),
                                   ("5", task(OTHER_ACTIVITY, 2))]
-        second.dispatches_added = [("3", task(ACTIVITY, 3))]
+        second.effects.dispatches_added = [("3", task(ACTIVITY, 3))]
         committed(store, [first, second], ranges)
         claimed = [store.claim_activity_task(ACTIVITY, 1_000, 6_000) for _ in range(2)]
         assert sorted(claim.payload["n"] for claim in claimed) == [1, 3]
@@ -40,20 +40,20 @@ class ActivitiesContract(ContractBase):
     def test_a_claim_skips_the_shards_asked_and_never_finds_a_removed_task(self, store: Store) -> None:
         ranges = own(store, 0, 1)
         first, second = write(execution_arn("one")), write(execution_arn("two"), shard=1)
-        first.dispatches_added = [("3", task(ACTIVITY, 1))]
-        second.dispatches_added = [("3", task(ACTIVITY, 2))]
+        first.effects.dispatches_added = [("3", task(ACTIVITY, 1))]
+        second.effects.dispatches_added = [("3", task(ACTIVITY, 2))]
         committed(store, [first, second], ranges)
         assert store.claim_activity_task(ACTIVITY, 1_000, 2_000, [0, 1]) is None
         assert store.claim_activity_task(ACTIVITY, 1_000, 2_000, [1]).execution_arn == execution_arn("one")
         started = write(execution_arn("two"), shard=1, expected=1)
-        started.dispatches_removed = ["3"]
+        started.effects.dispatches_removed = ["3"]
         committed(store, [started], ranges)
         assert store.claim_activity_task(ACTIVITY, 9_000, 10_000, [0]) is None
 
     def test_a_claim_through_one_handle_holds_against_another(self, store: Store) -> None:
         ranges = own(store, 0)
         added = write(execution_arn("one"))
-        added.dispatches_added = [("3", task(ACTIVITY, 1)), ("7", task(ACTIVITY, 2))]
+        added.effects.dispatches_added = [("3", task(ACTIVITY, 1)), ("7", task(ACTIVITY, 2))]
         committed(store, [added], ranges)
         other = self.reopen_store(SHARDS)
         try:

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from statewright.decider.effects import Effects
 from statewright.store.base import (
     ActivityRecord,
     ExecutionWrite,
@@ -50,7 +51,7 @@ def write(arn: str, *, shard: int = 0, expected: int = 0, version: int | None = 
           machine: str = MACHINE) -> ExecutionWrite:
     version = expected + 1 if version is None else version
     return ExecutionWrite(shard, arn, machine, arn.rsplit(":", 1)[1], status, start_ms, stop_ms, expected, version,
-                          blob(arn, version), list(history), list(added), list(removed))
+                          blob(arn, version), Effects(list(history), list(added), list(removed)))
 
 
 def task(activity_arn: str, n: int) -> dict[str, Any]:

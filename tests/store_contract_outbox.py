@@ -30,15 +30,15 @@ class OutboxContract(ContractBase):
         ranges = own(store, 0, 1)
         a, b = execution_arn("a"), execution_arn("b")
         first = write(a)
-        first.dispatches_added = [("3", {"kind": "activity", "n": 1}), ("9", {"kind": "http"})]
+        first.effects.dispatches_added = [("3", {"kind": "activity", "n": 1}), ("9", {"kind": "http"})]
         other = write(b, shard=1)
-        other.dispatches_added = [("3", {"kind": "activity", "n": 2})]
+        other.effects.dispatches_added = [("3", {"kind": "activity", "n": 2})]
         committed(store, [first, other], ranges)
         assert [(d.dispatch_id, d.payload) for d in store.pending_dispatches(0)] == [
             ("3", {"kind": "activity", "n": 1}), ("9", {"kind": "http"})]
         assert [d.execution_arn for d in store.pending_dispatches(1)] == [b]
         started = write(a, expected=1)
-        started.dispatches_removed = ["3"]
+        started.effects.dispatches_removed = ["3"]
         committed(store, [started], ranges)
         assert [d.dispatch_id for d in store.pending_dispatches(0)] == ["9"]
 
@@ -46,9 +46,9 @@ class OutboxContract(ContractBase):
         ranges = own(store, 0)
         arn = execution_arn("quick")
         first = write(arn)
-        first.dispatches_added = [("3", {"k": 1})]
+        first.effects.dispatches_added = [("3", {"k": 1})]
         second = write(arn, expected=1)
-        second.dispatches_removed = ["3"]
+        second.effects.dispatches_removed = ["3"]
         committed(store, [first, second], ranges)
         assert store.pending_dispatches(0) == []
 
@@ -56,13 +56,13 @@ class OutboxContract(ContractBase):
         ranges = own(store, 0)
         arn = execution_arn("paging")
         first = write(arn)
-        first.dispatches_added = [(str(n), {"n": n}) for n in range(5)]
+        first.effects.dispatches_added = [(str(n), {"n": n}) for n in range(5)]
         committed(store, [first], ranges)
         page = store.pending_dispatches(0, 0, 3)
         assert [d.dispatch_id for d in page] == ["0", "1", "2"]
         removed = write(arn, expected=1)
-        removed.dispatches_removed = ["0", "1", "2", "3", "4"]
-        removed.dispatches_added = [("late", {"n": 9})]
+        removed.effects.dispatches_removed = ["0", "1", "2", "3", "4"]
+        removed.effects.dispatches_added = [("late", {"n": 9})]
         committed(store, [removed], ranges)
         assert [d.dispatch_id for d in store.pending_dispatches(0, page[-1].seq, 3)] == ["late"]
 
@@ -70,22 +70,22 @@ class OutboxContract(ContractBase):
             self, store: Store) -> None:
         arn = execution_arn("taken-over")
         first = write(arn)
-        first.dispatches_added = [("1", {"n": 1}), ("2", {"n": 2})]
+        first.effects.dispatches_added = [("1", {"n": 1}), ("2", {"n": 2})]
         committed(store, [first], own(store, 0))
         successor = self.reopen()  # another process takes the shard, reads its rows, acks the newest, adds one
         ranges = {0: successor.acquire_shard(0, "node-b", 120_000)}
         read = successor.pending_dispatches(0)
         acked = write(arn, expected=1)
-        acked.dispatches_removed = ["2"]
+        acked.effects.dispatches_removed = ["2"]
         committed(successor, [acked], ranges)
         added = write(arn, expected=2)
-        added.dispatches_added = [("3", {"n": 3})]
+        added.effects.dispatches_added = [("3", {"n": 3})]
         committed(successor, [added], ranges)
         assert [d.dispatch_id for d in successor.pending_dispatches(0, read[-1].seq)] == ["3"]
 
     def test_a_conflicting_write_leaves_no_dispatch(self, store: Store) -> None:
         ranges = own(store, 0)
         bad = write(execution_arn("x"), expected=5)
-        bad.dispatches_added = [("3", {"k": 1})]
+        bad.effects.dispatches_added = [("3", {"k": 1})]
         assert store.commit([bad], ranges).conflicts == [0]
         assert store.pending_dispatches(0) == []

@@ -33,11 +33,11 @@ class RetentionContract(ContractBase):
     def test_an_execution_is_expired_only_once_nothing_of_its_own_is_left_in_the_outbox(self, store: Store) -> None:
         ranges = own(store, 0)
         closing = write(execution_arn("told"), shard=0, status="SUCCEEDED", stop_ms=2_000, history=events(1, 2))
-        closing.dispatches_added = [("status-2", {"kind": "status", "detail": {"status": "SUCCEEDED"}})]
+        closing.effects.dispatches_added = [("status-2", {"kind": "status", "detail": {"status": "SUCCEEDED"}})]
         committed(store, [closing], ranges)
         assert store.expired_executions([0], 10_000, 10) == []  # its status event has not gone out yet
         sent = write(execution_arn("told"), shard=0, expected=1, status="SUCCEEDED", stop_ms=2_000)
-        sent.dispatches_removed = ["status-2"]
+        sent.effects.dispatches_removed = ["status-2"]
         committed(store, [sent], ranges)
         assert [e.arn for e in store.expired_executions([0], 10_000, 10)] == [execution_arn("told")]
 

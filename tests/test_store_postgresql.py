@@ -306,7 +306,7 @@ def test_outbox_seqs_keep_rising_as_the_shard_moves_between_handles(postgres_sch
     try:
         def dispatch(store: Store, name: str, ranges: dict[int, int]) -> None:
             added = write(execution_arn(name))
-            added.dispatches_added = [(name, {"n": name})]
+            added.effects.dispatches_added = [(name, {"n": name})]
             committed(store, [added], ranges)
 
         dispatch(first, "a", {0: first.acquire_shard(0, "node-a", 60_000)})
@@ -337,7 +337,7 @@ def test_a_commit_adding_tasks_wakes_every_watcher_with_their_activities(postgre
         wait_until(lambda: watching_listens(postgres_schema))
         ranges = {0: committing.acquire_shard(0, "node-a", 60_000)}
         added = write(execution_arn("watched"))
-        added.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", task(ACTIVITY, 2)), ("5", {"kind": "http"})]
+        added.effects.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", task(ACTIVITY, 2)), ("5", {"kind": "http"})]
         committed(committing, [added], ranges)
         wait_until(lambda: seen == [ACTIVITY])  # one word per activity and commit, however many tasks
     finally:
@@ -353,10 +353,10 @@ def test_a_watcher_is_not_woken_by_its_own_stores_commits(postgres_schema: str) 
     try:
         wait_until(lambda: watching_listens(postgres_schema))
         mine = write(execution_arn("mine"))
-        mine.dispatches_added = [("3", task(ACTIVITY, 1))]
+        mine.effects.dispatches_added = [("3", task(ACTIVITY, 1))]
         committed(committing, [mine], {0: committing.acquire_shard(0, "node-a", 60_000)})
         theirs = write(execution_arn("theirs"), shard=1)
-        theirs.dispatches_added = [("4", task(ACTIVITY + "-theirs", 2))]
+        theirs.effects.dispatches_added = [("4", task(ACTIVITY + "-theirs", 2))]
         committed(other, [theirs], {1: other.acquire_shard(1, "node-b", 60_000)})
         wait_until(lambda: bool(seen))
         assert seen == [ACTIVITY + "-theirs"]  # notifications come in commit order: its own, sent first, was left out
@@ -376,7 +376,7 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
     store = PostgresStore(postgres_schema, 4)
     ranges = {1: store.acquire_shard(1, "node-a", 60_000)}
     added = write(execution_arn("old"), shard=1)
-    added.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", {"kind": "http", "input": "\u0000"})]
+    added.effects.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", {"kind": "http", "input": "\u0000"})]
     committed(store, [added], ranges)
     store.close()
     # Back to version 1, as a database written before it: no claim columns.
@@ -579,7 +579,7 @@ def test_an_ordinary_commit_is_one_statement_and_one_that_finds_a_conflict_takes
         ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
         arn = execution_arn("one")
         first = write(arn, history=events(1, 3), added=[("wait-1", 5_000)])
-        first.dispatches_added = [("3", task(ACTIVITY, 1))]
+        first.effects.dispatches_added = [("3", task(ACTIVITY, 1))]
         committed(store, [first], ranges)
         committed(store, [write(arn, expected=1, history=events(4, 5), removed=[("wait-1", 5_000)])], ranges)
         assert careful == []
@@ -606,7 +606,7 @@ def test_a_claim_first_run_on_an_empty_outbox_does_not_scan_it_once_it_filled(po
         tasks = 2_000
         added = [write(execution_arn(f"e{n}"), shard=1) for n in range(tasks)]
         for n, one in enumerate(added):
-            one.dispatches_added = [("1", task(ACTIVITY, n))]
+            one.effects.dispatches_added = [("1", task(ACTIVITY, n))]
         committed(store, added, ranges)
 
         def outbox_rows_scanned() -> int:

@@ -38,6 +38,7 @@ from store_contract_blocks import (
 # close, checkpoint or interpreter shutdown could flush anything.
 _COMMIT_THEN_KILL = """
 import os, signal, sys
+from statewright.decider.effects import Effects
 from statewright.store.base import ExecutionWrite
 from statewright.store.sqlite import SqliteStore
 
@@ -45,8 +46,8 @@ path, machine, arn = sys.argv[1:4]
 store = SqliteStore(path, 2)
 range_id = store.acquire_shard(1, "child", 60_000)
 write = ExecutionWrite(1, arn, machine, "durable", "RUNNING", 5, None, 0, 1, b"committed-state",
-                       [{"id": 1, "type": "ExecutionStarted"}, {"id": 2, "type": "WaitStateEntered"}],
-                       [("wait", 9_000)])
+                       Effects([{"id": 1, "type": "ExecutionStarted"}, {"id": 2, "type": "WaitStateEntered"}],
+                               [("wait", 9_000)]))
 result = store.commit([write], {1: range_id})
 if result.committed(0, write):
     os.kill(os.getpid(), signal.SIGKILL)
@@ -211,7 +212,7 @@ def test_a_version_1_file_gets_its_tasks_filed_under_their_activity(tmp_path: Pa
     store = SqliteStore(path, 2)
     ranges = {1: store.acquire_shard(1, "node-a", 60_000)}
     added = write(execution_arn("old"), shard=1)
-    added.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", {"kind": "http", "input": "\u0000"})]
+    added.effects.dispatches_added = [("3", task(ACTIVITY, 1)), ("4", {"kind": "http", "input": "\u0000"})]
     committed(store, [added], ranges)
     store.close()
     with sqlite3.connect(path) as db:  # as written before version 2: no claim columns
@@ -357,7 +358,7 @@ def check_every_table_serves(store: Store) -> None:
     assert store.list_tags(fresh) == {"team": "a"}
     assert store.put_setting_if_absent("key", "one") == "one"
     added = write(execution_arn("tasked"), shard=1)
-    added.dispatches_added = [("7", task(ACTIVITY, 1))]
+    added.effects.dispatches_added = [("7", task(ACTIVITY, 1))]
     committed(store, [added], {1: store.acquire_shard(1, "node-a", 60_000)})
     assert store.claim_activity_task(ACTIVITY, 1_000, 2_000).dispatch_id == "7"
     listed = {e.arn for e in store.list_executions(MACHINE, None, 10, None).items}

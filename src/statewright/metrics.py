@@ -156,7 +156,7 @@ class Metrics:
             if not result.committed(index, write):
                 continue
             steps += 1
-            for event in write.events:
+            for event in write.effects.events:
                 kind = event["type"]
                 if kind.endswith(_ENTERED):
                     entered += 1

@@ -494,15 +494,13 @@ class Engine:
         except TypeError as exc:  # orjson cannot write the data (nested too deeply): that execution fails, alone
             decider.fail_unstorable(decision, now_ms, str(exc), self.services)
             blob = state.to_blob()
-        effects = decision.effects
         batch.staged[state.arn] = state
         batch.last_write[state.arn] = len(batch.writes)
         batch.states.append(state)
         batch.writes.append(ExecutionWrite(
             state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
-            state.stop_ms, expected_version, state.version, blob, effects.events, effects.timers_added,
-            effects.timers_removed, effects.dispatches_added, effects.dispatches_removed,
-            batch.group, state.version_arn, state.alias_arn, state.redrive_count, state.redrive_ms))
+            state.stop_ms, expected_version, state.version, blob, decision.effects, batch.group, state.version_arn,
+            state.alias_arn, state.redrive_count, state.redrive_ms))
 
     # -- express starts
 
@@ -569,18 +567,18 @@ class Engine:
                     self._reread({write.shard_id}, [state])
                 continue
             self._executions.remember(state)
-            if write.events and self.edges.history is not None:
-                batch.logged.append((write.state_machine_arn, write.arn, state.redrive_count, write.events))
+            if write.effects.events and self.edges.history is not None:
+                batch.logged.append((write.state_machine_arn, write.arn, state.redrive_count, write.effects.events))
             if self.probe is not None and index in batch.fired:
                 self.probe.timer_applied(*batch.fired[index])
             window = self.windows[state.shard_id]
-            for timer_id, fire_at_ms in write.timers_added:
+            for timer_id, fire_at_ms in write.effects.timers_added:
                 window.offer(fire_at_ms, state.arn, timer_id)
-            for dispatch_id in write.dispatches_removed:
+            for dispatch_id in write.effects.dispatches_removed:
                 self.outbox.release(state.arn, dispatch_id)
                 if removed is not None:
                     removed.append((state.arn, dispatch_id))
-            for dispatch_id, payload in write.dispatches_added:
+            for dispatch_id, payload in write.effects.dispatches_added:
                 dispatch = Dispatch(state.shard_id, state.arn, dispatch_id, payload)
                 if self.outbox.committed(dispatch):
                     self._hand_out(dispatch)

@@ -244,8 +244,8 @@ class Ledger:
     def landed(self, writes: Sequence[Any], landed: Iterable[bool]) -> None:
         """A commit's writes, and which of them landed: their events are the histories' from now on."""
         for write, done in zip(writes, landed, strict=True):
-            if done and write.events:
-                self.committed[write.arn] += orjson.loads(orjson.dumps(write.events))
+            if done and write.effects.events:
+                self.committed[write.arn] += orjson.loads(orjson.dumps(write.effects.events))
 
     def deleted(self, executions: Iterable[ClosedExecution], stops_ms: dict[str, int], now_ms: int) -> None:
         """The retention sweep deleted these executions (closed at ``stops_ms``) at ``now_ms``: none may go before
@@ -265,7 +265,7 @@ class Ledger:
         if self.states_max is None:
             return
         for write in writes:
-            types = [event["type"] for event in write.events]
+            types = [event["type"] for event in write.effects.events]
             entered = sum(kind.endswith("StateEntered") for kind in types)
             if entered > self.states_max and not _FAN_OUT_STARTS.intersection(types):
                 self.oversized_steps.append(f"{write.arn}: one transition step entered {entered} states, more than "

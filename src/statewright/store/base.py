@@ -41,7 +41,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .catalogue import (
     ALIASES_MAX,
@@ -80,6 +80,17 @@ __all__ = [  # the store's names, from the modules that define them
 ]
 
 
+class WriteEffects(Protocol):
+    """What one write commits besides the mutable-state row: the decider's ``Effects`` (decider/effects.py), taken
+    as it is (the store reads these fields and nothing else of it)."""
+
+    events: list[dict[str, Any]]  # consecutive history events, ids ascending
+    timers_added: list[tuple[str, int]]  # (timer id, fire_at_ms)
+    timers_removed: list[tuple[str, int]]
+    dispatches_added: list[tuple[str, dict[str, Any]]]  # (dispatch id, payload)
+    dispatches_removed: list[str]
+
+
 @dataclass(slots=True)
 class ExecutionWrite:
     shard_id: int
@@ -92,11 +103,7 @@ class ExecutionWrite:
     expected_version: int
     version: int
     state: bytes  # the serialized mutable state
-    events: list[dict[str, Any]]  # consecutive history events, ids ascending
-    timers_added: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
-    timers_removed: list[tuple[str, int]] = field(default_factory=list)
-    dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
-    dispatches_removed: list[str] = field(default_factory=list)
+    effects: WriteEffects  # the decision's effects, as the decider made them
     group: int = 0  # nonzero: lands with the consecutive writes of the same group, or not at all
     # What the execution was started through, kept on its row (for ListExecutions); only the first write's count.
     version_arn: str | None = None

@@ -270,9 +270,9 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
         if not writes:
             return CommitResult()
         # Serialized before anything is sent: an event that is not JSON raises here and nothing is written.
-        histories = [orjson.dumps(write.events) if write.events else None for write in writes]
+        histories = [orjson.dumps(write.effects.events) if write.effects.events else None for write in writes]
         payloads = [[(dispatch_id, orjson.dumps(payload), activity_of(payload))
-                     for dispatch_id, payload in write.dispatches_added] for write in writes]
+                     for dispatch_id, payload in write.effects.dispatches_added] for write in writes]
         shards = sorted({write.shard_id for write in writes})
         with self._lock:
             unsequenced = sorted({write.shard_id for write, added in zip(writes, payloads, strict=True)
@@ -393,7 +393,7 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
         dispatches: dict[tuple[int, str, str], tuple[bytes, str | None]] = {}
         for write, events, payloads in landed:
             if events is not None:
-                history[(write.arn, write.events[0]["id"])] = (write.events[-1]["id"], events)
+                history[(write.arn, write.effects.events[0]["id"])] = (write.effects.events[-1]["id"], events)
             stage_changes(write, removed, added, undispatched, dispatches)  # deletes run before inserts
             for dispatch_id, payload, activity in payloads:
                 dispatches[(write.shard_id, write.arn, dispatch_id)] = payload, activity

@@ -42,13 +42,13 @@ def stage_changes(write: ExecutionWrite, timers_removed: list[tuple[int, int, st
     timer (or dispatch) added by an earlier write of the batch and removed by a later one drops its pending insert
     and must not come back. ``timers_added`` is an ordered set; ``dispatches`` maps the rows to insert to what the
     caller stores with them (it adds those of ``write`` after this)."""
-    for timer_id, fire_at in write.timers_removed:
+    for timer_id, fire_at in write.effects.timers_removed:
         row = (write.shard_id, fire_at, write.arn, timer_id)
         timers_added.pop(row, None)
         timers_removed.append(row)
-    for timer_id, fire_at in write.timers_added:
+    for timer_id, fire_at in write.effects.timers_added:
         timers_added[(write.shard_id, fire_at, write.arn, timer_id)] = None
-    for dispatch_id in write.dispatches_removed:
+    for dispatch_id in write.effects.dispatches_removed:
         key = (write.shard_id, write.arn, dispatch_id)
         dispatches.pop(key, None)
         undispatched.append(key)

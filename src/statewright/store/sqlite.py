@@ -194,11 +194,11 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
             for index, write in live:
                 if index in conflicts:
                     continue
-                if write.events:
-                    history.append((write.arn, write.events[0]["id"], write.events[-1]["id"],
-                                    orjson.dumps(write.events)))
+                if write.effects.events:
+                    history.append((write.arn, write.effects.events[0]["id"], write.effects.events[-1]["id"],
+                                    orjson.dumps(write.effects.events)))
                 stage_changes(write, removed, added, undispatched, dispatches)  # deletes run before inserts below
-                for dispatch_id, payload in write.dispatches_added:
+                for dispatch_id, payload in write.effects.dispatches_added:
                     dispatches[(write.shard_id, write.arn, dispatch_id)] = orjson.dumps(payload), activity_of(payload)
             db.executemany("INSERT OR REPLACE INTO history VALUES (?, ?, ?, ?)", history)
             db.executemany("DELETE FROM timers WHERE shard_id = ? AND fire_at_ms = ? AND execution_arn = ? "
