@@ -564,7 +564,7 @@ def test_result_path_through_a_non_object_fails():
 
 
 def test_data_limit_exceeded():
-    big = "x" * (decider.MAX_PAYLOAD_BYTES + 1)
+    big = "x" * (decider.PAYLOAD_BYTES_MAX + 1)
     decision = start({"P": {"Type": "Pass", "Result": {"big": big}, "End": True}})
     assert types(decision.effects.events) == ["ExecutionStarted", "PassStateEntered", "ExecutionFailed"]
     assert failure(decision)["error"] == "States.DataLimitExceeded"
@@ -572,7 +572,7 @@ def test_data_limit_exceeded():
 
 
 def test_payload_just_under_the_limit_is_fine():
-    big = "x" * (decider.MAX_PAYLOAD_BYTES - 20)
+    big = "x" * (decider.PAYLOAD_BYTES_MAX - 20)
     decision = start({"P": {"Type": "Pass", "Result": {"big": big}, "End": True}})
     assert decision.state.status == SUCCEEDED
 
@@ -599,7 +599,7 @@ def test_endless_loop_of_pure_states_ends_at_the_history_limit():
     events = [event for decision in decisions for event in decision.effects.events]
     # AWS (measured, see floci-io/floci#2734): event 25,000 itself is the ExecutionFailed, 24,999 the last real one.
     assert decisions[-1].state.status == FAILED
-    assert [event["id"] for event in events] == list(range(1, decider.MAX_HISTORY_EVENTS + 1))
+    assert [event["id"] for event in events] == list(range(1, decider.HISTORY_EVENTS_MAX + 1))
     assert events[-1] == {
         "timestamp": START_MS, "type": "ExecutionFailed", "id": 25_000, "previousEventId": 24_999,
         "executionFailedEventDetails": {

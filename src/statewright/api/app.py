@@ -40,7 +40,7 @@ from .service import HANDLERS, Service
 
 log = logging.getLogger("statewright.api")
 
-MAX_BODY_BYTES = 2 * 1024 * 1024  # the largest legal request (a 1 MiB definition) fits with room to spare
+BODY_BYTES_MAX = 2 * 1024 * 1024  # the largest legal request (a 1 MiB definition) fits with room to spare
 DRAIN_BODY_BYTES = 64 * 1024 * 1024  # an oversized body is read (and dropped) up to this, so the client hears 413
 _TARGET_PREFIX = "AWSStepFunctions."
 _LONG_POLLS = frozenset({"GetActivityTask"})
@@ -199,14 +199,14 @@ async def _read_body(receive: Any) -> bytes:
         message = await receive()
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size <= MAX_BODY_BYTES:
+        if size <= BODY_BYTES_MAX:
             chunks.append(chunk)
         elif size > DRAIN_BODY_BYTES:
             break  # past this, the answer goes out while the client still sends (its connection may reset)
         if not message.get("more_body"):
             break
-    if size > MAX_BODY_BYTES:
-        raise AwsError("ValidationException", f"The request body is larger than {MAX_BODY_BYTES} bytes", 413)
+    if size > BODY_BYTES_MAX:
+        raise AwsError("ValidationException", f"The request body is larger than {BODY_BYTES_MAX} bytes", 413)
     return b"".join(chunks)
 
 

@@ -67,10 +67,10 @@ from .timestamps import parse_exact, parse_ms
 
 __all__ = ["Definition", "Diagnostic", "InvalidDefinition", "Machine", "State", "parse_definition"]
 
-MAX_STATE_NAME = 80
-_MAX_SECONDS = 99999999
+STATE_NAME_MAX = 80
+_SECONDS_MAX = 99999999
 _HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD")
-_MAX_DELAY_SECONDS = 31622400  # a Retrier's MaxDelaySeconds: one year
+_DELAY_SECONDS_MAX = 31622400  # a Retrier's MaxDelaySeconds: one year
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LANGUAGES = ("JSONPath", "JSONata")
 _TYPES = "[Task, Wait, Pass, Succeed, Fail, Choice, Parallel, Map]"
@@ -254,7 +254,7 @@ class _Parser:
             if key in raw and not isinstance(raw[key], str):
                 self.schema(expected("STRING"), f"/{key}")
         if "TimeoutSeconds" in raw:
-            self.integer(raw, "TimeoutSeconds", "", 1, _MAX_SECONDS)
+            self.integer(raw, "TimeoutSeconds", "", 1, _SECONDS_MAX)
 
     def language_field(self, raw: dict, where: str) -> tuple[str, list[Diagnostic]]:
         """The QueryLanguage ``raw`` sets (None when absent) and the problems with its value. As measured on AWS,
@@ -353,8 +353,8 @@ class _Parser:
     def state(self, name: str, raw: Any, where: str) -> State | None:
         if not name:
             self.problem(INVALID_NAME, "Invalid State name: State name cannot be empty", where)
-        elif len(name) > MAX_STATE_NAME:
-            self.problem(INVALID_NAME, f"Invalid State name: State exceeds the {MAX_STATE_NAME}-character limit "
+        elif len(name) > STATE_NAME_MAX:
+            self.problem(INVALID_NAME, f"Invalid State name: State exceeds the {STATE_NAME_MAX}-character limit "
                          "allowed by the service", where)
         if not isinstance(raw, dict):
             self.schema(expected("OBJECT"), where)
@@ -699,7 +699,7 @@ class _Parser:
         if self.language == "JSONata" and is_expression(value):
             return state  # evaluated when the state runs
         if key == "Seconds":
-            state.seconds = self.integer(raw, "Seconds", where, 0, _MAX_SECONDS)
+            state.seconds = self.integer(raw, "Seconds", where, 0, _SECONDS_MAX)
         elif key == "Timestamp":
             if not isinstance(value, str):
                 self.schema(expected("STRING"), f"{where}/Timestamp")
@@ -860,7 +860,7 @@ class _Parser:
             return None, self.path(raw, path_key, where)
         if key not in raw:
             return None, None
-        return self.integer(raw, key, where, 1, _MAX_SECONDS), None
+        return self.integer(raw, key, where, 1, _SECONDS_MAX), None
 
     # -- Retry and Catch
 
@@ -913,9 +913,9 @@ class _Parser:
         self.unknown_fields(rule, _RETRIER_FIELDS, where)
         retrier = Retrier(self.error_equals(rule, where))
         if "IntervalSeconds" in rule:
-            retrier.interval_seconds = self.integer(rule, "IntervalSeconds", where, 1, _MAX_SECONDS) or 1
+            retrier.interval_seconds = self.integer(rule, "IntervalSeconds", where, 1, _SECONDS_MAX) or 1
         if "MaxAttempts" in rule:
-            attempts = self.integer(rule, "MaxAttempts", where, 0, _MAX_SECONDS)
+            attempts = self.integer(rule, "MaxAttempts", where, 0, _SECONDS_MAX)
             retrier.max_attempts = attempts if attempts is not None else 3
         if "BackoffRate" in rule:
             backoff = rule["BackoffRate"]
@@ -926,7 +926,7 @@ class _Parser:
             else:
                 retrier.backoff_rate = float(backoff)
         if "MaxDelaySeconds" in rule:
-            retrier.max_delay_seconds = self.integer(rule, "MaxDelaySeconds", where, 1, _MAX_DELAY_SECONDS)
+            retrier.max_delay_seconds = self.integer(rule, "MaxDelaySeconds", where, 1, _DELAY_SECONDS_MAX)
         jitter = rule.get("JitterStrategy", "NONE")
         if jitter in ("FULL", "NONE"):
             retrier.jitter = jitter == "FULL"

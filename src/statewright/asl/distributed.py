@@ -17,15 +17,33 @@ Pure: it must not import from the engine, the store or the API.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import Any, Protocol
 
 from .diagnostics import UNSUPPORTED_FEATURE, expected, one_of, only_one
 from .jsonata import CompiledValue, JsonataSyntaxError, compile_value, is_expression
 from .paths import Path
 from .states import DistributedMap, ItemBatcher, ItemReader
+from .templates import Template
 
-if TYPE_CHECKING:
-    from .definition import _Parser
+
+class Parser(Protocol):
+    """What of ``definition``'s parser this module uses (it is handed the parser: it must not import it)."""
+
+    language: str  # the state's query language, JSONPath or JSONata
+
+    def problem(self, code: str, message: str, location: str) -> None: ...
+
+    def schema(self, message: str, location: str) -> None: ...
+
+    def unknown_fields(self, raw: dict, allowed: set[str], where: str, other_language: Collection[str] = ()
+                       ) -> bool: ...
+
+    def integer(self, raw: dict, key: str, where: str, minimum: int, maximum: int | None) -> int | None: ...
+
+    def path(self, raw: dict, key: str, where: str, nullable: bool = False) -> Path | None: ...
+
+    def template(self, raw: dict, key: str, where: str) -> Template | None: ...
 
 FIELDS = {"ItemReader", "ItemBatcher", "ResultWriter", "Label", "ToleratedFailureCount",
           "ToleratedFailureCountPath", "ToleratedFailurePercentage", "ToleratedFailurePercentagePath"}
@@ -34,12 +52,12 @@ _READ = re.compile(r"^arn:aws[a-z-]*:states:::s3:(?P<action>getObject|listObject
 _INPUT_TYPES = ("CSV", "JSON", "JSONL", "PARQUET", "MANIFEST")
 _READ_HERE = ("CSV", "JSON", "JSONL")  # what TestState's mapItemReaderData can hold as text
 _DELIMITERS = {"COMMA": ",", "PIPE": "|", "SEMICOLON": ";", "SPACE": " ", "TAB": "\t"}
-_MAX_ITEMS = 100_000_000  # ReaderConfig MaxItems
-_MAX_BATCH_BYTES = 262_144  # ItemBatcher MaxInputBytesPerBatch: 256 KiB
-_MAX_LABEL = 40
+_READER_ITEMS_MAX = 100_000_000  # ReaderConfig MaxItems
+_BATCHER_BYTES_MAX = 262_144  # ItemBatcher MaxInputBytesPerBatch: 256 KiB
+_LABEL_MAX = 40
 
 
-def parse(parser: _Parser, raw: dict, where: str) -> DistributedMap:
+def parse(parser: Parser, raw: dict, where: str) -> DistributedMap:
     """The distributed fields of the Map ``raw`` at ``where`` (problems are reported to ``parser``)."""
     distributed = DistributedMap()
     if "ItemReader" in raw:
@@ -58,8 +76,8 @@ def parse(parser: _Parser, raw: dict, where: str) -> DistributedMap:
         label = raw["Label"]
         if not isinstance(label, str):
             parser.schema(expected("STRING"), f"{where}/Label")
-        elif len(label) > _MAX_LABEL:
-            parser.schema(f"Maximum length is {_MAX_LABEL}", f"{where}/Label")
+        elif len(label) > _LABEL_MAX:
+            parser.schema(f"Maximum length is {_LABEL_MAX}", f"{where}/Label")
     distributed.tolerated_count, distributed.tolerated_count_path = _number(
         parser, raw, "ToleratedFailureCount", where, None, integer=True)
     distributed.tolerated_percentage, distributed.tolerated_percentage_path = _number(
@@ -67,7 +85,7 @@ def parse(parser: _Parser, raw: dict, where: str) -> DistributedMap:
     return distributed
 
 
-def _reader(parser: _Parser, raw: Any, where: str) -> ItemReader | None:
+def _reader(parser: Parser, raw: Any, where: str) -> ItemReader | None:
     if not isinstance(raw, dict):
         parser.schema(expected("OBJECT"), where)
         return None
@@ -93,8 +111,8 @@ def _reader(parser: _Parser, raw: Any, where: str) -> ItemReader | None:
     reader = ItemReader("")
     if read["action"] == "getObject":
         reader.input_type = _input_type(parser, config, where) or ""
-    reader.max_items, reader.max_items_path = _number(parser, config, "MaxItems", where, _MAX_ITEMS, integer=True,
-                                                      minimum=1)
+    reader.max_items, reader.max_items_path = _number(parser, config, "MaxItems", where, _READER_ITEMS_MAX,
+                                                      integer=True, minimum=1)
     if "CSVDelimiter" in config:
         if config["CSVDelimiter"] in _DELIMITERS:
             reader.csv_delimiter = _DELIMITERS[config["CSVDelimiter"]]
@@ -114,7 +132,7 @@ def _reader(parser: _Parser, raw: Any, where: str) -> ItemReader | None:
     return reader
 
 
-def _input_type(parser: _Parser, config: dict, where: str) -> str | None:
+def _input_type(parser: Parser, config: dict, where: str) -> str | None:
     if "InputType" not in config:
         parser.schema("These fields are required: [InputType]", where)
         return None
@@ -128,7 +146,7 @@ def _input_type(parser: _Parser, config: dict, where: str) -> str | None:
     return input_type
 
 
-def _csv_headers(parser: _Parser, config: dict, where: str) -> list[str] | None:
+def _csv_headers(parser: Parser, config: dict, where: str) -> list[str] | None:
     location = config.get("CSVHeaderLocation", "FIRST_ROW")
     if ("CSVHeaderLocation" in config or "CSVHeaders" in config) and config.get("InputType") != "CSV":
         parser.schema("The fields 'CSVHeaderLocation' and 'CSVHeaders' are supported only when 'InputType' is "
@@ -152,7 +170,7 @@ def _csv_headers(parser: _Parser, config: dict, where: str) -> list[str] | None:
     return None
 
 
-def _batcher(parser: _Parser, raw: Any, where: str) -> ItemBatcher | None:
+def _batcher(parser: Parser, raw: Any, where: str) -> ItemBatcher | None:
     if not isinstance(raw, dict):
         parser.schema(expected("OBJECT"), where)
         return None
@@ -170,14 +188,14 @@ def _batcher(parser: _Parser, raw: Any, where: str) -> ItemBatcher | None:
             batcher.batch_input = parser.template(raw, "BatchInput", where)
         else:
             batcher.batch_input = _expression(parser, raw["BatchInput"], "BatchInput", f"{where}/BatchInput")
-    batcher.max_items, batcher.max_items_path = _number(parser, raw, "MaxItemsPerBatch", where, _MAX_ITEMS,
+    batcher.max_items, batcher.max_items_path = _number(parser, raw, "MaxItemsPerBatch", where, _READER_ITEMS_MAX,
                                                         integer=True, minimum=1)
     batcher.max_bytes, batcher.max_bytes_path = _number(parser, raw, "MaxInputBytesPerBatch", where,
-                                                        _MAX_BATCH_BYTES, integer=True, minimum=1)
+                                                        _BATCHER_BYTES_MAX, integer=True, minimum=1)
     return batcher
 
 
-def _number(parser: _Parser, raw: dict, key: str, where: str, maximum: int | None, *, integer: bool,
+def _number(parser: Parser, raw: dict, key: str, where: str, maximum: int | None, *, integer: bool,
             minimum: int = 0) -> tuple[int | float | CompiledValue | None, Path | None]:
     """A count or percentage given as a number, its ``Path`` form (JSONPath) or an expression (JSONata)."""
     path_key = f"{key}Path"
@@ -202,7 +220,7 @@ def _number(parser: _Parser, raw: dict, key: str, where: str, maximum: int | Non
     return None, None
 
 
-def _expression(parser: _Parser, raw: Any, field: str, where: str) -> CompiledValue | None:
+def _expression(parser: Parser, raw: Any, field: str, where: str) -> CompiledValue | None:
     try:
         return compile_value(raw, field)
     except JsonataSyntaxError as exc:
@@ -210,7 +228,7 @@ def _expression(parser: _Parser, raw: Any, field: str, where: str) -> CompiledVa
         return None
 
 
-def _payload_fields(parser: _Parser, raw: dict, allowed: set[str], where: str) -> None:
+def _payload_fields(parser: Parser, raw: dict, allowed: set[str], where: str) -> None:
     """An ItemReader's own fields, with its Parameters (JSONPath) or Arguments (JSONata), which say where the data
     is: checked, not kept (TestState is given the data)."""
     own, other = ("Parameters", "Arguments") if parser.language == "JSONPath" else ("Arguments", "Parameters")

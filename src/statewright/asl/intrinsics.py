@@ -30,9 +30,9 @@ from .jsonio import dumps, loads
 from .paths import Path, PathSyntaxError
 
 INTRINSIC_FAILURE = "States.IntrinsicFailure"
-MAX_NESTING = 10  # AWS: "You can nest up to 10 intrinsic functions within a field"
-MAX_STRING_CHARS = 10_000  # input limit of Base64Encode, Base64Decode and Hash
-MAX_RANGE_ITEMS = 1000  # ArrayRange
+NESTING_MAX = 10  # AWS: "You can nest up to 10 intrinsic functions within a field"
+STRING_CHARS_MAX = 10_000  # input limit of Base64Encode, Base64Decode and Hash
+RANGE_ITEMS_MAX = 1000  # ArrayRange
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # MathAdd's argument range
 HASH_ALGORITHMS = {"MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512"}
 
@@ -138,8 +138,8 @@ class _Parser:
         return root
 
     def call(self, depth: int) -> _Call:
-        if depth > MAX_NESTING:
-            self.fail(f"intrinsic functions can be nested at most {MAX_NESTING} deep")
+        if depth > NESTING_MAX:
+            self.fail(f"intrinsic functions can be nested at most {NESTING_MAX} deep")
         match = _CALL_START.match(self.text, self.pos)
         if match is None:
             self.fail("expected an intrinsic function call such as States.Format(...)")
@@ -485,8 +485,8 @@ def _array_range(call: _Call, values: list[Any], run: _Run) -> list[int]:
     if step == 0:
         raise _ArgumentError("States.ArrayRange needs a step other than 0")
     numbers = range(first, last + 1 if step > 0 else last - 1, step)
-    if len(numbers) > MAX_RANGE_ITEMS:
-        raise _ArgumentError(f"States.ArrayRange can make at most {MAX_RANGE_ITEMS} items, "
+    if len(numbers) > RANGE_ITEMS_MAX:
+        raise _ArgumentError(f"States.ArrayRange can make at most {RANGE_ITEMS_MAX} items, "
                              f"not {len(numbers)}")
     return list(numbers)
 
@@ -516,13 +516,13 @@ def _array_unique(call: _Call, values: list[Any], run: _Run) -> list[Any]:
 
 
 def _base64_encode(call: _Call, values: list[Any], run: _Run) -> str:
-    return base64.b64encode(_string(call, values, 0, MAX_STRING_CHARS).encode()).decode("ascii")
+    return base64.b64encode(_string(call, values, 0, STRING_CHARS_MAX).encode()).decode("ascii")
 
 
 def _base64_decode(call: _Call, values: list[Any], run: _Run) -> str:
     """As Java's MIME decoder does: characters outside the alphabet are skipped, '=' ends the data and the
     padding may be missing (AWS decodes 'RGF0YQ' to 'Data')."""
-    body = _NOT_BASE64.sub("", _string(call, values, 0, MAX_STRING_CHARS)).partition("=")[0]
+    body = _NOT_BASE64.sub("", _string(call, values, 0, STRING_CHARS_MAX)).partition("=")[0]
     if len(body) % 4 == 1:
         raise _ArgumentError("States.Base64Decode: the string is not valid Base64")
     try:
@@ -533,7 +533,7 @@ def _base64_decode(call: _Call, values: list[Any], run: _Run) -> str:
 
 
 def _hash(call: _Call, values: list[Any], run: _Run) -> str:
-    data = _string(call, values, 0, MAX_STRING_CHARS)
+    data = _string(call, values, 0, STRING_CHARS_MAX)
     algorithm = _string(call, values, 1)
     if algorithm not in HASH_ALGORITHMS:
         raise _ArgumentError(f"States.Hash does not know the algorithm {algorithm!r}; use one of "

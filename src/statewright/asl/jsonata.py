@@ -15,7 +15,7 @@ $random and still diverges from the reference, so it cannot report AWS's "return
 
 Bounds: every evaluation step, every range (counted before it is built) and every long string or array drawn
 from the transition step's evaluation budget (asl/budget.py: steps, wall time, items), and recursion at most
-MAX_DEPTH deep per expression; past them the expression fails with States.QueryEvaluationError. $pad's width is
+CALL_DEPTH_MAX deep per expression; past them the expression fails with States.QueryEvaluationError. $pad's width is
 checked before the padding is made, and $formatNumber's separators must be single characters, as XPath has
 them (the library puts them into regular expressions unescaped).
 
@@ -52,10 +52,10 @@ QUERY_EVALUATION_ERROR = "States.QueryEvaluationError"
 INVALID_EXPRESSION = "INVALID_JSONATA_EXPRESSION"  # AWS's validation code for a syntax error
 UNSUPPORTED_EXPRESSION = "UNSUPPORTED_JSONATA_EXPRESSION"  # AWS's code for a reference it refuses
 HASH_ALGORITHMS = {"MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512"}
-MAX_DEPTH = 500  # nested evaluations of one expression; a deeper recursion is a stack overflow
+CALL_DEPTH_MAX = 500  # nested evaluations of one expression; a deeper recursion is a stack overflow
 LONG_VALUE_ITEMS = 4_096  # a string or array at least this long is checked against the budget's items
-MAX_RANGE_ITEMS = 360_145  # $range; AWS was reported to refuse one item more (its memory limit)
-MAX_EXACT_FLOAT = 2**53  # an integral float up to this is written as an integer
+RANGE_ITEMS_MAX = 360_145  # $range; AWS was reported to refuse one item more (its memory limit)
+EXACT_FLOAT_MAX = 2**53  # an integral float up to this is written as an integer
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # integers stay exact within Java's long, as on AWS
 
 _PLACEHOLDER = re.compile(r"\{\{\{(\w+)\}\}\}|\{\{(\w+)\}\}")
@@ -296,11 +296,11 @@ class _Run:
 
     def random_fraction(self) -> float:
         """A float in [0, 1) with 53 random bits, as Math.random and java.util.Random give."""
-        return (int.from_bytes(self.random_bytes()[:8], "big") >> 11) / MAX_EXACT_FLOAT
+        return (int.from_bytes(self.random_bytes()[:8], "big") >> 11) / EXACT_FLOAT_MAX
 
 
 class _BoundExceeded(JException):
-    """An expression ran past MAX_DEPTH or the budget. A JException, so the library passes it through as is."""
+    """An expression ran past CALL_DEPTH_MAX or the budget. A JException, so the library passes it through as is."""
 
     def __init__(self, message: str) -> None:
         RuntimeError.__init__(self, message)
@@ -356,7 +356,7 @@ def _plain(value: Any, node: _Expression) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             node.fail(f"threw an error during evaluation. D1001: Number out of range: {_js_number(value)}")
-        if value.is_integer() and abs(value) <= MAX_EXACT_FLOAT:
+        if value.is_integer() and abs(value) <= EXACT_FLOAT_MAX:
             return int(value)
         return value
     if isinstance(value, list):
@@ -420,9 +420,9 @@ def _enter(run: _Run, environment: Any) -> None:
     if environment.is_parallel_call:
         return
     run.depth += 1
-    if run.depth > MAX_DEPTH:
+    if run.depth > CALL_DEPTH_MAX:
         raise _BoundExceeded(f"D1011: Stack overflow error: Check for non-terminating recursive function. "
-                             f"Consider rewriting as tail-recursive. Depth={run.depth} max={MAX_DEPTH}")
+                             f"Consider rewriting as tail-recursive. Depth={run.depth} max={CALL_DEPTH_MAX}")
     try:
         run.budget.spend()
     except BudgetExceeded as exc:
@@ -551,9 +551,9 @@ def _range(run: _Run, name: str, args: list[Any]) -> Any:
     if step == 0 or (step > 0 and start > end) or (step < 0 and start < end):
         return None
     count = abs(end - start) // abs(step) + 1
-    if count > MAX_RANGE_ITEMS:
+    if count > RANGE_ITEMS_MAX:
         _fail(f"Expression evaluation memory limit exceeded: $range would make {count} items, "
-              f"more than {MAX_RANGE_ITEMS}")
+              f"more than {RANGE_ITEMS_MAX}")
     if count == 1:
         return start
     return list(range(start, start + count * step, step))
@@ -591,7 +591,7 @@ def _java_random_double(seed: int) -> float:
     high = state >> (48 - 26)
     state = (state * multiplier + 0xB) & mask
     low = state >> (48 - 27)
-    return ((high << 27) + low) / MAX_EXACT_FLOAT
+    return ((high << 27) + low) / EXACT_FLOAT_MAX
 
 
 def _uuid(run: _Run, name: str, args: list[Any]) -> str:

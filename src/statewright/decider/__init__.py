@@ -24,8 +24,8 @@ built), one module per concept:
 
 from .decide import (
     EXECUTION_TIMEOUT_TIMER,
-    MAX_HISTORY_EVENTS,
-    MAX_PAYLOAD_BYTES,
+    HISTORY_EVENTS_MAX,
+    PAYLOAD_BYTES_MAX,
     OneStateRun,
     ack_dispatch,
     complete_attempt,
@@ -45,7 +45,7 @@ from .decide import (
 from .step import Decision, Services
 
 __all__ = [
-    "EXECUTION_TIMEOUT_TIMER", "MAX_HISTORY_EVENTS", "MAX_PAYLOAD_BYTES", "Decision", "OneStateRun", "Services",
+    "EXECUTION_TIMEOUT_TIMER", "HISTORY_EVENTS_MAX", "PAYLOAD_BYTES_MAX", "Decision", "OneStateRun", "Services",
     "ack_dispatch", "complete_attempt", "describe_for_parent", "fail_unstorable", "fire_timer", "heartbeat",
     "pending_attempts", "redrive", "redrive_reads", "redriven_by", "start", "start_attempt", "started_again",
     "stop",

@@ -44,6 +44,7 @@ from .outcomes import (
     Outcome,
     Wait,
 )
+from .step import HISTORY_EVENTS_MAX as HISTORY_EVENTS_MAX
 from .step import (
     HISTORY_LIMIT_CAUSE,
     NO_DETAILS,
@@ -54,8 +55,7 @@ from .step import (
     Step,
     without_none,
 )
-from .step import MAX_HISTORY_EVENTS as MAX_HISTORY_EVENTS
-from .step import MAX_PAYLOAD_BYTES as MAX_PAYLOAD_BYTES
+from .step import PAYLOAD_BYTES_MAX as PAYLOAD_BYTES_MAX
 from .step import describe_for_parent as describe_for_parent
 
 EXECUTION_TIMEOUT_TIMER = TimerKind.EXECUTION_TIMEOUT.id()

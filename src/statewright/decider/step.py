@@ -32,10 +32,10 @@ from .execution import FAILED, REDRIVABLE_MS, SUCCEEDED, ExecutionState, Flow, T
 from .mocks import MockConfig
 from .outcomes import End, Next
 
-MAX_PAYLOAD_BYTES = 262_144
-MAX_HISTORY_EVENTS = 25_000
-MAX_VARIABLE_BYTES = 10 * 1024 * 1024
-HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({MAX_HISTORY_EVENTS})."
+PAYLOAD_BYTES_MAX = 262_144
+HISTORY_EVENTS_MAX = 25_000
+VARIABLE_BYTES_MAX = 10 * 1024 * 1024
+HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({HISTORY_EVENTS_MAX})."
 ROOT = ""
 NO_DETAILS = {"truncated": False}
 _MARKERS = frozenset({"MapIterationSucceeded", "MapIterationFailed", "MapIterationAborted"})
@@ -138,7 +138,7 @@ class Step:
              previous_event_id: int | None = None) -> int:
         execution = self.execution
         event_id = execution.next_event_id
-        if event_id >= MAX_HISTORY_EVENTS and event_type not in _CLOSING:
+        if event_id >= HISTORY_EVENTS_MAX and event_type not in _CLOSING:
             raise HistoryFull
         if previous_event_id is None:
             marker_prev = execution.marker_prev
@@ -322,7 +322,7 @@ class Step:
                 text = self.known_text  # identity of a container means untouched (scalars are shared by Python)
             else:
                 text = self.known(value, dumps(value))
-        if len(text.encode()) > MAX_PAYLOAD_BYTES:
+        if len(text.encode()) > PAYLOAD_BYTES_MAX:
             raise StatesError(errors.DATA_LIMIT_EXCEEDED,
                               f"The state/task '{state_name}' returned a result with a size exceeding the maximum "
                               "number of bytes service limit.")
@@ -421,14 +421,14 @@ class Step:
 
     def within_limits(self, values: dict[str, Any]) -> dict[str, Any]:
         """AWS's limits: one state assigns at most 256 KiB, and an execution holds at most 10 MiB of variables."""
-        if len(dumps(values).encode()) > MAX_PAYLOAD_BYTES:
+        if len(dumps(values).encode()) > PAYLOAD_BYTES_MAX:
             raise StatesError(errors.DATA_LIMIT_EXCEEDED, f"The variables assigned by the state exceed the maximum "
-                              f"size of {MAX_PAYLOAD_BYTES} bytes.")
+                              f"size of {PAYLOAD_BYTES_MAX} bytes.")
         held = {name: value for flow in self.flows.values() for name, value in flow.variables.items()}
         held.update(values)
-        if len(dumps(held).encode()) > MAX_VARIABLE_BYTES:
+        if len(dumps(held).encode()) > VARIABLE_BYTES_MAX:
             raise StatesError(errors.DATA_LIMIT_EXCEEDED, f"The execution's variables would exceed the maximum "
-                              f"size of {MAX_VARIABLE_BYTES} bytes.")
+                              f"size of {VARIABLE_BYTES_MAX} bytes.")
         return values
 
     def jsonata(self, flow_id: str, state: State, field: str, data: Any, default: Any = _ABSENT,
