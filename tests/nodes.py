@@ -17,8 +17,8 @@ from botocore.config import Config
 
 from asgi import ACCOUNT, Threaded
 from statewright.api.app import App
-from statewright.api.forwarding import Forwarder
 from statewright.api.service import Service
+from statewright.cluster.forwarding import Forwarder
 from statewright.engine.core import Engine
 from statewright.engine.limits import Limits
 from statewright.engine.shards import shard_for

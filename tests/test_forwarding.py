@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 
 from nodes import SECRET, SHARDS, Node, name_on
 from server import ROLE_ARN, history, wait_closed
-from statewright.api import channel, cluster
+from statewright.cluster import channel, peers
 from statewright.engine import commands
 from statewright.engine.limits import Limits
 from statewright.engine.shards import shard_for
@@ -253,8 +253,8 @@ def test_the_channel_refuses_bad_bodies_and_is_absent_without_a_secret(nodes, tm
 
 
 def poke(node: Node, signature: str | None) -> int:
-    headers = {} if signature is None else {cluster.SIGNATURE_HEADER: signature}
-    request = urllib.request.Request(node.endpoint + cluster.MEMBERSHIP_PATH, data=b"", headers=headers,
+    headers = {} if signature is None else {peers.SIGNATURE_HEADER: signature}
+    request = urllib.request.Request(node.endpoint + peers.MEMBERSHIP_PATH, data=b"", headers=headers,
                                      method="POST")
     try:
         with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=5) as answer:
@@ -266,10 +266,10 @@ def poke(node: Node, signature: str | None) -> int:
 def test_the_membership_poke_needs_a_fresh_signature_with_the_secret(nodes):
     _, b = nodes
     stale_ms = 1_000_000  # 1970: signed with the right secret, long ago
-    for signature in (None, "", "garbage", cluster.sign(b"another secret", b""), cluster.sign(SECRET.encode(), b" "),
-                      cluster.sign(SECRET.encode(), b"", stale_ms)):
+    for signature in (None, "", "garbage", peers.sign(b"another secret", b""), peers.sign(SECRET.encode(), b" "),
+                      peers.sign(SECRET.encode(), b"", stale_ms)):
         assert poke(b, signature) == 403
-    assert poke(b, cluster.sign(SECRET.encode(), b"")) == 200
+    assert poke(b, peers.sign(SECRET.encode(), b"")) == 200
 
 
 def test_a_shard_moving_from_b_to_a_mid_call_still_succeeds(nodes, sfn):

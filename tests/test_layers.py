@@ -16,8 +16,8 @@ FORBIDDEN = {
     "engine": {"api", "cli", "integrations", "sim"},
     "store": {"engine", "api", "asl", "cli", "integrations", "sim"},
     "integrations": {"api", "cli", "sim"},
-    # shard leases and membership, below the engine: the API wires them to it
-    "cluster": {"engine", "api", "asl", "cli", "integrations", "sim"},
+    # shard leases, membership, forwarding and the node channel: above the engine, below the API
+    "cluster": {"api", "asl", "cli", "integrations", "sim"},
     "sim": {"api", "cli", "integrations"},
     # the worker library runs beside AWS or statewright alike: it needs nothing of the server
     "worker": {"engine", "api", "asl", "store", "integrations", "cli", "metrics", "sim"},

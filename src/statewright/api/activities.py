@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..asl.jsonio import dumps
+from ..cluster.peers import ACTIVITY
 from ..decider.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine import commands
 from ..engine.tokens import InvalidToken, TokenClaims, UnknownKey
@@ -13,7 +14,7 @@ from . import arns, configuration, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn
 from .payloads import parse_json
-from .service import ACTIVITY, Service, handler, seconds
+from .service import Service, handler, seconds
 from .tags import tag_map
 
 POLL_SECONDS = 60

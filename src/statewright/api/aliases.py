@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..cluster.peers import STATE_MACHINE
 from ..engine.routing import Routing
 from ..store.base import AliasRecord, NoSuchStateMachine, NoSuchVersions, Page, QuotaExceeded
 from . import arns, paging
@@ -19,7 +20,7 @@ from .errors import (
     resource_not_found,
     state_machine_does_not_exist,
 )
-from .service import STATE_MACHINE, Service, handler, seconds
+from .service import Service, handler, seconds
 
 
 def _routing(items: list[dict[str, Any]], machine: str | None = None) -> tuple[str, Routing]:

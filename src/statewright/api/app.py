@@ -19,15 +19,14 @@ from typing import Any
 
 import orjson
 
+from ..cluster import channel, peers
 from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
 from ..store.base import StoreUnavailable
 from . import (  # noqa: F401  (modules register their handlers)
     activities,
     aliases,
-    channel,
     clock,
-    cluster,
     executions,
     state_machines,
     test_state,
@@ -65,7 +64,9 @@ class App:
             return
         if scope["type"] == "websocket":  # only other nodes open one: their channel to this node
             if scope["path"] == channel.PATH:
-                await cluster.serve_channel(self.service, scope, receive, send)
+                forwarder = self.service.forwarder
+                await peers.serve_channel(scope, receive, send, None if forwarder is None else forwarder.secret,
+                                          self.service)
             else:
                 await send({"type": "websocket.close"})
             return
@@ -74,10 +75,10 @@ class App:
         if scope["method"] == "GET" and scope["path"] == "/metrics":
             await _send_metrics(self.metrics.exposition(), send)
             return
-        if scope["path"] == cluster.MEMBERSHIP_PATH:
+        if scope["path"] == peers.MEMBERSHIP_PATH:
             try:
-                status, answer = await cluster.serve_membership(self.service, scope, await _read_body(receive))
-            except AwsError as error:  # a body over the limit
+                status, answer = 200, await self._membership_changed(scope, await _read_body(receive))
+            except AwsError as error:  # not a cluster node, not signed with its secret, a body over the limit
                 status, answer = error.status, orjson.dumps(error.body())
             await send({"type": "http.response.start", "status": status,
                         "headers": [(b"content-type", b"application/json")]})
@@ -130,6 +131,17 @@ class App:
         except InboxFull:  # the engine holds all the commands it may: the caller backs off and retries
             raise throttled() from None
         return result
+
+    async def _membership_changed(self, scope: dict, body: bytes) -> bytes:
+        """Another node joined or left (cluster/peers.py): step this node's membership now."""
+        forwarder = self.service.forwarder
+        if forwarder is None or scope["method"] != "POST":
+            raise AwsError("UnknownOperationException", f"{scope['method']} {scope['path']} is not served here", 404)
+        refused = peers.refusal(forwarder.secret, scope, body)
+        if refused is not None:
+            raise AwsError("AccessDeniedException", refused, 403)
+        self.service.membership_changed()
+        return b"{}"
 
     async def _clock(self, operation: str, body: bytes) -> dict:
         """statewright's own operations on the virtual clock (see clock.py)."""

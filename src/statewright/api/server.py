@@ -19,6 +19,8 @@ from types import FrameType
 import orjson
 import uvicorn
 
+from ..cluster import channel, peers
+from ..cluster.forwarding import Forwarder
 from ..cluster.loop import MembershipLoop
 from ..cluster.membership import EngineHooks, LeaseSettings, Membership
 from ..decider.execution import DAY_MS, REDRIVABLE_MS
@@ -35,10 +37,8 @@ from ..integrations.status_events import read_webhooks
 from ..store import open_store
 from ..store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
 from ..store.payloads import Histories
-from . import channel, cluster
 from .app import App
 from .clock import VirtualClock, iso
-from .forwarding import Forwarder
 from .retention import Retention
 from .service import Service
 from .transport import HttpLimits, protocol_class
@@ -159,7 +159,7 @@ def _join(store: Store, engine: Engine, address: str, config: ServerConfig) -> M
                         lambda outcome, shards: renewals.labels(outcome).inc(shards))
     membership = Membership(store, address, address, hooks, config.leases, wait_for_drops_s=1.0)
     secret = config.cluster_secret.encode()
-    return MembershipLoop(membership, engine.clock, lambda addresses: cluster.poke(secret, addresses),
+    return MembershipLoop(membership, engine.clock, lambda addresses: peers.poke(secret, addresses),
                           engine.tokens.refresh)
 
 
@@ -256,7 +256,7 @@ def serve(config: ServerConfig) -> int:
                   "STATEWRIGHT_CLUSTER_SECRET), the same on every node", file=sys.stderr)
             store.close()
             return 1
-        if not store.adopt_cluster_secret(cluster.secret_check(config.cluster_secret.encode()), address,
+        if not store.adopt_cluster_secret(peers.secret_check(config.cluster_secret.encode()), address,
                                           wall_clock_ms()):
             print(f"statewright: the live nodes on {store.location} share another cluster secret: start this node "
                   f"with theirs (--cluster-secret or STATEWRIGHT_CLUSTER_SECRET); to change it, stop every node "

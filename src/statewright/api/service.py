@@ -20,8 +20,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
-
+from ..cluster.peers import ACTIVITY, STATE_MACHINE, change
 from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
 from ..engine.core import Engine
 from ..engine.edges import answer
@@ -42,18 +41,14 @@ from .arns import Scope
 from .retention import Retention
 
 if TYPE_CHECKING:
+    from ..cluster.forwarding import Forwarder
     from .clock import VirtualClock
-    from .forwarding import Forwarder
 
 # A task claimed from another node's shard is kept from other claims this long: time for its start to reach the
 # owner (which decides who gets it); a claimer that died frees it after this.
 CLAIM_MS = 5_000
 LOOK_AGAIN_S = 1.0  # how often waiting polls look in the store in case word of a task was lost
-# What ``changed`` says changed: the state machine, version and alias records cached by ``state_machine``, and the
-# engine's activities.
-STATE_MACHINE, ACTIVITY = "stateMachine", "activity"
 STANDARD, EXPRESS = "STANDARD", "EXPRESS"  # the state machine types (fixed when a state machine is created)
-CHANGED_KINDS = (STATE_MACHINE, ACTIVITY)
 _MACHINE_CACHE_S = 1.0
 _MACHINE_CACHE_SIZE = 10_000
 # Store calls running at once for API handlers; more wait in the pool's queue. SQLite gives each thread its own
@@ -173,7 +168,7 @@ class Service:
         of it and tell every other live node to (best effort, bounded), before the client hears it is done."""
         await self.refresh(kind, arn)
         if self.forwarder is not None:
-            await self.forwarder.announce(self.peers(), orjson.dumps({"kind": kind, "arn": arn}))
+            await self.forwarder.announce(self.peers(), change(kind, arn))
 
     async def refresh(self, kind: str, arn: str) -> None:
         """Drop or re-read what this node keeps of a resource that changed (``kind``: CHANGED_KINDS). Reading the

@@ -6,12 +6,13 @@ import uuid
 from dataclasses import replace
 
 from ..asl.definition import InvalidDefinition, parse_definition
+from ..cluster.peers import STATE_MACHINE
 from ..integrations.execution_logs import check_destination
 from ..store.base import StateMachineRecord
 from . import arns, configuration, describe, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn, state_machine_does_not_exist
-from .service import EXPRESS, STANDARD, STATE_MACHINE, Service, handler, seconds
+from .service import EXPRESS, STANDARD, Service, handler, seconds
 from .tags import tag_map
 from .versions import check_description, check_room, publish
 

@@ -8,11 +8,12 @@ starting executions on a deleted version or keeps "no such version" for one just
 
 from __future__ import annotations
 
+from ..cluster.peers import STATE_MACHINE
 from ..store.base import VERSIONS_MAX, NoSuchStateMachine, QuotaExceeded, RevisionChanged, VersionRecord, VersionRouted
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, conflict, quota_exceeded, state_machine_does_not_exist
-from .service import STATE_MACHINE, Service, handler, seconds
+from .service import Service, handler, seconds
 
 
 async def publish(service: Service, arn: str, description: str, revision_id: str | None = None) -> VersionRecord:

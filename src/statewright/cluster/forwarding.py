@@ -1,5 +1,5 @@
 """Forwarding: engine commands sent to the node that owns their execution's shard, over this node's channel to it
-(channel.py; cluster.py for what the receiver does with them).
+(channel.py; peers.py for what the receiver does with them).
 
 ``Forwarder.forward(command)`` is the API's way to a shard another node serves; ``Forwarder.engine_hook`` is the
 engine's (``Engine.forward``), for engine-to-engine stages whose execution lives elsewhere. The owner comes from a
@@ -17,6 +17,8 @@ Calls to one node are batched, as the engine batches commits: at most REQUESTS_P
 to a node, and whatever calls queue up meanwhile go together in the next request (up to BATCH_COMMANDS_MAX
 commands), each caller getting its own replies back. Under load one request carries many commands, so the cost of
 a request is shared instead of paid per call; a lone call still goes at once.
+
+Imports the engine's commands and its shard function, never the API: the API and the engine both call in.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ..engine.shards import shard_for
 from ..metrics import Metrics
 from .channel import CHANGED, COMMANDS, OK, Channel, Refused, Unreachable
 
-log = logging.getLogger("statewright.api")
+log = logging.getLogger("statewright.cluster")
 
 DEADLINE_S = 15.0  # more than one lease period (10 s): a dead owner's shards have moved by then
 # One request's wait for its answer: a node paused mid-request (SIGSTOP) accepts connections but never answers;
@@ -129,7 +131,7 @@ class Forwarder:
                 pause = min(pause * 2, LAST_RETRY_S)
 
     async def announce(self, addresses: list[str], body: bytes) -> None:
-        """Send a change (see cluster.py) to these nodes at once; waits ANNOUNCE_TIMEOUT_S for their answers, after
+        """Send a change (see peers.py) to these nodes at once; waits ANNOUNCE_TIMEOUT_S for their answers, after
         opening a channel to a node it has none to (up to channel.CONNECT_TIMEOUT_S more, twice)."""
         answers = await asyncio.gather(*(self._channel(address).request(CHANGED, body, ANNOUNCE_TIMEOUT_S)
                                          for address in addresses), return_exceptions=True)

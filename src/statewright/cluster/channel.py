@@ -1,7 +1,7 @@
 """The channel between nodes: one WebSocket from a node to each other node it calls, at ``/_statewright/channel`` on
 the API's own port, carrying forwarded engine commands and change announcements both ways of one connection.
 
-A request is a binary message ``<8-byte id><kind><body>`` (``kind``: COMMANDS or CHANGED, see cluster.py for what
+A request is a binary message ``<8-byte id><kind><body>`` (``kind``: COMMANDS or CHANGED, see peers.py for what
 each body holds); its answer is ``<the same id><status><body>``, status OK or REFUSED (a body the receiver cannot
 read). Requests on one connection are answered in whatever order they finish, so a slow commit holds up no other.
 Against HTTP requests (one per forwarded batch) this costs a few tens of microseconds per call instead of hundreds:
@@ -14,6 +14,8 @@ gets another challenge. The messages after it carry no signature of their own, a
 answers: someone who can take over a TCP connection between nodes could send commands on it. Between nodes on a
 network you do not trust, put TLS in front of each node (advertise an https:// URL: the channel is then wss://).
 A node that is not in cluster mode refuses the handshake (HTTP 403).
+
+Imports nothing from the rest of statewright: what a request means is peers.py's.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
-log = logging.getLogger("statewright.api")
+log = logging.getLogger("statewright.cluster")
 
 PATH = "/_statewright/channel"
 COMMANDS, CHANGED = b"c", b"a"  # what a request carries
