@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statewright.api import clock
+from statewright import clock_client
 
 from .client import Pool
 from .servers import Statewright
@@ -95,12 +95,12 @@ async def w12(work: Path, n: int, w1_n: int, concurrency: int) -> dict[str, Any]
         without = hot_bytes(data, scratch) | {"executions": closed(data)}
         quiet_s = await w1_wall_s(server, pool, w1_n, concurrency, "quiet")
         due = closed(data)
-        clock.call(server.endpoint, "AdvanceClock", {"by": "2d"})  # every execution so far is due for compaction
+        clock_client.call(server.endpoint, "AdvanceClock", {"by": "2d"})  # every execution so far is due for compaction
         began = time.monotonic()
         beside_s = await w1_wall_s(server, pool, w1_n, concurrency, "beside")
         compacted_during_w1 = closed(data) - uncompacted(data)
         compaction_s = time.monotonic() - began + await compacted_down_to(data, closed(data) - due, due)
-        clock.call(server.endpoint, "AdvanceClock", {"by": "2d"})  # and the executions of the run beside
+        clock_client.call(server.endpoint, "AdvanceClock", {"by": "2d"})  # and the executions of the run beside
         await compacted_down_to(data, 0, w1_n)
         compacted = hot_bytes(data, scratch) | {"executions": closed(data)}
         payload_bytes = directory_bytes(data / "payloads")

@@ -11,7 +11,7 @@ import sys
 import urllib.error
 from pathlib import Path
 
-from .api.clock import call as clock_call
+from . import clock_client
 from .api.clock import iso, parse_duration
 from .api.server import ServerConfig, serve
 from .api.transport import HttpLimits
@@ -271,9 +271,9 @@ def _clock(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parser.error(str(exc))
     try:
         if args.action == "advance":
-            reading = clock_call(args.endpoint_url, "AdvanceClock", {"by": args.duration})
+            reading = clock_client.call(args.endpoint_url, "AdvanceClock", {"by": args.duration})
         else:
-            reading = clock_call(args.endpoint_url, "GetClock", {})
+            reading = clock_client.call(args.endpoint_url, "GetClock", {})
     except urllib.error.HTTPError as refused:
         message = json.loads(refused.read() or b"{}").get("message", refused.reason)
         print(f"statewright: {message}", file=sys.stderr)

@@ -50,9 +50,12 @@ _JSON_HEADERS = [(b"content-type", b"application/x-amz-json-1.0")]
 
 
 class App:
-    def __init__(self, service: Service, default_region: str = "us-east-1") -> None:
+    def __init__(self, service: Service, default_region: str = "us-east-1",
+                 virtual_clock: clock.VirtualClock | None = None) -> None:
+        """``virtual_clock``: --clock virtual, the engine's clock, which Statewright.AdvanceClock moves."""
         self.service = service
         self.default_region = default_region
+        self.virtual_clock = virtual_clock
         self.known_operations = operation_names()
         self._request_ids = _request_ids()
         self.metrics = service.engine.metrics.api(self.known_operations)
@@ -147,7 +150,7 @@ class App:
         """statewright's own operations on the virtual clock (see clock.py)."""
         if operation not in clock.OPERATIONS:
             raise AwsError("UnknownOperationException", f"Unknown operation: '{clock.TARGET_PREFIX}{operation}'")
-        virtual = self.service.virtual_clock
+        virtual = self.virtual_clock
         if virtual is None:
             raise AwsError("UnknownOperationException", f"{clock.TARGET_PREFIX}{operation} needs a server started "
                                                         "with --clock virtual")

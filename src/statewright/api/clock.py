@@ -11,7 +11,9 @@ answered once they have.
 The operations ride on the API's own protocol with their own target prefix: ``X-Amz-Target:
 Statewright.GetClock`` answers ``{"now": epoch seconds, "offsetMs": n}``; ``Statewright.AdvanceClock`` with
 ``{"by": "90d"}`` (a duration: a whole number and s, m, h or d) or ``{"milliseconds": n}`` moves it forward and
-answers the same. ``statewright clock now|advance`` calls them.
+answers the same. ``statewright clock now|advance`` calls them (clock_client.py, the client's side).
+
+Imports the engine's wall clock and the store; the service only for its type.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import asyncio
 import json
 import re
 import threading
-import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -76,16 +77,6 @@ class VirtualClock:
 def iso(epoch_ms: int) -> str:
     """An instant as ISO 8601 in UTC with milliseconds, as the CLI prints it."""
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def call(endpoint: str, operation: str, body: dict, timeout_s: float = 30) -> dict:
-    """A client's call of GetClock or AdvanceClock at the server at ``endpoint``: its answer. Raises
-    urllib.error.HTTPError for a refusal (its body holds the message) and OSError when unreachable."""
-    request = urllib.request.Request(endpoint, data=json.dumps(body).encode(), method="POST", headers={
-        "X-Amz-Target": f"{TARGET_PREFIX}{operation}", "Content-Type": "application/x-amz-json-1.0"})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a local server, not via a proxy
-    with opener.open(request, timeout=timeout_s) as answer:
-        return json.loads(answer.read())
 
 
 async def advance_through(service: Service, clock: VirtualClock, by_ms: int) -> None:

@@ -274,7 +274,6 @@ def serve(config: ServerConfig) -> int:
     else:
         service = Service(store, engine, config.account_id, connections, config.limits, functions=functions,
                           assume_machine_role=config.assume_machine_role, status_events=status_events)
-        service.virtual_clock = virtual
     service.retention = _retention(config, store, engine, service)
     if node is None:
         engine.start()
@@ -282,7 +281,7 @@ def serve(config: ServerConfig) -> int:
         engine.start(all_shards=False)
         node.start()
     engine.metrics.count_open_executions(store.open_count, None if node is None else RECOUNT_OPEN_S)
-    app = App(service, config.region)
+    app = App(service, config.region, virtual)
     print(f"statewright: data in {where}", flush=True)
     for advice in store.advice():
         print(f"statewright: warning: {advice}", flush=True)

@@ -42,7 +42,6 @@ from .retention import Retention
 
 if TYPE_CHECKING:
     from ..cluster.forwarding import Forwarder
-    from .clock import VirtualClock
 
 # A task claimed from another node's shard is kept from other claims this long: time for its start to reach the
 # owner (which decides who gets it); a claimer that died frees it after this.
@@ -92,7 +91,6 @@ class Service:
             engine.forward = forwarder.engine_hook
         self.account_id = account_id
         self.clock = engine.clock
-        self.virtual_clock: VirtualClock | None = None  # --clock virtual: the engine's clock, which the API moves
         self.mocks = engine.services.mocks  # --mock-config: the test cases executions may be started on
         self.limits = limits or Limits()
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import clock_client
+
 START_TIMEOUT_S = 30.0
 
 
@@ -103,7 +105,4 @@ class StatewrightServer:
         return self._clock("GetClock", {})
 
     def _clock(self, operation: str, body: dict) -> float:
-        from ..api import clock  # here: the pytest plugin loads this module in every session, and the server's
-        # modules are heavy to import
-
-        return clock.call(self.endpoint, operation, body)["now"]
+        return clock_client.call(self.endpoint, operation, body)["now"]
