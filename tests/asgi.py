@@ -17,8 +17,8 @@ import uvicorn
 
 from server import free_port
 from statewright.api.app import App
-from statewright.api.service import Service
 from statewright.engine.core import Engine
+from statewright.node import build_service
 from statewright.store.sqlite import SqliteStore
 
 ACCOUNT = "123456789012"
@@ -28,7 +28,7 @@ def build(data_dir: Path, engine_class: type[Engine] = Engine, **service_options
     """An app over a fresh SQLite store; the engine is not started (commands wait in its inbox)."""
     store = SqliteStore(data_dir / "statewright.db", 2)
     engine = engine_class(store)
-    return App(Service(store, engine, ACCOUNT, **service_options))
+    return App(build_service(store, engine, account_id=ACCOUNT, **service_options))
 
 
 def close(app: App) -> None:

@@ -17,11 +17,11 @@ from botocore.config import Config
 
 from asgi import ACCOUNT, Threaded
 from statewright.api.app import App
-from statewright.api.service import Service
 from statewright.cluster.forwarding import Forwarder
 from statewright.engine.core import Engine
 from statewright.engine.limits import Limits
 from statewright.engine.shards import shard_for
+from statewright.node import build_service
 from statewright.store import open_store
 from statewright.store.base import Store
 
@@ -61,8 +61,8 @@ class Node:
         self.directory = StoreDirectory(self.store)
         forwarder = None if secret is None else Forwarder(self.directory, secret, SHARDS, self.engine.metrics,
                                                           deadline_s=deadline_s)
-        self.service = Service(self.store, self.engine, ACCOUNT, limits=limits, forwarder=forwarder)
-        self.service.peers = lambda: self.directory.others(node_id)
+        self.service = build_service(self.store, self.engine, account_id=ACCOUNT, limits=limits,
+                                     forwarder=forwarder, peers=lambda: self.directory.others(node_id))
         self.server = Threaded(App(self.service), lifespan="on")
         self.endpoint = self.server.endpoint
         self.running = False

@@ -11,11 +11,11 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from asgi import ACCOUNT, call
+from asgi import call
 from server import ROLE_ARN, raw_call
 from statewright.api.app import App
-from statewright.api.service import Service
 from statewright.engine.core import Engine
+from statewright.node import build_service
 from statewright.store.sqlite import SqliteStore
 
 PASS = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
@@ -169,7 +169,7 @@ class FillingStore(SqliteStore):
 @pytest.fixture
 def filling(tmp_path):
     store = FillingStore(tmp_path / "statewright.db", 2)
-    app = App(Service(store, Engine(store), ACCOUNT))
+    app = App(build_service(store, Engine(store)))
     yield app
     app.service.close()
     store.close()

@@ -18,7 +18,7 @@ import pytest
 from aws import CREDENTIALS, REGION, server_env
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 from statewright import cli
-from statewright.api.server import ServerConfig
+from statewright.node import ServerConfig
 
 CHAIN = {"StartAt": "A", "States": {
     "A": {"Type": "Pass", "Result": {"step": "a"}, "ResultPath": "$.a", "Next": "B"},

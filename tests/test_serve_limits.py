@@ -10,8 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from server import ROLE_ARN, ServerProcess
 from statewright import cli
-from statewright.api.server import ServerConfig
 from statewright.engine.limits import Limits
+from statewright.node import ServerConfig
 
 
 def test_serve_options_build_the_limits(monkeypatch):

@@ -11,7 +11,7 @@ import psycopg
 from botocore.exceptions import ClientError
 
 from server import ROLE_ARN, ServerProcess, free_port, history, wait_closed
-from statewright.api.server import _listen
+from statewright.node import _listen
 from test_metrics import open_executions
 
 WAIT_THEN_PASS = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 1, "Next": "P"},

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from . import clock_client
 from .api.clock import iso, parse_duration
-from .api.server import ServerConfig, serve
 from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
 from .engine.tokens import TaskTokens
 from .integrations.payload_store import check_target
+from .node import ServerConfig, serve
 from .sim.faults import ALL_FAULTS
 from .sim.simulator import FAULT_RATE_DEFAULT, STEPS_DEFAULT, SimConfig, simulate_and_print
 from .store import is_postgres_url, open_store

@@ -10,6 +10,8 @@ before its client hears of it (``changed``); a change to a state machine also dr
 Every command bound for the engine goes through ``Service.run``. With several nodes (a ``Forwarder``), a command
 whose shard this node's engine does not serve is forwarded to the node that does; so is one the engine answers
 "not my shard" (the shard moved between the check and the engine's tick): callers never see a shard move.
+
+node.py builds the service with the integrations it serves the handlers; it imports no module of the wiring above it.
 """
 
 from __future__ import annotations
@@ -18,30 +20,25 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from ..cluster.forwarding import Forwarder
 from ..cluster.peers import ACTIVITY, STATE_MACHINE, change
 from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
 from ..engine.core import Engine
 from ..engine.edges import answer
 from ..engine.limits import Limits
-from ..engine.retention import RetentionSettings
 from ..engine.shards import shard_for
 from ..integrations.activities import ActivityMatcher
 from ..integrations.aws.clients import AwsClients
-from ..integrations.aws.functions import LocalFunctions
 from ..integrations.aws.tasks import AwsTasks
 from ..integrations.dispatcher import Dispatcher
 from ..integrations.execution_logs import ExecutionLogs
-from ..integrations.http import Connections, HttpTasks
-from ..integrations.status_events import StatusEvents
+from ..integrations.http import Connections
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, Store, VersionRecord
 from . import arns
 from .arns import Scope
 from .retention import Retention
-
-if TYPE_CHECKING:
-    from ..cluster.forwarding import Forwarder
 
 # A task claimed from another node's shard is kept from other claims this long: time for its start to reach the
 # owner (which decides who gets it); a claimer that died frees it after this.
@@ -75,55 +72,45 @@ def seconds(epoch_ms: int) -> float:
 
 
 class Service:
-    def __init__(self, store: Store, engine: Engine, account_id: str, connections: Connections | None = None,
-                 limits: Limits | None = None, forwarder: Forwarder | None = None, *,
-                 functions: LocalFunctions | None = None, assume_machine_role: bool = False,
-                 status_events: dict[str, Any] | None = None) -> None:
-        """``status_events``: where the engine's status change events go ({"bus": ..., "webhooks": [...]})."""
+    def __init__(self, store: Store, engine: Engine, account_id: str, limits: Limits, *, dispatcher: Dispatcher,
+                 matcher: ActivityMatcher, connections: Connections, aws_clients: AwsClients, aws: AwsTasks,
+                 logs: ExecutionLogs, retention: Retention, forwarder: Forwarder | None = None,
+                 peers: Callable[[], list[str]] | None = None, membership_changed: Callable[[], None] | None = None,
+                 leave: Callable[[], None] | None = None) -> None:
+        """The integrations the handlers reach (built by node.py), and with several nodes: the ``forwarder`` to the
+        shards other nodes serve, the other live nodes' addresses (``peers``), a call that steps the membership now
+        (``membership_changed``: another node joined or left), and one that hands the shards over (``leave``)."""
         self.store = store
         self.engine = engine
-        self.forwarder = forwarder  # several nodes: how commands reach the shards another node serves
-        # Several nodes: step the membership now (another node joined or left); hand the shards over (shutdown).
-        self.membership_changed: Callable[[], None] = lambda: None
-        self.leave: Callable[[], None] = lambda: None
-        self.peers: Callable[[], list[str]] = lambda: []  # several nodes: the other live nodes' addresses
-        if forwarder is not None:
-            engine.forward = forwarder.engine_hook
         self.account_id = account_id
         self.clock = engine.clock
         self.mocks = engine.services.mocks  # --mock-config: the test cases executions may be started on
-        self.limits = limits or Limits()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.limits = limits
+        self.dispatcher = dispatcher
+        self.matcher = matcher  # several nodes: its polls also claim the tasks of other nodes' shards (claim_task)
+        self.connections = connections
+        self.aws_clients = aws_clients
+        self.aws = aws
+        self.logs = logs
+        self.retention = retention  # how long closed executions are kept, and where compacted histories go
+        self.forwarder = forwarder
+        self.peers = peers or (lambda: [])
+        self.membership_changed = membership_changed or (lambda: None)
+        self.leave = leave or (lambda: None)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop replies go through (the last one run on)
+        self._attached: asyncio.AbstractEventLoop | None = None  # the server's loop, between attach and detach
         self._store_threads = ThreadPoolExecutor(STORE_THREADS_MAX, thread_name_prefix="statewright-api-store")
         # TestState's evaluation: threads of its own, so a heavy one neither blocks the loop nor takes the store's.
-        self._evaluation_threads = ThreadPoolExecutor(self.limits.test_states_concurrent_max,
+        self._evaluation_threads = ThreadPoolExecutor(limits.test_states_concurrent_max,
                                                       thread_name_prefix="statewright-api-evaluation")
         self._machines: dict[str, tuple[Target | None, float]] = {}
         self._machine_reads: dict[str, asyncio.Future[Target | None]] = {}
         self._machines_forgotten = 0  # bumped by every forget: a read that started before it must not be cached
-        # Integrations' commands are tied to dispatches the outbox window already bounds: never throttled.
-        self.dispatcher = Dispatcher(lambda command: self.run(command, throttle=False), engine.give_back)
-        # Several nodes: polls also claim the tasks of other nodes' shards from the store.
-        self.matcher = ActivityMatcher(self.dispatcher.start_attempt, self.limits,
-                                       None if forwarder is None else self._claim_task)
         self._stop_watching: Callable[[], None] | None = None
         self._looking: asyncio.TimerHandle | None = None
-        self.matcher.on_room = engine.room_again  # tasks it refused while full wait in the outbox until then
-        self.dispatcher.register("activity", self.matcher.offer)
-        self.connections = connections or Connections()
-        HttpTasks(self.dispatcher, self.connections, self.limits)
-        self.aws_clients = AwsClients(self.limits)
-        self.aws = AwsTasks(self.dispatcher, self.aws_clients, functions, assume_machine_role)
-        self.status_events = StatusEvents(self.dispatcher, self.aws_clients, account_id, engine.room_again,
-                                          engine.metrics.registry, **(status_events or {}))
-        engine.on_dispatch = self.dispatcher.submit
-        self.logs = ExecutionLogs(self.aws_clients, self._logging_of)
-        engine.on_history = self.logs.offer
-        # How long closed executions are kept and where compacted histories go; the server sets its own (this
-        # default keeps them 90 days and never compacts).
-        self.retention = Retention(engine, engine.histories, RetentionSettings(compact_after_ms=None))
 
-    async def _logging_of(self, machine_arn: str) -> dict[str, Any] | None:
+    async def logging_of(self, machine_arn: str) -> dict[str, Any] | None:
+        """The execution logs' way to a state machine's logging configuration (from the record cache)."""
         record = await self.state_machine(machine_arn)
         return None if record is None else record.logging_configuration
 
@@ -195,9 +182,9 @@ class Service:
             for key in [key for key in cached if key == arn or key.startswith(qualifier)]:
                 del cached[key]  # the next caller reads again, after the change
 
-    async def _claim_task(self, activity_arn: str) -> Dispatch | None:
-        """A task of this activity from a shard another node serves (this node's own reach the matcher from its
-        engine), claimed for CLAIM_MS."""
+    async def claim_task(self, activity_arn: str) -> Dispatch | None:
+        """Several nodes, the matcher's: a task of this activity from a shard another node serves (this node's own
+        reach the matcher from its engine), claimed for CLAIM_MS."""
         now_ms = self.clock()
         served = [shard for shard in range(self.engine.shard_count) if self.engine.owns(shard)]
         return await self.store_call(self.store.claim_activity_task, activity_arn, now_ms, now_ms + CLAIM_MS, served)
@@ -210,7 +197,7 @@ class Service:
         self.logs.attach(loop)
         self.retention.attach(loop, self.store_call)
         if self.forwarder is not None:
-            self.engine.on_removed = lambda keys: loop.call_soon_threadsafe(self.matcher.discard, keys)
+            self._attached = loop
             self._stop_watching = self.store.watch_activity_tasks(
                 lambda activity_arn: loop.call_soon_threadsafe(self.matcher.notice, activity_arn))
             self._looking = loop.call_later(LOOK_AGAIN_S, self._look_again)
@@ -221,7 +208,7 @@ class Service:
 
     async def detach(self) -> None:
         """The server is stopping: stop watching, close the connections to other nodes (the engine has stopped)."""
-        self.engine.on_removed = None
+        self._attached = None
         self.retention.detach()
         if self._looking is not None:
             self._looking.cancel()
@@ -275,11 +262,17 @@ class Service:
         self.aws_clients.close()
 
     def _use_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.engine.deliver_replies = self._deliver_replies  # the engine replies through this loop
+        self._loop = loop  # the engine replies through this loop
         if self.forwarder is not None:
             self.forwarder.attach(loop)
 
-    def _deliver_replies(self, replies: list[tuple[asyncio.Future, object]]) -> None:
-        """On the engine thread: pass a tick's replies to the event loop in one hop."""
+    def deliver_replies(self, replies: list[tuple[asyncio.Future, object]]) -> None:
+        """``Engine.deliver_replies``, on the engine thread: pass a tick's replies to the event loop in one hop."""
         self._loop.call_soon_threadsafe(answer, replies)
+
+    def removed(self, keys: list[tuple[str, str]]) -> None:
+        """``Engine.on_removed`` (several nodes), on the engine thread: while serving, the matcher drops its copies
+        of the dispatches a commit removed (a worker at another node started them)."""
+        loop = self._attached
+        if loop is not None:
+            loop.call_soon_threadsafe(self.matcher.discard, keys)

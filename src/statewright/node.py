@@ -1,0 +1,393 @@
+"""One statewright node, wired top to bottom: open the store, build the engine with its edges, the integrations,
+membership and the API, then serve them with uvicorn until stopped. Nothing else builds these: ``statewright serve``
+(cli.py) runs ``serve``; nodes in a test's own process (tests/asgi.py, tests/nodes.py) build theirs with
+``build_service`` over a store and an engine of their own, and serve it with ``api.app.App``.
+
+Each part gets its collaborators as it is built. The engine's edges (where its dispatches, history events and
+replies go, and in a cluster its forwarded stages and removed dispatches) are assigned in one place,
+``_connect_engine``, once the parts they lead to exist.
+
+Imports every layer; only cli.py, testing/, sim/ and the tests import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import gc
+import logging
+import os
+import socket
+import sqlite3
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import orjson
+import uvicorn
+
+from .api.app import App
+from .api.clock import VirtualClock, iso
+from .api.retention import Retention
+from .api.service import Service
+from .api.transport import HttpLimits, protocol_class
+from .cluster import channel
+from .cluster.forwarding import Forwarder
+from .cluster.loop import MembershipLoop
+from .cluster.membership import EngineHooks, LeaseSettings, Membership
+from .cluster.peers import poke, secret_check
+from .decider.execution import DAY_MS, REDRIVABLE_MS
+from .decider.mocks import InvalidMockConfig, MockConfig
+from .engine.core import Engine, wall_clock_ms
+from .engine.heavy_lane import HeavyLane
+from .engine.limits import Limits
+from .engine.retention import COMPACT_AFTER_DAYS, RETENTION_DAYS, RetentionSettings
+from .integrations.activities import ActivityMatcher
+from .integrations.aws import calls
+from .integrations.aws.clients import AwsClients
+from .integrations.aws.functions import LocalFunctions
+from .integrations.aws.tasks import AwsTasks
+from .integrations.dispatcher import Dispatcher
+from .integrations.execution_logs import ExecutionLogs
+from .integrations.http import Connections, HttpTasks
+from .integrations.payload_store import open_payload_store
+from .integrations.status_events import StatusEvents, read_webhooks
+from .store import open_store
+from .store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
+from .store.payloads import Histories
+
+ACCOUNT_ID = "123456789012"  # the account in ARNs unless --account-id names another
+REGION = "us-east-1"  # the region of requests not signed for one unless --region names another
+RECOUNT_OPEN_S = 30.0  # a cluster node counts RUNNING executions this often (the others commit too)
+# A node built by ``build_service`` alone (in a test's process) keeps closed executions 90 days and never compacts.
+NO_COMPACTION = RetentionSettings(compact_after_ms=None)
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8083
+    data_dir: Path = Path.home() / ".local" / "share" / "statewright"
+    shards: int = 64
+    account_id: str = ACCOUNT_ID
+    region: str = REGION
+    connections: Path | None = None  # HTTP Task credentials by ConnectionArn (see README)
+    limits: Limits = field(default_factory=Limits)
+    store: str | None = None  # a postgresql:// URL: PostgreSQL instead of the data directory's SQLite
+    # A node of a cluster (on PostgreSQL): the secret every node shares, the URL the others reach this one at
+    # (default: http://host:port), and its shard leases.
+    cluster_secret: str | None = None
+    advertise: str | None = None
+    leases: LeaseSettings = field(default_factory=LeaseSettings)
+    http: HttpLimits = field(default_factory=HttpLimits)  # connection timeouts and the connection limit
+    virtual_clock: bool = False  # --clock virtual: time moves forward on request too (see api/clock.py)
+    wait_scale: float = 1.0  # --wait-scale: Waits and Retry backoffs last this many times their length
+    mock_config: Path | None = None  # --mock-config: mocked responses for executions started on ARN#TestCase
+    functions: Path | None = None  # --functions: Lambda functions served at local URLs
+    assume_machine_role: bool = False  # --assume-machine-role: AWS calls made as the state machine's role
+    redrivable_days: int = REDRIVABLE_MS // DAY_MS  # --redrivable-days: how long after closing it can be redriven
+    status_events_bus: str | None = None  # --status-events-bus: EventBridge bus of the status change events
+    webhooks: Path | None = None  # --webhooks: URLs the status change events are POSTed to
+    retention_days: float = RETENTION_DAYS  # --retention-days: a closed execution (history, name) is kept this long
+    compact_after_days: float = COMPACT_AFTER_DAYS  # --compact-after-days: then its history goes to the payload store
+    # --payload-store: s3://bucket/prefix or a directory (default: the store's own, store/payloads.py)
+    payload_store: str | None = None
+
+
+class DataDirInUse(Exception):
+    pass
+
+
+class DataDirUnusable(Exception):
+    """The data directory cannot be created or written."""
+
+    def __init__(self, data_dir: Path, reason: str) -> None:
+        super().__init__(f"cannot keep data in {data_dir} ({reason}); pass --data-dir a directory this process can "
+                         f"write, or --store a PostgreSQL URL")
+
+
+def serve(config: ServerConfig) -> int:
+    """``statewright serve``: build the node ``config`` describes and serve it until SIGTERM or SIGINT; the exit
+    status (1, with what to do on stderr, when the configuration or the store cannot be used)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per membership poke otherwise
+    address = config.advertise or f"http://{_reachable_host(config.host)}:{config.port}"
+    # The store, and the files the configuration names, read before anything starts.
+    try:
+        mocks = None if config.mock_config is None else _mocks(config.mock_config)
+        connections = Connections(config.connections)
+        functions = LocalFunctions(config.functions)
+        webhooks = read_webhooks(config.webhooks) if config.webhooks else []
+        store, lock, where = _open(config, address)
+    except (DataDirInUse, DataDirUnusable, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError,
+            OSError) as exc:  # InvalidFunctions and InvalidWebhooks are ValueErrors
+        print(f"statewright: {exc}", file=sys.stderr)
+        return 1
+    try:
+        listening = _listen(config.host, config.port)
+    except OSError as exc:
+        print(f"statewright: cannot listen on {config.host}:{config.port} ({exc.strerror or exc}): stop what serves "
+              f"there or pass another --port", file=sys.stderr)
+        store.close()
+        if lock is not None:
+            os.close(lock)
+        return 1
+    if config.virtual_clock and config.store:
+        print("statewright: --clock virtual runs one server on SQLite (nodes would disagree on the time); drop "
+              "--store", file=sys.stderr)
+        store.close()
+        return 1
+    virtual = VirtualClock(store) if config.virtual_clock else None
+    # The engine.
+    engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
+                    wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
+                    redrivable_ms=config.redrivable_days * DAY_MS,
+                    status_events=config.status_events_bus is not None or bool(webhooks), heavy_lane=HeavyLane)
+    # A cluster node's membership, and the forwarder to the shards the other nodes serve.
+    membership = forwarder = None
+    if config.store:
+        refused = _cluster_refusal(config, store, address)
+        if refused is not None:
+            print(f"statewright: {refused}", file=sys.stderr)
+            store.close()
+            return 1
+        membership = _join(store, engine, address, config)
+        forwarder = Forwarder(membership.membership, config.cluster_secret, store.shard_count(), engine.metrics)
+    # The integrations and the service behind the API; the engine starts once its edges lead to them.
+    service = build_service(store, engine, account_id=config.account_id, region=config.region,
+                            limits=config.limits, connections=connections, functions=functions,
+                            assume_machine_role=config.assume_machine_role,
+                            status_events={"bus": config.status_events_bus, "webhooks": webhooks},
+                            forwarder=forwarder, membership=membership,
+                            retention=RetentionSettings(round(config.retention_days * DAY_MS),
+                                                        round(config.compact_after_days * DAY_MS)),
+                            payload_store=config.payload_store)
+    if membership is None:
+        engine.start()
+    else:
+        engine.start(all_shards=False)
+        membership.start()
+    engine.metrics.count_open_executions(store.open_count, None if membership is None else RECOUNT_OPEN_S)
+    # The API, then serve.
+    app = App(service, config.region, virtual)
+    _report(config, service, store, where, address, functions, mocks, virtual)
+    server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
+                                    lifespan="on", proxy_headers=False, server_header=False,
+                                    http=protocol_class(config.http),
+                                    timeout_keep_alive=config.http.keep_alive_ms / 1000,
+                                    ws_max_size=channel.MESSAGE_BYTES_MAX,
+                                    ws_max_queue=channel.MESSAGES_QUEUED_MAX),
+                     on_exit=lambda: _on_exit(service))
+    try:
+        server.run(sockets=[listening])
+    finally:
+        engine.stop()
+        service.close()
+        store.close()
+        if lock is not None:
+            os.close(lock)
+    return 0
+
+
+def build_service(store: Store, engine: Engine, *, account_id: str = ACCOUNT_ID, region: str = REGION,
+                  limits: Limits | None = None, connections: Connections | None = None,
+                  functions: LocalFunctions | None = None, assume_machine_role: bool = False,
+                  status_events: dict[str, Any] | None = None, forwarder: Forwarder | None = None,
+                  membership: MembershipLoop | None = None, peers: Callable[[], list[str]] | None = None,
+                  retention: RetentionSettings = NO_COMPACTION, payload_store: str | None = None) -> Service:
+    """The integrations and the service behind the API over ``engine``, and the engine's edges connected to them
+    (start the engine after this: its dispatches go nowhere before). Several nodes: the
+    ``forwarder`` to the shards others serve; the ``membership`` that steps when told and is left on shutdown, and
+    the other nodes' addresses (``peers``, by default the membership's). ``status_events``: where the engine's
+    status change events go ({"bus": ..., "webhooks": [...]}); ``payload_store``: where compacted histories go
+    (None: the store's own)."""
+    limits = limits or Limits()
+    # The dispatcher, the matcher and the execution logs hand their work to the service, built below with them:
+    # commands (integrations' ones are tied to dispatches the outbox window already bounds: never throttled), claims
+    # of the tasks of other nodes' shards, state machine records. Their first call comes once it serves.
+    dispatcher = Dispatcher(lambda command: service.run(command, throttle=False), engine.give_back)
+    matcher = ActivityMatcher(dispatcher.start_attempt, limits,
+                              None if forwarder is None else lambda activity_arn: service.claim_task(activity_arn))
+    matcher.on_room = engine.room_again  # tasks it refused while full wait in the outbox until then
+    dispatcher.register("activity", matcher.offer)
+    connections = connections or Connections()
+    HttpTasks(dispatcher, connections, limits)
+    aws_clients = AwsClients(limits)
+    aws = AwsTasks(dispatcher, aws_clients, functions, assume_machine_role)
+    StatusEvents(dispatcher, aws_clients, account_id, engine.room_again, engine.metrics.registry,
+                 **(status_events or {}))
+    logs = ExecutionLogs(aws_clients, lambda machine_arn: service.logging_of(machine_arn))
+    # Retention, into the payload store (a directory beside SQLite's file, a table of PostgreSQL's database, which
+    # every node reads, or the one configured). The engine reads compacted histories from the same place (a redrive).
+    histories = Histories(store, open_payload_store(payload_store, store, aws_clients, region))
+    if membership is not None:
+        peers = peers or membership.others
+    service = Service(store, engine, account_id, limits, dispatcher=dispatcher, matcher=matcher,
+                      connections=connections, aws_clients=aws_clients, aws=aws, logs=logs,
+                      retention=Retention(engine, histories, retention), forwarder=forwarder, peers=peers,
+                      membership_changed=None if membership is None else membership.wake,
+                      leave=None if membership is None else membership.stop)
+    _connect_engine(engine, service, histories)
+    return service
+
+
+def _connect_engine(engine: Engine, service: Service, histories: Histories) -> None:
+    """The engine's edges, in one place: committed dispatches to the dispatcher, committed history events to the
+    execution logs, replies through the service's event loop; several nodes: stages bound for another node's
+    execution to the forwarder, removed dispatches to the matcher (which drops copies another node started)."""
+    engine.histories = histories
+    engine.on_dispatch = service.dispatcher.submit
+    engine.on_history = service.logs.offer
+    engine.deliver_replies = service.deliver_replies
+    if service.forwarder is not None:
+        engine.forward = service.forwarder.engine_hook
+        engine.on_removed = service.removed
+
+
+def _open(config: ServerConfig, address: str) -> tuple[Store, int | None, str]:
+    """The store, the data directory's lock (None on PostgreSQL, which several nodes share), and where the data
+    is, for the log."""
+    if config.store:
+        store = open_store(config.store, config.shards, address)
+        return store, None, f"{store.location} ({store.shard_count()} shards, PostgreSQL)"
+    data_dir = config.data_dir.expanduser().resolve()
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        lock = _lock_data_dir(data_dir)
+    except OSError as exc:  # read-only, not a directory, no permission: say so, and what to do
+        raise DataDirUnusable(data_dir, exc.strerror or str(exc)) from None
+    try:
+        store = open_store(data_dir / "statewright.db", config.shards)
+    except sqlite3.Error as exc:  # e.g. a read-only database file in a writable directory
+        os.close(lock)
+        raise DataDirUnusable(data_dir, str(exc)) from None
+    except BaseException:
+        os.close(lock)
+        raise
+    return store, lock, f"{data_dir} ({store.shard_count()} shards, SQLite)"
+
+
+def _lock_data_dir(data_dir: Path) -> int:
+    """Hold an exclusive lock on the data directory for the life of the process."""
+    descriptor = os.open(data_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise DataDirInUse(f"another statewright process is serving {data_dir}; stop it or pass another "
+                           f"--data-dir") from None
+    return descriptor
+
+
+def _cluster_refusal(config: ServerConfig, store: Store, address: str) -> str | None:
+    """Why a node on PostgreSQL cannot join its cluster (no secret, or not the live nodes' one); None if it can."""
+    if not config.cluster_secret:
+        return ("a node on PostgreSQL needs the cluster's secret: pass --cluster-secret S (or set "
+                "STATEWRIGHT_CLUSTER_SECRET), the same on every node")
+    if not store.adopt_cluster_secret(secret_check(config.cluster_secret.encode()), address, wall_clock_ms()):
+        return (f"the live nodes on {store.location} share another cluster secret: start this node with theirs "
+                f"(--cluster-secret or STATEWRIGHT_CLUSTER_SECRET); to change it, stop every node first")
+    return None
+
+
+def _join(store: Store, engine: Engine, address: str, config: ServerConfig) -> MembershipLoop:
+    """A cluster node's membership: it takes the shards assigned to it as their leases come free."""
+    renewals = engine.metrics.lease_renewals
+    hooks = EngineHooks(engine.gain_shard, engine.renewed, engine.drop_shards,
+                        lambda outcome, shards: renewals.labels(outcome).inc(shards))
+    membership = Membership(store, address, address, hooks, config.leases, wait_for_drops_s=1.0)
+    secret = config.cluster_secret.encode()
+    return MembershipLoop(membership, engine.clock, lambda addresses: poke(secret, addresses),
+                          engine.tokens.refresh)
+
+
+def _mocks(path: Path) -> MockConfig:
+    """The mock configuration file, checked; ValueError saying what is wrong with it."""
+    try:
+        return MockConfig.parse(orjson.loads(path.read_bytes()))
+    except OSError as exc:
+        raise ValueError(f"cannot read the mock configuration {path}: {exc.strerror or exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"the mock configuration {path} is not JSON: {exc}") from None
+    except InvalidMockConfig as exc:
+        raise ValueError(f"the mock configuration {path} cannot be used: {exc}") from None
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound and listening before anything starts: a second process on a port in use must
+    fail before it takes any shard of its cluster (it would advertise the same address as the node serving there),
+    and a node that tells this one of a membership change while it starts has its call wait in the backlog until
+    the server accepts it, rather than refused (the change would then be seen only at the next renewal)."""
+    listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+        listening.listen(socket.SOMAXCONN)
+    except OSError:
+        listening.close()
+        raise
+    return listening
+
+
+def _reachable_host(host: str) -> str:
+    """The host other nodes reach this one at, when it listens on every interface."""
+    return socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
+
+
+def _report(config: ServerConfig, service: Service, store: Store, where: str, address: str, functions: LocalFunctions,
+            mocks: MockConfig | None, virtual: VirtualClock | None) -> None:
+    """What the node serves, printed as it starts."""
+    print(f"statewright: data in {where}", flush=True)
+    for advice in store.advice():
+        print(f"statewright: warning: {advice}", flush=True)
+    if config.store:
+        print(f"statewright: cluster node {address} (leases {config.leases.lease_ms} ms, renewed every "
+              f"{config.leases.renew_ms} ms)", flush=True)
+    if len(functions):
+        print(f"statewright: {len(functions)} Lambda functions served at the URLs in {config.functions}", flush=True)
+    if mocks is not None:
+        print(f"statewright: mocked responses from {config.mock_config} ({len(mocks.cases)} state machines with "
+              f"test cases); start executions on STATE_MACHINE_ARN#TestCase", flush=True)
+    print(f"statewright: closed executions kept {config.retention_days:g} days, their histories compacted into "
+          f"{service.retention.payloads_location} after {config.compact_after_days:g} days", flush=True)
+    if virtual is not None:
+        print(f"statewright: virtual clock at {iso(virtual())}; move it with `statewright clock advance 1d "
+              f"--endpoint-url http://{config.host}:{config.port}`", flush=True)
+    print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, answering waiting long polls at once when asked to stop (they would hold it 60 s)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    async def startup(self, sockets: list | None = None) -> None:
+        await super().startup(sockets)
+        # What is loaded by now (the service model, every module) lives as long as the process. Frozen, it is out
+        # of the collector's way: a full collection walked it all, 20-40 ms with every thread stopped, twice a
+        # second under load (a W11 p99 of 8-46 ms at half peak).
+        gc.collect()
+        gc.freeze()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._on_exit)
+        super().handle_exit(sig, frame)
+
+
+def _on_exit(service: Service) -> None:
+    """SIGTERM or SIGINT, on the event loop: answer waiting long polls now, and hand the shards over at once (on
+    a thread: the engine drains meanwhile) rather than after uvicorn has closed every connection."""
+    service.matcher.release()
+    threading.Thread(target=service.leave, name="statewright-leave", daemon=True).start()
