@@ -44,6 +44,8 @@ def first_and_second(tmp_path):
         machine = first.client().create_state_machine(name="kept", definition=PASS, roleArn=ROLE_ARN)
         (tmp_path / "data" / "lock").unlink()
         second.start()
+        # Its socket listens before its engine has taken the shards; it answers once it has (the fencing is done).
+        second.client().list_state_machines()
         yield first, second, machine["stateMachineArn"]
     finally:
         second.stop()
