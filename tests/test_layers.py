@@ -8,20 +8,25 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src" / "statewright"
 
 # package -> statewright packages it must not import
-# (DESIGN.md: api > integrations > engine > asl, store; the simulator drives the engine from above it)
+# (DESIGN.md: node.py > api > integrations > cluster > engine > decider > asl, store; the simulator drives the engine
+# from above it)
 FORBIDDEN = {
     "asl": {"decider", "engine", "store", "api", "cli", "integrations", "sim", "cluster", "metrics"},
     # the decider imports only asl/ and itself
     "decider": {"engine", "store", "api", "cli", "integrations", "sim", "cluster", "metrics", "worker", "testing"},
-    "engine": {"api", "cli", "integrations", "sim"},
-    "store": {"engine", "api", "asl", "cli", "integrations", "sim"},
-    "integrations": {"api", "cli", "sim"},
+    "engine": {"api", "cli", "integrations", "sim", "cluster"},
+    "store": {"engine", "api", "asl", "cli", "integrations", "sim", "cluster"},
     # shard leases, membership, forwarding and the node channel: above the engine, below the API
     "cluster": {"api", "asl", "cli", "integrations", "sim"},
+    "integrations": {"api", "cli", "sim"},
+    # the AWS protocol: node.py wires it, the CLI and the tests run it
+    "api": {"cli", "sim", "testing"},
     "sim": {"api", "cli", "integrations"},
     # the worker library runs beside AWS or statewright alike: it needs nothing of the server
-    "worker": {"engine", "api", "asl", "store", "integrations", "cli", "metrics", "sim"},
+    "worker": {"engine", "api", "asl", "store", "integrations", "cli", "metrics", "sim", "cluster"},
 }
+# node.py wires a node from every layer; only the entry points above it build one through it
+NODE_IMPORTERS = {"cli.py", "testing", "sim"}
 # modules that must stay pure: no clock, randomness, threads, files or network
 PURE = ["asl", "decider", "engine/timers.py", "engine/outbox.py", "engine/limits.py", "engine/routing.py",
         "sim/checkers.py"]
@@ -62,6 +67,13 @@ def test_imports_point_down_only(package):
             parts = module.split(".")
             if parts[0] == "statewright" and len(parts) > 1:
                 assert parts[1] not in FORBIDDEN[package], f"{path.relative_to(SRC)} imports {module}"
+
+
+def test_only_the_entry_points_import_node():
+    for path in SRC.rglob("*.py"):
+        if path.relative_to(SRC).parts[0] not in NODE_IMPORTERS:
+            imported = {module for module in imported_modules(path) if module.startswith("statewright.node")}
+            assert not imported, f"{path.relative_to(SRC)} imports {imported}"
 
 
 @pytest.mark.parametrize("target", PURE)
