@@ -147,7 +147,7 @@ class App:
         return b"{}"
 
     async def _clock(self, operation: str, body: bytes) -> dict:
-        """statewright's own operations on the virtual clock (see clock.py)."""
+        """statewright's own operations on the virtual clock (see api/clock.py)."""
         if operation not in clock.OPERATIONS:
             raise AwsError("UnknownOperationException", f"Unknown operation: '{clock.TARGET_PREFIX}{operation}'")
         virtual = self.virtual_clock
