@@ -2,7 +2,7 @@
 
 It steps as often as the membership asks (every ``renew_ms``; at once while a hand-over is under way) and when woken
 (another node joined or left: ``wake``). Joining, leaving and releasing shards handed over tell the other nodes
-through ``poke`` (the API's signed internal call), so shards move in milliseconds instead of waiting for the next
+through ``poke`` (peers.py's signed call), so shards move in milliseconds instead of waiting for the next
 renewal or poll.
 """
 
