@@ -11,7 +11,8 @@ Every command bound for the engine goes through ``Service.run``. With several no
 whose shard this node's engine does not serve is forwarded to the node that does; so is one the engine answers
 "not my shard" (the shard moved between the check and the engine's tick): callers never see a shard move.
 
-node.py builds the service with the integrations it serves the handlers; it imports no module of the wiring above it.
+node.py builds it, with the integrations its handlers reach; it imports the engine, the integrations and
+cluster/ (the forwarder, the kinds of change), never node.py.
 """
 
 from __future__ import annotations
