@@ -16,6 +16,7 @@ import pytest
 from statewright.decider.outcomes import AttemptSucceeded
 from statewright.engine.commands import CompleteAttempt, EngineUnavailable, StartAttempt, StartExecution
 from statewright.engine.core import Engine
+from statewright.engine.edges import Edges
 from statewright.sim.checkers import Ledger, check_all
 from statewright.sim.faults import Faults, FaultyStore
 from statewright.store.base import ActivityRecord, Dispatch, StateMachineRecord
@@ -66,9 +67,8 @@ class Driver:
     def __init__(self, store: FaultyStore) -> None:
         self.store = store
         self.now_ms = START_MS
-        self.engine = Engine(store, clock=lambda: self.now_ms)
         self.dispatches: list[Dispatch] = []
-        self.engine.on_dispatch = self.dispatches.append
+        self.engine = Engine(store, clock=lambda: self.now_ms, edges=Edges(dispatch=self.dispatches.append))
         self.engine.acquire_all_shards()
         self.ledger = Ledger()
         self.starts: dict[str, tuple[StartExecution, Future]] = {}

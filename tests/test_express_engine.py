@@ -10,6 +10,7 @@ import pytest
 
 from statewright.engine.commands import InboxFull, StartExecution
 from statewright.engine.core import Engine
+from statewright.engine.edges import Edges
 from statewright.engine.express import ASYNC, SYNC
 from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord, StoreUnavailable
@@ -31,10 +32,10 @@ def store(tmp_path):
 
 
 def engine_on(store, clock: list[int]) -> Engine:
-    engine = Engine(store, clock=lambda: clock[0])
+    logged: list = []
+    engine = Engine(store, clock=lambda: clock[0], edges=Edges(history=logged.extend))
     engine.acquire_all_shards()
-    engine.logged = []
-    engine.on_history = engine.logged.extend
+    engine.logged = logged
     return engine
 
 

@@ -350,7 +350,7 @@ class Workers:
         self.queue: list[tuple[int, int, Heartbeat | CompleteAttempt]] = []  # (due_ms, order, command)
         self.order = count()
         self.behaviours: Counter[str] = Counter()
-        engine.on_dispatch = self.receive
+        engine.edges.dispatch = self.receive
 
     def receive(self, dispatch: Dispatch) -> None:
         arn, scheduled_id = dispatch.execution_arn, dispatch.payload["scheduled_id"]

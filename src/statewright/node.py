@@ -43,6 +43,7 @@ from .cluster.peers import poke, secret_check
 from .decider.execution import DAY_MS, REDRIVABLE_MS
 from .decider.mocks import InvalidMockConfig, MockConfig
 from .engine.core import Engine, wall_clock_ms
+from .engine.edges import Edges
 from .engine.heavy_lane import HeavyLane
 from .engine.limits import Limits
 from .engine.retention import COMPACT_AFTER_DAYS, RETENTION_DAYS, RetentionSettings
@@ -143,7 +144,7 @@ def serve(config: ServerConfig) -> int:
         return 1
     virtual = VirtualClock(store) if config.virtual_clock else None
     # The engine.
-    engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms,
+    engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms, edges=Edges(),
                     wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
                     redrivable_ms=config.redrivable_days * DAY_MS,
                     status_events=config.status_events_bus is not None or bool(webhooks), heavy_lane=HeavyLane)
@@ -240,12 +241,13 @@ def _connect_engine(engine: Engine, service: Service, histories: Histories) -> N
     execution logs, replies through the service's event loop; several nodes: stages bound for another node's
     execution to the forwarder, removed dispatches to the matcher (which drops copies another node started)."""
     engine.histories = histories
-    engine.on_dispatch = service.dispatcher.submit
-    engine.on_history = service.logs.offer
-    engine.deliver_replies = service.deliver_replies
+    edges = engine.edges  # the record the engine was built with: it reads each edge when it uses it
+    edges.dispatch = service.dispatcher.submit
+    edges.history = service.logs.offer
+    edges.replies = service.deliver_replies
     if service.forwarder is not None:
-        engine.forward = service.forwarder.engine_hook
-        engine.on_removed = service.removed
+        edges.forward = service.forwarder.engine_hook
+        edges.removed = service.removed
 
 
 def _open(config: ServerConfig, address: str) -> tuple[Store, int | None, str]:

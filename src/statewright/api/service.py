@@ -268,11 +268,11 @@ class Service:
             self.forwarder.attach(loop)
 
     def deliver_replies(self, replies: list[tuple[asyncio.Future, object]]) -> None:
-        """``Engine.deliver_replies``, on the engine thread: pass a tick's replies to the event loop in one hop."""
+        """``Edges.replies``, on the engine thread: pass a tick's replies to the event loop in one hop."""
         self._loop.call_soon_threadsafe(answer, replies)
 
     def removed(self, keys: list[tuple[str, str]]) -> None:
-        """``Engine.on_removed`` (several nodes), on the engine thread: while serving, the matcher drops its copies
+        """``Edges.removed`` (several nodes), on the engine thread: while serving, the matcher drops its copies
         of the dispatches a commit removed (a worker at another node started them)."""
         loop = self._attached
         if loop is not None:

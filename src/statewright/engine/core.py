@@ -125,14 +125,6 @@ class Engine:
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
         self._thread: threading.Thread | None = None
 
-    # Transitional: the API still assigns some edges after building the engine, as its parts come up.
-    on_dispatch = property(lambda self: self.edges.dispatch, lambda self, edge: setattr(self.edges, "dispatch", edge))
-    on_removed = property(lambda self: self.edges.removed, lambda self, edge: setattr(self.edges, "removed", edge))
-    deliver_replies = property(lambda self: self.edges.replies,
-                               lambda self, edge: setattr(self.edges, "replies", edge))
-    on_history = property(lambda self: self.edges.history, lambda self, edge: setattr(self.edges, "history", edge))
-    forward = property(lambda self: self.edges.forward, lambda self, edge: setattr(self.edges, "forward", edge))
-
     def note_activity(self, arn: str, exists: bool) -> None:
         """CreateActivity or DeleteActivity committed: Task states see the change from the next command on."""
         if exists:

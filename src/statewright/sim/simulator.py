@@ -62,6 +62,7 @@ from ..engine.commands import (
     StopExecution,
 )
 from ..engine.core import Engine
+from ..engine.edges import Edges
 from ..engine.heavy_lane import Decided
 from ..engine.limits import Limits
 from ..engine.retention import RetentionSettings, Sweep
@@ -275,7 +276,8 @@ class _Run:
         self.ledger.states_max = limits.apply_states_max
         self.ledger.status_events = True
         planted = self.config.planted
-        settings = dict(node_id=owner, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
+        edges = Edges()  # its edges lead to the node, made once the engine is
+        settings = dict(node_id=owner, edges=edges, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
                         evaluation_clock=None, status_events=True, redrivable_ms=REDRIVABLE_MS,
                         heavy_lane=lambda services, _, landed: _Lane(self, services, landed))
         engine = PlantedEngine(store, planted=planted, **settings) if planted else Engine(store, **settings)
@@ -283,13 +285,13 @@ class _Run:
             Sweep(engine.histories, RETENTION)
         node = _Node(index, engine, store, sweep=sweep, next_sweep_ms=self.now_ms + SWEEP_MS)
         holder.append(node)
-        engine.deliver_replies = node.replies.extend
-        engine.on_dispatch = lambda dispatch: self._dispatched(node, dispatch)
+        edges.replies = node.replies.extend
+        edges.dispatch = lambda dispatch: self._dispatched(node, dispatch)
         engine.probe = self.ledger
         if not self.cluster:
             engine.acquire_all_shards()
             return node
-        engine.forward = lambda commands: self._forward(node, commands)
+        edges.forward = lambda commands: self._forward(node, commands)
         node.membership = Membership(store, node.name, f"sim://{node.name}",
                                      EngineHooks(engine.gain_shard, engine.renewed, engine.drop_shards), LEASES)
         node.next_step_ms = self.now_ms
