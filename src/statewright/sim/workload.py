@@ -49,7 +49,6 @@ FAIL_ERRORS = ("Sim.Rejected", "Sim.Invalid")  # the Error of Fail states
 HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
 START_EXECUTION = "arn:aws:states:::states:startExecution"
 JOB = "arn:aws:states:::glue:startJobRun.sync"  # an AWS job the harness plays: started, polled, maybe stopped
-JOB_STATES = ("SUCCEEDED", "FAILED")  # how a simulated job ends
 NESTED_PATTERNS = ("", "sync", "sync:2", "waitForTaskToken")  # request-response, .sync, .sync:2, .waitForTaskToken
 
 TOP_FIELDS = ("n", "s", "flag", "wait_s", "items")
