@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import random
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from urllib.parse import urlsplit
 
+import hypothesis
 import psycopg
 import pytest
 from psycopg import sql
@@ -14,6 +17,83 @@ from psycopg import sql
 from aws import ACCOUNT, LocalFunction, server_env, start_moto
 from postgres import POSTGRES, create_schema
 from server import ROLE_ARN, ServerProcess
+
+# -- the suite on parallel workers (./dev test runs pytest-xdist with --dist loadgroup)
+
+# Hypothesis draws the same examples every run (CI's and a developer's alike); no deadline, since a busy machine
+# is not a failure; no example database, which parallel workers would share. HYPOTHESIS_PROFILE=explore draws new
+# examples each run, to look for bugs on purpose.
+hypothesis.settings.register_profile("ci", derandomize=True, deadline=None, database=None)
+hypothesis.settings.register_profile("explore", deadline=None, database=None)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Modules whose tests must not run beside each other: each group goes to one worker, one test at a time. The
+# PostgreSQL store's tests end backends by application_name, which is server-wide, not per database.
+SERIAL_GROUPS = {"test_store_postgresql.py": "postgresql-store"}
+# Tests that wait for "some session LISTENs" in pg_stat_activity (server-wide) hold this lock alone; those that run
+# nodes on PostgreSQL (whose sessions LISTEN) share it. Across workers: a file lock in the run's temporary root.
+LISTEN_WATCHERS = {"test_a_commit_adding_tasks_wakes_every_watcher_with_their_activities",
+                   "test_a_watcher_is_not_woken_by_its_own_stores_commits"}
+LISTENING_MODULES = {"test_cluster_processes.py", "test_serve_postgresql.py", "test_retention_postgresql.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for xdist (above, and one per module for the tests that share a module-scoped fixture, so that the
+    fixture is built once, not on every worker); then the slow tests first, so that no worker starts a long test
+    when the others are done."""
+    for item in items:
+        group = SERIAL_GROUPS.get(item.path.name)
+        if group is None and _uses_module_fixture(item):
+            group = f"module-fixture:{item.path.name}"
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(definitions[-1].scope == "module"
+                                    for definitions in info.name2fixturedefs.values() if definitions)
+
+
+@pytest.fixture(autouse=True)
+def _listen_lock(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    exclusive = request.node.originalname in LISTEN_WATCHERS
+    if not exclusive and request.node.path.name not in LISTENING_MODULES:
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "postgresql-listen.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+# -- randomised crash tests: a failure prints its seed and the command that runs it again on that seed
+
+CRASH_SEED_ENV = "STATEWRIGHT_CRASH_SEED"
+_crash_seed = pytest.StashKey[int]()
+
+
+@pytest.fixture
+def crash_seed(request: pytest.FixtureRequest) -> int:
+    """The seed of a randomised crash test's draws: $STATEWRIGHT_CRASH_SEED, or a new one. (Thread interleavings
+    and kill moments still vary, so a replay is a strong hint, not a guarantee.)"""
+    seed = int(os.environ.get(CRASH_SEED_ENV) or random.SystemRandom().randrange(1 << 32))
+    request.node.stash[_crash_seed] = seed
+    return seed
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                               call: pytest.CallInfo) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    seed = item.stash.get(_crash_seed, None)
+    if seed is not None and report.failed:
+        report.sections.append(("crash seed", f"{CRASH_SEED_ENV}={seed}; to run it again on this seed:\n"
+                                              f"{CRASH_SEED_ENV}={seed} ./dev test -n 0 '{item.nodeid}'"))
+    return report
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,87 @@
 """The suite's way to a real ``statewright serve`` process (statewright.testing's StatewrightServer, as users' tests
-get it) and what tests do with one: raw requests, waiting for an execution to close, reading a whole history."""
+get it) and what tests do with one: raw requests, waiting for an execution to close, reading a whole history.
+
+The suite runs on parallel workers (pytest-xdist), and other runs may share the machine: ``free_port`` picks ports
+at random below the kernel's ephemeral range (where no outgoing connection lands on one), and a server whose port
+was taken between the pick and its bind starts again on another (``ServerProcess.start``)."""
 
 from __future__ import annotations
 
 import json
+import random
+import socket
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
-from statewright.testing import StatewrightServer, free_port
+from statewright.testing import StatewrightServer
+from statewright.testing import free_port as ephemeral_port
 
 __all__ = ["ROLE_ARN", "ServerProcess", "free_port", "history", "raw_call", "wait_closed"]
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/statewright-test"
+PORTS_FIRST = 10_000  # the suite's ports: from here up to the ephemeral range
+PORT_PICKS_MAX = 1_000
+START_TRIES = 3  # a server started on a port taken meanwhile starts again on another, up to this many times
+_pick = random.SystemRandom()
+
+
+def _ephemeral_first() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_PORTS_END = _ephemeral_first()
+
+
+def free_port() -> int:
+    """A port nothing on 127.0.0.1 is bound to, drawn at random from below the ephemeral range (the kernel's own
+    pick where that range is unknown or too low)."""
+    if _PORTS_END <= PORTS_FIRST + 1_000:
+        return ephemeral_port()
+    for _ in range(PORT_PICKS_MAX):
+        port = _pick.randrange(PORTS_FIRST, _PORTS_END)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    return ephemeral_port()
+
+
+class ServerProcess(StatewrightServer):
+    """The shipped test server (statewright.testing), on a port from ``free_port`` unless one is given; a first
+    start that finds its chosen port taken (another worker's server got there between the pick and the bind) starts
+    again on a new one. A given port, or a restart, keeps its port."""
+
+    def __init__(self, data_dir: Path, shards: int = 8, extra_args: tuple[str, ...] = (), port: int | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        super().__init__(data_dir, shards, extra_args, port or free_port(), env)
+        self._may_move = port is None
+
+    def start(self) -> ServerProcess:
+        for tries_left in reversed(range(START_TRIES)):
+            logged = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                super().start()
+            except RuntimeError:
+                if not (self._may_move and tries_left and self._port_taken(logged)):
+                    raise
+                self.port = free_port()
+                self.endpoint = f"http://127.0.0.1:{self.port}"
+                continue
+            break
+        self._may_move = False
+        return self
+
+    def _port_taken(self, logged: int) -> bool:
+        with open(self.log_path, "rb") as log:
+            log.seek(logged)
+            return b"Address already in use" in log.read()
 
 
 def raw_call(server: ServerProcess, target: str | None, body: bytes | None, method: str = "POST",
@@ -27,9 +96,6 @@ def raw_call(server: ServerProcess, target: str | None, body: bytes | None, meth
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
-
-
-ServerProcess = StatewrightServer  # the shipped test server (statewright.testing) is the suite's too
 
 
 def wait_closed(client, execution_arn: str, deadline_s: float = 30) -> dict:
