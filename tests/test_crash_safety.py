@@ -7,14 +7,14 @@ with the right output, every history is gapless with no duplicated events, and n
 outcome the client never learned (the server died under them) may or may not exist; if they exist, they too
 must be correct.
 
-The schedule and the inputs come from one seed, printed at the start; ``STATEWRIGHT_CRASH_SEED=<seed>`` replays
-it (thread interleavings and kill moments still vary, so a replay is a strong hint, not a guarantee).
+The schedule and the inputs come from one seed (the ``crash_seed`` fixture), printed with a failure;
+``STATEWRIGHT_CRASH_SEED=<seed>`` replays it (thread interleavings and kill moments still vary, so a replay is a
+strong hint, not a guarantee).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import threading
 import time
@@ -30,7 +30,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from server import ROLE_ARN, ServerProcess
 from statewright.sim.checkers import history_problems
 
-SEED_ENV = "STATEWRIGHT_CRASH_SEED"
 LOAD_THREADS = 4
 KILLS = 5
 SHARDS = 4
@@ -347,9 +346,8 @@ def check_execution(sfn, start: Start, page_size: int) -> tuple[bool, list[str]]
     return True, problems
 
 
-def test_sigkill_restarts_lose_nothing_and_duplicate_nothing(tmp_path):
-    seed = int(os.environ.get(SEED_ENV) or random.SystemRandom().randrange(1 << 32))
-    print(f"\ncrash-safety seed {seed} (replay: {SEED_ENV}={seed})")
+def test_sigkill_restarts_lose_nothing_and_duplicate_nothing(tmp_path, crash_seed):
+    seed = crash_seed  # a failure prints it, and how to run the test again on it (conftest.py)
     rng = random.Random(seed)
     data_dir = tmp_path / "data"
     servers = [ServerProcess(data_dir, shards=SHARDS).start()]

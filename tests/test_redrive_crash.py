@@ -20,7 +20,7 @@ from statewright.sim.checkers import history_problems
 EXECUTIONS = 24
 
 
-def test_redrives_survive_sigkill_and_a_repeated_client_token_redrives_once(tmp_path):
+def test_redrives_survive_sigkill_and_a_repeated_client_token_redrives_once(tmp_path, crash_seed):
     server = ServerProcess(tmp_path / "data", shards=4).start()
     try:
         sfn = server.client()
@@ -44,7 +44,8 @@ def test_redrives_survive_sigkill_and_a_repeated_client_token_redrives_once(tmp_
                 answered[arn] = server.client().redrive_execution(executionArn=arn, clientToken=tokens[arn])[
                     "redriveDate"]
 
-        killer = threading.Timer(random.uniform(0.02, 0.2), server.kill)
+        # the kill's moment from the seed (a failure prints it, and how to run the test again on it: conftest.py)
+        killer = threading.Timer(random.Random(crash_seed).uniform(0.02, 0.2), server.kill)
         killer.start()
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(redrive, executions))

@@ -23,7 +23,6 @@ import pytest
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 
 TESTS = Path(__file__).resolve().parent
-SEED_ENV = "STATEWRIGHT_CRASH_SEED"
 
 
 def attempt_handler(payload: dict) -> dict:
@@ -149,10 +148,8 @@ def test_a_worker_killed_mid_task_times_out_and_the_retry_goes_to_another(crash_
     assert 1 <= backoff_s < 6  # IntervalSeconds 1, generous bound
 
 
-def test_server_killed_with_attempts_in_flight(crash_server, tmp_path):
-    seed = int(os.environ.get(SEED_ENV) or random.randrange(1 << 30))
-    print(f"{SEED_ENV}={seed}")
-    rng = random.Random(seed)
+def test_server_killed_with_attempts_in_flight(crash_server, tmp_path, crash_seed):
+    rng = random.Random(crash_seed)  # a failure prints the seed, and how to run the test again on it (conftest.py)
     heartbeat_s = 2
     sfn = crash_server.client()
     activity = sfn.create_activity(name="busy")["activityArn"]
