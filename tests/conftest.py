@@ -37,17 +37,35 @@ LISTEN_WATCHERS = {"test_a_commit_adding_tasks_wakes_every_watcher_with_their_ac
 LISTENING_MODULES = {"test_cluster_processes.py", "test_serve_postgresql.py", "test_retention_postgresql.py"}
 
 
+# The tiers: a test is slow (not in the fast tier, ./dev test -m "not slow") when its module says so (pytestmark)
+# or when it uses one of these fixtures: a real server process, moto, PostgreSQL.
+SERVER_FIXTURES = {"server", "sfn", "make_machine", "aws_server", "moto", "functions", "postgres_database",
+                   "postgres_schema", "statewright_server"}
+# The modules whose tests take longest, run first in this order (then the other slow tests, then the fast tier), so
+# that no worker is left with a long test when the others are done.
+LONGEST_FIRST = ("test_simulator.py", "test_cluster_processes.py", "test_crash_safety.py", "test_retention.py",
+                 "test_retention_redrive.py", "test_task_crash.py", "test_api_versions.py", "test_heavy_lane.py",
+                 "test_retention_postgresql.py", "test_virtual_clock.py", "test_serve_postgresql.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by the marks, and before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups for xdist (above, and one per module for the tests that share a module-scoped fixture, so that the
-    fixture is built once, not on every worker); then the slow tests first, so that no worker starts a long test
-    when the others are done."""
+    """The tiers' marks; groups for xdist (above, and one per module for the tests that share a module-scoped
+    fixture, so that the fixture is built once, not on every worker); the longest tests first."""
     for item in items:
+        if SERVER_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
         group = SERIAL_GROUPS.get(item.path.name)
         if group is None and _uses_module_fixture(item):
             group = f"module-fixture:{item.path.name}"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items.sort(key=_running_order)
+
+
+def _running_order(item: pytest.Item) -> tuple[int, int]:
+    longest = LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST else len(LONGEST_FIRST)
+    return item.get_closest_marker("slow") is None, longest
 
 
 def _uses_module_fixture(item: pytest.Item) -> bool:

@@ -18,6 +18,8 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 
 from server import ServerProcess, history, wait_closed
 
+pytestmark = pytest.mark.slow  # a real server process: not in the fast tier
+
 
 @pytest.fixture
 def poller(server):

@@ -10,6 +10,8 @@ import pytest
 
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 
+pytestmark = pytest.mark.slow  # a real server process: not in the fast tier
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):

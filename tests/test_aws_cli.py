@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from server import ROLE_ARN, wait_closed
+
+pytestmark = pytest.mark.slow  # the AWS CLI against a real server: not in the fast tier
 
 AWS = Path(sys.executable).parent / "aws"
 

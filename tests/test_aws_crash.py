@@ -8,10 +8,13 @@ import threading
 import time
 import uuid
 
+import pytest
 from botocore.exceptions import BotoCoreError, ClientError
 
 from aws import aws_client, server_env
 from server import ROLE_ARN, ServerProcess, history, wait_closed
+
+pytestmark = pytest.mark.slow  # a real server killed mid-call, moto: not in the fast tier
 
 
 def test_calls_in_flight_at_a_crash_are_applied_once_or_time_out(tmp_path, moto):

@@ -14,6 +14,8 @@ from aws import ACCOUNT, aws_client, caught, output, rule_to_queue, run, server_
 from aws import table as new_table
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 
+pytestmark = pytest.mark.slow  # a real server and moto: not in the fast tier
+
 
 @pytest.fixture
 def sfn(aws_server):

@@ -31,6 +31,8 @@ from server import ROLE_ARN, ServerProcess, free_port, wait_closed
 from statewright.cluster.membership import assignment
 from statewright.engine.shards import shard_for
 
+pytestmark = pytest.mark.slow  # three real nodes on PostgreSQL: not in the fast tier
+
 SHARDS = 8
 LEASE_MS = 4000  # --lease-ms 3000 is refused with --lease-renew-ms 500: renewals must fit twice in lease - 2 s margin
 RENEW_MS = 500

@@ -12,6 +12,8 @@ import pytest
 
 from server import ServerProcess
 
+pytestmark = pytest.mark.slow  # a real server process: not in the fast tier
+
 WAIT_S = 30  # a socket that is still open after this fails the test
 REQUEST = (b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: AWSStepFunctions.ListActivities\r\n"
            b"Content-Type: application/x-amz-json-1.0\r\nContent-Length: 2\r\n\r\n{}")

@@ -24,11 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from server import ROLE_ARN, ServerProcess
 from statewright.sim.checkers import history_problems
+
+pytestmark = pytest.mark.slow  # a real server killed again and again: not in the fast tier
 
 LOAD_THREADS = 4
 KILLS = 5

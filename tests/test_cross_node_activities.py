@@ -16,6 +16,8 @@ from nodes import SHARDS, Node, name_on
 from server import ROLE_ARN, history, wait_closed
 from statewright.api import service as service_module
 
+pytestmark = pytest.mark.slow  # nodes on PostgreSQL: not in the fast tier
+
 A_SHARDS = {0, 1}
 B_SHARDS = set(range(SHARDS)) - A_SHARDS
 TASKS = 6

@@ -15,6 +15,8 @@ from botocore.exceptions import ClientError
 from aws import aws_client, server_env
 from server import ROLE_ARN, ServerProcess
 
+pytestmark = pytest.mark.slow  # real server processes and moto: not in the fast tier
+
 FAILING = {"StartAt": "Prepare", "States": {
     "Prepare": {"Type": "Pass", "Result": {"ready": True}, "Next": "Stop"},
     "Stop": {"Type": "Fail", "Error": "Stopped", "Cause": "on purpose"}}}

@@ -4,8 +4,12 @@ service model, no 5xx, every error in AWS's shape, and no resource or tag that o
 
 from __future__ import annotations
 
+import pytest
+
 import fuzz
 from server import ServerProcess
+
+pytestmark = pytest.mark.slow  # a real server process: not in the fast tier
 
 SEED = 14
 REQUESTS = 4_000

@@ -24,6 +24,8 @@ from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow  # the heavy lane's real process: not in the fast tier
+
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:heavy"
 # Sums a range in a JSONata Pass, five times over through a Choice: each Pass is more evaluation than one step's
 # share (apply_steps_max below), so every step after the first is a heavy continuation.

@@ -8,6 +8,8 @@ import pytest
 
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 
+pytestmark = pytest.mark.slow  # a real server process: not in the fast tier
+
 CONNECTION = "arn:aws:events:us-east-1:123456789012:connection/orders/abc"
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from server import ROLE_ARN
 
+pytestmark = pytest.mark.slow  # Node.js against a real server: not in the fast tier
+
 SCRIPT = Path(__file__).parent / "fixtures" / "javascript" / "sync_and_test_state.js"
 CHAIN = {"StartAt": "Double", "States": {
     "Double": {"Type": "Pass", "Parameters": {"doubled.$": "States.MathAdd($.n, $.n)"}, "End": True}}}

@@ -15,6 +15,8 @@ from statewright.engine.core import Engine
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow  # real server processes: not in the fast tier
+
 CHAIN = {"StartAt": "A", "States": {
     "A": {"Type": "Pass", "Parameters": {"n.$": "$.n"}, "ResultPath": "$.p", "Next": "C"},
     "C": {"Type": "Choice", "InputPath": "$.p", "Choices": [{"Variable": "$.n", "NumericGreaterThan": 0, "Next": "B"}],

@@ -17,6 +17,8 @@ from botocore.exceptions import ClientError
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 from statewright.decider.mocks import MockConfig
 
+pytestmark = pytest.mark.slow  # real server processes: not in the fast tier
+
 LAMBDA = "arn:aws:states:::lambda:invoke"
 SQS = "arn:aws:states:::sqs:sendMessage"
 UNBUILT = "arn:aws:states:::bedrock:invokeModel"  # an optimized integration statewright does not call yet

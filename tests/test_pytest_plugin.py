@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # pytest runs in processes of their own: not in the fast tier
+
 EXAMPLES = Path(__file__).parent.parent / "docs" / "examples"
 
 

@@ -12,10 +12,13 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from botocore.exceptions import BotoCoreError, ClientError
 
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 from statewright.sim.checkers import history_problems
+
+pytestmark = pytest.mark.slow  # a real server killed mid-redrive: not in the fast tier
 
 EXECUTIONS = 24
 

@@ -20,6 +20,8 @@ from server import ROLE_ARN, ServerProcess, history, wait_closed
 from statewright import cli
 from statewright.node import ServerConfig
 
+pytestmark = pytest.mark.slow  # real server processes: not in the fast tier
+
 CHAIN = {"StartAt": "A", "States": {
     "A": {"Type": "Pass", "Result": {"step": "a"}, "ResultPath": "$.a", "Next": "B"},
     "B": {"Type": "Pass", "Result": {"step": "b"}, "ResultPath": "$.b", "Next": "C"},

@@ -17,6 +17,8 @@ from test_retention import CHAIN, eventually, readings
 from test_retention_redrive import WAITS, aborted_in_wait
 from test_serve_postgresql import node_args
 
+pytestmark = pytest.mark.slow  # a real server on PostgreSQL: not in the fast tier
+
 FAILS = {"StartAt": "A", "States": {
     "A": {"Type": "Pass", "Result": 1, "ResultPath": "$.a", "Next": "F"},
     "F": {"Type": "Fail", "Error": "Broken", "Cause": "on purpose"}}}

@@ -21,6 +21,8 @@ from server import ROLE_ARN, ServerProcess, history, wait_closed
 from statewright.sim.checkers import history_problems
 from test_retention import eventually, hot_history_rows, objects, readings
 
+pytestmark = pytest.mark.slow  # real server processes: not in the fast tier
+
 # Stopped while it waits, an execution is redriven into the Wait again, whose raw input only its Entered event holds
 # (InputPath keeps a part of it): the redrive reads that event from the compacted object.
 WAITS = {"StartAt": "A", "States": {

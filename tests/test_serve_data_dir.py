@@ -14,6 +14,8 @@ from botocore.exceptions import ClientError
 
 from server import ROLE_ARN, ServerProcess, free_port
 
+pytestmark = pytest.mark.slow  # real server processes: not in the fast tier
+
 PASS = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
 
 

@@ -13,6 +13,8 @@ from statewright import cli
 from statewright.engine.limits import Limits
 from statewright.node import ServerConfig
 
+pytestmark = pytest.mark.slow  # a real server process: not in the fast tier
+
 
 def test_serve_options_build_the_limits(monkeypatch):
     served: list[ServerConfig] = []

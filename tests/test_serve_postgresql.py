@@ -8,11 +8,14 @@ import subprocess
 import sys
 
 import psycopg
+import pytest
 from botocore.exceptions import ClientError
 
 from server import ROLE_ARN, ServerProcess, free_port, history, wait_closed
 from statewright.node import _listen
 from test_metrics import open_executions
+
+pytestmark = pytest.mark.slow  # real servers on PostgreSQL: not in the fast tier
 
 WAIT_THEN_PASS = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 1, "Next": "P"},
                                              "P": {"Type": "Pass", "Result": {"done": True}, "ResultPath": "$.result",

@@ -16,6 +16,8 @@ from statewright.cli import main
 from statewright.sim.faults import ALL_FAULTS, CLUSTER_FAULTS, ENGINE_FAULTS, SINGLE_NODE_FAULTS
 from statewright.sim.simulator import SimConfig, replay_command, simulate
 
+pytestmark = pytest.mark.slow  # long simulations: not in the fast tier
+
 CI_SEEDS = range(6)
 CLUSTER_SEEDS = range(4)
 STEPS = 200

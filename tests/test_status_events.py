@@ -15,6 +15,8 @@ import pytest
 from aws import aws_client, rule_to_queue, server_env
 from server import ROLE_ARN, ServerProcess, free_port, wait_closed
 
+pytestmark = pytest.mark.slow  # real server processes: not in the fast tier
+
 
 class Webhook:
     """An HTTP server collecting the events POSTed to it; ``down`` answers 503 instead."""

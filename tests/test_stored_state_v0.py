@@ -11,6 +11,8 @@ import pytest
 
 from server import ServerProcess, history, wait_closed
 
+pytestmark = pytest.mark.slow  # a real server process: not in the fast tier
+
 FIXTURE = Path(__file__).parent / "fixtures" / "state_v0"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
 

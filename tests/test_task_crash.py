@@ -22,6 +22,8 @@ import pytest
 
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 
+pytestmark = pytest.mark.slow  # real servers and workers killed: not in the fast tier
+
 TESTS = Path(__file__).resolve().parent
 
 

@@ -10,6 +10,8 @@ from statewright.engine.tokens import InvalidToken, TaskTokens, UnknownKey, _b64
 from statewright.store import open_store
 from statewright.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow  # the statewright command, PostgreSQL: not in the fast tier
+
 ARN = "arn:aws:states:us-east-1:123456789012:execution:m:e"
 
 

@@ -15,6 +15,8 @@ import pytest
 
 from server import ROLE_ARN, ServerProcess, history, raw_call, wait_closed
 
+pytestmark = pytest.mark.slow  # real server processes: not in the fast tier
+
 DAY_S = 86_400
 
 

@@ -26,6 +26,8 @@ from botocore.exceptions import ClientError
 from server import ServerProcess, history, wait_closed
 from statewright.worker import Worker, error_of
 
+pytestmark = pytest.mark.slow  # a real server, worker processes: not in the fast tier
+
 TESTS = Path(__file__).resolve().parent
 CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
 
