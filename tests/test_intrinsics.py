@@ -468,6 +468,7 @@ def test_partition_makes_ceil_n_chunks_that_join_back(array, size):
     assert all(len(chunk) == size for chunk in chunks[:-1])
 
 
+@pytest.mark.slow  # seconds of examples: not in the fast tier
 @CI
 @given(arrays)
 def test_array_unique_is_idempotent_and_keeps_membership(array):

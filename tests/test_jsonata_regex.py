@@ -112,6 +112,7 @@ def _both(pattern: str) -> tuple:
     return compile_regex(pattern, RegexFlags()), reference
 
 
+@pytest.mark.slow  # seconds of examples: not in the fast tier
 @CI
 @given(pattern=_patterns(), text=_TEXT)
 def test_matches_agree_with_python_re(pattern, text):
@@ -121,6 +122,7 @@ def test_matches_agree_with_python_re(pattern, text):
     assert linear.split(text) == reference.split(text)
 
 
+@pytest.mark.slow  # seconds of examples: not in the fast tier
 @CI
 @given(pattern=_patterns(), text=_TEXT)
 def test_replacements_agree_with_python_re(pattern, text):

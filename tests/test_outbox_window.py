@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,6 +80,7 @@ operations = st.lists(st.one_of(
 ), max_size=60)
 
 
+@pytest.mark.slow  # seconds of examples: not in the fast tier
 @settings(max_examples=200, deadline=None)
 @given(operations)
 def test_memory_stays_bounded_and_every_row_goes_out(ops):

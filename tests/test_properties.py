@@ -7,6 +7,7 @@ import copy
 import json
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import event as label
 from hypothesis import strategies as st
@@ -233,12 +234,14 @@ def snapshot(decisions: list[decider.Decision]) -> list[tuple]:
     return [(d.effects.events, d.effects.timers_added, d.effects.timers_removed, d.state.to_blob()) for d in decisions]
 
 
+@pytest.mark.slow  # seconds of examples: not in the fast tier
 @CI_MORE
 @given(definition=machines(), input_text=inputs, plan=actions)
 def test_decider_is_deterministic(definition, input_text, plan):
     assert snapshot(drive(definition, input_text, plan)) == snapshot(drive(definition, input_text, plan))
 
 
+@pytest.mark.slow  # seconds of examples: not in the fast tier
 @CI_MORE
 @given(definition=machines(), input_text=inputs, plan=actions)
 def test_a_state_read_back_from_its_blob_decides_the_same(definition, input_text, plan):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import event as label
 from hypothesis import strategies as st
@@ -117,6 +118,7 @@ class Run:
         self._apply(decider.redrive(self.state, self.definition, self.now_ms, None, {}, SERVICES))
 
 
+@pytest.mark.slow  # seconds of examples: not in the fast tier
 @CI
 @given(definition=definitions, failures=st.lists(st.booleans(), min_size=1, max_size=8),
        stop_after=st.none() | st.integers(0, 6))

@@ -185,6 +185,7 @@ def digest(seeds: range) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
+@pytest.mark.slow  # seconds of examples: not in the fast tier
 def test_the_workload_does_not_depend_on_the_process():
     """Hash randomization changes set order between processes; no draw may depend on it."""
     code = "import sys, test_sim_workload as t; print(t.digest(range(40)))"
@@ -317,6 +318,7 @@ def test_inputs_have_the_fields_the_paths_read():
     assert dropped < len(SEEDS) * 0.05  # a path that does not resolve (States.Runtime) stays rare
 
 
+@pytest.mark.slow  # seconds of examples: not in the fast tier
 @pytest.mark.parametrize("answered", [False, True], ids=["unanswered", "workers"])
 def test_generated_executions_close_and_rarely_on_a_runtime_error(tmp_path, answered):
     """Without workers every attempt times out; with them each attempt goes as a worker plan says. Either way
