@@ -24,6 +24,8 @@ ROLE_ARN = "arn:aws:iam::123456789012:role/statewright-test"
 PORTS_FIRST = 10_000  # the suite's ports: from here up to the ephemeral range
 PORT_PICKS_MAX = 1_000
 START_TRIES = 3  # a server started on a port taken meanwhile starts again on another, up to this many times
+START_TIMEOUT_S = 30.0
+SERVING = b"statewright: data in "  # what serve prints once it listens (api/server.py)
 _pick = random.SystemRandom()
 
 
@@ -68,6 +70,7 @@ class ServerProcess(StatewrightServer):
             logged = self.log_path.stat().st_size if self.log_path.exists() else 0
             try:
                 super().start()
+                self._wait_serving(logged)  # the port answering may be someone else's server
             except RuntimeError:
                 if not (self._may_move and tries_left and self._port_taken(logged)):
                     raise
@@ -78,10 +81,24 @@ class ServerProcess(StatewrightServer):
         self._may_move = False
         return self
 
+    def _wait_serving(self, logged: int) -> None:
+        """Until this process says where its data is (it prints that once it listens), or exits (a bounded wait)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while SERVING not in self._log_since(logged):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"statewright exited: {self._log_since(logged).decode(errors='replace')}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"statewright never said {SERVING.decode()!r}; see {self.log_path}")
+            time.sleep(0.02)
+
     def _port_taken(self, logged: int) -> bool:
+        return b"Address already in use" in self._log_since(logged)
+
+    def _log_since(self, logged: int) -> bytes:
         with open(self.log_path, "rb") as log:
             log.seek(logged)
-            return b"Address already in use" in log.read()
+            return log.read()
 
 
 def raw_call(server: ServerProcess, target: str | None, body: bytes | None, method: str = "POST",
