@@ -56,6 +56,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if SERVER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
         group = SERIAL_GROUPS.get(item.path.name)
+        if group is None and "aws_server" in item.fixturenames:
+            group = "aws-server"  # one worker: one moto, one server on it, not three idle copies
         if group is None and _uses_module_fixture(item):
             group = f"module-fixture:{item.path.name}"
         if group is not None:
