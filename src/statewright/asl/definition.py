@@ -21,11 +21,11 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from .choice import COMPARISON_OPERATORS, RuleSyntaxError, compile_rule
+from .definition_rules import SECONDS_MAX, RuleParsing
+from .definition_tasks import TaskParsing
 from .diagnostics import (
     DUPLICATE_NAME,
     INVALID_NAME,
-    INVALID_RESOURCE,
     MISSING_END,
     MISSING_TARGET,
     SCHEMA,
@@ -42,7 +42,6 @@ from .diagnostics import (
 from .distributed import EXECUTION_TYPES
 from .distributed import FIELDS as DISTRIBUTED_FIELDS
 from .distributed import parse as parse_distributed
-from .handling import ALL, Catcher, Retrier
 from .intrinsics import Intrinsic, IntrinsicSyntaxError, compile_intrinsic
 from .jsonata import CompiledValue, JsonataSyntaxError, compile_value, is_expression
 from .paths import Path, PathSyntaxError, ReferencePath
@@ -59,18 +58,14 @@ from .states import (
     ResultState,
     State,
     SucceedState,
-    TaskState,
     WaitState,
 )
 from .templates import Template, compile_dynamic
-from .timestamps import parse_exact, parse_ms
+from .timestamps import parse_ms
 
 __all__ = ["Definition", "Diagnostic", "InvalidDefinition", "Machine", "State", "parse_definition"]
 
 STATE_NAME_MAX = 80
-_SECONDS_MAX = 99999999
-_HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD")
-_DELAY_SECONDS_MAX = 31622400  # a Retrier's MaxDelaySeconds: one year
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LANGUAGES = ("JSONPath", "JSONata")
 _TYPES = "[Task, Wait, Pass, Succeed, Fail, Choice, Parallel, Map]"
@@ -107,48 +102,13 @@ for _kind in ("Task", "Parallel"):
 _ALLOWED_JSONATA["Map"].add("Items")
 _JSONATA_FIELDS = ("Arguments", "Output", "Assign", "Items", "ItemSelector", "Seconds", "Timestamp", "Error", "Cause",
                    "TimeoutSeconds", "HeartbeatSeconds", "MaxConcurrency", "Credentials")
-_RETRIER_FIELDS = {"ErrorEquals", "IntervalSeconds", "MaxAttempts", "BackoffRate", "MaxDelaySeconds",
-                   "JitterStrategy", "Comment"}
-_CATCHER_FIELDS = {"ErrorEquals", "Next", "Comment", "Assign"}
-_CATCHER_ONLY = {"JSONPath": {"ResultPath"}, "JSONata": {"Output"}}
-_RULE_COMBINATORS = ("And", "Or", "Not")
 # Recognised States Language types that this build does not run yet.
 _NOT_YET: set[str] = set()
-_ACTIVITY_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:activity:[^:]+$")
-_SERVICE_ARN = re.compile(r"^arn:aws[a-z-]*:states:::(?P<service>[a-zA-Z0-9-]+):(?P<action>[a-zA-Z0-9]+)"
-                          r"(?:\.(?P<pattern>sync(?::2)?|waitForTaskToken))?$")
-LAMBDA_FUNCTION = "lambdaFunction"  # TaskState.integration of a Task whose Resource is a Lambda function's ARN
-_SDK_ARN = re.compile(r"^arn:aws[a-z-]*:states:::aws-sdk:(?P<service>[a-z0-9]+):(?P<action>[a-zA-Z0-9]+)"
-                      r"(?:\.(?P<pattern>waitForTaskToken))?$")
-_LAMBDA_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[a-zA-Z0-9_-]+(?::[a-zA-Z0-9_$-]+)?$")
-# The optimized service integrations this build runs, with the patterns each allows (AWS's table of supported
-# patterns per integration); aws-sdk resources allow "" and waitForTaskToken.
-_CALLBACK = {"", "waitForTaskToken"}
-_JOB = {"", "sync", "waitForTaskToken"}
-_INTEGRATIONS: dict[tuple[str, str], set[str]] = {
-    ("http", "invoke"): {""}, ("states", "startExecution"): {"", "sync", "sync:2", "waitForTaskToken"},
-    ("lambda", "invoke"): _CALLBACK, ("sqs", "sendMessage"): _CALLBACK, ("sns", "publish"): _CALLBACK,
-    ("events", "putEvents"): _CALLBACK,
-    **{("dynamodb", action): {""} for action in ("getItem", "putItem", "updateItem", "deleteItem")},
-    ("batch", "submitJob"): _JOB, ("ecs", "runTask"): _JOB, ("glue", "startJobRun"): {"", "sync"},
-    ("athena", "startQueryExecution"): {"", "sync"}, ("codebuild", "startBuild"): {"", "sync"},
-}
-NOT_RECOGNIZED = "is not recognized. The value is not a valid resource ARN, or the resource is not available in " \
-                 "this region."
 # What checks an AWS resource against the services and operations the SDK models: (integration, action, pattern,
 # the names of the Task's literal Parameters or Arguments, or None when they are computed) -> the problems found,
 # each as (the field it is in: "Resource" or "Parameters", message). The caller injects it: the language layer
 # knows no service models.
 ResourceCheck = Callable[[str, str, str, Collection[str] | None], list[tuple[str, str]]]
-
-
-def _other_resource(resource: str) -> tuple[str, str, str] | None:
-    """(resource type, resource, pattern) as AWS records them in TaskScheduled for an AWS resource this build does
-    not call (an optimized integration it has not built), for a mock to answer; None if it is not one."""
-    service = _SERVICE_ARN.match(resource)
-    if service:
-        return service["service"], service["action"], service["pattern"] or ""
-    return None
 
 
 def parse_definition(text: str, *, mockable: bool = False, resource_check: ResourceCheck | None = None,
@@ -170,10 +130,6 @@ def parse_definition(text: str, *, mockable: bool = False, resource_check: Resou
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _terminal(state: State) -> bool:
@@ -207,7 +163,7 @@ class _Scope:
         return not self.where
 
 
-class _Parser:
+class _Parser(RuleParsing, TaskParsing):
     def __init__(self, duplicates: dict[int, list[str]], mockable: bool = False,
                  resource_check: ResourceCheck | None = None, express: bool = False,
                  distributed: bool = False) -> None:
@@ -254,7 +210,7 @@ class _Parser:
             if key in raw and not isinstance(raw[key], str):
                 self.schema(expected("STRING"), f"/{key}")
         if "TimeoutSeconds" in raw:
-            self.integer(raw, "TimeoutSeconds", "", 1, _SECONDS_MAX)
+            self.integer(raw, "TimeoutSeconds", "", 1, SECONDS_MAX)
 
     def language_field(self, raw: dict, where: str) -> tuple[str, list[Diagnostic]]:
         """The QueryLanguage ``raw`` sets (None when absent) and the problems with its value. As measured on AWS,
@@ -564,126 +520,6 @@ class _Parser:
         state.result_path = self.result_path(raw, where)
         return state
 
-    def choice(self, name: str, raw: dict, where: str) -> ChoiceState:
-        state = ChoiceState(name, "Choice")
-        choices = raw.get("Choices")
-        if "Choices" not in raw:
-            self.schema("These fields are required: [Choices]", where)
-            choices = []
-        elif not isinstance(choices, list):
-            self.schema(expected("ARRAY"), f"{where}/Choices")
-            choices = []
-        elif not choices:
-            self.schema("Value cannot be empty", f"{where}/Choices")
-        for i, rule in enumerate(choices):
-            at = f"{where}/Choices[{i}]"
-            if self.language == "JSONata":
-                condition = self.jsonata_rule(rule, at, i)
-                if condition is not None:
-                    state.choices.append((condition, rule["Next"], self.assign(rule, at)))
-            elif self.check_rule(rule, at, top=True):
-                try:
-                    state.choices.append((compile_rule(rule, at, True), rule["Next"], self.assign(rule, at)))
-                except RuleSyntaxError as exc:  # check_rule found nothing, so this is not expected
-                    self.schema(str(exc), exc.field)
-        if "Default" in raw:
-            if isinstance(raw["Default"], str):
-                state.default = raw["Default"]
-            else:
-                self.schema(expected("STRING"), f"{where}/Default")
-        return state
-
-    def check_rule(self, rule: Any, where: str, top: bool) -> bool:
-        """A JSONPath Choice rule: one comparison (Variable and one operator) or one of And, Or, Not; Next (and
-        Assign) only at the top. Reports every problem; True when there is none."""
-        if not isinstance(rule, dict):
-            self.schema(expected("OBJECT"), where)
-            return False
-        combinators = [key for key in _RULE_COMBINATORS if key in rule]
-        operators = [key for key in rule if key in COMPARISON_OPERATORS]
-        allowed = {"Comment", *combinators, *operators} | ({"Next", "Assign"} if top else set())
-        if operators or not combinators:
-            allowed.add("Variable")
-        clean = self.unknown_fields(rule, allowed, where, {"Condition"})
-        if top and "Next" not in rule:
-            self.schema("These fields are required: [Next]", where)
-            clean = False
-        elif top and not isinstance(rule["Next"], str):
-            self.schema(expected("STRING"), f"{where}/Next")
-            clean = False
-        found = combinators + operators
-        if not found:
-            self.schema("A Choice rule must have a comparison operator, or one of And, Or, Not", where)
-            return False
-        if len(found) > 1:
-            self.schema(only_one(found), where)
-            return False
-        key = found[0]
-        if key == "Not":
-            return self.check_rule(rule["Not"], f"{where}/Not", top=False) and clean
-        if key in ("And", "Or"):
-            rules = rule[key]
-            if not isinstance(rules, list):
-                self.schema(expected("ARRAY"), f"{where}/{key}")
-                return False
-            if not rules:
-                self.schema("Value cannot be empty", f"{where}/{key}")
-                return False
-            for i, sub in enumerate(rules):
-                clean = self.check_rule(sub, f"{where}/{key}[{i}]", top=False) and clean
-            return clean
-        if "Variable" not in rule:
-            self.schema("These fields are required: [Variable]", where)
-            return False
-        variable_clean = self.rule_path(rule, "Variable", where)
-        return self.operand(key, rule[key], f"{where}/{key}") and variable_clean and clean
-
-    def rule_path(self, rule: dict, key: str, where: str) -> bool:
-        value = rule[key]
-        if not isinstance(value, str):
-            self.schema(expected("STRING"), f"{where}/{key}")
-            return False
-        try:
-            Path(value)
-        except PathSyntaxError as exc:
-            self.schema(f"The value for the field '{key}' must be a valid JSONPath ({exc})", f"{where}/{key}")
-            return False
-        return True
-
-    def operand(self, operator: str, value: Any, where: str) -> bool:
-        if operator.endswith("Path"):
-            return self.rule_path({operator: value}, operator, where.rsplit("/", 1)[0])
-        if operator.startswith(("Is", "Boolean")):
-            kind, valid = "BOOLEAN", isinstance(value, bool)
-        elif operator.startswith("Numeric"):
-            kind, valid = "NUMBER", _is_number(value)
-        else:
-            kind, valid = "STRING", isinstance(value, str)
-        if not valid:
-            self.schema(expected(kind), where)
-            return False
-        if operator.startswith("Timestamp") and parse_exact(value) is None:
-            self.schema(f"The value for the field '{operator}' must be a valid timestamp", where)
-            return False
-        return True
-
-    def jsonata_rule(self, rule: Any, where: str, index: int) -> CompiledValue | None:
-        """A JSONata Choice rule: {"Condition": "{% ... %}", "Next": ..., "Assign"?: ...}."""
-        if not isinstance(rule, dict):
-            self.schema(expected("OBJECT"), where)
-            return None
-        jsonpath_only = {"Variable", *_RULE_COMBINATORS, *(key for key in rule if key in COMPARISON_OPERATORS)}
-        clean = self.unknown_fields(rule, {"Condition", "Next", "Assign", "Comment"}, where, jsonpath_only)
-        missing = [key for key in ("Condition", "Next") if key not in rule]
-        if missing:
-            self.schema(f"These fields are required: [{', '.join(missing)}]", where)
-            return None
-        if not isinstance(rule["Next"], str):
-            self.schema(expected("STRING"), f"{where}/Next")
-            return None
-        condition = self.expressions(rule, ("Condition",), where, f"Choices[{index}]/").get("Condition")
-        return condition if clean else None
-
     def wait(self, name: str, raw: dict, where: str) -> WaitState:
         state = WaitState(name, "Wait")
         fields = ["Seconds", "Timestamp"] + (["SecondsPath", "TimestampPath"] if self.language == "JSONPath" else [])
@@ -699,7 +535,7 @@ class _Parser:
         if self.language == "JSONata" and is_expression(value):
             return state  # evaluated when the state runs
         if key == "Seconds":
-            state.seconds = self.integer(raw, "Seconds", where, 0, _SECONDS_MAX)
+            state.seconds = self.integer(raw, "Seconds", where, 0, SECONDS_MAX)
         elif key == "Timestamp":
             if not isinstance(value, str):
                 self.schema(expected("STRING"), f"{where}/Timestamp")
@@ -736,119 +572,6 @@ class _Parser:
 
     # -- Task
 
-    def task(self, name: str, raw: dict, where: str) -> TaskState:
-        state = TaskState(name, "Task")
-        self.result_fields(state, raw, where)
-        state.parameters = self.template(raw, "Parameters", where)
-        self.credentials(state, raw, where)
-        state.timeout_seconds, state.timeout_seconds_path = self.seconds(raw, "TimeoutSeconds", where)
-        state.heartbeat_seconds, state.heartbeat_seconds_path = self.seconds(raw, "HeartbeatSeconds", where)
-        if (state.heartbeat_seconds is not None and state.timeout_seconds is not None
-                and state.heartbeat_seconds >= state.timeout_seconds):
-            self.schema("The value of the field 'HeartbeatSeconds' must be smaller than the value of the field "
-                        "'TimeoutSeconds'", f"{where}/HeartbeatSeconds")
-        if "Resource" not in raw:
-            self.schema("These fields are required: [Resource]", where)
-            return state
-        resource = raw["Resource"]
-        if not isinstance(resource, str):
-            self.schema(expected("STRING"), f"{where}/Resource")
-            return state
-        state.resource = resource
-        service = _SERVICE_ARN.match(resource)
-        sdk = _SDK_ARN.match(resource)
-        if _ACTIVITY_ARN.match(resource):
-            state.integration = "activity"
-        elif _LAMBDA_ARN.match(resource):  # the legacy form: recorded as LambdaFunction* events, not Task* ones
-            state.integration, state.action = LAMBDA_FUNCTION, resource
-        elif sdk:
-            state.integration, state.action = f"aws-sdk:{sdk['service']}", sdk["action"]
-            state.pattern = sdk["pattern"] or ""
-            self.check_resource(state, raw, where)
-        elif service and (service["service"], service["action"]) in _INTEGRATIONS:
-            state.integration, state.action = service["service"], service["action"]
-            state.pattern = service["pattern"] or ""
-            if state.pattern not in _INTEGRATIONS[(state.integration, state.action)]:
-                self.problem(INVALID_RESOURCE, f"The resource '{resource}' does not support the "
-                             f"'.{state.pattern}' pattern", f"{where}/Resource")
-            if state.integration == "http":
-                self.http_parameters(raw, where)
-            elif state.integration != "states":
-                self.check_resource(state, raw, where)
-        elif self.mockable and (other := _other_resource(resource)) is not None:
-            state.integration, state.action, state.pattern = other
-            state.runnable = False
-        elif service:
-            self.problem(INVALID_RESOURCE, f"statewright does not run the resource '{resource}' yet; it runs "
-                         "activities, Lambda functions, arn:aws:states:::aws-sdk:*, and the optimized integrations "
-                         "listed in the README (others only when mocked: serve --mock-config)", f"{where}/Resource")
-        else:
-            self.schema(f"The resource provided {resource} {NOT_RECOGNIZED}", f"{where}/Resource")
-        if self.express:
-            self.express_resource(state, where)
-        return state
-
-    def express_resource(self, state: TaskState, where: str) -> None:
-        """What an EXPRESS state machine cannot wait for: an activity worker, a .sync job or a task token (its
-        execution lasts five minutes at most and keeps no history to wait in). AWS's wording."""
-        if state.integration == "activity":
-            self.schema("Express state machine does not support Activity ARN", f"{where}/Resource")
-        elif state.pattern in ("sync", "sync:2", "waitForTaskToken"):
-            self.schema(f"Express state machine does not support '.{state.pattern}' service integration.",
-                        f"{where}/Resource")
-
-    def check_resource(self, state: TaskState, raw: dict, where: str) -> None:
-        """An AWS resource and the names of its literal parameters, against the SDK's model (``resource_check``)."""
-        if self.resource_check is None:
-            return
-        key = "Arguments" if self.language == "JSONata" else "Parameters"
-        given = raw.get(key, {})
-        names = ({name[:-2] if name.endswith(".$") and key == "Parameters" else name for name in given}
-                 if isinstance(given, dict) else None)
-        for field_name, message in self.resource_check(state.integration, state.action, state.pattern, names):
-            self.schema(message, f"{where}/{key if field_name == 'Parameters' else field_name}")
-
-    def credentials(self, state: TaskState, raw: dict, where: str) -> None:
-        """Credentials: the role the Task's call is made as ({"RoleArn": ...} or {"RoleArn.$": path})."""
-        if "Credentials" not in raw:
-            return
-        value = raw["Credentials"]
-        if not isinstance(value, dict):
-            self.schema(expected("OBJECT"), f"{where}/Credentials")
-            return
-        allowed = {"RoleArn"} if self.language == "JSONata" else {"RoleArn", "RoleArn.$"}
-        for key in value:
-            if key not in allowed:
-                self.schema(f"The field '{key}' is not supported by Step Functions", f"{where}/Credentials")
-        given = [key for key in value if key in allowed]
-        if not given:
-            self.schema("These fields are required: [RoleArn]", f"{where}/Credentials")
-        elif len(given) > 1:
-            self.schema(only_one(given), f"{where}/Credentials")
-        elif len(value) == 1 and self.language == "JSONPath":
-            state.credentials = self.template(raw, "Credentials", where)
-
-    def http_parameters(self, raw: dict, where: str) -> None:
-        """The HTTP Task's fields that can be checked before it runs (literal Parameters or Arguments only)."""
-        key = "Arguments" if self.language == "JSONata" else "Parameters"
-        parameters = raw.get(key)
-        if isinstance(parameters, str) and is_expression(parameters):
-            return  # the whole input is computed when the task runs
-        if parameters is None:
-            return  # reported when it runs (a missing input is not always a definition error elsewhere)
-        if not isinstance(parameters, dict):
-            self.schema(expected("OBJECT"), f"{where}/{key}")
-            return
-        given = {name[:-2] if name.endswith(".$") else name for name in parameters}
-        missing = [name for name in ("ApiEndpoint", "Method") if name not in given]
-        if "Authentication" not in given and "InvocationConfig" not in given:
-            missing.append("Authentication")
-        if missing:
-            self.schema(f"These fields are required: [{', '.join(missing)}]", f"{where}/{key}")
-        method = parameters.get("Method")
-        if isinstance(method, str) and not is_expression(method) and method not in _HTTP_METHODS:
-            self.schema(one_of(list(_HTTP_METHODS)), f"{where}/{key}/Method")
-
     def seconds(self, raw: dict, key: str, where: str) -> tuple[int | None, Path | None]:
         """TimeoutSeconds / HeartbeatSeconds, or their Path variants (one of the two at most)."""
         if self.language == "JSONata" and is_expression(raw.get(key)):
@@ -860,7 +583,7 @@ class _Parser:
             return None, self.path(raw, path_key, where)
         if key not in raw:
             return None, None
-        return self.integer(raw, key, where, 1, _SECONDS_MAX), None
+        return self.integer(raw, key, where, 1, SECONDS_MAX), None
 
     # -- Retry and Catch
 
@@ -869,86 +592,6 @@ class _Parser:
         state.result_path = self.result_path(raw, where)
         state.retry = [self.retrier(rule, at) for rule, at in self.rules(raw, "Retry", where)]
         state.catch = [self.catcher(rule, at) for rule, at in self.rules(raw, "Catch", where)]
-
-    def rules(self, raw: dict, key: str, where: str) -> list[tuple[dict, str]]:
-        """The Retriers or Catchers, each with its location; States.ALL only in the last one."""
-        if key not in raw:
-            return []
-        rules = raw[key]
-        if not isinstance(rules, list):
-            self.schema(expected("ARRAY"), f"{where}/{key}")
-            return []
-        found = []
-        for i, rule in enumerate(rules):
-            at = f"{where}/{key}[{i}]"
-            if not isinstance(rule, dict):
-                self.schema(expected("OBJECT"), at)
-                continue
-            names = rule.get("ErrorEquals")
-            if i < len(rules) - 1 and isinstance(names, list) and ALL in names:
-                self.schema(f"'{ALL}' must appear only in the last {'Retrier' if key == 'Retry' else 'Catcher'}",
-                            f"{at}/ErrorEquals")
-            found.append((rule, at))
-        return found
-
-    def error_equals(self, rule: dict, where: str) -> list[str]:
-        if "ErrorEquals" not in rule:
-            self.schema("These fields are required: [ErrorEquals]", where)
-            return []
-        names = rule["ErrorEquals"]
-        if not isinstance(names, list):
-            self.schema(expected("ARRAY"), f"{where}/ErrorEquals")
-            return []
-        if not names:
-            self.schema("Value cannot be empty", f"{where}/ErrorEquals")
-            return []
-        for i, name in enumerate(names):
-            if not isinstance(name, str):
-                self.schema(expected("STRING"), f"{where}/ErrorEquals[{i}]")
-        if ALL in names and len(names) > 1:
-            self.schema(f"'{ALL}' must appear alone in 'ErrorEquals'", f"{where}/ErrorEquals")
-        return [name for name in names if isinstance(name, str)]
-
-    def retrier(self, rule: dict, where: str) -> Retrier:
-        self.unknown_fields(rule, _RETRIER_FIELDS, where)
-        retrier = Retrier(self.error_equals(rule, where))
-        if "IntervalSeconds" in rule:
-            retrier.interval_seconds = self.integer(rule, "IntervalSeconds", where, 1, _SECONDS_MAX) or 1
-        if "MaxAttempts" in rule:
-            attempts = self.integer(rule, "MaxAttempts", where, 0, _SECONDS_MAX)
-            retrier.max_attempts = attempts if attempts is not None else 3
-        if "BackoffRate" in rule:
-            backoff = rule["BackoffRate"]
-            if not _is_number(backoff):
-                self.schema(expected("NUMBER"), f"{where}/BackoffRate")
-            elif backoff < 1.0:
-                self.schema("Minimum value is 1.0", f"{where}/BackoffRate")
-            else:
-                retrier.backoff_rate = float(backoff)
-        if "MaxDelaySeconds" in rule:
-            retrier.max_delay_seconds = self.integer(rule, "MaxDelaySeconds", where, 1, _DELAY_SECONDS_MAX)
-        jitter = rule.get("JitterStrategy", "NONE")
-        if jitter in ("FULL", "NONE"):
-            retrier.jitter = jitter == "FULL"
-        else:
-            self.schema(one_of(("FULL", "NONE")), f"{where}/JitterStrategy")
-        return retrier
-
-    def catcher(self, rule: dict, where: str) -> Catcher:
-        other = "JSONata" if self.language == "JSONPath" else "JSONPath"
-        self.unknown_fields(rule, _CATCHER_FIELDS | _CATCHER_ONLY[self.language], where, _CATCHER_ONLY[other])
-        nxt = rule.get("Next")
-        if "Next" not in rule:
-            self.schema("These fields are required: [Next]", where)
-        elif not isinstance(nxt, str):
-            self.schema(expected("STRING"), f"{where}/Next")
-        catcher = Catcher(self.error_equals(rule, where), nxt if isinstance(nxt, str) else "",
-                          self.result_path(rule, where), self.assign(rule, where))
-        if self.language == "JSONata":
-            catcher.output = self.expressions(rule, ("Output",), where).get("Output")
-        return catcher
-
-    # -- Parallel and Map
 
     def parallel(self, name: str, raw: dict, where: str) -> ParallelState:
         state = ParallelState(name, "Parallel")

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..asl import errors
 from ..asl.dataflow import select
-from ..asl.definition import LAMBDA_FUNCTION
+from ..asl.definition_tasks import LAMBDA_FUNCTION
 from ..asl.errors import StatesError
 from ..asl.jsonio import dumps, loads
 from ..asl.states import TaskState

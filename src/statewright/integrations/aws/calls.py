@@ -44,7 +44,7 @@ from botocore.exceptions import (
 from botocore.model import OperationModel
 
 from ...asl import errors
-from ...asl.definition import LAMBDA_FUNCTION, NOT_RECOGNIZED
+from ...asl.definition_tasks import LAMBDA_FUNCTION, NOT_RECOGNIZED
 from ...asl.jsonio import dumps, loads
 from ...decider.outcomes import AttemptFailed, AttemptSucceeded
 from ...decider.tasks import AWS_CALL_DEADLINE_MS

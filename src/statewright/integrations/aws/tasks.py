@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ...asl import errors
-from ...asl.definition import LAMBDA_FUNCTION
+from ...asl.definition_tasks import LAMBDA_FUNCTION
 from ...asl.jsonio import dumps, loads
 from ...decider.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
 from ...engine.commands import AckDispatch, CompleteAttempt
