@@ -39,8 +39,8 @@ import pytest
 import asgi
 from server import ROLE_ARN
 from statewright.api.app import App
-from statewright.api.service import Service
 from statewright.engine.core import Engine, wall_clock_ms
+from statewright.node import build_service
 from statewright.store.sqlite import SqliteStore
 
 CORPUS = Path(__file__).parent / "conformance"
@@ -105,7 +105,7 @@ class InProcess:
         self.store = SqliteStore(data_dir / "statewright.db", SHARDS)
         self.engine = Engine(self.store, clock=lambda: self.now_ms)
         self.engine.acquire_all_shards()
-        self.app = App(Service(self.store, self.engine, asgi.ACCOUNT))
+        self.app = App(build_service(self.store, self.engine, account_id=asgi.ACCOUNT))
         self.loop = asyncio.new_event_loop()
         self._background: set[asyncio.Task] = set()
         self.loop.run_until_complete(self._attach())
