@@ -330,9 +330,9 @@ def test_machine_role_and_a_service_endpoint_of_its_own(tmp_path, moto):
 
 
 def test_the_language_the_calls_and_the_jobs_agree_on_the_integrations():
-    """asl/definition.py lists each optimized integration's patterns (the language layer knows no botocore);
+    """asl/definition_tasks.py lists each optimized integration's patterns (the language layer knows no botocore);
     integrations/aws/calls.py says how each is called, jobs.py how each .sync job is followed."""
-    from statewright.asl.definition import _INTEGRATIONS
+    from statewright.asl.definition_tasks import _INTEGRATIONS
     from statewright.integrations.aws.calls import OPTIMIZED
     from statewright.integrations.aws.jobs import JOBS
 
