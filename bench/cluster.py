@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from statewright.engine.core import shard_for
+from statewright.engine.shards import shard_for
 
 from . import workloads
 from .client import Pool
