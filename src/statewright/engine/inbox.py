@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..store.base import Dispatch
+from .batch import Reply
 from .commands import Command, InboxFull
-
-Reply = Any
 
 
 @dataclass(slots=True)
