@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import random
@@ -27,16 +26,6 @@ hypothesis.settings.register_profile("ci", derandomize=True, deadline=None, data
 hypothesis.settings.register_profile("explore", deadline=None, database=None)
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# Modules whose tests must not run beside each other: each group goes to one worker, one test at a time. The
-# PostgreSQL store's tests end backends by application_name, which is server-wide, not per database.
-SERIAL_GROUPS = {"test_store_postgresql.py": "postgresql-store"}
-# Tests that wait for "some session LISTENs" in pg_stat_activity (server-wide) hold this lock alone; those that run
-# nodes on PostgreSQL (whose sessions LISTEN) share it. Across workers: a file lock in the run's temporary root.
-LISTEN_WATCHERS = {"test_a_commit_adding_tasks_wakes_every_watcher_with_their_activities",
-                   "test_a_watcher_is_not_woken_by_its_own_stores_commits"}
-LISTENING_MODULES = {"test_cluster_processes.py", "test_serve_postgresql.py", "test_retention_postgresql.py"}
-
-
 # The tiers: a test is slow (not in the fast tier, ./dev test -m "not slow") when its module says so (pytestmark)
 # or when it uses one of these fixtures: a real server process, moto, PostgreSQL.
 SERVER_FIXTURES = {"server", "sfn", "make_machine", "aws_server", "moto", "functions", "postgres_database",
@@ -50,13 +39,15 @@ LONGEST_FIRST = ("test_simulator.py", "test_cluster_processes.py", "test_crash_s
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects by the marks, and before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tiers' marks; groups for xdist (above, and one per module for the tests that share a module-scoped
-    fixture, so that the fixture is built once, not on every worker); the longest tests first."""
+    """The tiers' marks; groups for xdist (one per module for the tests that share a module-scoped fixture, so
+    that the fixture is built once, not on every worker); the longest tests first. Each worker has a PostgreSQL
+    database of its own (postgres_database), so the PostgreSQL tests, which watch and end sessions of their
+    database, run beside each other."""
     for item in items:
         if SERVER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
-        group = SERIAL_GROUPS.get(item.path.name)
-        if group is None and "aws_server" in item.fixturenames:
+        group = None
+        if "aws_server" in item.fixturenames:
             group = "aws-server"  # one worker: one moto, one server on it, not three idle copies
         if group is None and _uses_module_fixture(item):
             group = f"module-fixture:{item.path.name}"
@@ -74,20 +65,6 @@ def _uses_module_fixture(item: pytest.Item) -> bool:
     info = getattr(item, "_fixtureinfo", None)
     return info is not None and any(definitions[-1].scope == "module"
                                     for definitions in info.name2fixturedefs.values() if definitions)
-
-
-@pytest.fixture(autouse=True)
-def _listen_lock(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    exclusive = request.node.originalname in LISTEN_WATCHERS
-    if not exclusive and request.node.path.name not in LISTENING_MODULES:
-        yield
-        return
-    with open(tmp_path_factory.getbasetemp().parent / "postgresql-listen.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 # -- randomised crash tests: a failure prints its seed and the command that runs it again on that seed

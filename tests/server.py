@@ -7,18 +7,24 @@ was taken between the pick and its bind starts again on another (``ServerProcess
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from statewright.testing import StatewrightServer
 from statewright.testing import free_port as ephemeral_port
 
-__all__ = ["ROLE_ARN", "ServerProcess", "free_port", "history", "raw_call", "wait_closed"]
+__all__ = ["ROLE_ARN", "ServerProcess", "free_port", "history", "raw_call", "redrive_through_a_kill", "wait_closed"]
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/statewright-test"
 PORTS_FIRST = 10_000  # the suite's ports: from here up to the ephemeral range
@@ -135,3 +141,26 @@ def history(client, execution_arn: str, **options: object) -> list[dict]:
         token = page.get("nextToken")
         if not token:
             return events
+
+
+def redrive_through_a_kill(server: ServerProcess, executions: list[str], kill_after_s: float,
+                           ) -> tuple[dict[str, object], dict[str, str]]:
+    """Redrive every execution, four at a time, each with a clientToken of its own, while the server is killed with
+    SIGKILL after ``kill_after_s``; then start it again. Returns the redrives answered before the kill (their
+    redriveDate, by ARN) and the tokens, with which a client repeats what it did not hear back."""
+    answered: dict[str, object] = {}
+    tokens = {arn: str(uuid.uuid4()) for arn in executions}
+
+    def redrive(arn: str) -> None:
+        with contextlib.suppress(BotoCoreError, ClientError):  # the server died under it: outcome unknown
+            answered[arn] = server.client().redrive_execution(executionArn=arn, clientToken=tokens[arn])[
+                "redriveDate"]
+
+    killer = threading.Timer(kill_after_s, server.kill)
+    killer.start()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(redrive, executions))
+    killer.join()
+    server.kill()
+    server.start()
+    return answered, tokens

@@ -4,18 +4,13 @@ redrive. Real server process, boto3."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
-import threading
 import time
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from botocore.exceptions import BotoCoreError, ClientError
 
-from server import ROLE_ARN, ServerProcess, history, wait_closed
+from server import ROLE_ARN, ServerProcess, history, redrive_through_a_kill, wait_closed
 from statewright.sim.checkers import history_problems
 
 pytestmark = pytest.mark.slow  # a real server killed mid-redrive: not in the fast tier
@@ -39,22 +34,8 @@ def test_redrives_survive_sigkill_and_a_repeated_client_token_redrives_once(tmp_
             sfn.send_task_failure(taskToken=task["taskToken"], error="Broken")
         assert all(wait_closed(sfn, arn)["status"] == "FAILED" for arn in executions)
 
-        answered: dict[str, object] = {}
-        tokens = {arn: str(uuid.uuid4()) for arn in executions}
-
-        def redrive(arn: str) -> None:
-            with contextlib.suppress(BotoCoreError, ClientError):  # the server died under it: outcome unknown
-                answered[arn] = server.client().redrive_execution(executionArn=arn, clientToken=tokens[arn])[
-                    "redriveDate"]
-
         # the kill's moment from the seed (a failure prints it, and how to run the test again on it: conftest.py)
-        killer = threading.Timer(random.Random(crash_seed).uniform(0.02, 0.2), server.kill)
-        killer.start()
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(redrive, executions))
-        killer.join()
-        server.kill()
-        server.start()
+        answered, tokens = redrive_through_a_kill(server, executions, random.Random(crash_seed).uniform(0.02, 0.2))
         sfn = server.client()
         for arn in executions:  # the client repeats what it did not hear back, with the same token
             again = sfn.redrive_execution(executionArn=arn, clientToken=tokens[arn])["redriveDate"]

@@ -7,17 +7,13 @@ kept, and a compaction of redriven histories killed mid-way loses and duplicates
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
-import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from botocore.exceptions import BotoCoreError, ClientError
 
-from server import ROLE_ARN, ServerProcess, history, wait_closed
+from server import ROLE_ARN, ServerProcess, history, redrive_through_a_kill, wait_closed
 from statewright.sim.checkers import history_problems
 from test_retention import eventually, hot_history_rows, objects, readings
 
@@ -98,7 +94,7 @@ def test_a_compacted_execution_is_redriven_from_its_object_and_compacted_again_w
     assert readings(sfn, arn) == after
 
 
-def test_redrives_of_compacted_executions_answered_before_a_sigkill_are_kept(server):
+def test_redrives_of_compacted_executions_answered_before_a_sigkill_are_kept(server, crash_seed):
     sfn = server.client()
     machine = _machine(sfn)
     executions = [aborted_in_wait(sfn, machine, f"k-{n}") for n in range(EXECUTIONS)]
@@ -106,21 +102,8 @@ def test_redrives_of_compacted_executions_answered_before_a_sigkill_are_kept(ser
     server.advance("2d")
     assert eventually(lambda: all(hot_history_rows(server.data_dir, arn) == 0 for arn in executions), 60)
 
-    answered: dict[str, object] = {}
-    tokens = {arn: str(uuid.uuid4()) for arn in executions}
-
-    def redrive(arn: str) -> None:
-        with contextlib.suppress(BotoCoreError, ClientError):  # the server died under it: outcome unknown
-            answered[arn] = server.client().redrive_execution(executionArn=arn, clientToken=tokens[arn])[
-                "redriveDate"]
-
-    killer = threading.Timer(random.uniform(0.05, 0.3), server.kill)
-    killer.start()
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(redrive, executions))
-    killer.join()
-    server.kill()
-    server.start()
+    # the kill's moment from the seed (a failure prints it, and how to run the test again on it: conftest.py)
+    answered, tokens = redrive_through_a_kill(server, executions, random.Random(crash_seed).uniform(0.05, 0.3))
     sfn = server.client()
     for arn in executions:
         events = history(sfn, arn)

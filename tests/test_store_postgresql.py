@@ -111,13 +111,15 @@ def wait_until(condition: Callable[[], bool]) -> None:
 
 def waiting_on_a_lock(admin: psycopg.Connection, application: str) -> bool:
     return admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                         "AND wait_event_type = 'Lock'", (application,)).fetchone()[0] > 0
+                         "AND datname = current_database() AND wait_event_type = 'Lock'",
+                         (application,)).fetchone()[0] > 0
 
 
 def terminate(admin: psycopg.Connection, application: str, waiting: bool = False) -> int:
     """Kill the store's backends (``waiting``: only those waiting on a lock); how many there were."""
     return admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s "
-                         "AND (NOT %s OR wait_event_type = 'Lock')", (application, waiting)).fetchone()[0]
+                         "AND datname = current_database() AND (NOT %s OR wait_event_type = 'Lock')",
+                         (application, waiting)).fetchone()[0]
 
 
 def in_thread(function: Callable[[], object]) -> tuple[threading.Thread, list]:
@@ -368,7 +370,8 @@ def test_a_watcher_is_not_woken_by_its_own_stores_commits(postgres_schema: str) 
 
 def watching_listens(url: str) -> bool:
     with psycopg.connect(url, autocommit=True) as db:
-        return db.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'").fetchone()[0] > 0
+        return db.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' "
+                          "AND datname = current_database()").fetchone()[0] > 0
 
 
 def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(

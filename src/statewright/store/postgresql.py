@@ -203,8 +203,9 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
             return
         log.warning("shard %d is still locked by %s, whose lease ended: ending its database sessions", shard_id,
                     holder)
-        self._rows("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                   (session_name(holder),))
+        # (A node of another cluster, in another database on the same server, may have the same name.)
+        self._rows("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s "
+                   "AND datname = current_database()", (session_name(holder),))
 
     def renew_leases(self, owner: str, range_ids: Mapping[int, int], lease_until_ms: int) -> set[int]:
         shards = sorted(range_ids)
