@@ -17,7 +17,7 @@ import uvicorn
 
 from server import free_port
 from statewright.api.app import App
-from statewright.engine.core import Engine
+from statewright.engine.engine import Engine
 from statewright.node import build_service
 from statewright.store.sqlite import SqliteStore
 

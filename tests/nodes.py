@@ -18,7 +18,7 @@ from botocore.config import Config
 from asgi import ACCOUNT, Threaded
 from statewright.api.app import App
 from statewright.cluster.forwarding import Forwarder
-from statewright.engine.core import Engine
+from statewright.engine.engine import Engine
 from statewright.engine.limits import Limits
 from statewright.engine.shards import shard_for
 from statewright.node import build_service

@@ -39,7 +39,8 @@ import pytest
 import asgi
 from server import ROLE_ARN
 from statewright.api.app import App
-from statewright.engine.core import Engine, wall_clock_ms
+from statewright.engine.core import wall_clock_ms
+from statewright.engine.engine import Engine
 from statewright.node import build_service
 from statewright.store.sqlite import SqliteStore
 

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 import pytest
 
 from statewright.engine.commands import ExecutionAlreadyExists, FireTimer, InboxFull, StartExecution, StopExecution
-from statewright.engine.core import Engine
+from statewright.engine.engine import Engine
 from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore

@@ -15,8 +15,8 @@ import pytest
 
 from statewright.decider.outcomes import AttemptSucceeded
 from statewright.engine.commands import CompleteAttempt, EngineUnavailable, StartAttempt, StartExecution
-from statewright.engine.core import Engine
 from statewright.engine.edges import Edges
+from statewright.engine.engine import Engine
 from statewright.sim.checkers import Ledger, check_all
 from statewright.sim.faults import Faults, FaultyStore
 from statewright.store.base import ActivityRecord, Dispatch, StateMachineRecord

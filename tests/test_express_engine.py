@@ -9,8 +9,8 @@ from concurrent.futures import Future
 import pytest
 
 from statewright.engine.commands import InboxFull, StartExecution
-from statewright.engine.core import Engine
 from statewright.engine.edges import Edges
+from statewright.engine.engine import Engine
 from statewright.engine.express import ASYNC, SYNC
 from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord, StoreUnavailable

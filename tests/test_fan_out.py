@@ -9,7 +9,7 @@ import pytest
 
 from statewright.decider.execution import ExecutionState
 from statewright.engine.commands import StartExecution
-from statewright.engine.core import Engine
+from statewright.engine.engine import Engine
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
 

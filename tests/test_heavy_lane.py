@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from server import ROLE_ARN, ServerProcess, wait_closed
 from statewright.engine import heavy_lane
 from statewright.engine.commands import StartExecution, StopExecution
-from statewright.engine.core import Engine
+from statewright.engine.engine import Engine
 from statewright.engine.heavy_lane import DEFINITIONS_MAX, HeavyLane
 from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord

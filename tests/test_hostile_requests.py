@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from asgi import call
 from server import ROLE_ARN, raw_call
 from statewright.api.app import App
-from statewright.engine.core import Engine
+from statewright.engine.engine import Engine
 from statewright.node import build_service
 from statewright.store.sqlite import SqliteStore
 

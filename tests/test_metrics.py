@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from server import ROLE_ARN, ServerProcess, wait_closed
 from statewright.engine.commands import StartExecution, StopExecution
-from statewright.engine.core import Engine
+from statewright.engine.engine import Engine
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
 

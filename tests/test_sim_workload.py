@@ -25,7 +25,7 @@ from statewright.asl.definition import parse_definition
 from statewright.decider.execution import ExecutionState
 from statewright.decider.outcomes import AttemptFailed, AttemptSucceeded
 from statewright.engine.commands import CompleteAttempt, Heartbeat, StartAttempt, StartExecution
-from statewright.engine.core import Engine
+from statewright.engine.engine import Engine
 from statewright.engine.timers import REFILL_MARGIN_MS, WINDOW_MS
 from statewright.sim import workload
 from statewright.sim.workload import (

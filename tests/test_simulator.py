@@ -13,8 +13,9 @@ import sys
 import pytest
 
 from statewright.cli import main
+from statewright.sim.config import SimConfig, replay_command
 from statewright.sim.faults import ALL_FAULTS, CLUSTER_FAULTS, ENGINE_FAULTS, SINGLE_NODE_FAULTS
-from statewright.sim.simulator import SimConfig, replay_command, simulate
+from statewright.sim.simulator import simulate
 
 pytestmark = pytest.mark.slow  # long simulations: not in the fast tier
 

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from asgi import ACCOUNT, Threaded, build, call, close
 from server import ROLE_ARN
 from statewright.engine.commands import Command, InboxFull
-from statewright.engine.core import Engine
+from statewright.engine.engine import Engine
 from statewright.engine.limits import Limits
 
 PASS = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})

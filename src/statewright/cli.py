@@ -18,8 +18,9 @@ from .cluster.membership import LeaseSettings
 from .engine.tokens import TaskTokens
 from .integrations.payload_store import check_target
 from .node import ServerConfig, serve
+from .sim.config import FAULT_RATE_DEFAULT, STEPS_DEFAULT, SimConfig
 from .sim.faults import ALL_FAULTS
-from .sim.simulator import FAULT_RATE_DEFAULT, STEPS_DEFAULT, SimConfig, simulate_and_print
+from .sim.simulator import simulate_and_print
 from .store import is_postgres_url, open_store
 from .store.base import SchemaTooNew, StoreUnavailable
 

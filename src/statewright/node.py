@@ -42,8 +42,9 @@ from .cluster.membership import EngineHooks, LeaseSettings, Membership
 from .cluster.peers import poke, secret_check
 from .decider.execution import DAY_MS, REDRIVABLE_MS
 from .decider.mocks import InvalidMockConfig, MockConfig
-from .engine.core import Engine, wall_clock_ms
+from .engine.core import wall_clock_ms
 from .engine.edges import Edges
+from .engine.engine import Engine
 from .engine.heavy_lane import HeavyLane
 from .engine.limits import Limits
 from .engine.retention import COMPACT_AFTER_DAYS, RETENTION_DAYS, RetentionSettings

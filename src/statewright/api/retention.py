@@ -20,7 +20,7 @@ from ..store.payloads import Histories
 
 if TYPE_CHECKING:
     from ..decider.execution import ExecutionState
-    from ..engine.core import Engine
+    from ..engine.engine import Engine
 
 log = logging.getLogger("statewright.retention")
 

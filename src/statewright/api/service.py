@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 from ..cluster.forwarding import Forwarder
 from ..cluster.peers import ACTIVITY, STATE_MACHINE, change
 from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
-from ..engine.core import Engine
 from ..engine.edges import answer
+from ..engine.engine import Engine
 from ..engine.limits import Limits
 from ..engine.shards import shard_for
 from ..integrations.activities import ActivityMatcher

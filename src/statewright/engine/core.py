@@ -8,20 +8,19 @@ windows and hand new dispatches out. A commit that fails, whose outcome is unkno
 has one handling path: the shards it touched are re-read (timer window reloaded from the rows, outbox read back)
 before they serve again, so nothing waits for a restart.
 
-The parts: ``shards`` (what this engine serves), ``caches`` (hot executions, parsed definitions), ``inbox`` (what
-other threads hand in), ``edges`` (how it reaches the world), ``transfer_runner`` (engine-to-engine work),
-``heavy_routing`` (what the heavy lane decides), ``express`` (executions run in memory), ``outbox`` and ``timers``
-(the bounded caches of the outbox and timer rows). ``Engine.start`` runs ticks on one thread; the API's async
-handlers submit commands and await their replies. Must not import the API, the integrations, the cluster or sim.
+The parts: ``shards`` (what this engine serves), ``caches`` and ``reads`` (hot executions, parsed definitions, and
+reading through them), ``inbox`` (what other threads hand in), ``edges`` (how it reaches the world),
+``transfer_runner`` (engine-to-engine work), ``heavy_routing`` (what the heavy lane decides), ``express``
+(executions run in memory), ``outbox`` and ``timers`` (the bounded caches of the outbox and timer rows).
+``Engine`` (engine.py) runs ticks on a thread and is what other threads call. Must not import the API, the
+integrations, the cluster or sim.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 import orjson
@@ -61,7 +60,8 @@ from .heavy_routing import HeavyRouting
 from .inbox import Inbox
 from .limits import Limits
 from .outbox import OutboxWindow
-from .shards import LEASE_MS, Shards
+from .reads import ExecutionReads
+from .shards import Shards
 from .timers import TimerWindow
 from .tokens import TaskTokens
 from .transfer_runner import Transfer, TransferRunner
@@ -78,7 +78,10 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Engine:
+class Core:
+    """What runs on the engine thread: ``tick`` and everything it calls. ``Engine`` (engine.py) adds the thread and
+    what other threads call."""
+
     def __init__(self, store: Store, *, node_id: str = "local", clock: Callable[[], int] = wall_clock_ms,
                  limits: Limits | None = None, tokens: TaskTokens | None = None, edges: Edges | None = None,
                  wait_scale: float = 1.0, evaluation_clock: Callable[[], float] | None = time.perf_counter,
@@ -116,53 +119,14 @@ class Engine:
         self.express = ExpressRuns()
         self._executions = Executions(limits.cached_executions_max)
         self._definitions = Definitions(store, limits.cached_definitions_max, mockable=mocks is not None)
+        self.reads = ExecutionReads(store, self._executions, self.shards, self.express)
         self.transfers = TransferRunner(
-            TransferContext(store.get_state_machine, store.get_version, store.get_alias, self._load, self.tokens),
+            TransferContext(store.get_state_machine, store.get_version, store.get_alias, self.reads.load, self.tokens),
             self.outbox, self.shards, self.inbox, self.edges)
         self.metrics = Metrics(lambda: self.windows, clock, lambda: len(self.outbox))
         self.heavy = HeavyRouting(None if heavy_lane is None else heavy_lane(self.services, limits, self.inbox.decided),
                                   self.metrics)
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
-        self._thread: threading.Thread | None = None
-
-    def note_activity(self, arn: str, exists: bool) -> None:
-        """CreateActivity or DeleteActivity committed: Task states see the change from the next command on."""
-        if exists:
-            self.activities.add(arn)
-        else:
-            self.activities.discard(arn)
-
-    # -- ownership (thread-safe: applied at the start of the next tick)
-
-    def acquire_all_shards(self) -> None:
-        """Single node: take every shard, fencing out any earlier owner; its timers and outbox load as it serves."""
-        now_ms = self.clock()
-        for shard in range(self.shard_count):
-            self._serve(shard, self.store.acquire_shard(shard, self.node_id, now_ms + LEASE_MS), None, now_ms)
-
-    def owns(self, shard_id: int) -> bool:
-        """Whether this engine serves the shard now (it may change at the next tick)."""
-        return self.shards.serves(shard_id)
-
-    def gain_shard(self, shard_id: int, range_id: int, serve_until_ms: int | None) -> None:
-        """Serve a shard just acquired at ``range_id`` (until ``serve_until_ms``; None: for good)."""
-        self.inbox.change_ownership(lambda now_ms: self._serve(shard_id, range_id, serve_until_ms, now_ms))
-
-    def renewed(self, shards: set[int], serve_until_ms: int) -> None:
-        """The leases of these shards were renewed: serve them until ``serve_until_ms``."""
-        self.inbox.change_ownership(lambda now_ms: self.shards.renewed(shards, serve_until_ms))
-
-    def drop_shards(self, shards: set[int]) -> Future:
-        """Stop serving these shards; the future resolves on the engine thread once no commit for them is in
-        flight, so the caller may then release their leases."""
-        done: Future = Future()
-
-        def drop(now_ms: int) -> None:
-            for shard in shards & self.range_ids.keys():
-                self._unserve(shard, "handed over")
-            done.set_result(None)
-        self.inbox.change_ownership(drop)
-        return done
 
     def _serve(self, shard: int, range_id: int, serve_until_ms: int | None, now_ms: int) -> None:
         self._executions.forget_shard(shard)  # another node may have changed them since this one last served it
@@ -186,62 +150,6 @@ class Engine:
         self.heavy.forget_shard(shard, self.shards.of)
         self.metrics.shards_owned.set(len(self.range_ids))
 
-    # -- running
-
-    def start(self, *, all_shards: bool = True) -> None:
-        """Run ticks on a thread of the engine's own. ``all_shards``: a single node takes every shard first; in a
-        cluster the membership hands shards to the engine as it acquires them."""
-        if all_shards:
-            self.acquire_all_shards()
-        self._thread = threading.Thread(target=self._run, name="statewright-engine", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.inbox.stop()
-        if self._thread is not None:
-            self._thread.join()
-        self.heavy.close()
-
-    def submit(self, command: Command, reply: Reply = None, *, throttle: bool = True) -> Reply:
-        """Queue a command; returns its reply handle (a new Future when none is given). With ``throttle`` a full
-        inbox raises InboxFull: the API's callers back off. Integrations pass False for work tied to a dispatch
-        they hold, which the outbox window already bounds. Thread-safe."""
-        if reply is None:
-            reply = Future()
-        self.inbox.submit(command, reply, throttle)
-        return reply
-
-    def wake(self) -> None:
-        """Tick now rather than at the next timer (the clock moved forward). Thread-safe."""
-        self.inbox.wake()
-
-    def give_back(self, dispatch: Dispatch) -> None:
-        """An integration could not take a dispatch (its memory is full): it stays in the outbox, read back later.
-        Thread-safe."""
-        self.inbox.give_back(dispatch)
-
-    def room_again(self) -> None:
-        """The integrations have room again for dispatches they gave back. Thread-safe."""
-        self.inbox.room_again()
-
-    def _run(self) -> None:
-        while self.inbox.wait(lambda: self.idle_wait_s(self.clock()), busy=bool(self.heavy.redo)):
-            try:
-                self.tick(self.clock())
-            except Exception:  # a bug must not stop the engine, nor strand what memory held: read it all again
-                log.exception("engine tick failed; re-reading every shard")
-                self._reread(set(self.range_ids), self._executions.all())
-
-    def idle_wait_s(self, now_ms: int) -> float:
-        """How long the engine thread may sleep when its inbox is empty: until the next timer, at most a second."""
-        if now_ms < self._store_retry_at_ms:  # the store failed a read: back off before trying again
-            return (self._store_retry_at_ms - now_ms) / 1000
-        if self.outbox.has_room() and any(self.shards.serves(shard) for shard in self.outbox.behind()):
-            return 0
-        due = [self.shards.next_due_ms(), self.express.next_due_ms(), self.transfers.next_due_ms(now_ms)]
-        wait_ms = min([due_ms for due_ms in due if due_ms is not None], default=now_ms + 1_000) - now_ms
-        return min(max(wait_ms, 0), 1_000) / 1000
-
     def tick(self, now_ms: int) -> int:
         """One bounded engine step at time ``now_ms``; returns how many commands and transfers it handled."""
         self.metrics.at_tick()
@@ -259,7 +167,7 @@ class Engine:
         batch = Batch()
         for command in reruns:
             self._rerun_express(command, batch, now_ms)
-        self._prefetch(work, batch)
+        self.reads.prefetch([item.arn for item, _ in work if not isinstance(item, Transfer)], batch)
         for item, reply in work:
             started = time.perf_counter()
             if isinstance(item, Transfer):
@@ -364,7 +272,7 @@ class Engine:
         shard = self.shards.of(command.arn)
         if not self.shards.serves(shard):
             return ShardNotOwned(shard)
-        current = batch.staged.get(command.arn) or self._load(command.arn, batch)
+        current = batch.staged.get(command.arn) or self.reads.load(command.arn, batch)
         if isinstance(command, StartExecution):
             return self._start(command, current, batch, now_ms, reply, rerun)
         if isinstance(command, FireTimer):
@@ -629,50 +537,6 @@ class Engine:
                 except StoreUnavailable as exc:  # the cursor did not move; try again after a pause
                     self._store_failed(now_ms, f"reading the outbox of shard {shard}", exc)
                     return
-
-    # -- reading executions
-
-    def _prefetch(self, work: list[Work], batch: Batch) -> None:
-        """Read the tick's commands' executions this engine does not hold in one store call (a networked store
-        would otherwise take a round trip per new execution on this thread); those not found are new."""
-        wanted = list(dict.fromkeys(  # in the work's order (not a set's): the simulator replays a seed exactly
-            item.arn for item, _ in work if not isinstance(item, Transfer) and not self._executions.holds(item.arn)
-            and not is_express(item.arn) and self.shards.serves(self.shards.of(item.arn))))
-        if not wanted:
-            return
-        try:
-            found = self.store.load_executions(wanted)
-        except Exception as exc:  # as if each had failed to load: their commands fail (and come again, if retried)
-            batch.unread = dict.fromkeys(wanted, exc)
-            return
-        for arn in wanted:
-            blob = found.get(arn)
-            try:
-                batch.fetched[arn] = None if blob is None else self._keep(ExecutionState.from_blob(blob))
-            except Exception as exc:  # a row this build cannot read fails its own commands, not the tick
-                batch.unread[arn] = exc
-
-    def _load(self, arn: str, batch: Batch | None = None) -> ExecutionState | None:
-        if is_express(arn):  # in memory only, while it runs
-            run = self.express.runs.get(arn)
-            return None if run is None else run.state
-        state = self._executions.get(arn)
-        if state is not None:
-            return state
-        if batch is not None and arn in batch.fetched:
-            return batch.fetched[arn]
-        if batch is not None and arn in batch.unread:
-            raise batch.unread[arn]
-        blob = self.store.load_execution(arn)
-        return None if blob is None else self._keep(ExecutionState.from_blob(blob))
-
-    def _keep(self, state: ExecutionState) -> ExecutionState:
-        if self.shards.serves(state.shard_id):  # another node's executions change behind this one's back
-            self._executions.remember(state)
-        return state
-
-    def cached_executions(self) -> int:
-        return len(self._executions)
 
 
 def _activity_arns(store: Store) -> set[str]:

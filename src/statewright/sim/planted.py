@@ -19,7 +19,7 @@ from ..decider.effects import DispatchKind, TimerKind
 from ..decider.execution import ExecutionState, Flow
 from ..engine.batch import Batch, Reply
 from ..engine.commands import Command, CompleteAttempt, RedriveExecution, StartAttempt, TaskNotPending
-from ..engine.core import Engine
+from ..engine.engine import Engine
 from ..engine.heavy_routing import HeavyRouting
 from ..engine.limits import Limits
 from ..engine.retention import Sweep
@@ -108,7 +108,7 @@ class PlantedEngine(Engine):
     def _apply(self, command: Command, batch: Batch, now_ms: int, reply: Reply = None,
                rerun: bool = False) -> object:
         if "results-for-any-attempt" in self.planted and isinstance(command, CompleteAttempt):
-            current = batch.staged.get(command.arn) or self._load(command.arn, batch)
+            current = batch.staged.get(command.arn) or self.reads.load(command.arn, batch)
             pending = {} if current is None else decider.pending_attempts(current)
             if command.scheduled_id not in pending and pending:
                 command = CompleteAttempt(command.arn, max(pending), command.result)
