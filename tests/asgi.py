@@ -18,7 +18,7 @@ import uvicorn
 from server import free_port
 from statewright.api.app import App
 from statewright.engine.engine import Engine
-from statewright.node import build_service
+from statewright.node import build_node
 from statewright.store.sqlite import SqliteStore
 
 ACCOUNT = "123456789012"
@@ -27,8 +27,9 @@ ACCOUNT = "123456789012"
 def build(data_dir: Path, engine_class: type[Engine] = Engine, **service_options: Any) -> App:
     """An app over a fresh SQLite store; the engine is not started (commands wait in its inbox)."""
     store = SqliteStore(data_dir / "statewright.db", 2)
-    engine = engine_class(store)
-    return App(build_service(store, engine, account_id=ACCOUNT, **service_options))
+    node = build_node(store, lambda edges, histories: engine_class(store, edges=edges, histories=histories),
+                      account_id=ACCOUNT, **service_options)
+    return App(node.service)
 
 
 def close(app: App) -> None:

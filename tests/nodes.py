@@ -21,7 +21,7 @@ from statewright.cluster.forwarding import Forwarder
 from statewright.engine.engine import Engine
 from statewright.engine.limits import Limits
 from statewright.engine.shards import shard_for
-from statewright.node import build_service
+from statewright.node import Cluster, build_node
 from statewright.store import open_store
 from statewright.store.base import Store
 
@@ -57,12 +57,15 @@ class Node:
                  limits: Limits | None = None) -> None:
         self.node_id = node_id
         self.store = open_store(db, SHARDS)
-        self.engine = Engine(self.store, node_id=node_id, limits=limits)
         self.directory = StoreDirectory(self.store)
-        forwarder = None if secret is None else Forwarder(self.directory, secret, SHARDS, self.engine.metrics,
-                                                          deadline_s=deadline_s)
-        self.service = build_service(self.store, self.engine, account_id=ACCOUNT, limits=limits,
-                                     forwarder=forwarder, peers=lambda: self.directory.others(node_id))
+
+        def cluster(engine: Engine) -> Cluster:
+            return Cluster(Forwarder(self.directory, secret, SHARDS, engine.metrics, deadline_s=deadline_s),
+                           peers=lambda: self.directory.others(node_id))
+        node = build_node(self.store, lambda edges, histories: Engine(self.store, node_id=node_id, limits=limits,
+                                                                      edges=edges, histories=histories),
+                          account_id=ACCOUNT, limits=limits, cluster=None if secret is None else cluster)
+        self.engine, self.service = node.engine, node.service
         self.server = Threaded(App(self.service), lifespan="on")
         self.endpoint = self.server.endpoint
         self.running = False

@@ -41,7 +41,7 @@ from server import ROLE_ARN
 from statewright.api.app import App
 from statewright.engine.core import wall_clock_ms
 from statewright.engine.engine import Engine
-from statewright.node import build_service
+from statewright.node import build_node
 from statewright.store.sqlite import SqliteStore
 
 CORPUS = Path(__file__).parent / "conformance"
@@ -104,9 +104,12 @@ class InProcess:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.now_ms = wall_clock_ms()
         self.store = SqliteStore(data_dir / "statewright.db", SHARDS)
-        self.engine = Engine(self.store, clock=lambda: self.now_ms)
+        node = build_node(self.store, lambda edges, histories: Engine(self.store, clock=lambda: self.now_ms,
+                                                                      edges=edges, histories=histories),
+                          account_id=asgi.ACCOUNT)
+        self.engine = node.engine
         self.engine.acquire_all_shards()
-        self.app = App(build_service(self.store, self.engine, account_id=asgi.ACCOUNT))
+        self.app = App(node.service)
         self.loop = asyncio.new_event_loop()
         self._background: set[asyncio.Task] = set()
         self.loop.run_until_complete(self._attach())

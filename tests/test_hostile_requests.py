@@ -15,7 +15,7 @@ from asgi import call
 from server import ROLE_ARN, raw_call
 from statewright.api.app import App
 from statewright.engine.engine import Engine
-from statewright.node import build_service
+from statewright.node import build_node
 from statewright.store.sqlite import SqliteStore
 
 PASS = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
@@ -169,7 +169,7 @@ class FillingStore(SqliteStore):
 @pytest.fixture
 def filling(tmp_path):
     store = FillingStore(tmp_path / "statewright.db", 2)
-    app = App(build_service(store, Engine(store)))
+    app = App(build_node(store, lambda edges, histories: Engine(store, edges=edges, histories=histories)).service)
     yield app
     app.service.close()
     store.close()

@@ -29,8 +29,8 @@ THROTTLED = {"__type": "com.amazon.coral.availability#ThrottlingException", "mes
 class FullInbox(Engine):
     """A real engine whose inbox holds nothing (inbox_commands_max=0), counting the commands it refuses."""
 
-    def __init__(self, store) -> None:
-        super().__init__(store, limits=Limits(inbox_commands_max=0))
+    def __init__(self, store, **options) -> None:
+        super().__init__(store, limits=Limits(inbox_commands_max=0), **options)
         self.refused = 0
 
     def submit(self, command: Command, reply=None, *, throttle: bool = True):

@@ -1,11 +1,13 @@
 """One statewright node, wired top to bottom: open the store, build the engine with its edges, the integrations,
 membership and the API, then serve them with uvicorn until stopped. Nothing else builds these: ``statewright serve``
 (cli.py) runs ``serve``; nodes in a test's own process (tests/asgi.py, tests/nodes.py) build theirs with
-``build_service`` over a store and an engine of their own, and serve it with ``api.app.App``.
+``build_node`` over a store and an engine of their own, and serve its service with ``api.app.App``.
 
-Each part gets its collaborators as it is built. The engine's edges (where its dispatches, history events and
-replies go, and in a cluster its forwarded stages and removed dispatches) are assigned in one place,
-``_connect_engine``, once the parts they lead to exist.
+Each part gets its collaborators as it is built, in the order of ``build_node``: the integrations, then the engine
+with its edges (where its dispatches, history events and replies go, and in a cluster its forwarded stages and
+removed dispatches) given to its constructor, then the service. Where two parts need each other (the engine and the
+service behind the API, the engine and a cluster's forwarder), the one built first reaches the other through a name
+bound later in ``build_node``, called only once the engine runs.
 
 Imports every layer; only cli.py, testing/, sim/ and the tests import it.
 """
@@ -65,7 +67,7 @@ from .store.payloads import Histories
 ACCOUNT_ID = "123456789012"  # the account in ARNs unless --account-id names another
 REGION = "us-east-1"  # the region of requests not signed for one unless --region names another
 RECOUNT_OPEN_S = 30.0  # a cluster node counts RUNNING executions this often (the others commit too)
-# A node built by ``build_service`` alone (in a test's process) keeps closed executions 90 days and never compacts.
+# A node built by ``build_node`` alone (in a test's process) keeps closed executions 90 days and never compacts.
 NO_COMPACTION = RetentionSettings(compact_after_ms=None)
 
 
@@ -144,30 +146,33 @@ def serve(config: ServerConfig) -> int:
         store.close()
         return 1
     virtual = VirtualClock(store) if config.virtual_clock else None
-    # The engine.
-    engine = Engine(store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms, edges=Edges(),
-                    wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
-                    redrivable_ms=config.redrivable_days * DAY_MS,
-                    status_events=config.status_events_bus is not None or bool(webhooks), heavy_lane=HeavyLane)
-    # A cluster node's membership, and the forwarder to the shards the other nodes serve.
-    membership = forwarder = None
+    # The integrations, the engine with its edges leading to them, a cluster node's membership and forwarder, and
+    # the service behind the API; the engine starts once they all exist.
     if config.store:
         refused = _cluster_refusal(config, store, address)
         if refused is not None:
             print(f"statewright: {refused}", file=sys.stderr)
             store.close()
             return 1
+
+    def join(engine: Engine) -> Cluster:
         membership = _join(store, engine, address, config)
-        forwarder = Forwarder(membership.membership, config.cluster_secret, store.shard_count(), engine.metrics)
-    # The integrations and the service behind the API; the engine starts once its edges lead to them.
-    service = build_service(store, engine, account_id=config.account_id, region=config.region,
-                            limits=config.limits, connections=connections, functions=functions,
-                            assume_machine_role=config.assume_machine_role,
-                            status_events={"bus": config.status_events_bus, "webhooks": webhooks},
-                            forwarder=forwarder, membership=membership,
-                            retention=RetentionSettings(round(config.retention_days * DAY_MS),
-                                                        round(config.compact_after_days * DAY_MS)),
-                            payload_store=config.payload_store)
+        return Cluster(Forwarder(membership.membership, config.cluster_secret, store.shard_count(), engine.metrics),
+                       membership)
+
+    node = build_node(
+        store, lambda edges, histories: Engine(
+            store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms, edges=edges,
+            histories=histories, wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
+            redrivable_ms=config.redrivable_days * DAY_MS,
+            status_events=config.status_events_bus is not None or bool(webhooks), heavy_lane=HeavyLane),
+        account_id=config.account_id, region=config.region, limits=config.limits, connections=connections,
+        functions=functions, assume_machine_role=config.assume_machine_role,
+        status_events={"bus": config.status_events_bus, "webhooks": webhooks},
+        cluster=join if config.store else None,
+        retention=RetentionSettings(round(config.retention_days * DAY_MS), round(config.compact_after_days * DAY_MS)),
+        payload_store=config.payload_store)
+    engine, service, membership = node.engine, node.service, node.membership
     if membership is None:
         engine.start()
     else:
@@ -195,60 +200,71 @@ def serve(config: ServerConfig) -> int:
     return 0
 
 
-def build_service(store: Store, engine: Engine, *, account_id: str = ACCOUNT_ID, region: str = REGION,
-                  limits: Limits | None = None, connections: Connections | None = None,
-                  functions: LocalFunctions | None = None, assume_machine_role: bool = False,
-                  status_events: dict[str, Any] | None = None, forwarder: Forwarder | None = None,
-                  membership: MembershipLoop | None = None, peers: Callable[[], list[str]] | None = None,
-                  retention: RetentionSettings = NO_COMPACTION, payload_store: str | None = None) -> Service:
-    """The integrations and the service behind the API over ``engine``, and the engine's edges connected to them
-    (start the engine after this: its dispatches go nowhere before). Several nodes: the
-    ``forwarder`` to the shards others serve; the ``membership`` that steps when told and is left on shutdown, and
-    the other nodes' addresses (``peers``, by default the membership's). ``status_events``: where the engine's
-    status change events go ({"bus": ..., "webhooks": [...]}); ``payload_store``: where compacted histories go
-    (None: the store's own)."""
+@dataclass(slots=True)
+class Cluster:
+    """What makes a node one of several: the ``forwarder`` to the shards the others serve; the ``membership`` that
+    steps when told and is left on shutdown (None: a test hands shards out itself); the other nodes' addresses
+    (``peers``, by default the membership's)."""
+    forwarder: Forwarder
+    membership: MembershipLoop | None = None
+    peers: Callable[[], list[str]] | None = None
+
+
+@dataclass(slots=True)
+class Node:
+    engine: Engine
+    service: Service
+    membership: MembershipLoop | None
+
+
+def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, account_id: str = ACCOUNT_ID,
+               region: str = REGION, limits: Limits | None = None, connections: Connections | None = None,
+               functions: LocalFunctions | None = None, assume_machine_role: bool = False,
+               status_events: dict[str, Any] | None = None, cluster: Callable[[Engine], Cluster] | None = None,
+               retention: RetentionSettings = NO_COMPACTION, payload_store: str | None = None) -> Node:
+    """The integrations, then the engine (``engine(edges, histories)``) with its edges leading to them, then the
+    service behind the API (start the engine after this). ``cluster``: several nodes, their membership and
+    forwarder built over the engine. ``status_events``: where the engine's status change events go ({"bus": ...,
+    "webhooks": [...]}); ``payload_store``: where compacted histories go (None: the store's own)."""
     limits = limits or Limits()
-    # The dispatcher, the matcher and the execution logs hand their work to the service, built below with them:
-    # commands (integrations' ones are tied to dispatches the outbox window already bounds: never throttled), claims
-    # of the tasks of other nodes' shards, state machine records. Their first call comes once it serves.
-    dispatcher = Dispatcher(lambda command: service.run(command, throttle=False), engine.give_back)
+    # What the integrations hand the engine and the service goes through names bound below (the engine needs its
+    # edges to be built, the service the engine): commands (integrations' ones are tied to dispatches the outbox
+    # window already bounds: never throttled), dispatches given back, claims of the tasks of other nodes' shards,
+    # state machine records. Their first call comes once the engine runs.
+    dispatcher = Dispatcher(lambda command: service.run(command, throttle=False),
+                            lambda dispatch: built.give_back(dispatch))
     matcher = ActivityMatcher(dispatcher.start_attempt, limits,
-                              None if forwarder is None else lambda activity_arn: service.claim_task(activity_arn))
-    matcher.on_room = engine.room_again  # tasks it refused while full wait in the outbox until then
+                              None if cluster is None else lambda activity_arn: service.claim_task(activity_arn))
+    matcher.on_room = lambda: built.room_again()  # tasks it refused while full wait in the outbox until then
     dispatcher.register("activity", matcher.offer)
     connections = connections or Connections()
     HttpTasks(dispatcher, connections, limits)
     aws_clients = AwsClients(limits)
     aws = AwsTasks(dispatcher, aws_clients, functions, assume_machine_role)
-    StatusEvents(dispatcher, aws_clients, account_id, engine.room_again, engine.metrics.registry,
-                 **(status_events or {}))
     logs = ExecutionLogs(aws_clients, lambda machine_arn: service.logging_of(machine_arn))
     # Retention, into the payload store (a directory beside SQLite's file, a table of PostgreSQL's database, which
     # every node reads, or the one configured). The engine reads compacted histories from the same place (a redrive).
     histories = Histories(store, open_payload_store(payload_store, store, aws_clients, region))
-    if membership is not None:
-        peers = peers or membership.others
-    service = Service(store, engine, account_id, limits, dispatcher=dispatcher, matcher=matcher,
+    # The engine's edges, in one place: committed dispatches to the dispatcher, committed history events to the
+    # execution logs, replies through the service's event loop; several nodes: stages bound for another node's
+    # execution to the forwarder, removed dispatches to the matcher (which drops copies another node started).
+    edges = Edges(dispatch=dispatcher.submit, history=logs.offer,
+                  replies=lambda replies: service.deliver_replies(replies),
+                  forward=None if cluster is None else lambda commands: joined.forwarder.engine_hook(commands),
+                  removed=None if cluster is None else lambda keys: service.removed(keys))
+    built = engine(edges, histories)
+    joined = None if cluster is None else cluster(built)
+    StatusEvents(dispatcher, aws_clients, account_id, built.room_again, built.metrics.registry,
+                 **(status_events or {}))
+    membership = None if joined is None else joined.membership
+    peers = None if joined is None else joined.peers or (membership.others if membership else None)
+    service = Service(store, built, account_id, limits, dispatcher=dispatcher, matcher=matcher,
                       connections=connections, aws_clients=aws_clients, aws=aws, logs=logs,
-                      retention=Retention(engine, histories, retention), forwarder=forwarder, peers=peers,
+                      retention=Retention(built, histories, retention),
+                      forwarder=None if joined is None else joined.forwarder, peers=peers,
                       membership_changed=None if membership is None else membership.wake,
                       leave=None if membership is None else membership.stop)
-    _connect_engine(engine, service, histories)
-    return service
-
-
-def _connect_engine(engine: Engine, service: Service, histories: Histories) -> None:
-    """The engine's edges, in one place: committed dispatches to the dispatcher, committed history events to the
-    execution logs, replies through the service's event loop; several nodes: stages bound for another node's
-    execution to the forwarder, removed dispatches to the matcher (which drops copies another node started)."""
-    engine.histories = histories
-    edges = engine.edges  # the record the engine was built with: it reads each edge when it uses it
-    edges.dispatch = service.dispatcher.submit
-    edges.history = service.logs.offer
-    edges.replies = service.deliver_replies
-    if service.forwarder is not None:
-        edges.forward = service.forwarder.engine_hook
-        edges.removed = service.removed
+    return Node(built, service, membership)
 
 
 def _open(config: ServerConfig, address: str) -> tuple[Store, int | None, str]:

@@ -87,20 +87,21 @@ class Core:
                  wait_scale: float = 1.0, evaluation_clock: Callable[[], float] | None = time.perf_counter,
                  mocks: MockConfig | None = None, resource_check: ResourceCheck | None = None,
                  redrivable_ms: int = REDRIVABLE_MS, status_events: bool = False,
-                 heavy_lane: LaneFactory | None = None) -> None:
+                 heavy_lane: LaneFactory | None = None, histories: Histories | None = None) -> None:
         """``edges``: how the engine reaches the world (edges.py; the default reaches nothing but reply futures);
         ``evaluation_clock``: bounds each step's evaluation in wall time (the simulator passes None: its runs stay
         deterministic, bounded by steps and items alone); ``resource_check``: how definitions' aws-sdk resources are
         checked; ``redrivable_ms``: how long after it closed an execution can be redriven; ``status_events``:
         dispatch a status change event from each commit that changes an execution's status; ``heavy_lane``: where
-        the continuations of executions whose evaluation is heavy are decided (None: on the engine thread)."""
+        the continuations of executions whose evaluation is heavy are decided (None: on the engine thread);
+        ``histories``: where a redrive reads a history, compacted or not (None: the store's own payloads)."""
         self.store = store
         self.node_id = node_id
         self.clock = clock
         self.limits = limits = limits or Limits()
         self.edges = edges or Edges()
-        # Where a redrive reads its history from, compacted or not; the server points it at its payload store.
-        self.histories = Histories(store, store.payloads())
+        # Where a redrive reads its history from, compacted or not (a node's: with its payload store).
+        self.histories = histories or Histories(store, store.payloads())
         self.redrivable_ms = redrivable_ms
         self.tokens = tokens or TaskTokens.load(store)
         # The ARNs of the activities that exist, kept current by ``note_activity``: the decider reads no store.

@@ -1,4 +1,4 @@
-"""The engine's edges: how it reaches the world, given to it whole when it is built (node.py wires them).
+"""The engine's edges: how it reaches the world, given to it whole when it is built (node.build_node).
 
 Each is called on the engine thread, only for what a landed commit (or a read-back outbox row) holds, and none may
 block: an edge hands its work on to a thread or an event loop of its own. Must not import the API, the
