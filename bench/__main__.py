@@ -26,13 +26,13 @@ from typing import Any
 
 import orjson
 
-from . import backlog, cluster, express, lambda_chain, retention, workloads
+from . import backlog, bursts, cluster, express, lambda_chain, retention, workloads
 from .client import Pool
 from .servers import Moto, Statewright, drop_databases
 
 QUICK = {"w1_n": 3000, "w2_n": 2000, "moto_n": 200, "dbos_n": 300, "w3_n": 5000, "w4_n": 20000, "w5_n": 200,
          "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000, "w10_n": 1000, "w11_n": 3000,
-         "w12_n": 10_000, "w12_w1_n": 3000}
+         "w12_n": 10_000, "w12_w1_n": 3000, "w15_n": 20_000}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -71,6 +71,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--w9-runaways", type=int, default=1, help="W9: runaway executions (default 1)")
     parser.add_argument("--w9-range", type=int, default=1000,
                         help="W9: items each runaway Pass sums with $reduce (default 1000)")
+    parser.add_argument("--w15-n", type=int, default=100_000,
+                        help="W15 (opt-in): executions whose timers are due in the same second (default 100000)")
+    parser.add_argument("--w15-rate", type=float, default=100.0,
+                        help="W15: the neighbour's W1 executions/s, beside its start every 50 ms (default 100)")
+    parser.add_argument("--w15-alone-s", type=float, default=10.0,
+                        help="W15: seconds the neighbour runs alone (default 10)")
     parser.add_argument("--w10-n", type=int, default=5000,
                         help="W10 executions of the Lambda chain, 5 invocations each (default 5000)")
     parser.add_argument("--w11-n", type=int, default=20_000,
@@ -187,6 +193,8 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         await w9(args, work, results, table)
     if "W10" in args.only:
         await w10(args, work, results, table)
+    if "W15" in args.only:
+        await w15(args, work, results, table)
     if "W11" in args.only:
         await w11(args, work, results, table)
     if "W12" in args.only:
@@ -328,6 +336,33 @@ async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) 
               f"{alone['succeeded']:,} / {beside['succeeded']:,}")
     table.add("W9 runaway", "history events the runaways reached meanwhile", ", ".join(
         f"{events:,}" for events in run["runaway_events"]))
+
+
+async def w15(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    """Bursts beside a neighbour (opt-in: --only W15): the engine's fairness (bursts.py)."""
+    server = Statewright(work / "w15-statewright", postgres=args.store)
+    server.start()
+    try:
+        run = await bursts.timer_burst(server, args.w15_n, args.w15_rate, args.w15_alone_s, args.concurrency)
+    finally:
+        server.stop()
+    results["w15"] = run
+    alone, beside = run["neighbour_alone"], run["neighbour_beside"]
+    label = f"W15 (a) {run['n']:,} timers"
+    table.add(label, "neighbour's StartExecution every 50 ms alone: p50 / p99 / max, ms",
+              f"{fmt(ms(alone['probe_p50_s']), 1)} / {fmt(ms(alone['probe_p99_s']), 1)} / "
+              f"{fmt(ms(alone['probe_max_s']), 1)}")
+    table.add(label, "the same beside the burst: p50 / p99 / max, ms",
+              f"{fmt(ms(beside['probe_p50_s']), 1)} / {fmt(ms(beside['probe_p99_s']), 1)} / "
+              f"{fmt(ms(beside['probe_max_s']), 1)}", target="p99 < 100 ms and within 2x alone",
+              verdict=beside["probe_p99_s"] < 0.1 and beside["probe_p99_s"] <= 2 * alone["probe_p99_s"])
+    table.add(label, f"neighbour's W1 at {run['rate_per_s']:,.0f}/s end to end, alone / beside: p99, ms",
+              f"{fmt(ms(alone['chain_p99_s']), 1)} / {fmt(ms(beside['chain_p99_s']), 1)}")
+    burst_alone, burst_beside = run["burst_alone"], run["burst_beside"]
+    share = burst_alone["drain_s"] / burst_beside["drain_s"]
+    table.add(label, "burst drained alone / beside the neighbour, s",
+              f"{burst_alone['drain_s']:.2f} / {burst_beside['drain_s']:.2f} ({share:.0%} of its rate alone)",
+              target=">= 80 %", verdict=share >= 0.8)
 
 
 async def w1_w5(args: argparse.Namespace, work: Path, results: dict, table: Table, peers: bool) -> None:

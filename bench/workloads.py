@@ -118,7 +118,7 @@ async def create_machine(pool: Pool, prefix: str, definition: dict) -> str:
     return created["stateMachineArn"]
 
 
-async def _start_one(pool: Pool, machine: str, name: str | None, input_text: str, run: Run, record: bool) -> None:
+async def start_one(pool: Pool, machine: str, name: str | None, input_text: str, run: Run, record: bool) -> None:
     """One StartExecution (``name`` None: the server names it); its send and answer times go into ``run`` under
     its name (an error is counted instead)."""
     sent = time.time()
@@ -146,7 +146,7 @@ async def start_closed_loop(pool: Pool, machine: str, n: int, concurrency: int, 
     async def worker() -> None:
         for index in indexes:
             name = None if prefix is None else f"{prefix}-{index}"
-            await _start_one(pool, machine, name, make_input(index), run, record)
+            await start_one(pool, machine, name, make_input(index), run, record)
 
     run.began = time.time()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -163,7 +163,7 @@ async def start_open_loop(pool: Pool, machine: str, rate_per_s: float, duration_
 
     async def one(index: int) -> None:
         async with slots:
-            await _start_one(pool, machine, f"{prefix}-{index}", make_input(index), run, True)
+            await start_one(pool, machine, f"{prefix}-{index}", make_input(index), run, True)
 
     loop = asyncio.get_running_loop()
     tasks = []

@@ -87,6 +87,11 @@ def test_an_engine_that_never_stops_abandoned_jobs_is_caught():
     assert any("was abandoned and never stopped" in violation for result in caught for violation in result.violations)
 
 
+def test_an_engine_that_serves_due_timers_before_commands_is_caught():
+    caught = [simulate(SimConfig(seed, frozenset(), STEPS, planted=frozenset({"timers-first"}))) for seed in range(4)]
+    assert any("waited through a tick" in violation for result in caught for violation in result.violations)
+
+
 def test_the_fixed_seeds_redrive_executions(ci_runs):
     assert sum(result.redrives for result in ci_runs) > 5
 

@@ -61,6 +61,7 @@ from .inbox import Inbox
 from .limits import Limits
 from .outbox import OutboxWindow
 from .reads import ExecutionReads
+from .scheduler import Taker, TickBudget, take_fairly
 from .shards import Shards
 from .timers import TimerWindow
 from .tokens import TaskTokens
@@ -110,7 +111,9 @@ class Core:
             self.tokens.mint, self.activities, limits.budgets(evaluation_clock), limits.apply_states_max,
             limits.apply_steps_max, limits.heavy_pause_ms, wait_scale=wait_scale, mocks=mocks,
             resource_check=resource_check, status_events=status_events, redrivable_ms=redrivable_ms)
-        self.probe: Any = None  # the simulator's: told of every timer whose firing committed (timer_applied)
+        # The simulator's: told of every timer whose firing committed (timer_applied) and of how many of each kind
+        # of work each tick took (gathered: API commands, results, continuations, transfers, timers).
+        self.probe: Any = None
         self.shard_count = store.shard_count()
         self.shards = Shards(self.shard_count, limits)
         self.range_ids, self.windows, self.serve_until_ms = (self.shards.range_ids, self.shards.windows,
@@ -125,9 +128,12 @@ class Core:
             TransferContext(store.get_state_machine, store.get_version, store.get_alias, self.reads.load, self.tokens),
             self.outbox, self.shards, self.inbox, self.edges)
         self.metrics = Metrics(lambda: self.windows, clock, lambda: len(self.outbox))
+        self.tick_budget = TickBudget(limits.tick_commands_min, limits.tick_commands_max, limits.tick_ms_target / 1000)
+        self._tick_clock = evaluation_clock  # None (the simulator): the budget stays tick_commands_max
         self.heavy = HeavyRouting(None if heavy_lane is None else heavy_lane(self.services, limits, self.inbox.decided),
                                   self.metrics)
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
+        self._turn = 0  # ticks gathered so far
 
     def _serve(self, shard: int, range_id: int, serve_until_ms: int | None, now_ms: int) -> None:
         self._executions.forget_shard(shard)  # another node may have changed them since this one last served it
@@ -154,6 +160,7 @@ class Core:
     def tick(self, now_ms: int) -> int:
         """One bounded engine step at time ``now_ms``; returns how many commands and transfers it handled."""
         self.metrics.at_tick()
+        started_s = 0.0 if self._tick_clock is None else self._tick_clock()
         self._take_changes(now_ms)
         for shard in self.shards.expired(now_ms):
             self._unserve(shard, "its lease was not renewed in time")
@@ -197,26 +204,50 @@ class Core:
         if batch.logged and self.edges.history is not None:
             self.edges.history(batch.logged)
         self.transfers.after_commit(batch, failed)
+        if self._tick_clock is not None:
+            self.tick_budget.observe(len(work), self._tick_clock() - started_s)
         return len(work) + len(reruns)
 
     def _applied(self, batch: Batch) -> None:
         """Every command of the tick is in the batch, which is about to commit (a seam for the simulator)."""
 
     def _gather(self, now_ms: int, store_ok: bool) -> list[Work]:
-        """This tick's work, within ``tick_commands_max``: due timers first, then transfers, then the inbox."""
-        budget = self.limits.tick_commands_max
+        """This tick's work, within its budget (``tick_budget``), each kind of work in turn (scheduler.py): the
+        API's commands, the integrations' results, the lane's continuations, transfers, and the due timers of each
+        shard (and of express runs), which share the timers' part in turn too."""
         work: list[Work] = []
-        for window in self.windows.values():
-            for arn, timer_id in self._due_timers(window, now_ms, budget - len(work), store_ok):
-                work.append((FireTimer(arn, timer_id), None))
-        for arn, timer_id in self.express.pop_due(now_ms, budget - len(work)):
-            work.append((FireTimer(arn, timer_id), None))
         if self.heavy.redo:  # timers popped already: taken whatever the budget, or they would be lost
             work.extend((command, None) for command in self.heavy.redo)
             self.heavy.redo.clear()
-        self.transfers.take(work, budget, now_ms)
-        self.inbox.take_work(work, budget)
+        inbox = self.inbox
+        taken = self._share(max(self.tick_budget.items - len(work), 0), [
+            lambda n: inbox.take_commands(work, n), lambda n: inbox.take_results(work, n),
+            lambda n: inbox.take_decided(work, n), lambda n: self.transfers.take(work, n, now_ms),
+            self._timers(work, now_ms, store_ok)])
+        if self.probe is not None:
+            self.probe.gathered(self, taken)
         return work
+
+    def _timers(self, work: list[Work], now_ms: int, store_ok: bool) -> Taker:
+        """The due timers' taker: each shard's window (every one refilled first, whatever its share) and the express
+        runs' timers, in turn; the shards that get the odd items that do not divide evenly change from tick to tick."""
+        windows = list(self.windows.values())
+        for window in windows:
+            self._due_timers(window, now_ms, 0, store_ok)
+        self._turn += 1
+        first = self._turn % len(windows) if windows else 0
+
+        def fire(due: list[tuple[str, str]]) -> int:
+            work.extend((FireTimer(arn, timer_id), None) for arn, timer_id in due)
+            return len(due)
+        takers: list[Taker] = [lambda n, window=window: fire(self._due_timers(window, now_ms, n, False))
+                               for window in windows[first:] + windows[:first]]
+        takers.append(lambda n: fire(self.express.pop_due(now_ms, n)))
+        return lambda n: sum(take_fairly(n, takers))
+
+    def _share(self, budget: int, takers: list[Taker]) -> list[int]:
+        """Divide the tick's budget between the kinds of work (a seam for the simulator's planted bugs)."""
+        return take_fairly(budget, takers)
 
     def _due_timers(self, window: TimerWindow, now_ms: int, limit: int, store_ok: bool) -> list[tuple[str, str]]:
         """(execution ARN, timer id) of at most ``limit`` of the window's timers due by ``now_ms``."""

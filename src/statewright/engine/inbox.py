@@ -1,11 +1,13 @@
 """The engine's inbox: everything other threads hand the engine thread, under one lock.
 
-Commands from the API and the integrations (the API's bounded by ``Limits.inbox_commands_max``: past it InboxFull,
-and callers back off), dispatches an integration could not take, word that the integrations have room again,
-shard changes from the membership, stages another node answered, and continuations back from the heavy lane. The
-engine thread takes the changes at the start of each tick (``take_changes``), then commands within the tick's
-budget (``take_work``), and sleeps on the inbox when there is nothing to do (``wait``). Every method is
-thread-safe. Must not import the API, the integrations or the cluster.
+Commands from the API (bounded by ``Limits.inbox_commands_max``: past it InboxFull, and callers back off) and from
+the integrations (their results, tied to dispatches the outbox window bounds already), each in a queue of its own so
+that a tick serves them in turn (scheduler.py); dispatches an integration could not take, word that the
+integrations have room again, shard changes from the membership, stages another node answered, and continuations
+back from the heavy lane. The engine thread takes the changes at the start of each tick (``take_changes``), then
+work within the tick's budget (``take_commands``, ``take_results``, ``take_decided``), and sleeps on the inbox when
+there is nothing to do (``wait``). Every method is thread-safe. Must not import the API, the integrations or the
+cluster.
 """
 
 from __future__ import annotations
@@ -37,24 +39,25 @@ class Inbox:
     def __init__(self, commands_max: int) -> None:
         self._commands_max = commands_max
         self._lock = threading.Condition()
-        self._commands: deque[tuple[Command, Reply]] = deque()
-        self._decided: deque[Command] = deque()  # continuations back from the heavy lane
+        self._commands: deque[tuple[Command, Reply]] = deque()  # the API's (throttled)
+        self._results: deque[tuple[Command, Reply]] = deque()  # the integrations' (never throttled)
+        self._decided: deque[tuple[Command, Reply]] = deque()  # continuations back from the heavy lane
         self._changes = Changes()
         self._stopping = False
 
-    def __len__(self) -> int:
-        return len(self._commands)
-
     def submit(self, command: Command, reply: Reply, throttle: bool) -> None:
         with self._lock:
-            if throttle and len(self._commands) >= self._commands_max:
+            if not throttle:
+                self._results.append((command, reply))
+            elif len(self._commands) >= self._commands_max:
                 raise InboxFull(f"the engine has {len(self._commands)} commands waiting")
-            self._commands.append((command, reply))
+            else:
+                self._commands.append((command, reply))
             self._lock.notify()
 
     def decided(self, command: Command) -> None:
         with self._lock:
-            self._decided.append(command)
+            self._decided.append((command, None))
             self._lock.notify()
 
     def give_back(self, dispatch: Dispatch) -> None:
@@ -93,7 +96,7 @@ class Inbox:
             if self._stopping:
                 return False
             changes = self._changes
-            if not (busy or self._commands or self._decided or changes.given_back or changes.room_again
+            if not (busy or self._commands or self._results or self._decided or changes.given_back or changes.room_again
                     or changes.ownership or changes.forwarded):
                 self._lock.wait(timeout_s())
             return not self._stopping
@@ -103,14 +106,26 @@ class Inbox:
             changes, self._changes = self._changes, Changes()
         return changes
 
-    def take_work(self, work: list[tuple[Any, Reply]], budget: int) -> None:
-        """Append to ``work``, within ``budget`` items in all: the lane's continuations, then commands in order."""
-        with self._lock:
-            while self._decided and len(work) < budget:
-                work.append((self._decided.popleft(), None))
-            while self._commands and len(work) < budget:
-                work.append(self._commands.popleft())
+    def take_commands(self, work: list[tuple[Any, Reply]], n: int) -> int:
+        """Append at most ``n`` of the API's commands to ``work``, oldest first; returns how many."""
+        return _take(self._lock, self._commands, work, n)
+
+    def take_results(self, work: list[tuple[Any, Reply]], n: int) -> int:
+        """Append at most ``n`` of the integrations' commands to ``work``, oldest first; returns how many."""
+        return _take(self._lock, self._results, work, n)
+
+    def take_decided(self, work: list[tuple[Any, Reply]], n: int) -> int:
+        """Append at most ``n`` of the lane's continuations to ``work``, oldest first; returns how many."""
+        return _take(self._lock, self._decided, work, n)
 
     def decided_waiting(self) -> bool:
         with self._lock:
             return bool(self._decided)
+
+
+def _take(lock: threading.Condition, queue: deque[tuple[Command, Reply]], work: list[tuple[Any, Reply]],
+          n: int) -> int:
+    with lock:
+        taken = min(n, len(queue))
+        work.extend(queue.popleft() for _ in range(taken))
+    return taken

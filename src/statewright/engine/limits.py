@@ -17,8 +17,13 @@ class Limits:
     # Commands waiting for the engine thread. At the limit ``Engine.submit`` raises InboxFull and the API answers
     # ThrottlingException (HTTP 400), so a caller backs off instead of the queue growing.
     inbox_commands_max: int = 20_000
-    # Commands one tick applies and commits together (due timers first, then the inbox); the rest wait a tick.
+    # Items of work one tick applies and commits together, shared in turn between the kinds of work waiting (the
+    # API's commands, the integrations' results, the lane's decisions, transfers, due timers: scheduler.py); the
+    # rest wait a tick. Within these bounds the budget follows the time per item of recent full ticks, so that a
+    # tick lasts about tick_ms_target: a command waits for at most about one tick, however long a burst.
     tick_commands_max: int = 2_000
+    tick_commands_min: int = 64
+    tick_ms_target: int = 40
     # Timer rows one refill reads from a shard. A shard with more due at once (after a long outage) loads them a
     # page at a time as the window drains, oldest first.
     refill_rows_max: int = 5_000

@@ -58,15 +58,16 @@ class TransferRunner:
     def start(self, dispatch: Dispatch) -> None:
         self.ready.append(Transfer(dispatch, stages(dispatch, self._context)))
 
-    def take(self, work: list[tuple[Any, Reply]], budget: int, now_ms: int) -> None:
-        """Send again the remote stages due, then append the transfers ready, within ``budget`` items of work."""
+    def take(self, work: list[tuple[Any, Reply]], n: int, now_ms: int) -> int:
+        """Send again the remote stages due, then append at most ``n`` of the transfers ready; returns how many."""
         if self.retries:
             due = [transfer for at_ms, transfer in self.retries if at_ms <= now_ms]
             self.retries = [(at_ms, transfer) for at_ms, transfer in self.retries if at_ms > now_ms]
             for transfer in due:
                 self._send_remote(transfer)
-        while self.ready and len(work) < budget:
-            work.append((self.ready.popleft(), None))
+        taken = min(n, len(self.ready))
+        work.extend((self.ready.popleft(), None) for _ in range(taken))
+        return taken
 
     def next_due_ms(self, now_ms: int) -> int | None:
         if self.ready:

@@ -232,6 +232,11 @@ class Ledger:
     compactions: int = 0
     compaction_problems: list[str] = field(default_factory=list)
 
+    # The scheduler's fairness: commands handed to each engine and not yet taken by a tick, by kind (the API's, the
+    # integrations' results), and the ticks that served other work while one kind waited and got nothing.
+    waiting: dict[Any, list[int]] = field(default_factory=dict)
+    unfair_ticks: list[str] = field(default_factory=list)
+
     # Stops of the AWS jobs of .sync tasks (workload.JOB) the simulated service received, by (arn, scheduled id).
     jobs_stopped: Counter[tuple[str, int]] = field(default_factory=Counter)
     # The status change events delivered, by execution ARN, when the engine sends them (``status_events``).
@@ -273,6 +278,17 @@ class Ledger:
 
     # -- the engine's probe (Engine.probe)
 
+    def gathered(self, engine: Any, taken: list[int]) -> None:
+        """A tick of ``engine`` took ``taken`` items of each kind (API commands, results, continuations, transfers,
+        timers): a kind of command that was waiting must have had some of its share while others were served."""
+        waiting = self.waiting.setdefault(engine, [0, 0])
+        for kind, name in enumerate(("API commands", "integration results")):
+            others = sum(taken) - taken[kind]
+            if waiting[kind] and not taken[kind] and others:
+                self.unfair_ticks.append(f"{engine.node_id}: {waiting[kind]} {name} waited through a tick that "
+                                         f"served {others} items of other kinds")
+            waiting[kind] -= taken[kind]
+
     def timer_applied(self, arn: str, timer_id: str, due_ms: int, now_ms: int) -> None:
         self.timer_fires[(arn, timer_id, due_ms)] += 1
         if now_ms < due_ms:
@@ -285,7 +301,7 @@ def check_all(histories: Histories, ledger: Ledger, machines: Iterable[str] = ()
     with ``liveness`` also that all of them closed."""
     store = histories.store
     problems = [*ledger.bad_replies, *ledger.early_timers, *ledger.fence_problems, *ledger.oversized_steps,
-                *ledger.early_expiries, *ledger.compaction_problems]
+                *ledger.early_expiries, *ledger.compaction_problems, *ledger.unfair_ticks[:10]]
     executions = {arn: None for arn in sorted(ledger.acknowledged) if arn not in ledger.expired}
     executions.update((arn, None) for machine in machines for arn in all_executions(store, machine))
     for arn in executions:

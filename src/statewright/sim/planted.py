@@ -23,6 +23,7 @@ from ..engine.engine import Engine
 from ..engine.heavy_routing import HeavyRouting
 from ..engine.limits import Limits
 from ..engine.retention import Sweep
+from ..engine.scheduler import Taker
 from ..engine.timers import WINDOW_MS, TimerWindow
 from ..engine.transfer_runner import Transfer, TransferRunner
 from ..store.base import ClosedExecution, CommitResult, Dispatch, ExecutionWrite
@@ -48,6 +49,7 @@ PLANTED = frozenset({
     "lane-drops-failures",  # a continuation the lane failed to decide is never decided
     "expire-early",  # retention deletes executions at half their retention
     "compact-rows-only",  # compaction drops what an earlier compacted object held
+    "timers-first",  # a tick serves due timers before any command, as long as timers are due
 })
 
 
@@ -99,6 +101,14 @@ class PlantedEngine(Engine):
         if "lose-timeouts" in self.planted:
             due = [(arn, timer_id) for arn, timer_id in due if TimerKind.of(timer_id) is not TimerKind.TIMEOUT]
         return due
+
+    def _share(self, budget: int, takers: list[Taker]) -> list[int]:
+        if "timers-first" not in self.planted:
+            return super()._share(budget, takers)
+        taken = [0] * len(takers)
+        for index in reversed(range(len(takers))):  # the timers are the last kind: served first, greedily
+            taken[index] = takers[index](budget - sum(taken))
+        return taken
 
     def _stale_start(self, command: StartAttempt, refusal: TaskNotPending) -> object:
         if "start-attempt-twice" in self.planted:

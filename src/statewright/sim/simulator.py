@@ -2,7 +2,9 @@
 faults, random state machines and the clients and workers that drive them; checkers then judge the run.
 
 A run has two phases. While *active*, executions start, workers take attempts and answer them (in time, late,
-twice, never), task tokens are answered, some executions are stopped, and the enabled faults fire. Then every
+twice, never), task tokens are answered, some executions are stopped, bursts of executions whose Waits end in the
+same millisecond come with a client's call made just then (each tick must give waiting commands their share:
+``Ledger.gathered``), and the enabled faults fire. Then every
 fault stops and time runs on (the *liveness* phase) until every acknowledged execution has closed or a bound of
 virtual time has passed. ``check_all`` runs at the end. Everything random comes from ``random.Random(seed)`` and
 the engine's time from the virtual clock, so a seed replays exactly; ``replay_command`` prints how.
@@ -39,13 +41,13 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .. import decider
-from ..asl.definition import parse_definition
 from ..asl.handling import TASK_FAILED
 from ..cluster.membership import EngineHooks, Membership
 from ..decider.execution import ExecutionState
@@ -56,6 +58,7 @@ from ..engine.commands import (
     CompleteAttempt,
     EngineUnavailable,
     Heartbeat,
+    InboxFull,
     RedriveExecution,
     StartAttempt,
     StartExecution,
@@ -63,7 +66,6 @@ from ..engine.commands import (
 )
 from ..engine.edges import Edges
 from ..engine.engine import Engine
-from ..engine.heavy_lane import Decided
 from ..engine.limits import Limits
 from ..engine.retention import Sweep
 from ..engine.shards import shard_for
@@ -78,10 +80,12 @@ from .config import (
     ACCOUNT,
     ACK_RETRY_MS,
     ACTIVITIES,
+    BURST_DEFINITION,
+    BURST_EXECUTIONS,
+    BURST_WAIT_S,
     CLAIM_MS,
     CLAIMED_ELSEWHERE,
     FORWARD_TIMEOUT_MS,
-    LANE_DELAY_MS_MAX,
     LEASES,
     LIVENESS_MS,
     MACHINES,
@@ -102,6 +106,7 @@ from .config import (
     replay_command,
 )
 from .faults import Crash, Faults, FaultyStore
+from .lane import SimulatedLane
 from .planted import PlantedEngine, PlantedSweep
 
 
@@ -199,6 +204,7 @@ class _Run:
         self.tokens_answered: set[str] = set()
         self.children_seen: set[str] = set()  # children whose input was looked at for a token
         self.machines: list[tuple[str, workload.MachineSpec]] = []
+        self.burst_machine = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:sim-burst"
         # A key drawn from the seed, so replays sign the same tokens (a real store draws a random one).
         self.tokens = TaskTokens({"k1": self.rng.randbytes(32)}, "k1")
         self.cluster = config.nodes > 1
@@ -225,7 +231,7 @@ class _Run:
         edges = Edges()  # its edges lead to the node, made once the engine is
         settings = dict(node_id=owner, edges=edges, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
                         evaluation_clock=None, status_events=True, redrivable_ms=REDRIVABLE_MS,
-                        heavy_lane=lambda services, _, landed: _Lane(self, services, landed))
+                        heavy_lane=lambda services, _, landed: SimulatedLane(self, services, landed))
         engine = PlantedEngine(store, planted=planted, **settings) if planted else Engine(store, **settings)
         sweep = PlantedSweep(engine.histories, RETENTION, planted=planted) if planted else \
             Sweep(engine.histories, RETENTION)
@@ -248,11 +254,15 @@ class _Run:
 
     def _crash(self, node: _Node) -> None:
         node.store.inner.close()
+        self.ledger.waiting.pop(node.engine, None)  # what its inbox held is gone
         fresh = self._boot(node.index)
         self.nodes[node.index] = fresh
 
     def _create_machines(self) -> None:
         store = self.reader
+        store.create_state_machine(StateMachineRecord(self.burst_machine, "sim-burst", "STANDARD",
+                                                      json.dumps(BURST_DEFINITION), ROLE, "r1", START_MS, START_MS,
+                                                      {}, {}))
         activities = [f"arn:aws:states:{REGION}:{ACCOUNT}:activity:sim-{i}" for i in range(ACTIVITIES)]
         for arn in activities:
             store.create_activity(ActivityRecord(arn, arn.rsplit(":", 1)[1], START_MS))
@@ -272,19 +282,29 @@ class _Run:
     def at(self, delay_ms: int, action: Callable[[], None]) -> None:
         heapq.heappush(self._events, (self.now_ms + max(delay_ms, 0), next(self._order), action))
 
-    def submit(self, command: Command, on_reply: Callable[[object], None] | None = None) -> None:
-        """A client's call: to the one node, or to a random node that routes it to the shard's owner."""
+    def submit(self, command: Command, on_reply: Callable[[object], None] | None = None, *, api: bool = True) -> None:
+        """A client's call (``api``) or an integration's: to the one node, or to a random node that routes it to the
+        shard's owner."""
         reply = (command, self._committed(command.arn), on_reply)
         if not self.cluster:
-            self.nodes[0].engine.submit(command, reply, throttle=False)
+            self._hand(self.nodes[0], command, reply, api)
             return
         entry = self.rng.choice([node for node in self.nodes if node.up(self.now_ms)] or self.nodes)
         target = self._route(entry, command.arn)
         if target is None or self.faults.fire("forward-lost"):
             return  # the caller times out (and a worker's attempt times out in the engine)
-        target.engine.submit(command, reply, throttle=False)
+        self._hand(target, command, reply, api)
         if self.faults.fire("forward-duplicated"):
-            target.engine.submit(command, (command, reply[1], None), throttle=False)
+            self._hand(target, command, (command, reply[1], None), api)
+
+    def _hand(self, node: _Node, command: Command, reply: object, api: bool) -> None:
+        """Submit to the node's engine as the API does (throttled) or an integration (not); the ledger counts what
+        waits for the fairness checker."""
+        try:
+            node.engine.submit(command, reply, throttle=api)
+        except InboxFull:
+            return  # throttled: the caller gives up (and a worker's attempt times out in the engine)
+        self.ledger.waiting.setdefault(node.engine, [0, 0])[0 if api else 1] += 1
 
     def _route(self, entry: _Node, arn: str) -> _Node | None:
         """Where ``entry`` sends a command for ``arn``: itself if it serves the shard, else the owner it last read
@@ -306,10 +326,10 @@ class _Run:
             return future
         collected = _Collected(future, [None] * len(commands), len(commands))
         for index, command in enumerate(commands):
-            target.engine.submit(command, (command, None, (collected, index)), throttle=False)
+            self._hand(target, command, (command, None, (collected, index)), api=False)
         if self.faults.fire("forward-duplicated"):  # a retry of a call that did land: its replies go nowhere
             for command in commands:
-                target.engine.submit(command, (command, None, None), throttle=False)
+                self._hand(target, command, (command, None, None), api=False)
         return future
 
     # -- running
@@ -319,7 +339,7 @@ class _Run:
         try:
             self._drive()
             violations += self._quiescence()
-            machines = [arn for arn, _ in self.machines]
+            machines = [arn for arn, _ in self.machines] + [self.burst_machine]
             violations += check_all(self.histories, self.ledger, machines, liveness=True)
             if self.cluster:
                 violations += self._one_owner_per_shard()
@@ -557,8 +577,21 @@ class _Run:
             self._stop_execution()
         elif roll < 0.76:
             self._redrive_execution()
-        else:
+        elif roll < 0.97:
             self._start_execution(again=True)
+        else:
+            self._burst()
+
+    def _burst(self) -> None:
+        """``BURST_EXECUTIONS`` executions whose Waits end in the same millisecond, and a client's call just then."""
+        due_ms = (self.now_ms // 1000 + BURST_WAIT_S) * 1000
+        at = datetime.fromtimestamp(due_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for _ in range(BURST_EXECUTIONS):
+            self.started += 1
+            name = f"b{self.started}"
+            arn = self.burst_machine.replace(":stateMachine:", ":execution:") + f":{name}"
+            self.submit(StartExecution(arn, self.burst_machine, name, "r1", ROLE, json.dumps({"at": at})))
+        self.at(due_ms - self.now_ms, self._client_action)
 
     def _start_execution(self, again: bool = False) -> None:
         arn_machine, spec = self.rng.choice(self.machines[2:])
@@ -659,9 +692,9 @@ class _Run:
                 timeout_s, heartbeat_s = self._deadlines(attempt)
                 self._follow(attempt, timeout_s, heartbeat_s)
 
-        self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, worker), started)
+        self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, worker), started, api=False)
         if self.faults.fire("duplicate-result"):  # the same task reached two pollers
-            self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, "sim-worker-2"), started)
+            self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, "sim-worker-2"), started, api=False)
 
     def _job(self, node: _Node, dispatch: Dispatch) -> None:
         """The simulated AWS job service: a start submits the attempt with the job's handle; a poll finds the job
@@ -680,7 +713,7 @@ class _Run:
             result = (AttemptPolled(payload["poll"]) if roll < 0.6 else
                       AttemptSucceeded(json.dumps({"JobRunState": "SUCCEEDED", "RunId": run_id})) if roll < 0.9 else
                       AttemptFailed(TASK_FAILED, json.dumps({"JobRunState": "FAILED", "RunId": run_id})))
-            self.submit(CompleteAttempt(*key, result))
+            self.submit(CompleteAttempt(*key, result), api=False)
             return
 
         def started(reply: object) -> None:
@@ -688,9 +721,9 @@ class _Run:
                 self.ledger.started_attempt(*key)
                 run_id = f"jr-{key[1]}"
                 answer = AttemptSubmitted({"JobRunId": run_id}, {"JobName": "sim", "RunId": run_id})
-                self.at(self.rng.choice((0, 10, 500)), lambda: self.submit(CompleteAttempt(*key, answer)))
+                self.at(self.rng.choice((0, 10, 500)), lambda: self.submit(CompleteAttempt(*key, answer), api=False))
 
-        self.submit(StartAttempt(*key, "sim-glue"), started)
+        self.submit(StartAttempt(*key, "sim-glue"), started, api=False)
 
     def _status_event(self, node: _Node, dispatch: Dispatch) -> None:
         """A status change event reached its destination, which records it; then it is acknowledged."""
@@ -702,7 +735,7 @@ class _Run:
     def _acknowledge(self, ack: AckDispatch) -> None:
         """Send the acknowledgement until it lands, as the integration's Dispatcher.report does."""
         replied: list[object] = []
-        self.submit(ack, replied.append)
+        self.submit(ack, replied.append, api=False)
         self.at(ACK_RETRY_MS, lambda: None if True in replied else self._acknowledge(ack))
 
     def _deadlines(self, attempt: _Attempt) -> tuple[int, int | None]:
@@ -755,32 +788,5 @@ class _Run:
     def _all_closed(self) -> bool:
         """No execution is RUNNING (children and starts whose reply was lost included)."""
         inner = self.reader
-        return not any(inner.list_executions(arn, "RUNNING", 1, None).items for arn, _ in self.machines)
-
-
-class _Lane:
-    """The heavy lane (engine/heavy_lane.py) as the simulation runs it: a continuation is decided at once by the
-    same decider over the state as the lane's process gets it (its blob) and lands a random while later, or the
-    lane's process dies with it ("lane-dies"). A crashed node's engine never applies what lands after."""
-
-    def __init__(self, simulator: _Run, services: decider.Services,
-                 landed: Callable[[Decided], None]) -> None:
-        self._simulator, self._services, self._landed = simulator, services, landed
-
-    def submit(self, state: ExecutionState, definition_key: tuple[str, str], text: Callable[[], str],
-               mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens, activities: Any) -> bool:
-        simulator = self._simulator
-        simulator.laned += 1
-        result: decider.Decision | BaseException | None
-        if simulator.faults.fire("lane-dies", min(1.0, 4 * simulator.config.fault_rate)):  # few steps are heavy
-            result = RuntimeError("the heavy lane's process died")
-        else:
-            result = decider.fire_timer(ExecutionState.from_blob(state.to_blob()),
-                                        parse_definition(text(), mockable=mockable), timer_id, now_ms,
-                                        self._services)
-        decided = Decided(state.arn, timer_id, (state.version, state.start_ms, state.redrive_count), result)
-        simulator.at(simulator.rng.randint(0, LANE_DELAY_MS_MAX), lambda: self._landed(decided))
-        return True
-
-    def close(self) -> None:
-        pass
+        return not any(inner.list_executions(arn, "RUNNING", 1, None).items
+                       for arn in [*(arn for arn, _ in self.machines), self.burst_machine])

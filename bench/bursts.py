@@ -1,0 +1,111 @@
+"""W15: bursts beside a neighbour. The neighbour is a steady caller: a StartExecution of a one-state machine every
+50 ms (its call latency: how long another caller's command is held) and W1 chains at a fixed rate (their end-to-end
+latency). It runs alone, then beside a burst; the burst runs alone too, so its drain rate beside the neighbour is
+compared with its own in the same run.
+
+Bursts built so far: (a) ``timers``, executions whose Waits all end in the same second. The issue's others (runaway
+JSONata first states, retrying heavy Tasks, a wide Map and Parallel, nested starts, task results at once) come as
+the engine learns to serve them fairly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+
+from .client import Pool
+from .servers import Statewright
+from .workloads import (
+    TIMER_DEFINITION,
+    Run,
+    chain_definition,
+    chain_input,
+    completions,
+    create_machine,
+    iso_ms,
+    percentile,
+    start_closed_loop,
+    start_one,
+    wait_none_running,
+)
+
+PROBE_EVERY_S = 0.05
+PROBE_DEFINITION = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+
+
+async def neighbour(pool: Pool, rate_per_s: float, stop: asyncio.Event, label: str) -> dict[str, Any]:
+    """The steady caller until ``stop`` is set: probe starts every 50 ms and W1 chains at ``rate_per_s``."""
+    probe_machine = await create_machine(pool, f"w15-probe-{label}", PROBE_DEFINITION)
+    chain_machine = await create_machine(pool, f"w15-chain-{label}", chain_definition())
+    probes, chains = Run(0), Run(0)
+    tasks: list[asyncio.Task] = []
+    loop = asyncio.get_running_loop()
+    origin = loop.time()
+    next_probe = next_chain = 0.0
+    index = 0
+    chains.began = time.time()
+    while not stop.is_set():
+        elapsed = loop.time() - origin
+        if elapsed >= next_probe:
+            tasks.append(asyncio.create_task(start_one(pool, probe_machine, f"p-{index}", "{}", probes, True)))
+            next_probe += PROBE_EVERY_S
+        if elapsed >= next_chain:
+            tasks.append(asyncio.create_task(start_one(pool, chain_machine, f"c-{index}", chain_input(index),
+                                                        chains, True)))
+            next_chain += 1 / rate_per_s
+        index += 1
+        await asyncio.sleep(max(min(next_probe, next_chain) - (loop.time() - origin), 0))
+    await asyncio.gather(*tasks)
+    chains.starts_done = time.time()
+    await wait_none_running(pool, chain_machine, 120)
+    calls = [probes.answered[name] - sent for name, sent in probes.sent.items()]
+    ends = await completions(pool, chain_machine, chains)
+    return {"probe_calls": len(calls), "probe_p50_s": percentile(calls, 0.5), "probe_p99_s": percentile(calls, 0.99),
+            "probe_max_s": max(calls, default=float("nan")), "chains": ends["succeeded"],
+            "chain_p50_s": ends["p50_s"], "chain_p99_s": ends["p99_s"],
+            "errors": len(probes.errors) + len(chains.errors)}
+
+
+async def _timers_due_together(pool: Pool, n: int, concurrency: int, label: str) -> tuple[str, float, Run]:
+    """n executions whose Waits end in the same second, started ahead of it; (machine, due time in s, their run)."""
+    machine = await create_machine(pool, f"w15-timers-{label}", TIMER_DEFINITION)
+    guess_s = n / 2_000 + 5  # time to start them all, at a rate well below what a quiet server takes
+    due_ms = (int(time.time() + guess_s) + 1) * 1000
+    run = await start_closed_loop(pool, machine, n, concurrency,
+                                  lambda _: orjson.dumps({"due": iso_ms(due_ms)}).decode(), "t", record=False)
+    return machine, due_ms / 1000, run
+
+
+async def _drained(pool: Pool, machine: str, due_s: float) -> dict[str, Any]:
+    """How long after ``due_s`` the last of the burst's executions closed."""
+    finished = await wait_none_running(pool, machine, 600, poll_s=0.2)
+    return {"finished": finished, "drain_s": time.time() - due_s}
+
+
+async def timer_burst(server: Statewright, n: int, rate_per_s: float, alone_s: float,
+                      concurrency: int) -> dict[str, Any]:
+    """(a): the burst alone; the neighbour alone for ``alone_s``; the neighbour beside the burst until it drained."""
+    pool = Pool(server.endpoint, concurrency)
+    try:
+        machine, due_s, run = await _timers_due_together(pool, n, concurrency, "alone")
+        await asyncio.sleep(max(due_s - time.time(), 0))
+        burst_alone = await _drained(pool, machine, due_s)
+        burst_alone["start_errors"] = len(run.errors)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(alone_s, stop.set)
+        neighbour_alone = await neighbour(pool, rate_per_s, stop, "alone")
+        machine, due_s, run = await _timers_due_together(pool, n, concurrency, "beside")
+        stop = asyncio.Event()
+        await asyncio.sleep(max(due_s - 1 - time.time(), 0))  # the neighbour starts a second before the burst
+        beside_task = asyncio.create_task(neighbour(pool, rate_per_s, stop, "beside"))
+        burst_beside = await _drained(pool, machine, due_s)
+        burst_beside["start_errors"] = len(run.errors)
+        stop.set()
+        neighbour_beside = await beside_task
+    finally:
+        pool.close()
+    return {"n": n, "rate_per_s": rate_per_s, "burst_alone": burst_alone, "burst_beside": burst_beside,
+            "neighbour_alone": neighbour_alone, "neighbour_beside": neighbour_beside}

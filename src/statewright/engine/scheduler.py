@@ -1,0 +1,61 @@
+"""How a tick divides its budget between the kinds of work waiting: in equal shares, what one leaves going to the rest.
+
+Each source of work (the API's commands, the integrations' results, the heavy lane's continuations, engine-to-engine
+transfers, each shard's due timers) is a *taker*: asked for at most ``n`` items, it appends what it has to the tick's
+work and says how many it took. ``take_fairly`` gives every taker an equal share of the budget; a taker that takes
+less than its share has nothing more this tick, and what it left is shared again among those that took all theirs
+(max-min fairness, found without knowing how much each has waiting). So a burst of one kind (100,000 timers due in
+the same second, 20,000 task results at once) takes at most its share of each tick while the others wait, and a
+command of another kind waits one tick, not the whole burst.
+
+How long a tick lasts bounds that wait too: ``TickBudget`` sizes the budget so that a full tick takes about
+``Limits.tick_ms_target``, from the time per item of recent full ticks (the engine measures them; the simulator
+does not, and keeps ``tick_commands_max``). Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+Taker = Callable[[int], int]  # takes at most n items of work; returns how many it took
+
+
+def take_fairly(budget: int, takers: Sequence[Taker]) -> list[int]:
+    """Ask ``takers`` for work within ``budget`` items in all, in equal shares (earlier takers get the odd items
+    that do not divide evenly); returns how many each took."""
+    taken = [0] * len(takers)
+    wanting = list(range(len(takers)))
+    left = budget
+    while left > 0 and wanting:
+        share, odd = divmod(left, len(wanting))
+        still = []
+        for position, index in enumerate(wanting):
+            asked = share + (1 if position < odd else 0)
+            if asked == 0:
+                still.append(index)
+                continue
+            got = takers[index](asked)
+            taken[index] += got
+            left -= got
+            if got == asked:  # it may have more
+                still.append(index)
+        wanting = still  # each round either spends some of the budget or lets a taker go: it ends
+    return taken
+
+
+class TickBudget:
+    """How many items the next tick may take: ``high`` at most and ``low`` at least, fewer than ``high`` while full
+    ticks take longer than ``target_s``."""
+
+    def __init__(self, low: int, high: int, target_s: float) -> None:
+        self.low, self.high, self.target_s = min(low, high), high, target_s
+        self.items = high
+
+    def observe(self, items: int, seconds: float) -> None:
+        """A tick took ``items`` and ``seconds``. Only a tick near its budget says what an item costs (a small one
+        is mostly the commit's fixed cost); the budget moves halfway to what would have lasted ``target_s``, so one
+        slow tick (a heavy evaluation) does not collapse it."""
+        if items < self.items // 2 or items == 0:
+            return
+        wanted = self.high if seconds <= 0 else int(self.target_s * items / seconds)
+        self.items = max(self.low, min(self.high, (self.items + wanted) // 2))

@@ -1,0 +1,123 @@
+"""A tick's budget divided between the kinds of work in turn: the pure division (scheduler.take_fairly), and the
+engine ticked by hand on a virtual clock, where a burst of one kind leaves every other kind its share of each tick."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from statewright.decider.outcomes import AttemptSucceeded
+from statewright.engine.commands import CompleteAttempt, StartExecution, TaskNotPending
+from statewright.engine.engine import Engine
+from statewright.engine.limits import Limits
+from statewright.engine.scheduler import TickBudget, take_fairly
+from statewright.store.base import StateMachineRecord
+from statewright.store.sqlite import SqliteStore
+
+PREFIX = "arn:aws:states:us-east-1:123456789012"
+WAITER = f"{PREFIX}:stateMachine:waiter"
+PASSER = f"{PREFIX}:stateMachine:passer"
+DEFINITIONS = {
+    WAITER: {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 60, "End": True}}},
+    PASSER: {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}},
+}
+NOW_MS = 1_700_000_000_000
+
+
+def queues(lengths: list[int]) -> tuple[list, list[int]]:
+    """Takers over queues of the given lengths, and what is left in each."""
+    left = list(lengths)
+
+    def taker(index: int):
+        def take(n: int) -> int:
+            assert n > 0
+            got = min(n, left[index])
+            left[index] -= got
+            return got
+        return take
+    return [taker(index) for index in range(len(lengths))], left
+
+
+@given(st.integers(0, 500), st.lists(st.integers(0, 300), max_size=6))
+def test_the_budget_is_shared_max_min_fairly(budget, lengths):
+    takers, _ = queues(lengths)
+    taken = take_fairly(budget, takers)
+    assert sum(taken) == min(budget, sum(lengths))
+    assert all(0 <= got <= length for got, length in zip(taken, lengths, strict=True))
+    for got, length in zip(taken, lengths, strict=True):
+        if got < length:  # a kind that did not get all it had got no less than any other kind, to the odd item
+            assert max(taken) <= got + 1
+
+
+def test_the_tick_budget_follows_the_time_of_full_ticks():
+    budget = TickBudget(64, 2_000, 0.040)
+    budget.observe(2_000, 0.400)  # 0.2 ms an item: 200 would take 40 ms; halfway there
+    assert budget.items == 1_100
+    budget.observe(10, 0.050)  # far from full: says nothing of an item's cost
+    assert budget.items == 1_100
+    for _ in range(20):
+        budget.observe(budget.items, budget.items * 0.0002)
+    assert budget.items == 200
+    for _ in range(20):
+        budget.observe(budget.items, budget.items * 0.000001)  # cheap items: back to the ceiling
+    assert budget.items == 2_000
+    budget.observe(2_000, 60.0)
+    assert budget.items == 1_000  # one very slow tick halves it at most
+    for _ in range(20):
+        budget.observe(budget.items, 60.0)
+    assert budget.items == 64
+
+
+def test_a_kind_with_little_leaves_the_rest_to_the_others():
+    takers, left = queues([3, 1000, 0, 1000])
+    assert take_fairly(100, takers) == [3, 49, 0, 48]
+    assert left == [0, 951, 0, 952]
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = SqliteStore(tmp_path / "db.sqlite", shard_count=4)
+    for arn, definition in DEFINITIONS.items():
+        store.create_state_machine(StateMachineRecord(arn, arn.rsplit(":", 1)[1], "STANDARD", json.dumps(definition),
+                                                      "role", "r1", 0, 0, {}, {}))
+    yield store
+    store.close()
+
+
+def started(engine: Engine, machine: str, name: str):
+    arn = f"{machine.replace(':stateMachine:', ':execution:')}:{name}"
+    return engine.submit(StartExecution(arn, machine, name, "r1", "role", "{}"))
+
+
+def test_a_start_is_applied_in_the_first_tick_of_a_burst_of_due_timers(store):
+    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_max=50), evaluation_clock=None)
+    engine.acquire_all_shards()
+    waiting = [started(engine, WAITER, f"w{i}") for i in range(400)]
+    while engine.tick(NOW_MS):
+        pass
+    assert all(reply.done() for reply in waiting)
+    due_ms = NOW_MS + 60_000  # 400 Waits end now, 8 ticks' worth
+    neighbour = started(engine, PASSER, "neighbour")
+    engine.tick(due_ms)
+    assert neighbour.result(timeout=0) == due_ms
+    ticks = 1
+    while engine.tick(due_ms):
+        ticks += 1
+    assert ticks == 9  # the burst itself drains at the full rate of the ticks: 400 timers, 50 a tick, less the start
+
+
+def test_a_start_is_applied_in_the_first_tick_of_a_burst_of_task_results(store):
+    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_max=50), evaluation_clock=None)
+    engine.acquire_all_shards()
+    arn = f"{PREFIX}:execution:waiter:gone"
+    results = [engine.submit(CompleteAttempt(arn, 3, AttemptSucceeded("{}")), throttle=False) for _ in range(400)]
+    neighbour = started(engine, PASSER, "neighbour")
+    engine.tick(NOW_MS)
+    assert neighbour.result(timeout=0) == NOW_MS
+    assert sum(reply.done() for reply in results) == 49  # the rest of the tick went to the results
+    while engine.tick(NOW_MS):
+        pass
+    assert all(isinstance(reply.exception(timeout=0), TaskNotPending) for reply in results)
