@@ -130,9 +130,10 @@ def test_a_decision_the_execution_outgrew_is_decided_again(store):
         arn = start(engine, "stopped")
         engine.tick(clock.now_ms)  # the start, and its first heavy Pass
         clock.now_ms += 300
-        engine.submit(StopExecution(arn, "Halt", None))
-        engine.tick(clock.now_ms)  # the continuation goes to the lane (timers come first), then the stop lands
+        engine.tick(clock.now_ms)  # the continuation goes to the lane
         assert lane_steps(engine, "sent") == 1
+        engine.submit(StopExecution(arn, "Halt", None))
+        engine.tick(clock.now_ms)  # the stop lands (before the lane's answer, if it came already: commands first)
         while engine.heavy.in_lane:  # the continuation comes back for a state that moved on: it must change nothing
             time.sleep(0.01)
             engine.tick(clock.now_ms)

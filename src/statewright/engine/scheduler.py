@@ -21,8 +21,8 @@ Taker = Callable[[int], int]  # takes at most n items of work; returns how many 
 
 
 def take_fairly(budget: int, takers: Sequence[Taker]) -> list[int]:
-    """Ask ``takers`` for work within ``budget`` items in all, in equal shares (earlier takers get the odd items
-    that do not divide evenly); returns how many each took."""
+    """Ask ``takers`` for work within ``budget`` items in all, in equal shares (of the items that do not divide
+    evenly, earlier takers get the first); returns how many each took."""
     taken = [0] * len(takers)
     wanting = list(range(len(takers)))
     left = budget
@@ -39,7 +39,9 @@ def take_fairly(budget: int, takers: Sequence[Taker]) -> list[int]:
             left -= got
             if got == asked:  # it may have more
                 still.append(index)
-        wanting = still  # each round either spends some of the budget or lets a taker go: it ends
+        # The odd items go first to those that have had the least: totals stay within one of each other. Each
+        # round spends some of the budget or lets a taker go, so the loop ends.
+        wanting = sorted(still, key=taken.__getitem__)
     return taken
 
 

@@ -235,6 +235,7 @@ class Ledger:
     # The scheduler's fairness: commands handed to each engine and not yet taken by a tick, by kind (the API's, the
     # integrations' results), and the ticks that served other work while one kind waited and got nothing.
     waiting: dict[Any, list[int]] = field(default_factory=dict)
+    waiting_at_tick: dict[Any, list[int]] = field(default_factory=dict)  # as each engine's last tick began
     unfair_ticks: list[str] = field(default_factory=list)
 
     # Stops of the AWS jobs of .sync tasks (workload.JOB) the simulated service received, by (arn, scheduled id).
@@ -280,14 +281,18 @@ class Ledger:
 
     def gathered(self, engine: Any, taken: list[int]) -> None:
         """A tick of ``engine`` took ``taken`` items of each kind (API commands, results, continuations, transfers,
-        timers): a kind of command that was waiting must have had some of its share while others were served."""
-        waiting = self.waiting.setdefault(engine, [0, 0])
+        timers): a kind of command that was waiting must have had its share, so none went without while another
+        kind took two or more (a budget smaller than the kinds waiting gives one each, the first ones first)."""
+        waiting, at_tick = self.waiting.setdefault(engine, [0, 0]), self.waiting_at_tick.get(engine, [0, 0])
         for kind, name in enumerate(("API commands", "integration results")):
-            others = sum(taken) - taken[kind]
-            if waiting[kind] and not taken[kind] and others:
-                self.unfair_ticks.append(f"{engine.node_id}: {waiting[kind]} {name} waited through a tick that "
-                                         f"served {others} items of other kinds")
+            if at_tick[kind] and not taken[kind] and max(taken) >= 2:
+                self.unfair_ticks.append(f"{engine.node_id}: {at_tick[kind]} {name} waited through a tick in which "
+                                         f"another kind took {max(taken)} items")
             waiting[kind] -= taken[kind]
+
+    def tick_begins(self, engine: Any) -> None:
+        """What waits as a tick begins (a store call during the tick may run the simulator, which submits more)."""
+        self.waiting_at_tick[engine] = list(self.waiting.get(engine, [0, 0]))
 
     def timer_applied(self, arn: str, timer_id: str, due_ms: int, now_ms: int) -> None:
         self.timer_fires[(arn, timer_id, due_ms)] += 1

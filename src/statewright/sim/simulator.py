@@ -255,6 +255,7 @@ class _Run:
     def _crash(self, node: _Node) -> None:
         node.store.inner.close()
         self.ledger.waiting.pop(node.engine, None)  # what its inbox held is gone
+        self.ledger.waiting_at_tick.pop(node.engine, None)
         fresh = self._boot(node.index)
         self.nodes[node.index] = fresh
 
@@ -473,6 +474,7 @@ class _Run:
         if node.paused_at_ms is not None:  # woken in the middle of the tick it was paused in: its clock is old
             now_ms, node.paused_at_ms = node.paused_at_ms, None
         try:
+            self.ledger.tick_begins(node.engine)
             worked = bool(node.engine.tick(now_ms))
         except Crash:
             self._crash(node)
