@@ -83,6 +83,7 @@ from .config import (
     BURST_DEFINITION,
     BURST_EXECUTIONS,
     BURST_WAIT_S,
+    BURSTS_MAX,
     CLAIM_MS,
     CLAIMED_ELSEWHERE,
     FORWARD_TIMEOUT_MS,
@@ -205,6 +206,7 @@ class _Run:
         self.children_seen: set[str] = set()  # children whose input was looked at for a token
         self.machines: list[tuple[str, workload.MachineSpec]] = []
         self.burst_machine = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:sim-burst"
+        self.bursts = 0
         # A key drawn from the seed, so replays sign the same tokens (a real store draws a random one).
         self.tokens = TaskTokens({"k1": self.rng.randbytes(32)}, "k1")
         self.cluster = config.nodes > 1
@@ -579,13 +581,14 @@ class _Run:
             self._stop_execution()
         elif roll < 0.76:
             self._redrive_execution()
-        elif roll < 0.97:
+        elif roll < 0.97 or self.bursts >= BURSTS_MAX:
             self._start_execution(again=True)
         else:
             self._burst()
 
     def _burst(self) -> None:
         """``BURST_EXECUTIONS`` executions whose Waits end in the same millisecond, and a client's call just then."""
+        self.bursts += 1
         due_ms = (self.now_ms // 1000 + BURST_WAIT_S) * 1000
         at = datetime.fromtimestamp(due_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for _ in range(BURST_EXECUTIONS):
