@@ -19,7 +19,7 @@ from statewright.sim.simulator import simulate
 
 pytestmark = pytest.mark.slow  # long simulations: not in the fast tier
 
-CI_SEEDS = range(6)
+CI_SEEDS = range(4, 10)  # seeds whose runs reach every behaviour asserted below (compacted redrives among them)
 CLUSTER_SEEDS = range(4)
 STEPS = 200
 NODES = 3
@@ -37,6 +37,7 @@ PLANTED_FOR = {
     "clock-jump": "refill-skips-overdue",  # liveness: timers due during the jump are skipped
     "lane-dies": "lane-drops-failures",  # liveness: a continuation the lane lost never runs
     "worker-dies": "lose-timeouts",  # liveness: a dead worker's attempt never times out
+    "burst": "timers-first",  # fairness: a client's call waits while a burst of timers takes whole ticks
     # several nodes
     "lease-stolen": "act-on-fenced-writes",  # a reply ahead of its commit: the fenced write never landed
     "node-paused": "commit-without-fencing",  # two nodes commit for one shard at one range id
@@ -85,11 +86,6 @@ def test_an_engine_that_runs_flows_unbounded_is_caught():
 def test_an_engine_that_never_stops_abandoned_jobs_is_caught():
     caught = [simulate(SimConfig(seed, frozenset(), 150, planted=frozenset({"drop-job-stops"}))) for seed in range(6)]
     assert any("was abandoned and never stopped" in violation for result in caught for violation in result.violations)
-
-
-def test_an_engine_that_serves_due_timers_before_commands_is_caught():
-    caught = [simulate(SimConfig(seed, frozenset(), STEPS, planted=frozenset({"timers-first"}))) for seed in range(4)]
-    assert any("waited through a tick in which" in violation for result in caught for violation in result.violations)
 
 
 def test_the_fixed_seeds_redrive_executions(ci_runs):

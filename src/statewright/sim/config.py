@@ -39,8 +39,9 @@ RETENTION = RetentionSettings(retention_ms=30 * 60_000, compact_after_ms=30_000)
 REDRIVABLE_MS = 20 * 60_000
 SWEEP_MS = 10_000  # how often each node sweeps (a server: every second, and at once while catching up)
 SWEEPS_PER_STEP_MAX = 8  # sweeps run back to back while a batch was full
-# A burst: executions whose Waits all end in the same millisecond, with a client's call made just then (the fairness
-# checker: the call must get its share of the first tick that fires them); a few per run, more than a tick takes.
+# The "burst" fault: executions whose Waits all end in the same millisecond, with a client's call made just then (the
+# fairness checker: the call must get its share of the first tick that fires them); a few per run, more than a tick
+# takes.
 BURST_EXECUTIONS = 80
 BURSTS_MAX = 2
 BURST_WAIT_S = 30

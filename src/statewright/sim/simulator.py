@@ -3,8 +3,8 @@ faults, random state machines and the clients and workers that drive them; check
 
 A run has two phases. While *active*, executions start, workers take attempts and answer them (in time, late,
 twice, never), task tokens are answered, some executions are stopped, bursts of executions whose Waits end in the
-same millisecond come with a client's call made just then (each tick must give waiting commands their share:
-``Ledger.gathered``), and the enabled faults fire. Then every
+same millisecond come with a client's call made just then (the "burst" fault: each tick must give waiting commands
+their share, ``Ledger.gathered``), and the enabled faults fire. Then every
 fault stops and time runs on (the *liveness* phase) until every acknowledged execution has closed or a bound of
 virtual time has passed. ``check_all`` runs at the end. Everything random comes from ``random.Random(seed)`` and
 the engine's time from the virtual clock, so a seed replays exactly; ``replay_command`` prints how.
@@ -574,6 +574,9 @@ class _Run:
     # -- clients
 
     def _client_action(self) -> None:
+        if self.bursts < BURSTS_MAX and self.ledger.acknowledged and self.faults.fire("burst"):
+            self._burst()
+            return
         roll = self.rng.random()
         if roll < 0.6 or not self.ledger.acknowledged:
             self._start_execution()
@@ -581,19 +584,16 @@ class _Run:
             self._stop_execution()
         elif roll < 0.76:
             self._redrive_execution()
-        elif roll < 0.97 or self.bursts >= BURSTS_MAX:
-            self._start_execution(again=True)
         else:
-            self._burst()
+            self._start_execution(again=True)
 
     def _burst(self) -> None:
         """``BURST_EXECUTIONS`` executions whose Waits end in the same millisecond, and a client's call just then."""
         self.bursts += 1
         due_ms = (self.now_ms // 1000 + BURST_WAIT_S) * 1000
         at = datetime.fromtimestamp(due_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for _ in range(BURST_EXECUTIONS):
-            self.started += 1
-            name = f"b{self.started}"
+        for index in range(BURST_EXECUTIONS):
+            name = f"b{self.bursts}-{index}"
             arn = self.burst_machine.replace(":stateMachine:", ":execution:") + f":{name}"
             self.submit(StartExecution(arn, self.burst_machine, name, "r1", ROLE, json.dumps({"at": at})))
         self.at(due_ms - self.now_ms, self._client_action)
@@ -601,7 +601,7 @@ class _Run:
     def _start_execution(self, again: bool = False) -> None:
         arn_machine, spec = self.rng.choice(self.machines[2:])
         if again and self.ledger.acknowledged:  # the same name again: idempotent or ExecutionAlreadyExists
-            arn = self.rng.choice(sorted(self.ledger.acknowledged))
+            arn = self._acknowledged()
             blob = self.reader.load_execution(arn)
             if blob is None:
                 return  # acknowledged but missing: the checkers report it
@@ -615,14 +615,18 @@ class _Run:
             text = json.dumps(workload.generate_input(self.rng, spec))
         self.submit(StartExecution(arn, arn_machine, name, "r1", ROLE, text))
 
+    def _acknowledged(self) -> str:
+        """One of the executions whose start was acknowledged, the bursts' aside (clients stop and redrive these)."""
+        return self.rng.choice(sorted(arn for arn in self.ledger.acknowledged if ":sim-burst:" not in arn))
+
     def _stop_execution(self) -> None:
-        arn = self.rng.choice(sorted(self.ledger.acknowledged))
+        arn = self._acknowledged()
         self.submit(StopExecution(arn, "Sim.Stopped", "stopped by the simulated client"))
 
     def _redrive_execution(self) -> None:
         """Redrive an execution that closed unsuccessfully (now and then with a token used before: answered as it
         was, no second redrive)."""
-        arn = self.rng.choice(sorted(self.ledger.acknowledged))
+        arn = self._acknowledged()
         if self._status(arn) not in REDRIVABLE:
             return
         self.redrives += 1
