@@ -66,7 +66,8 @@ def test_idle_executions_leave_memory_but_still_wake(store):
     clock = VirtualClock()
     engine = make_engine(store, clock, cache_size=10)
     commands = [start(engine, f"e{i}", 60 + i)[0] for i in range(100)]
-    engine.tick(clock.now_ms)
+    while engine.tick(clock.now_ms):
+        pass
     assert engine.cached_executions() <= 10
     clock.now_ms += 200_000
     while engine.tick(clock.now_ms):

@@ -128,8 +128,10 @@ class Core:
             TransferContext(store.get_state_machine, store.get_version, store.get_alias, self.reads.load, self.tokens),
             self.outbox, self.shards, self.inbox, self.edges)
         self.metrics = Metrics(lambda: self.windows, clock, lambda: len(self.outbox))
-        self.tick_budget = TickBudget(limits.tick_commands_min, limits.tick_commands_max, limits.tick_ms_target / 1000)
-        self._tick_clock = evaluation_clock  # None (the simulator): the budget stays tick_commands_max
+        # Ticks are timed on the evaluation clock; with none (the simulator) the budget stays tick_commands_max.
+        self._tick_clock = evaluation_clock
+        self.tick_budget = TickBudget(limits.tick_commands_min, limits.tick_commands_max,
+                                      None if evaluation_clock is None else limits.tick_ms_target / 1000)
         self.heavy = HeavyRouting(None if heavy_lane is None else heavy_lane(self.services, limits, self.inbox.decided),
                                   self.metrics)
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this

@@ -23,7 +23,7 @@ class Limits:
     # tick lasts about tick_ms_target: a command waits for at most about one tick, however long a burst.
     tick_commands_max: int = 2_000
     tick_commands_min: int = 64
-    tick_ms_target: int = 40
+    tick_ms_target: int = 25
     # Timer rows one refill reads from a shard. A shard with more due at once (after a long outage) loads them a
     # page at a time as the window drains, oldest first.
     refill_rows_max: int = 5_000

@@ -46,18 +46,19 @@ def take_fairly(budget: int, takers: Sequence[Taker]) -> list[int]:
 
 
 class TickBudget:
-    """How many items the next tick may take: ``high`` at most and ``low`` at least, fewer than ``high`` while full
-    ticks take longer than ``target_s``."""
+    """How many items the next tick may take: ``low`` at first, then as many as full ticks show would last
+    ``target_s``, never more than ``high`` (``target_s`` None: always ``high``, for runs that measure no time)."""
 
-    def __init__(self, low: int, high: int, target_s: float) -> None:
+    def __init__(self, low: int, high: int, target_s: float | None) -> None:
         self.low, self.high, self.target_s = min(low, high), high, target_s
-        self.items = high
+        # Grown as full ticks prove cheap, so that a burst's first tick is not one of ``high``.
+        self.items = high if target_s is None else self.low
 
     def observe(self, items: int, seconds: float) -> None:
         """A tick took ``items`` and ``seconds``. Only a tick near its budget says what an item costs (a small one
         is mostly the commit's fixed cost); the budget moves halfway to what would have lasted ``target_s``, so one
         slow tick (a heavy evaluation) does not collapse it."""
-        if items < self.items // 2 or items == 0:
+        if self.target_s is None or items < self.items // 2 or items == 0:
             return
-        wanted = self.high if seconds <= 0 else int(self.target_s * items / seconds)
-        self.items = max(self.low, min(self.high, (self.items + wanted) // 2))
+        wanted = self.high if seconds <= 0 else round(self.target_s * items / seconds)
+        self.items = max(self.low, min(self.high, (self.items + wanted + 1) // 2))
