@@ -19,8 +19,8 @@ class Limits:
     inbox_commands_max: int = 20_000
     # Items of work one tick applies and commits together, shared in turn between the kinds of work waiting (the
     # API's commands, the integrations' results, the lane's decisions, transfers, due timers: scheduler.py); the
-    # rest wait a tick. Within these bounds the budget follows the time per item of recent full ticks, so that a
-    # tick lasts about tick_ms_target: a command waits for at most about one tick, however long a burst.
+    # rest wait a tick. Between these bounds the budget (starting at the lower) follows the time per item of recent
+    # full ticks, so that a tick lasts about tick_ms_target: a command waits about two ticks, however long a burst.
     tick_commands_max: int = 2_000
     tick_commands_min: int = 64
     tick_ms_target: int = 25

@@ -40,10 +40,9 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -108,6 +107,7 @@ from .config import (
 )
 from .faults import Crash, Faults, FaultyStore
 from .lane import SimulatedLane
+from .nodes import Collected, SimNode
 from .planted import PlantedEngine, PlantedSweep
 
 
@@ -147,43 +147,6 @@ class _Attempt:
     scheduled_id: int
 
 
-@dataclass
-class _Node:
-    index: int
-    engine: Engine
-    store: FaultyStore
-    membership: Membership | None = None  # None: one node, which takes every shard
-    replies: list[tuple[Any, object]] = field(default_factory=list)
-    next_step_ms: int = 0  # when its membership wants to step again
-    paused_until_ms: int = 0  # a paused process: it neither ticks nor steps
-    paused_at_ms: int | None = None  # its clock reading when paused: its first tick after waking uses it
-    cut_off_until_ms: int = 0  # the store is unreachable from it until then
-    down_until_ms: int = 0  # it left and comes back (as a new process) then
-    leaving: Future | None = None  # a graceful leave waiting for the engine to let go
-    sweep: Sweep | None = None  # its retention sweep, over its store
-    next_sweep_ms: int = 0
-
-    @property
-    def name(self) -> str:
-        return f"node-{self.index}"
-
-    def up(self, now_ms: int) -> bool:
-        """Answering calls (a leaving node ticks on until its engine let go, but takes no new calls)."""
-        return self.running(now_ms) and self.leaving is None
-
-    def running(self, now_ms: int) -> bool:
-        return now_ms >= self.down_until_ms and now_ms >= self.paused_until_ms
-
-
-@dataclass
-class _Collected:
-    """The replies of a forwarded stage, gathered from the target node's deliveries."""
-
-    future: Future
-    replies: list[object]
-    missing: int
-
-
 class _Run:
     def __init__(self, config: SimConfig, path: Path) -> None:
         self.config = config
@@ -218,13 +181,13 @@ class _Run:
 
     # -- the world
 
-    def _boot(self, index: int) -> _Node:
+    def _boot(self, index: int) -> SimNode:
         """A new engine process over the same database (after a crash nothing but the store survives)."""
         self._incarnation += 1
         owner = f"node-{index}.{self._incarnation}"
         inner = SqliteStore(self.path, SHARDS)
         limits = SIM_LIMITS if self.config.limits == "small" else Limits()
-        holder: list[_Node] = []
+        holder: list[SimNode] = []
         store = FaultyStore(inner, self.faults, owner, self.ledger, cut_off=lambda: self._cut_off(holder[0]),
                             clock=lambda: self.now_ms, cluster=self.cluster)
         self.ledger.states_max = limits.apply_states_max
@@ -237,7 +200,7 @@ class _Run:
         engine = PlantedEngine(store, planted=planted, **settings) if planted else Engine(store, **settings)
         sweep = PlantedSweep(engine.histories, RETENTION, planted=planted) if planted else \
             Sweep(engine.histories, RETENTION)
-        node = _Node(index, engine, store, sweep=sweep, next_sweep_ms=self.now_ms + SWEEP_MS)
+        node = SimNode(index, engine, store, sweep=sweep, next_sweep_ms=self.now_ms + SWEEP_MS)
         holder.append(node)
         edges.replies = node.replies.extend
         edges.dispatch = lambda dispatch: self._dispatched(node, dispatch)
@@ -251,10 +214,10 @@ class _Run:
         node.next_step_ms = self.now_ms
         return node
 
-    def _cut_off(self, node: _Node) -> bool:
+    def _cut_off(self, node: SimNode) -> bool:
         return self.now_ms < node.cut_off_until_ms
 
-    def _crash(self, node: _Node) -> None:
+    def _crash(self, node: SimNode) -> None:
         node.store.inner.close()
         self.ledger.waiting.pop(node.engine, None)  # what its inbox held is gone
         self.ledger.waiting_at_tick.pop(node.engine, None)
@@ -300,7 +263,7 @@ class _Run:
         if self.faults.fire("forward-duplicated"):
             self._hand(target, command, (command, reply[1], None), api)
 
-    def _hand(self, node: _Node, command: Command, reply: object, api: bool) -> None:
+    def _hand(self, node: SimNode, command: Command, reply: object, api: bool) -> None:
         """Submit to the node's engine as the API does (throttled) or an integration (not); the ledger counts what
         waits for the fairness checker."""
         try:
@@ -309,7 +272,7 @@ class _Run:
             return  # throttled: the caller gives up (and a worker's attempt times out in the engine)
         self.ledger.waiting.setdefault(node.engine, [0, 0])[0 if api else 1] += 1
 
-    def _route(self, entry: _Node, arn: str) -> _Node | None:
+    def _route(self, entry: SimNode, arn: str) -> SimNode | None:
         """Where ``entry`` sends a command for ``arn``: itself if it serves the shard, else the owner it last read
         (a stale view picks a node that refuses). None: it knows no owner, or that node does not answer."""
         shard = shard_for(arn, SHARDS)
@@ -319,7 +282,7 @@ class _Run:
         target = next((node for node in self.nodes if f"sim://{node.name}" == address), None)
         return target if target is not None and target.up(self.now_ms) else None
 
-    def _forward(self, origin: _Node, commands: list[Command]) -> Future:
+    def _forward(self, origin: SimNode, commands: list[Command]) -> Future:
         """``Engine.forward`` of a node: the stage goes to its execution's owner; the future resolves with the
         replies once that node committed them (or fails later, when the call was lost)."""
         future: Future = Future()
@@ -327,7 +290,7 @@ class _Run:
         if target is None or self.faults.fire("forward-lost"):
             self.at(FORWARD_TIMEOUT_MS, lambda: future.set_exception(EngineUnavailable("the call timed out")))
             return future
-        collected = _Collected(future, [None] * len(commands), len(commands))
+        collected = Collected(future, [None] * len(commands), len(commands))
         for index, command in enumerate(commands):
             self._hand(target, command, (command, None, (collected, index)), api=False)
         if self.faults.fire("forward-duplicated"):  # a retry of a call that did land: its replies go nowhere
@@ -448,7 +411,7 @@ class _Run:
                 break
         return True
 
-    def _sweep(self, node: _Node) -> None:
+    def _sweep(self, node: SimNode) -> None:
         """The node's retention sweep, when due, over the shards it serves; then every history it compacted must
         read back as committed."""
         if not node.running(self.now_ms) or node.paused_at_ms is not None or self.now_ms < node.next_sweep_ms:
@@ -469,7 +432,7 @@ class _Run:
             if not swept.busy:
                 return
 
-    def _tick(self, node: _Node) -> bool:
+    def _tick(self, node: SimNode) -> bool:
         if not node.running(self.now_ms):
             return False
         now_ms = self.now_ms
@@ -506,7 +469,7 @@ class _Run:
             except StoreUnavailable:
                 self._crash(node)  # it could not even say goodbye: as if it died
 
-    def _finish_leaving(self, node: _Node) -> None:
+    def _finish_leaving(self, node: SimNode) -> None:
         with contextlib.suppress(StoreUnavailable):  # else its leases run out instead
             node.membership.release_all()
         node.store.inner.close()
@@ -536,7 +499,7 @@ class _Run:
         # Nothing in memory: timers beyond the windows' horizon load as time moves; step most of a window.
         return self.now_ms + WINDOW_MS // 2 if keep_going or not self._all_closed() else None
 
-    def _deliver(self, node: _Node) -> None:
+    def _deliver(self, node: SimNode) -> None:
         replies, node.replies[:] = list(node.replies), []
         for (command, before, on_reply), result in replies:
             if isinstance(on_reply, tuple):  # a forwarded stage's reply
@@ -658,7 +621,7 @@ class _Run:
 
     # -- workers
 
-    def _dispatched(self, node: _Node, dispatch: Dispatch) -> None:
+    def _dispatched(self, node: SimNode, dispatch: Dispatch) -> None:
         """An activity task reached matching (engine thread): a worker polls for it soon. A job's start, poll or
         stop reached its integration: the simulated service answers soon."""
         if dispatch.payload["kind"] == "glue":
@@ -687,7 +650,7 @@ class _Run:
         if dispatch is not None:
             self._start(dispatch, "sim-claimer")
 
-    def _take(self, node: _Node, dispatch: Dispatch) -> None:
+    def _take(self, node: SimNode, dispatch: Dispatch) -> None:
         if self.nodes[node.index] is not node:
             return  # the task was in the memory of a process that died: only the outbox row brings it back
         self._start(dispatch, "sim-worker")
@@ -705,7 +668,7 @@ class _Run:
         if self.faults.fire("duplicate-result"):  # the same task reached two pollers
             self.submit(StartAttempt(attempt.arn, attempt.scheduled_id, "sim-worker-2"), started, api=False)
 
-    def _job(self, node: _Node, dispatch: Dispatch) -> None:
+    def _job(self, node: SimNode, dispatch: Dispatch) -> None:
         """The simulated AWS job service: a start submits the attempt with the job's handle; a poll finds the job
         running, or ended (SUCCEEDED or FAILED); a stop is recorded, then acknowledged."""
         if self.nodes[node.index] is not node:
@@ -734,7 +697,7 @@ class _Run:
 
         self.submit(StartAttempt(*key, "sim-glue"), started, api=False)
 
-    def _status_event(self, node: _Node, dispatch: Dispatch) -> None:
+    def _status_event(self, node: SimNode, dispatch: Dispatch) -> None:
         """A status change event reached its destination, which records it; then it is acknowledged."""
         if self.nodes[node.index] is not node:
             return  # held by a process that died: only the outbox row brings it back
