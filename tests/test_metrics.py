@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import urllib.request
@@ -210,3 +211,15 @@ def test_the_activity_backlog_counts_tasks_until_a_worker_takes_them(server, sfn
     task = sfn.get_activity_task(activityArn=activity, workerName="metrics")
     assert value(scrape(server.endpoint), gauge, gauge) == before
     sfn.send_task_success(taskToken=task["taskToken"], output="{}")
+
+
+
+def test_the_tick_budget_starts_small_and_grows_as_full_ticks_prove_cheap(store):
+    readings = itertools.count()  # an evaluation clock whose every reading is a microsecond later: cheap ticks
+    engine = Engine(store, clock=lambda: 1_700_000_000_000, evaluation_clock=lambda: next(readings) / 1e6)
+    engine.acquire_all_shards()
+    assert engine_value(engine, "statewright_engine_tick_budget", "statewright_engine_tick_budget") == 64
+    for index in range(64):  # one full tick
+        start(engine, f"s{index}")
+    engine.tick(1_700_000_000_000)
+    assert engine_value(engine, "statewright_engine_tick_budget", "statewright_engine_tick_budget") > 64

@@ -111,6 +111,9 @@ class Metrics:
             "HTTP call, the engine's own transfers) and not yet done; bounded by outbox_window_max",
             registry=registry)
         self.outbox.set_function(outbox_held)
+        self.tick_budget = Gauge(
+            "statewright_engine_tick_budget", "Items of work the engine's next tick may take: small while ticks are "
+            "costly (a burst), so that each lasts about 25 ms and every kind of work gets its share", registry=registry)
         # several nodes on one store (statewright serve --store postgresql://...)
         self.shards_owned = Gauge(
             "statewright_shards_owned", "Shards this node serves now", registry=registry)

@@ -132,6 +132,7 @@ class Core:
         self._tick_clock = evaluation_clock
         self.tick_budget = TickBudget(limits.tick_commands_min, limits.tick_commands_max,
                                       None if evaluation_clock is None else limits.tick_ms_target / 1000)
+        self.metrics.tick_budget.set_function(lambda: self.tick_budget.items)
         self.heavy = HeavyRouting(None if heavy_lane is None else heavy_lane(self.services, limits, self.inbox.decided),
                                   self.metrics)
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
