@@ -144,3 +144,36 @@ def test_a_redrive_keeps_the_history_reruns_only_what_did_not_succeed_and_ends_a
     clean = Run(definition)
     clean.to_end([])
     assert json.loads(run.state.output) == json.loads(clean.state.output)
+
+
+def _events(*specs: tuple) -> list[dict]:
+    """A history from (type, details key, details) specs, each event following the one before."""
+    return [{"id": index, "previousEventId": index - 1, "type": kind, **({key: details} if key else {})}
+            for index, (kind, key, details) in enumerate(specs, 1)]
+
+
+MAP_WITH_RETRY = {"StartAt": "Map1", "States": {"Map1": {
+    "Type": "Map", "Retry": [{"ErrorEquals": ["States.ALL"]}], "End": True,
+    "ItemProcessor": {"StartAt": "T", "States": {"T": {"Type": "Pass", "End": True}}}}}}
+
+
+def _map_history(rerun_before_a_failure: bool) -> list[dict]:
+    entered = ("MapStateEntered", "stateEnteredEventDetails", {"name": "Map1"})
+    started = ("MapStateStarted", "mapStateStartedEventDetails", {"length": 2})
+
+    def iteration(kind: str, index: int) -> tuple:
+        return (f"MapIteration{kind}", f"mapIteration{kind}EventDetails", {"name": "Map1", "index": index})
+    retried = [iteration("Started", 0)] if rerun_before_a_failure else [iteration("Failed", 1), started]
+    return _events(("ExecutionStarted", None, None), entered, started, iteration("Started", 0),
+                   iteration("Succeeded", 0), iteration("Started", 1), ("ExecutionTimedOut", None, None),
+                   ("ExecutionRedriven", "executionRedrivenEventDetails", {"redriveCount": 1}), entered, started,
+                   iteration("Started", 1), *retried, iteration("Started", 0), iteration("Succeeded", 0),
+                   iteration("Started", 1), iteration("Succeeded", 1),
+                   ("MapStateExited", "stateExitedEventDetails", {"name": "Map1"}),
+                   ("ExecutionSucceeded", None, None))
+
+
+def test_a_map_retried_after_a_redrive_may_run_every_iteration_again():
+    assert redrive_problems("e", _map_history(rerun_before_a_failure=False), MAP_WITH_RETRY) == []
+    assert redrive_problems("e", _map_history(rerun_before_a_failure=True), MAP_WITH_RETRY) == [
+        "e: redrive 1 ran iterations [0] of Map1 again, which had succeeded"]

@@ -123,7 +123,10 @@ def _map_reruns(where: str, count: int, before: list[dict[str, Any]], after: lis
     problems = []
     for name in once(before) & once(after) & unfinished:
         done = indexes(before, "MapIterationSucceeded", "mapIterationSucceededEventDetails", name)
-        again = indexes(after, "MapIterationStarted", "mapIterationStartedEventDetails", name)
+        # Until an iteration fails in this attempt: a Retry of the Map then runs every iteration again, rightly.
+        failed = next((position for position, event in enumerate(after) if event["type"] == "MapIterationFailed"
+                       and event["mapIterationFailedEventDetails"]["name"] == name), len(after))
+        again = indexes(after[:failed], "MapIterationStarted", "mapIterationStartedEventDetails", name)
         if done & again:
             problems.append(f"{where}: redrive {count} ran iterations {sorted(done & again)} of {name} again, "
                             "which had succeeded")
