@@ -76,7 +76,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--w15-rate", type=float, default=100.0,
                         help="W15: the neighbour's W1 executions/s, beside its start every 50 ms (default 100)")
     parser.add_argument("--w15-alone-s", type=float, default=10.0,
-                        help="W15: seconds the neighbour runs alone (default 10)")
+                        help="W15: seconds the neighbour runs alone (default 10), and beside the bombs")
+    parser.add_argument("--w15-bombs", type=int, default=20,
+                        help="W15 (b): executions started at once whose first state is a runaway JSONata (20)")
     parser.add_argument("--w10-n", type=int, default=5000,
                         help="W10 executions of the Lambda chain, 5 invocations each (default 5000)")
     parser.add_argument("--w11-n", type=int, default=20_000,
@@ -344,9 +346,11 @@ async def w15(args: argparse.Namespace, work: Path, results: dict, table: Table)
     server.start()
     try:
         run = await bursts.timer_burst(server, args.w15_n, args.w15_rate, args.w15_alone_s, args.concurrency)
+        bombs = await bursts.bomb_burst(server, args.w15_bombs, args.w15_rate, args.w15_alone_s, args.concurrency)
     finally:
         server.stop()
     results["w15"] = run
+    results["w15_bombs"] = bombs
     alone, beside = run["neighbour_alone"], run["neighbour_beside"]
     label = f"W15 (a) {run['n']:,} timers"
     table.add(label, "neighbour's StartExecution every 50 ms alone: p50 / p99 / max, ms",
@@ -363,6 +367,14 @@ async def w15(args: argparse.Namespace, work: Path, results: dict, table: Table)
     table.add(label, "burst drained alone / beside the neighbour, s",
               f"{burst_alone['drain_s']:.2f} / {burst_beside['drain_s']:.2f} ({share:.0%} of its rate alone)",
               target=">= 80 %", verdict=share >= 0.8)
+    alone, beside = bombs["neighbour_alone"], bombs["neighbour_beside"]
+    label = f"W15 (b) {bombs['bombs']} bombs"
+    table.add(label, "neighbour's StartExecution alone / beside runaway JSONata first states: p99 / max, ms",
+              f"{fmt(ms(alone['probe_p99_s']), 1)} / {fmt(ms(alone['probe_max_s']), 1)} ; "
+              f"{fmt(ms(beside['probe_p99_s']), 1)} / {fmt(ms(beside['probe_max_s']), 1)}",
+              target="p99 < 100 ms", verdict=beside["probe_p99_s"] < 0.1)
+    table.add(label, "the bombs: statuses, and s until the last closed",
+              f"{bombs['statuses']}, {bombs['bombs_done_s']:.1f}")
 
 
 async def w1_w5(args: argparse.Namespace, work: Path, results: dict, table: Table, peers: bool) -> None:

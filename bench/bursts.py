@@ -3,9 +3,10 @@
 latency). It runs alone, then beside a burst; the burst runs alone too, so its drain rate beside the neighbour is
 compared with its own in the same run.
 
-Bursts built so far: (a) ``timers``, executions whose Waits all end in the same second. The issue's others (runaway
-JSONata first states, retrying heavy Tasks, a wide Map and Parallel, nested starts, task results at once) come as
-the engine learns to serve them fairly.
+Bursts built so far: (a) ``timer_burst``, executions whose Waits all end in the same second; (b) ``bomb_burst``,
+executions whose first state is a JSONata expression that runs until its evaluation budget stops it. The issue's
+others (retrying heavy Tasks, a wide Map and Parallel, nested starts, task results at once) come as the engine
+learns to serve them fairly.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from .workloads import (
 
 PROBE_EVERY_S = 0.05
 PROBE_DEFINITION = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+# A first state whose one expression builds 900,000 items: stopped by the evaluation budget (steps or 1 s), it fails
+# the execution with States.QueryEvaluationError.
+BOMB_DEFINITION = {"QueryLanguage": "JSONata", "StartAt": "Bomb", "States": {
+    "Bomb": {"Type": "Pass", "Output": "{% $count($map([1..900000], function($v) { $v * 2 })) %}", "End": True}}}
 
 
 async def neighbour(pool: Pool, rate_per_s: float, stop: asyncio.Event, label: str) -> dict[str, Any]:
@@ -109,3 +114,33 @@ async def timer_burst(server: Statewright, n: int, rate_per_s: float, alone_s: f
         pool.close()
     return {"n": n, "rate_per_s": rate_per_s, "burst_alone": burst_alone, "burst_beside": burst_beside,
             "neighbour_alone": neighbour_alone, "neighbour_beside": neighbour_beside}
+
+
+async def bomb_burst(server: Statewright, bombs: int, rate_per_s: float, phase_s: float,
+                     concurrency: int) -> dict[str, Any]:
+    """(b): the neighbour alone for ``phase_s``; then beside ``bombs`` executions started at once, each a runaway
+    first state, for as long; then how long the bombs took to fail, and how."""
+    pool = Pool(server.endpoint, concurrency)
+    loop = asyncio.get_running_loop()
+    try:
+        machine = await create_machine(pool, "w15-bombs", BOMB_DEFINITION)
+        stop = asyncio.Event()
+        loop.call_later(phase_s, stop.set)
+        neighbour_alone = await neighbour(pool, rate_per_s, stop, "bombs-alone")
+        stop = asyncio.Event()
+        loop.call_later(phase_s, stop.set)
+        beside = asyncio.create_task(neighbour(pool, rate_per_s, stop, "bombs-beside"))
+        await asyncio.sleep(1)  # the neighbour runs first
+        run = Run(bombs)
+        run.began = time.time()
+        await asyncio.gather(*(start_one(pool, machine, f"bomb-{index}", "{}", run, True) for index in range(bombs)))
+        run.starts_done = time.time()
+        neighbour_beside = await beside
+        finished = await wait_none_running(pool, machine, 600, poll_s=0.2)
+        ends = await completions(pool, machine, run)
+    finally:
+        pool.close()
+    return {"bombs": bombs, "rate_per_s": rate_per_s, "neighbour_alone": neighbour_alone,
+            "neighbour_beside": neighbour_beside, "finished": finished, "statuses": ends["statuses"],
+            "bombs_done_s": ends["elapsed_s"], "start_errors": len(run.errors)}
+
