@@ -5,8 +5,8 @@ transfers, each shard's due timers) is a *taker*: asked for at most ``n`` items,
 work and says how many it took. ``take_fairly`` gives every taker an equal share of the budget; a taker that takes
 less than its share has nothing more this tick, and what it left is shared again among those that took all theirs
 (max-min fairness, found without knowing how much each has waiting). So a burst of one kind (100,000 timers due in
-the same second, 20,000 task results at once) takes at most its share of each tick while the others wait, and a
-command of another kind waits one tick, not the whole burst.
+the same second, 20,000 results from the integrations at once) takes at most its share of each tick while the
+others wait, and a command of another kind waits a tick or two, not the whole burst.
 
 How long a tick lasts bounds that wait too: ``TickBudget`` sizes the budget so that a full tick takes about
 ``Limits.tick_ms_target``, from the time per item of recent full ticks (the engine measures them; the simulator
