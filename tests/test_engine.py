@@ -8,7 +8,15 @@ from concurrent.futures import Future
 
 import pytest
 
-from statewright.engine.commands import ExecutionAlreadyExists, FireTimer, InboxFull, StartExecution, StopExecution
+from statewright.engine.commands import (
+    ExecutionAlreadyExists,
+    FireTimer,
+    Heartbeat,
+    InboxFull,
+    StartAttempt,
+    StartExecution,
+    StopExecution,
+)
 from statewright.engine.engine import Engine
 from statewright.engine.limits import Limits
 from statewright.store.base import StateMachineRecord
@@ -264,3 +272,34 @@ def test_a_looping_execution_waits_behind_itself_while_another_one_finishes(stor
     assert status(store, arn)["status"] == "SUCCEEDED"
     history = [event["type"] for event in store.read_history(loop_arn, 0, 1000, False)]
     assert history.count("PassStateEntered") + history.count("ChoiceStateEntered") <= 3 * 10  # a slice a tick
+
+
+def test_a_heartbeat_in_the_tick_its_old_deadline_falls_due_moves_the_deadline(store):
+    """The heartbeat lands first (commands before timers); the deadline taken from the window is the old one, set
+    again since: it does not fire, and the new one fires at its own time."""
+    activity = "arn:aws:states:us-east-1:123456789012:activity:beating"
+    machine = f"{MACHINE}-beats"
+    store.create_state_machine(StateMachineRecord(machine, "beats", "STANDARD", json.dumps({
+        "StartAt": "T", "States": {"T": {"Type": "Task", "Resource": activity, "HeartbeatSeconds": 10,
+                                         "End": True}}}), "role", "r1", 0, 0, {}, {}))
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    engine.note_activity(activity, True)
+    arn = "arn:aws:states:us-east-1:123456789012:execution:beats:b"
+    engine.submit(StartExecution(arn, machine, "b", "r1", "role", "{}"))
+    engine.tick(clock.now_ms)
+    scheduled = next(event["id"] for event in store.read_history(arn, 0, 100, False)
+                     if event["type"] == "ActivityScheduled")
+    engine.submit(StartAttempt(arn, scheduled, "worker"))
+    engine.tick(clock.now_ms)
+    clock.now_ms += 10_000
+    beat = engine.submit(Heartbeat(arn, scheduled))
+    engine.tick(clock.now_ms)
+    assert beat.result(timeout=0) is True
+    assert status(store, arn)["status"] == "RUNNING"
+    clock.now_ms += 9_999
+    engine.tick(clock.now_ms)
+    assert status(store, arn)["status"] == "RUNNING"
+    clock.now_ms += 1
+    engine.tick(clock.now_ms)
+    assert status(store, arn)["status"] == "FAILED"  # the heartbeat's deadline, 10 s after it

@@ -1,7 +1,8 @@
-"""The heavy lane (engine/heavy_lane.py): the continuations of executions whose evaluation is heavy are decided in a
-process of their own, with the same result as on the engine thread; a decision the execution outgrew meanwhile,
-or one a dead lane never sent back, is decided again on the engine thread. An engine on a real SQLite store, its
-ticks driven by the test on a virtual clock; the lane is a real process."""
+"""The heavy lane (engine/heavy_lane.py): the steps of executions whose evaluation is heavy (past the engine thread's
+slice, or of an execution known heavy: a first state, a continuation, a task's result, a retry, a redrive) are
+decided in a process of their own, with the same result as on the engine thread; a decision the execution outgrew
+meanwhile is applied again, and one a dead lane never sent back is decided on the engine thread. An engine on a real
+SQLite store, its ticks driven by the test on a virtual clock; the lane is a real process."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from server import ROLE_ARN, ServerProcess, wait_closed
+from statewright.decider.outcomes import AttemptFailed, AttemptSucceeded
 from statewright.engine import heavy_lane
-from statewright.engine.commands import StartExecution, StopExecution
+from statewright.engine.commands import CompleteAttempt, RedriveExecution, StartExecution, StopExecution
 from statewright.engine.engine import Engine
 from statewright.engine.heavy_lane import DEFINITIONS_MAX, HeavyLane
 from statewright.engine.limits import Limits
@@ -294,3 +296,126 @@ def test_a_lane_whose_stream_breaks_leaves_its_steps_to_the_engine_thread(store,
     assert json.loads(state["output"]) == {"sum": 45150, "rounds": 5}
     assert lane_steps(engine, "failed") >= 1 and lane_steps(engine, "applied") == 0
     assert lane_steps(engine, "sent") == 1  # a lane that cannot run here is not started again for every step
+
+
+# -- the engine thread's slice: every evaluating step past it goes to the lane
+
+SLICE_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:sliced"
+ACTIVITY = "arn:aws:states:us-east-1:123456789012:activity:work"
+SUM_5000 = "{% $reduce([1..5000], function($a, $b) { $a + $b }) %}"  # about 15,000 steps: past the slice (4,000)
+
+
+def sliced_engine(store, clock, definition: dict, heavy_lane: bool = True) -> Engine:
+    store.create_state_machine(StateMachineRecord(SLICE_MACHINE, "sliced", "STANDARD", json.dumps(definition),
+                                                  "role", "r1", 0, 0, {}, {}))
+    engine = Engine(store, clock=clock, heavy_lane=HeavyLane if heavy_lane else None)
+    engine.acquire_all_shards()
+    engine.note_activity(ACTIVITY, True)
+    return engine
+
+
+def start_sliced(engine: Engine, name: str):
+    arn = SLICE_MACHINE.replace(":stateMachine:", ":execution:") + f":{name}"
+    return arn, engine.submit(StartExecution(arn, SLICE_MACHINE, name, "r1", "role", "{}"))
+
+
+def test_a_first_state_past_the_slice_is_entered_by_the_lane_and_the_caller_answered_at_once(store):
+    definition = {"QueryLanguage": "JSONata", "StartAt": "Sum", "States": {
+        "Sum": {"Type": "Pass", "Output": {"sum": SUM_5000}, "End": True}}}
+    clock = Clock()
+    engine = sliced_engine(store, clock, definition)
+    try:
+        arn, reply = start_sliced(engine, "first")
+        engine.tick(clock.now_ms)
+        assert reply.result(timeout=0) == clock.now_ms  # answered by the tick that committed the start
+        assert [event["type"] for event in history(store, arn)] == ["ExecutionStarted"]
+        state = run(engine, clock, arn)
+    finally:
+        engine.stop()
+    assert state["status"] == "SUCCEEDED" and json.loads(state["output"]) == {"sum": 12502500}
+    events = history(store, arn)
+    assert [(event["type"], event["previousEventId"]) for event in events] == [
+        ("ExecutionStarted", 0), ("PassStateEntered", 0), ("PassStateExited", 2), ("ExecutionSucceeded", 3)]
+    assert lane_steps(engine, "sliced") == 1 and lane_steps(engine, "applied") == 1
+
+
+def scheduled_id(store, arn: str) -> int:
+    return next(event["id"] for event in reversed(history(store, arn)) if event["type"] == "ActivityScheduled")
+
+
+def test_a_task_result_past_the_slice_is_decided_in_the_lane_and_answered_after_its_commit(store):
+    definition = {"QueryLanguage": "JSONata", "StartAt": "Work", "States": {
+        "Work": {"Type": "Task", "Resource": ACTIVITY, "Output": {"got": "{% $states.result %}", "sum": SUM_5000},
+                 "End": True}}}
+    clock = Clock()
+    engine = sliced_engine(store, clock, definition)
+    try:
+        arn, _ = start_sliced(engine, "result")
+        engine.tick(clock.now_ms)
+        reply = engine.submit(CompleteAttempt(arn, scheduled_id(store, arn), AttemptSucceeded('"done"')))
+        engine.tick(clock.now_ms)  # sliced: the lane has it, and the caller waits for its commit
+        assert lane_steps(engine, "sliced") == 1 and not reply.done()
+        state = run(engine, clock, arn)
+        assert reply.result(timeout=10) is True
+    finally:
+        engine.stop()
+    assert state["status"] == "SUCCEEDED" and json.loads(state["output"]) == {"got": "done", "sum": 12502500}
+
+
+def test_a_heavy_task_retries_in_the_lane_after_its_first_slice(store):
+    definition = {"QueryLanguage": "JSONata", "StartAt": "Work", "States": {
+        "Work": {"Type": "Task", "Resource": ACTIVITY, "Arguments": {"sum": SUM_5000},
+                 "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 1, "MaxAttempts": 3}], "End": True}}}
+    clock = Clock()
+    engine = sliced_engine(store, clock, definition)
+    try:
+        arn, reply = start_sliced(engine, "retries")
+        engine.tick(clock.now_ms)
+        assert reply.result(timeout=0) == clock.now_ms
+        last = 0
+        for _ in range(4):  # the first schedule, then three retries: each decided in the lane
+            while not any(event["type"] == "ActivityScheduled" and event["id"] > last for event in history(store, arn)):
+                run_once(engine, clock)
+            last = scheduled_id(store, arn)
+            engine.submit(CompleteAttempt(arn, last, AttemptFailed("Boom", "again")))
+        state = run(engine, clock, arn)
+    finally:
+        engine.stop()
+    assert state["status"] == "FAILED" and state["error"] == "Boom"
+    assert lane_steps(engine, "sliced") == 1  # the engine thread tried one slice; the lane decided the rest
+    assert lane_steps(engine, "applied") >= 7  # the first state, three results and three retry timers
+
+
+def run_once(engine: Engine, clock: Clock) -> None:
+    engine.tick(clock.now_ms)
+    if engine.heavy.in_lane:
+        deadline = time.monotonic() + 60
+        while not engine.inbox.decided_waiting():
+            assert time.monotonic() < deadline, "the lane did not answer"
+            time.sleep(0.01)
+    else:
+        clock.now_ms += 300
+
+
+def test_a_redrive_past_the_slice_is_decided_in_the_lane(store):
+    definition = {"QueryLanguage": "JSONata", "StartAt": "Work", "States": {
+        "Work": {"Type": "Task", "Resource": ACTIVITY, "End": True, "Output": {"sum": SUM_5000}}}}
+    clock = Clock()
+    engine = sliced_engine(store, clock, definition)
+    try:
+        arn, _ = start_sliced(engine, "redriven")
+        engine.tick(clock.now_ms)
+        engine.submit(CompleteAttempt(arn, scheduled_id(store, arn), AttemptFailed("Boom", None)))
+        engine.tick(clock.now_ms)
+        assert json.loads(store.load_execution(arn))["status"] == "FAILED"
+        clock.now_ms += 1_000
+        redriven = engine.submit(RedriveExecution(arn))
+        engine.tick(clock.now_ms)  # the redrive schedules the Task again: light, decided here
+        assert redriven.result(timeout=10) == clock.now_ms
+        reply = engine.submit(CompleteAttempt(arn, scheduled_id(store, arn), AttemptSucceeded("{}")))
+        state = run(engine, clock, arn)
+        assert reply.result(timeout=10) is True
+    finally:
+        engine.stop()
+    assert state["status"] == "SUCCEEDED" and json.loads(state["output"]) == {"sum": 12502500}
+    assert lane_steps(engine, "sliced") == 1 and lane_steps(engine, "applied") == 1

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statewright.asl.budget import Budget
+from statewright.asl.budget import Budget, SliceSpent
 from statewright.asl.errors import StatesError
 from statewright.asl.jsonata import (
     QUERY_EVALUATION_ERROR,
@@ -351,6 +351,22 @@ def test_the_wall_time_bound_reads_the_given_clock():
     cause = budget_failure("$reduce([1..100000], function($a, $b) { $a + $b })",
                            Budget(ms_max=1_500, clock=lambda: float(next(ticks))))
     assert "more than 1500 ms of evaluation (evaluation_ms_max)" in cause
+
+
+def test_a_slice_abandons_the_evaluation_instead_of_failing_it():
+    """The engine thread's slice: past it, SliceSpent unwinds (no state's failure, no Catch); counted over the
+    whole step, across the restart after a failure."""
+    compiled = compile_value(expr("$reduce([1..200], function($a, $b) { $a + $b })"), "Output")  # about 600 steps
+    budget = Budget(steps_max=1_000, slice_steps=1_500)
+    assert compiled.evaluate({}, {"input": {}}, budget=budget) == 20100
+    with pytest.raises(StatesError):  # the budget runs out first: a failure, and the budget starts afresh
+        compiled.evaluate({}, {"input": {}}, budget=budget)
+    with pytest.raises(SliceSpent):  # but the slice counts what the whole step spent
+        compiled.evaluate({}, {"input": {}}, budget=budget)
+    with pytest.raises(SliceSpent):  # a value built past the slice's items, however few steps
+        compile_value(expr("$count([1..5000])"), "Output").evaluate({}, {"input": {}},
+                                                                    budget=Budget(slice_items=1_000))
+    assert compiled.evaluate({}, {"input": {}}, budget=Budget(slice_steps=None)) == 20100
 
 
 @pytest.mark.parametrize("text", [

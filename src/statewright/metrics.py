@@ -81,9 +81,10 @@ class Metrics:
             "statewright_express_executions_closed", "EXPRESS executions run to their end in memory, by how they "
             "were started (async: StartExecution, sync: StartSyncExecution)", ["start"], registry=registry)
         self.heavy_lane_steps = Counter(
-            "statewright_heavy_lane_steps", "Continuations of executions with heavy evaluation, decided in the heavy "
-            "lane's process: sent, applied, stale (the execution moved on meanwhile: decided again on the engine "
-            "thread) or failed (the lane's process failed: decided on the engine thread)", ["outcome"],
+            "statewright_heavy_lane_steps", "Steps of executions with heavy evaluation: sliced (past the engine "
+            "thread's slice of evaluation), sent to the heavy lane's process, applied, stale (the execution moved "
+            "on meanwhile: applied again) or failed (the lane's process failed: decided on the engine thread)",
+            ["outcome"],
             registry=registry)
         self.commit_writes = Histogram(
             "statewright_commit_batch_writes", "Transition steps (execution writes) per group commit",

@@ -76,9 +76,10 @@ def started_again(execution: ExecutionState, token: str | None, input_text: str,
 
 
 def start(execution: ExecutionState, definition: Definition, now_ms: int,
-          services: Services | None = None, duration_ms_max: int | None = None) -> Decision:
+          services: Services | None = None, duration_ms_max: int | None = None, defer: bool = False) -> Decision:
     """Open a new execution (version 0, no events yet) and run it until it waits or closes. ``duration_ms_max``:
-    it times out then at the latest, whatever the definition's TimeoutSeconds (an Express execution's limit)."""
+    it times out then at the latest, whatever the definition's TimeoutSeconds (an Express execution's limit).
+    ``defer``: open it only, its first state entered by a continuation due now (``flows.defer``)."""
     decision = Decision(execution.copy())
     step = Step(decision, definition, now_ms, services)
     details = {"input": execution.input, "inputDetails": NO_DETAILS, "roleArn": execution.role_arn}
@@ -94,7 +95,11 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int,
     if timeout_ms is not None:
         step.add_timer(EXECUTION_TIMEOUT_TIMER, execution.start_ms + timeout_ms)
     step.flows[ROOT] = Flow(0, None, 0)
-    step.guarded(flows.run, step, ROOT, definition.start_at, step.take(execution.input), 0)
+    data = step.take(execution.input)
+    if defer:
+        flows.defer(step, ROOT, definition.start_at, data)
+    else:
+        step.guarded(flows.run, step, ROOT, definition.start_at, data, 0)
     return decision
 
 

@@ -68,9 +68,15 @@ def _continue_later(step: Step, flow: Flow, name: str, data: Any) -> None:
     flow.state = name
     step.hold(flow, data)
     pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
-    step.decision.heavy = step.decision.heavy or pause_ms > 0
     flow.timer = TimerKind.CONTINUE.id(flow.entered_id)  # not step.sleep: --wait-scale scales Waits, not this
     step.add_timer(flow.timer, step.now_ms + pause_ms)
+
+
+def defer(step: Step, flow_id: str, name: str, data: Any) -> None:
+    """Enter ``name`` in a step of its own, on a continuation due now: a start whose first state was too heavy to
+    evaluate where it was decided (the engine decides the continuation in its heavy lane)."""
+    _continue_later(step, step.flows[flow_id], name, data)
+    step.decision.heavy = True
 
 
 def settle(step: Step, flow_id: str, outcome: Outcome) -> Next | None:
@@ -121,7 +127,8 @@ def timer_fired(step: Step, timer_id: str) -> None:
         return
     flow.timer = None
     if TimerKind.of(timer_id) is TimerKind.CONTINUE:  # the state it stopped before (not yet entered)
-        run(step, flow_id, flow.state, flow.data)
+        # A deferred start's first state points back at 0, as one entered at the start does.
+        run(step, flow_id, flow.state, flow.data, 0 if flow_id == ROOT and flow.entered_id == 0 else None)
         return
     state = step.state_of(flow)
     if not isinstance(state, WaitState):

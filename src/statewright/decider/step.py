@@ -55,7 +55,9 @@ class Decision:
 
     state: ExecutionState
     effects: Effects = field(default_factory=Effects)
-    heavy: bool = False  # a flow stopped on its evaluation share: it continues after the heavy pause (flows.py)
+    # The step spent its share of evaluation (Step.heavy), or deferred a start's first state: the engine decides
+    # the execution's next steps in the heavy lane (engine/heavy_routing.py).
+    heavy: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +297,8 @@ class Step:
                 action(*args)
         except HistoryFull:
             self.fail_execution(errors.RUNTIME, HISTORY_LIMIT_CAUSE)
+        if self.heavy():
+            self.decision.heavy = True
 
     def heavy(self) -> bool:
         """Whether this step spent its share of evaluation (not only its share of states)."""

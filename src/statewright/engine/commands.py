@@ -106,8 +106,12 @@ class RedriveExecution:
 
 @dataclass(frozen=True, slots=True)
 class FireTimer:
+    """A due timer. ``due_ms``: the time it was due at when taken; a timer set again since (a heartbeat's) is
+    another firing, whose own row fires it (None: whatever its time)."""
+
     arn: str
     timer_id: str
+    due_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

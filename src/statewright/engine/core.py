@@ -21,11 +21,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from .. import decider
+from ..asl.budget import SliceSpent
 from ..asl.definition import ResourceCheck
 from ..decider.execution import REDRIVABLE_MS, ExecutionState, not_redrivable
 from ..decider.mocks import MockConfig
@@ -55,8 +57,8 @@ from .commands import (
 )
 from .edges import Edges
 from .express import ASYNC, DURATION_MS_MAX, SYNC, ExpressRun, ExpressRuns, is_express
-from .heavy_lane import Decided, LaneFactory
-from .heavy_routing import HeavyRouting
+from .heavy_lane import Decided, Evaluating, Job, LaneFactory, decide
+from .heavy_routing import STALE, HeavyRouting
 from .inbox import Inbox
 from .limits import Limits
 from .outbox import OutboxWindow
@@ -94,7 +96,7 @@ class Core:
         deterministic, bounded by steps and items alone); ``resource_check``: how definitions' aws-sdk resources are
         checked; ``redrivable_ms``: how long after it closed an execution can be redriven; ``status_events``:
         dispatch a status change event from each commit that changes an execution's status; ``heavy_lane``: where
-        the continuations of executions whose evaluation is heavy are decided (None: on the engine thread);
+        the steps past the engine thread's slice of evaluation are decided (None: on the engine thread, whole);
         ``histories``: where a redrive reads a history, compacted or not (None: the store's own payloads)."""
         self.store = store
         self.node_id = node_id
@@ -111,6 +113,9 @@ class Core:
             self.tokens.mint, self.activities, limits.budgets(evaluation_clock), limits.apply_states_max,
             limits.apply_steps_max, limits.heavy_pause_ms, wait_scale=wait_scale, mocks=mocks,
             resource_check=resource_check, status_events=status_events, redrivable_ms=redrivable_ms)
+        # The engine thread's first try of a step: on a slice of the budget when a lane can take the rest.
+        self._sliced = self.services if heavy_lane is None else \
+            replace(self.services, budget=limits.budgets(evaluation_clock, sliced=True))
         # The simulator's: told of every timer whose firing committed (timer_applied) and of how many of each kind
         # of work each tick took (gathered: API commands, results, continuations, transfers, timers).
         self.probe: Any = None
@@ -219,8 +224,8 @@ class Core:
         API's commands, the integrations' results, the lane's continuations, transfers, and the due timers of each
         shard (and of express runs), which share the timers' part in turn too."""
         work: list[Work] = []
-        if self.heavy.redo:  # timers popped already: taken whatever the budget, or they would be lost
-            work.extend((command, None) for command in self.heavy.redo)
+        if self.heavy.redo:  # taken whatever the budget: timers popped already, callers waiting
+            work.extend(self.heavy.redo)
             self.heavy.redo.clear()
         inbox = self.inbox
         taken = self._share(max(self.tick_budget.items - len(work), 0), [
@@ -240,8 +245,8 @@ class Core:
         self._turn += 1
         first = self._turn % len(windows) if windows else 0
 
-        def fire(due: list[tuple[str, str]]) -> int:
-            work.extend((FireTimer(arn, timer_id), None) for arn, timer_id in due)
+        def fire(due: list[tuple[int, str, str]]) -> int:
+            work.extend((FireTimer(arn, timer_id, due_ms), None) for due_ms, arn, timer_id in due)
             return len(due)
         takers: list[Taker] = [lambda n, window=window: fire(self._due_timers(window, now_ms, n, False))
                                for window in windows[first:] + windows[:first]]
@@ -252,14 +257,14 @@ class Core:
         """Divide the tick's budget between the kinds of work (a seam for the simulator's planted bugs)."""
         return take_fairly(budget, takers)
 
-    def _due_timers(self, window: TimerWindow, now_ms: int, limit: int, store_ok: bool) -> list[tuple[str, str]]:
-        """(execution ARN, timer id) of at most ``limit`` of the window's timers due by ``now_ms``."""
+    def _due_timers(self, window: TimerWindow, now_ms: int, limit: int, store_ok: bool) -> list[tuple[int, str, str]]:
+        """(due time, execution ARN, timer id) of at most ``limit`` of the window's timers due by ``now_ms``."""
         if store_ok:
             try:
                 window.refill(now_ms, self.store.due_timers)
             except StoreUnavailable as exc:  # the window is as it was; try again after a pause
                 self._store_failed(now_ms, f"loading timers of shard {window.shard_id}", exc)
-        return [(arn, timer_id) for _, arn, timer_id in window.pop_due(now_ms, limit)]
+        return window.pop_due(now_ms, limit)
 
     def _store_failed(self, now_ms: int, what: str, exc: Exception) -> None:
         log.error("store unavailable %s: %s", what, exc)
@@ -310,10 +315,8 @@ class Core:
         current = batch.staged.get(command.arn) or self.reads.load(command.arn, batch)
         if isinstance(command, StartExecution):
             return self._start(command, current, batch, now_ms, reply, rerun)
-        if isinstance(command, FireTimer):
-            if current is not None:
-                self._fire(command, current, batch, now_ms)
-            return None
+        if isinstance(command, Decided):
+            return self._landed(command, current, batch, now_ms, reply)
         if isinstance(command, StopExecution):
             if current is None:
                 return ExecutionDoesNotExist(command.arn)
@@ -323,28 +326,94 @@ class Core:
             self._stage(batch, decision, current.version, now_ms)
             return now_ms
         if isinstance(command, RedriveExecution):
-            return self._redrive(command, current, batch, now_ms)
+            return self._redrive(command, current, batch, now_ms, reply)
         if isinstance(command, AckDispatch):
             if current is not None:
                 self._stage(batch, decider.ack_dispatch(current, command.dispatch_id), current.version, now_ms)
             return True
-        decision = None
-        if current is not None:
-            definition = self._definitions.of(current)
-            if isinstance(command, StartAttempt):
-                decision = decider.start_attempt(current, definition, command.scheduled_id, command.worker_name,
-                                                 now_ms)
-            elif isinstance(command, CompleteAttempt):
-                decision = decider.complete_attempt(current, definition, command.scheduled_id, command.result,
-                                                    now_ms, self.services)
-            elif isinstance(command, Heartbeat):
-                decision = decider.heartbeat(current, definition, command.scheduled_id, now_ms)
-            else:
-                raise AssertionError(f"unknown command {command!r}")
+        if current is None:
+            return self._answer(command, None)
+        if isinstance(command, FireTimer):
+            if command.due_ms is not None and current.timers.get(command.timer_id) != command.due_ms:
+                return None  # set again since (or gone): its own row fires it
+            return self._evaluate(command, current, batch, now_ms, reply)
+        if isinstance(command, CompleteAttempt):
+            return self._evaluate(command, current, batch, now_ms, reply)
+        definition = self._definitions.of(current)
+        if isinstance(command, StartAttempt):
+            decision = decider.start_attempt(current, definition, command.scheduled_id, command.worker_name, now_ms)
+        elif isinstance(command, Heartbeat):
+            decision = decider.heartbeat(current, definition, command.scheduled_id, now_ms)
+        else:
+            raise AssertionError(f"unknown command {command!r}")
         if decision is None:
             return TaskNotPending(command.arn)
         self._stage(batch, decision, current.version, now_ms)
         return True
+
+    def _evaluate(self, command: Evaluating, current: ExecutionState, batch: Batch, now_ms: int, reply: Reply,
+                  inputs: dict[int, str] | None = None) -> object:
+        """A step that evaluates states: decided here on a slice of the budget, or in the heavy lane (then HELD:
+        its reply comes with the lane's answer). A transfer's stage (``batch.group``) commits with its outbox row,
+        so it is decided here, whole."""
+        if batch.group:
+            return self._decided(command, current, decide(command, current, self._definitions.of(current), now_ms,
+                                                          self.services, inputs), batch, now_ms)
+        staged = command.arn in batch.staged
+
+        def job() -> Job:
+            key = (current.state_machine_arn, current.revision_id)
+            self._definitions.of(current)  # the revision exists (and is cached) before its text is read for the lane
+            return Job(command, current, key, lambda: self._definitions.text(key), self.services.mocks is not None,
+                       now_ms, self.tokens, self.activities, inputs)
+        if self.heavy.route(command, reply, staged, job):
+            return HELD
+        definition = self._definitions.of(current)
+        try:
+            decision = decide(command, current, definition, now_ms, self._sliced, inputs)
+        except SliceSpent:
+            self.metrics.heavy_lane_steps.labels("sliced").inc()
+            if self.heavy.send(command, reply, staged, job):
+                return HELD
+            decision = decide(command, current, definition, now_ms, self.services, inputs)
+        return self._decided(command, current, decision, batch, now_ms)
+
+    def _landed(self, decided: Decided, current: ExecutionState | None, batch: Batch, now_ms: int,
+                reply: Reply) -> object:
+        """The lane's answer: applied if the execution is still the one it was decided for (heavy_routing.py)."""
+        command = decided.command
+        if current is None:  # deleted meanwhile (retention)
+            return self._answer(command, None)
+
+        def decide_here() -> decider.Decision | None:
+            return decide(command, current, self._definitions.of(current), now_ms, self.services, decided.inputs)
+        decision = self.heavy.decision(decided, reply, current, command.arn in batch.staged, decide_here)
+        if decision is STALE:
+            return HELD
+        return self._decided(command, current, decision, batch, now_ms)
+
+    def _decided(self, command: Evaluating, current: ExecutionState, decision: decider.Decision | None,
+                 batch: Batch, now_ms: int) -> object:
+        """Stage an evaluating step's decision; returns the command's reply."""
+        self.heavy.settled(command.arn, decision)
+        if decision is not None:
+            if isinstance(command, FireTimer):
+                due_ms = current.timers.get(command.timer_id, now_ms)
+                self.metrics.timer_fired(due_ms, now_ms)
+                batch.fired[len(batch.writes)] = (command.arn, command.timer_id, due_ms, now_ms)
+            self._stage(batch, decision, current.version, now_ms)
+        return self._answer(command, decision)
+
+    @staticmethod
+    def _answer(command: Command, decision: decider.Decision | None) -> object:
+        """The reply to an evaluating command (or a Decided's) from its decision (None: it changed nothing)."""
+        if isinstance(command, Decided):
+            command = command.command
+        if isinstance(command, FireTimer):
+            return None
+        if isinstance(command, RedriveExecution):
+            return ExecutionDoesNotExist(command.arn) if decision is None else decision.state.redrive_ms
+        return TaskNotPending(command.arn) if decision is None else True
 
     def _start(self, command: StartExecution, current: ExecutionState | None, batch: Batch, now_ms: int,
                reply: Reply, rerun: bool) -> object:
@@ -369,31 +438,16 @@ class Core:
         if command.express is not None:
             self.express.runs[command.arn] = ExpressRun(fresh, reply, durable=command.express == ASYNC)
             limit_ms = DURATION_MS_MAX
-        self._stage(batch, decider.start(fresh, definition, now_ms, self.services, limit_ms), 0, now_ms)
+        try:
+            decision = decider.start(fresh, definition, now_ms, self._sliced, limit_ms)
+        except SliceSpent:  # its first state waits on a continuation (the lane's): the caller is answered now
+            self.metrics.heavy_lane_steps.labels("sliced").inc()
+            decision = decider.start(fresh, definition, now_ms, self.services, limit_ms, defer=True)
+        self._stage(batch, decision, 0, now_ms)
         return HELD if command.express == SYNC else now_ms
 
-    def _fire(self, command: FireTimer, current: ExecutionState, batch: Batch, now_ms: int) -> None:
-        """A due timer (or the lane's decision of one): applied only if the execution still expects it."""
-        staged = command.arn in batch.staged
-
-        def decide_here() -> decider.Decision | None:
-            return decider.fire_timer(current, self._definitions.of(current), command.timer_id, now_ms,
-                                      self.services)
-        if isinstance(command, Decided):
-            decision = self.heavy.decision(command, current, staged, decide_here)
-        else:
-            if self.heavy.send(command, current, staged, self._definitions, self.services.mocks is not None, now_ms,
-                               self.tokens, self.activities):
-                return
-            decision = decide_here()
-        self.heavy.fired(command, decision)
-        if decision is not None:
-            due_ms = current.timers.get(command.timer_id, now_ms)
-            self.metrics.timer_fired(due_ms, now_ms)
-            batch.fired[len(batch.writes)] = (command.arn, command.timer_id, due_ms, now_ms)
-            self._stage(batch, decision, current.version, now_ms)
-
-    def _redrive(self, command: RedriveExecution, current: ExecutionState | None, batch: Batch, now_ms: int) -> object:
+    def _redrive(self, command: RedriveExecution, current: ExecutionState | None, batch: Batch, now_ms: int,
+                 reply: Reply = None) -> object:
         if current is None:
             return ExecutionDoesNotExist(command.arn)
         earlier_ms = decider.redriven_by(current, command.client_token, now_ms)
@@ -406,10 +460,7 @@ class Core:
         # waiting needs its Entered event).
         inputs = {event_id: event["stateEnteredEventDetails"]["input"] for event_id, event in
                   self.histories.events(command.arn, decider.redrive_reads(current)).items()}
-        definition = self._definitions.of(current)
-        self._stage(batch, decider.redrive(current, definition, now_ms, command.client_token, inputs, self.services),
-                    current.version, now_ms)
-        return now_ms
+        return self._evaluate(command, current, batch, now_ms, reply, inputs)
 
     def _stage(self, batch: Batch, decision: decider.Decision, expected_version: int, now_ms: int) -> None:
         state = decision.state

@@ -54,14 +54,15 @@ class ExpressRuns:
         for timer_id, fire_at_ms in timers:
             heapq.heappush(self.timers, (fire_at_ms, arn, timer_id))
 
-    def pop_due(self, now_ms: int, limit: int) -> list[tuple[str, str]]:
-        """(ARN, timer id) of the timers due by ``now_ms``, at most ``limit``. A timer the execution no longer
-        expects (removed, or its run closed) is dropped by the decider when it fires: the heap is never searched."""
+    def pop_due(self, now_ms: int, limit: int) -> list[tuple[int, str, str]]:
+        """(due time, ARN, timer id) of the timers due by ``now_ms``, at most ``limit``. A timer the execution no
+        longer expects (removed, set again, or its run closed) is dropped when it fires: the heap is never
+        searched."""
         due = []
         while self.timers and self.timers[0][0] <= now_ms and len(due) < limit:
-            _, arn, timer_id = heapq.heappop(self.timers)
-            if arn in self.runs:
-                due.append((arn, timer_id))
+            entry = heapq.heappop(self.timers)
+            if entry[1] in self.runs:
+                due.append(entry)
         return due
 
     def next_due_ms(self) -> int | None:

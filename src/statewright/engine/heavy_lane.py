@@ -1,17 +1,20 @@
-"""The heavy lane: the continuations of executions whose evaluation is heavy, decided in a process of their own.
+"""The heavy lane: the evaluating steps of executions whose evaluation is heavy, decided in a process of their own.
 
-One state's evaluation (pure-Python JSONata, under the interpreter lock) cannot be interrupted, so an execution
-looping through heavy states on the engine thread delays the commands of every other execution in the ticks it
-lands in, however far apart the fairness continuations (flows.py) space its steps. An execution whose last step
-stopped on its evaluation share (``Engine.heavy``) takes its next continuation here instead: the lane decides it
-in another process that runs at the lowest CPU priority (nice 19), so it spends what the other executions leave
-idle, and the engine thread commits the decision like any other once it is back, if the execution has not moved
-on meanwhile (then the timer is applied again, inline, to the state as it is: one decision per timer commits).
+One state's evaluation (pure-Python JSONata, under the interpreter lock) cannot be interrupted, so a heavy step on
+the engine thread delays the commands of every other execution in the tick it lands in. The engine thread tries a
+step on a small slice of the evaluation budget (``Limits.evaluation_slice_steps``); a step past it, and every
+evaluating step of an execution known to be heavy (engine/heavy_routing.py), is decided here instead: a fired
+timer (a continuation, a Wait's end, a retry, a deadline), a task's result, a redrive. The lane decides in another
+process that runs at the lowest CPU priority (nice 19), so it spends what the other executions leave idle, and the
+engine thread commits the decision like any other once it is back, if the execution has not moved on meanwhile
+(then the command is applied again to the state as it is: one decision per command commits). A command that
+waits for a reply (SendTaskSuccess, RedriveExecution) is answered after that commit, as when decided inline.
 
 The lane holds nothing durable and decides as the engine would (the same decider over the same stored state, the
-same services): a lane that dies loses only decisions not committed yet, whose timers are still rows, and the
-engine decides them again itself. The process reads its jobs from a pipe, so it exits when the server does, however
-the server went. Messages are pickles: both ends are this build, and nothing else writes to the pipes.
+same services): a lane that dies loses only decisions not committed yet, whose timers are still rows and whose
+callers are answered once the engine decided them itself. The process reads its jobs from a pipe, so it exits when
+the server does, however the server went. Messages are pickles: both ends are this build, and nothing else writes
+to the pipes.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import IO, Any, Protocol
 
@@ -36,14 +39,15 @@ from .. import decider
 from ..asl.definition import Definition, parse_definition
 from ..decider.execution import ExecutionState
 from ..decider.step import Decision, Services
-from .commands import FireTimer
+from .batch import Reply
+from .commands import CompleteAttempt, FireTimer, RedriveExecution
 from .limits import Limits
 from .tokens import TaskTokens
 
 log = logging.getLogger(__name__)
 
 DEFINITIONS_MAX = 100  # parsed definitions the lane process keeps (least recently used leave first)
-JOBS_MAX = 1_000  # continuations in the lane's hands at once; past it the engine thread decides them
+JOBS_MAX = 10_000  # steps in the lane's hands at once (one per execution); past it the engine thread decides them
 MESSAGE_MAX = 1 << 30  # a longer length on the pipe is no message of ours: the stream is broken
 RESTART_PAUSE_S = 30.0  # after a process that failed before it answered anything (it cannot run here)
 # The lane process lowers its priority (nice 19) and keeps its stdout for the results before it imports
@@ -52,28 +56,65 @@ BOOT = ("import os, signal; os.nice(19); signal.signal(signal.SIGINT, signal.SIG
         "os.dup2(2, 1); from statewright.engine.heavy_lane import serve; serve(results)")
 _LENGTH = struct.Struct("!I")  # each message on the pipes: its length, then its pickle
 
+# The commands whose step evaluates states (StartExecution's first step is deferred instead: see Core._start).
+Evaluating = FireTimer | CompleteAttempt | RedriveExecution
+
+
+def decide(command: Evaluating, state: ExecutionState, definition: Definition, now_ms: int, services: Services,
+           inputs: Mapping[int, str] | None = None) -> Decision | None:
+    """The step an evaluating command makes (None: the execution does not expect it), wherever it is decided.
+    ``inputs``: a redrive's (decider.redrive_reads)."""
+    if isinstance(command, FireTimer):
+        return decider.fire_timer(state, definition, command.timer_id, now_ms, services)
+    if isinstance(command, CompleteAttempt):
+        return decider.complete_attempt(state, definition, command.scheduled_id, command.result, now_ms, services)
+    return decider.redrive(state, definition, now_ms, command.client_token, inputs or {}, services)
+
 
 @dataclass(frozen=True, slots=True)
-class Decided(FireTimer):
-    """A continuation timer's firing the lane decided, back for the engine thread to apply: ``result`` is the
-    Decision (None: the execution did not expect the timer) or the exception deciding it raised, on the state whose
-    (version, start_ms, redrive_count) is ``identity`` (a version alone would not tell apart an execution deleted
-    by retention and started again under its name)."""
+class Job:
+    """One step for the lane: ``command`` applied to ``state`` at ``now_ms``. ``text`` reads the definition's text
+    (called only when the lane has not parsed it yet); ``tokens`` and ``activities`` are the engine's as they are."""
 
+    command: Evaluating
+    state: ExecutionState
+    definition_key: tuple[str, str]
+    text: Callable[[], str]
+    mockable: bool
+    now_ms: int
+    tokens: TaskTokens
+    activities: Collection[str]
+    inputs: Mapping[int, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A step the lane decided, back for the engine thread to apply: ``result`` is the Decision (None: the execution
+    did not expect the command), or the exception deciding it raised, on the state whose (version, start_ms,
+    redrive_count) is ``identity`` (a version alone would not tell apart an execution deleted by retention and
+    started again under its name)."""
+
+    arn: str
+    command: Evaluating
     identity: tuple[int, int, int]
     result: Decision | BaseException | None
+    inputs: Mapping[int, str] | None = None  # the job's
+
+    @staticmethod
+    def of(job: Job, result: Decision | BaseException | None) -> Decided:
+        state = job.state
+        return Decided(state.arn, job.command, (state.version, state.start_ms, state.redrive_count), result,
+                       job.inputs)
 
 
 class Lane(Protocol):
-    def submit(self, state: ExecutionState, definition_key: tuple[str, str], text: Callable[[], str],
-               mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens,
-               activities: Collection[str]) -> bool: ...
+    def submit(self, job: Job, reply: Reply) -> bool: ...
 
     def close(self) -> None: ...
 
 
-# (the engine's services, its limits, where each Decided goes) -> a lane
-LaneFactory = Callable[[Services, Limits, Callable[[Decided], None]], Lane]
+# (the engine's services, its limits, where each Decided goes with its command's reply) -> a lane
+LaneFactory = Callable[[Services, Limits, Callable[[Decided, Reply], None]], Lane]
 
 
 class HeavyLane:
@@ -81,7 +122,7 @@ class HeavyLane:
     continuation and again after one died, fed jobs by a writer thread (the engine thread never waits on the pipe)
     and read by a reader thread, which calls ``landed`` with each Decided. ``services`` are the engine's."""
 
-    def __init__(self, services: Services, limits: Limits, landed: Callable[[Decided], None]) -> None:
+    def __init__(self, services: Services, limits: Limits, landed: Callable[[Decided, Reply], None]) -> None:
         # What the process needs to decide as the engine does, sent once: the budgets, the fairness bounds and
         # the mocks (the token keys and the activities change, so each job carries them).
         self._settings = (replace(services, mint_token=None, activities=frozenset(), budget=None,
@@ -92,11 +133,9 @@ class HeavyLane:
         self._closed = False
         self._start_after = 0.0  # monotonic: after a process that died at once, the next waits until then
 
-    def submit(self, state: ExecutionState, definition_key: tuple[str, str], text: Callable[[], str],
-               mockable: bool, timer_id: str, now_ms: int, tokens: TaskTokens, activities: Collection[str]) -> bool:
-        """Decide ``timer_id`` firing for ``state`` at ``now_ms`` in the lane; False when the lane has
-        ``JOBS_MAX`` in hand already (then the engine decides it). ``text`` reads the definition's text, called
-        only when the lane process has not parsed it yet."""
+    def submit(self, job: Job, reply: Reply) -> bool:
+        """Decide ``job`` in the lane, ``reply`` handed back with its Decided; False when the lane has
+        ``JOBS_MAX`` in hand already or cannot start (then the engine decides it)."""
         with self._lock:
             if self._closed:
                 return False
@@ -112,14 +151,14 @@ class HeavyLane:
             child = self._child
         if len(child.pending) >= JOBS_MAX:
             return False
-        definition = None if definition_key in child.parsed else text()
-        keys, current = tokens.key_set
+        key = job.definition_key
+        definition = None if key in child.parsed else job.text()
+        keys, current = job.tokens.key_set
         # ``now_ms`` moves on by the time the job waits in the lane, so that the decision is of when it is made
         # (a timeout it sets is not spent queueing): the monotonic clock is the same in both processes.
-        job = (state.to_blob(), definition_key, definition, mockable, timer_id, now_ms, time.monotonic(), keys,
-               current, frozenset(activities))
-        identity = (state.version, state.start_ms, state.redrive_count)
-        return child.send(Decided(state.arn, timer_id, identity, None), definition_key, job)
+        message = (job.state.to_blob(), key, definition, job.mockable, job.command, job.inputs, job.now_ms,
+                   time.monotonic(), keys, current, frozenset(job.activities))
+        return child.send(Decided.of(job, None), reply, key, message)
 
     def close(self) -> None:
         with self._lock:
@@ -132,12 +171,12 @@ class HeavyLane:
 class _Child:
     """One lane process and its two threads. Jobs it had in hand when it died come back failed."""
 
-    def __init__(self, settings: tuple[Services, Limits], landed: Callable[[Decided], None]) -> None:
+    def __init__(self, settings: tuple[Services, Limits], landed: Callable[[Decided, Reply], None]) -> None:
         self._landed = landed
         # The definitions this process holds parsed: the same LRU as its own, kept in the same order (the jobs
         # reach it in the order they are sent), so a definition it dropped is sent again with its text.
         self.parsed: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self.pending: dict[int, Decided] = {}  # job id -> what it decides (its result not in yet)
+        self.pending: dict[int, tuple[Decided, Reply]] = {}  # job id -> what it decides (its result not in yet)
         self.alive = True
         self.died_early = False  # it failed (exited with an error, or broke its stream) before it answered anything
         self._answered = False
@@ -150,13 +189,13 @@ class _Child:
         threading.Thread(target=self._write, name="heavy-lane-writer", daemon=True).start()
         threading.Thread(target=self._read, name="heavy-lane-reader", daemon=True).start()
 
-    def send(self, decided: Decided, definition_key: tuple[str, str], job: tuple) -> bool:
+    def send(self, decided: Decided, reply: Reply, definition_key: tuple[str, str], job: tuple) -> bool:
         """Hand the job to the process; False if it has died meanwhile."""
         with self._lock:
             if not self.alive:
                 return False
             job_id = next(self._ids)
-            self.pending[job_id] = decided
+            self.pending[job_id] = (decided, reply)
             self.parsed[definition_key] = None
             self.parsed.move_to_end(definition_key)
             while len(self.parsed) > DEFINITIONS_MAX:
@@ -183,9 +222,9 @@ class _Child:
         try:
             while (message := _take(pipe)) is not None:
                 job_id, result, error = message
-                decided = self.pending.pop(job_id)
+                decided, reply = self.pending.pop(job_id)
                 self._answered = True
-                self._landed(replace(decided, result=result if error is None else RuntimeError(error)))
+                self._landed(replace(decided, result=result if error is None else RuntimeError(error)), reply)
         except Exception:  # a broken stream (anything but our messages on it): the process is done for
             log.exception("the heavy lane's results could not be read")
             broken = True
@@ -200,8 +239,8 @@ class _Child:
         if self._process.returncode not in (0, -9):
             log.warning("the heavy lane's process exited with %s; another starts at the next heavy step",
                         self._process.returncode)
-        for decided in orphans:
-            self._landed(replace(decided, result=RuntimeError("the heavy lane's process died")))
+        for decided, reply in orphans:
+            self._landed(replace(decided, result=RuntimeError("the heavy lane's process died")), reply)
 
     def close(self) -> None:
         """Stop the process now: what it still has in hand is for nobody."""
@@ -256,7 +295,7 @@ def serve(results_fd: int) -> None:
 
 def _decide(job: tuple, services: Services, limits: Limits,
             definitions: dict[tuple[str, str], Definition]) -> Decision | None:
-    blob, key, text, mockable, timer_id, now_ms, sent, keys, current, activities = job
+    blob, key, text, mockable, command, inputs, now_ms, sent, keys, current, activities = job
     now_ms += max(0, round((time.monotonic() - sent) * 1000))
     definition = definitions.pop(key, None)
     if definition is None:
@@ -270,4 +309,4 @@ def _decide(job: tuple, services: Services, limits: Limits,
     # whenever the server is busy, so the same bound is counted in the CPU time it gets.
     services = replace(services, mint_token=TaskTokens(keys, current).mint, activities=activities,
                        budget=limits.budgets(time.thread_time))
-    return decider.fire_timer(ExecutionState.from_blob(blob), definition, timer_id, now_ms, services)
+    return decide(command, ExecutionState.from_blob(blob), definition, now_ms, services, inputs)

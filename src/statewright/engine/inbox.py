@@ -41,7 +41,7 @@ class Inbox:
         self._lock = threading.Condition()
         self._commands: deque[tuple[Command, Reply]] = deque()  # the API's (throttled)
         self._results: deque[tuple[Command, Reply]] = deque()  # the integrations' (never throttled)
-        self._decided: deque[tuple[Command, Reply]] = deque()  # continuations back from the heavy lane
+        self._decided: deque[tuple[Command, Reply]] = deque()  # decisions back from the heavy lane
         self._changes = Changes()
         self._stopping = False
 
@@ -55,9 +55,9 @@ class Inbox:
                 self._commands.append((command, reply))
             self._lock.notify()
 
-    def decided(self, command: Command) -> None:
+    def decided(self, command: Command, reply: Reply) -> None:
         with self._lock:
-            self._decided.append((command, None))
+            self._decided.append((command, reply))
             self._lock.notify()
 
     def give_back(self, dispatch: Dispatch) -> None:

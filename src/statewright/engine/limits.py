@@ -62,6 +62,12 @@ class Limits:
     evaluation_steps_max: int = budget.STEPS_MAX
     evaluation_ms_max: int = budget.MS_MAX
     evaluation_items_max: int = budget.ITEMS_MAX
+    # The slice of that budget a step may spend on the engine thread (evaluation steps, and items built), over the
+    # whole step: past it the step is abandoned and decided again in the heavy lane on the whole budget (a start's
+    # first state waits on a continuation instead, so the caller is answered at once). Above apply_steps_max, so
+    # a step that stops on its share of evaluation in time is not sliced. About 10 ms of JSONata here.
+    evaluation_slice_steps: int = 4_000
+    evaluation_slice_items: int = 100_000
     # States one execution enters in one transition step, and evaluation steps after which it enters no more:
     # it stops before its next state and continues in a later tick (a due-now timer committed with its state),
     # so the commands of other executions waiting in the inbox get their turn; its burst waits behind itself.
@@ -73,8 +79,11 @@ class Limits:
     # TestState calls evaluating at once, each on a thread of its own off the event loop; more wait their turn.
     test_states_concurrent_max: int = 2
 
-    def budgets(self, clock: Callable[[], float] | None) -> Callable[[], budget.Budget]:
+    def budgets(self, clock: Callable[[], float] | None, sliced: bool = False) -> Callable[[], budget.Budget]:
         """A factory of fresh evaluation budgets for transition steps, as these limits set them (``clock``: seconds,
-        monotonic; None leaves wall time unbounded)."""
+        monotonic; None leaves wall time unbounded; ``sliced``: with the engine thread's slice)."""
+        if sliced:
+            return lambda: budget.Budget(self.evaluation_steps_max, self.evaluation_ms_max, self.evaluation_items_max,
+                                         clock, self.evaluation_slice_steps, self.evaluation_slice_items)
         return lambda: budget.Budget(self.evaluation_steps_max, self.evaluation_ms_max, self.evaluation_items_max,
                                      clock)

@@ -27,7 +27,8 @@ FAULT_RATE_DEFAULT = 0.05
 # Small limits, so that paging, full windows and read-backs run in every simulation.
 SIM_LIMITS = Limits(tick_commands_max=64, refill_rows_max=16, timer_window_max=4096, outbox_window_max=24,
                     outbox_page_rows_max=8, inbox_commands_max=10_000, cached_executions_max=16,
-                    apply_states_max=3, apply_steps_max=4)  # a JSONata state or two make a step heavy: the lane runs
+                    apply_states_max=3, apply_steps_max=4,  # a JSONata state or two make a step heavy: the lane runs
+                    evaluation_slice_steps=6)  # and a few more, past the engine thread's slice, send a step there
 LANE_DELAY_MS_MAX = 2_000  # how long the heavy lane may take to send a decision back
 LEASES = LeaseSettings()  # the defaults a server runs with: 10 s leases renewed every 3 s
 FORWARD_TIMEOUT_MS = 2_000  # a forwarded call that was lost fails its sender after this
@@ -74,7 +75,7 @@ class SimResult:
     compacted: int = 0  # histories the retention sweep compacted (of every execution, children included)
     expired: int = 0  # acknowledged executions it deleted at the end of their retention
     compacted_redrives: int = 0  # redrives (of those above) of executions whose history was compacted
-    laned: int = 0  # continuations decided in the heavy lane
+    laned: int = 0  # steps decided in the heavy lane
 
     def line(self) -> str:
         faults = sum(self.injected.values())

@@ -93,13 +93,14 @@ class PlantedEngine(Engine):
             self.edges.replies([(reply, result) for reply, result, _ in batch.replies])
             batch.replies.clear()
 
-    def _due_timers(self, window: TimerWindow, now_ms: int, limit: int, store_ok: bool) -> list[tuple[str, str]]:
+    def _due_timers(self, window: TimerWindow, now_ms: int, limit: int,
+                    store_ok: bool) -> list[tuple[int, str, str]]:
         if "refill-skips-overdue" in self.planted and window.loaded and window.horizon_ms < now_ms:
             window.planted_lose_rows(now_ms)  # after a clock jump past the horizon, start afresh from now
         early_ms = 5_000 if "timers-fire-early" in self.planted else 0
         due = super()._due_timers(window, now_ms + early_ms, limit, store_ok)
         if "lose-timeouts" in self.planted:
-            due = [(arn, timer_id) for arn, timer_id in due if TimerKind.of(timer_id) is not TimerKind.TIMEOUT]
+            due = [timer for timer in due if TimerKind.of(timer[2]) is not TimerKind.TIMEOUT]
         return due
 
     def _share(self, budget: int, takers: list[Taker]) -> list[int]:
@@ -144,12 +145,13 @@ class PlantedEngine(Engine):
                                                  0))
         super()._stage(batch, decision, expected_version, now_ms)
 
-    def _redrive(self, command: RedriveExecution, current: ExecutionState | None, batch: Batch, now_ms: int) -> object:
+    def _redrive(self, command: RedriveExecution, current: ExecutionState | None, batch: Batch, now_ms: int,
+                 reply: Reply = None) -> object:
         if "redrive-from-start" in self.planted and current is not None:  # reruns what had succeeded
             current = current.copy()
             current.halted = {"": Flow(0, None, 0, self._definitions.of(current).start_at,
                                        orjson.loads(current.input))}
-        return super()._redrive(command, current, batch, now_ms)
+        return super()._redrive(command, current, batch, now_ms, reply)
 
 
 class _ForwardOnce(TransferRunner):

@@ -164,7 +164,7 @@ class _Run:
         self.redrives_done = 0
         self.compacted_redrives_done = 0
         self.compacted_asked: set[RedriveExecution] = set()  # redrives asked of executions with compacted histories
-        self.laned = 0  # continuations sent to the heavy lane
+        self.laned = 0  # steps sent to the heavy lane
         self.tokens_answered: set[str] = set()
         self.children_seen: set[str] = set()  # children whose input was looked at for a token
         self.machines: list[tuple[str, workload.MachineSpec]] = []
