@@ -79,6 +79,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="W15: seconds the neighbour runs alone (default 10), and beside the bombs")
     parser.add_argument("--w15-bombs", type=int, default=20,
                         help="W15 (b): executions started at once whose first state is a runaway JSONata (20)")
+    parser.add_argument("--w15-cases", default="abcdef",
+                        help="W15: which bursts, by letter (default abcdef: all; see bench/bursts.py)")
     parser.add_argument("--w10-n", type=int, default=5000,
                         help="W10 executions of the Lambda chain, 5 invocations each (default 5000)")
     parser.add_argument("--w11-n", type=int, default=20_000,
@@ -342,17 +344,34 @@ async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) 
 
 async def w15(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
     """Bursts beside a neighbour (opt-in: --only W15): the engine's fairness (bursts.py)."""
+    cases = {
+        "c": ("10 retrying heavy Tasks", bursts.retrying_bombs(10)),
+        "d": ("2 Maps of 5,000 + 50 Parallels of 100", bursts.wide_fan_outs(2, 5_000, 50, 100)),
+        "e": ("5,000 nested executions", bursts.nested_starts(2, 2_500)),
+        "f": ("20,000 task results at once", bursts.results_at_once(20_000, args.concurrency)),
+    }
     server = Statewright(work / "w15-statewright", postgres=args.store)
     server.start()
     try:
-        run = await bursts.timer_burst(server, args.w15_n, args.w15_rate, args.w15_alone_s, args.concurrency)
-        bombs = await bursts.bomb_burst(server, args.w15_bombs, args.w15_rate, args.w15_alone_s, args.concurrency)
+        if "a" in args.w15_cases:
+            results["w15"] = await bursts.timer_burst(server, args.w15_n, args.w15_rate, args.w15_alone_s,
+                                                      args.concurrency)
+            _w15_timers(results["w15"], table)
+        if "b" in args.w15_cases:
+            results["w15_bombs"] = await bursts.bomb_burst(server, args.w15_bombs, args.w15_rate, args.w15_alone_s,
+                                                           args.concurrency)
+            _w15_bombs(results["w15_bombs"], table)
+        for letter, (title, (prepare, fire)) in cases.items():
+            if letter in args.w15_cases:
+                case = await bursts.burst_case(server, letter, prepare, fire, args.w15_rate, args.w15_alone_s,
+                                               args.concurrency)
+                results[f"w15_{letter}"] = case
+                _w15_case(f"W15 ({letter}) {title}", case, table)
     finally:
         server.stop()
-    results["w15"] = run
-    results["w15_bombs"] = bombs
-    alone, beside = run["neighbour_alone"], run["neighbour_beside"]
-    label = f"W15 (a) {run['n']:,} timers"
+
+
+def _neighbour_rows(label: str, alone: dict, beside: dict, table: Table) -> None:
     table.add(label, "neighbour's StartExecution every 50 ms alone: p50 / p99 / max, ms",
               f"{fmt(ms(alone['probe_p50_s']), 1)} / {fmt(ms(alone['probe_p99_s']), 1)} / "
               f"{fmt(ms(alone['probe_max_s']), 1)}")
@@ -360,21 +379,33 @@ async def w15(args: argparse.Namespace, work: Path, results: dict, table: Table)
               f"{fmt(ms(beside['probe_p50_s']), 1)} / {fmt(ms(beside['probe_p99_s']), 1)} / "
               f"{fmt(ms(beside['probe_max_s']), 1)}", target="p99 < 100 ms and within 2x alone",
               verdict=beside["probe_p99_s"] < 0.1 and beside["probe_p99_s"] <= 2 * alone["probe_p99_s"])
-    table.add(label, f"neighbour's W1 at {run['rate_per_s']:,.0f}/s end to end, alone / beside: p99, ms",
+    table.add(label, "neighbour's W1 end to end, alone / beside: p99, ms",
               f"{fmt(ms(alone['chain_p99_s']), 1)} / {fmt(ms(beside['chain_p99_s']), 1)}")
+
+
+def _w15_timers(run: dict, table: Table) -> None:
+    label = f"W15 (a) {run['n']:,} timers"
+    _neighbour_rows(label, run["neighbour_alone"], run["neighbour_beside"], table)
     burst_alone, burst_beside = run["burst_alone"], run["burst_beside"]
     share = burst_alone["drain_s"] / burst_beside["drain_s"]
     table.add(label, "burst drained alone / beside the neighbour, s",
               f"{burst_alone['drain_s']:.2f} / {burst_beside['drain_s']:.2f} ({share:.0%} of its rate alone)",
               target=">= 80 %", verdict=share >= 0.8)
-    alone, beside = bombs["neighbour_alone"], bombs["neighbour_beside"]
+
+
+def _w15_bombs(bombs: dict, table: Table) -> None:
     label = f"W15 (b) {bombs['bombs']} bombs"
-    table.add(label, "neighbour's StartExecution alone / beside runaway JSONata first states: p99 / max, ms",
-              f"{fmt(ms(alone['probe_p99_s']), 1)} / {fmt(ms(alone['probe_max_s']), 1)} ; "
-              f"{fmt(ms(beside['probe_p99_s']), 1)} / {fmt(ms(beside['probe_max_s']), 1)}",
-              target="p99 < 100 ms", verdict=beside["probe_p99_s"] < 0.1)
+    _neighbour_rows(label, bombs["neighbour_alone"], bombs["neighbour_beside"], table)
     table.add(label, "the bombs: statuses, and s until the last closed",
               f"{bombs['statuses']}, {bombs['bombs_done_s']:.1f}")
+
+
+def _w15_case(label: str, case: dict, table: Table) -> None:
+    _neighbour_rows(label, case["neighbour_alone"], case["neighbour_beside"], table)
+    share = case["burst_alone_s"] / case["burst_beside_s"]
+    table.add(label, "burst drained alone / beside the neighbour, s",
+              f"{case['burst_alone_s']:.2f} / {case['burst_beside_s']:.2f} ({share:.0%} of its rate alone)",
+              target=">= 80 %", verdict=share >= 0.8)
 
 
 async def w1_w5(args: argparse.Namespace, work: Path, results: dict, table: Table, peers: bool) -> None:

@@ -3,16 +3,17 @@
 latency). It runs alone, then beside a burst; the burst runs alone too, so its drain rate beside the neighbour is
 compared with its own in the same run.
 
-Bursts built so far: (a) ``timer_burst``, executions whose Waits all end in the same second; (b) ``bomb_burst``,
-executions whose first state is a JSONata expression that runs until its evaluation budget stops it. The issue's
-others (retrying heavy Tasks, a wide Map and Parallel, nested starts, task results at once) come as the engine
-learns to serve them fairly.
+The bursts: (a) ``timer_burst``, executions whose Waits all end in the same second; (b) ``bomb_burst``, executions
+whose first state is a JSONata expression that runs until its evaluation budget stops it; and, through
+``burst_case``, (c) Tasks whose runaway Arguments fail and retry every second, (d) a wide inline Map and Parallels,
+(e) nested executions started by Map iterations, (f) activity task results sent all at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -22,6 +23,7 @@ from .servers import Statewright
 from .workloads import (
     TIMER_DEFINITION,
     Run,
+    activity_definition,
     chain_definition,
     chain_input,
     completions,
@@ -144,3 +146,145 @@ async def bomb_burst(server: Statewright, bombs: int, rate_per_s: float, phase_s
             "neighbour_beside": neighbour_beside, "finished": finished, "statuses": ends["statuses"],
             "bombs_done_s": ends["elapsed_s"], "start_errors": len(run.errors)}
 
+
+
+# -- (c) to (f): a burst alone, the neighbour alone, then the neighbour beside the burst
+
+# (prepare: (pool, label) -> what the burst needs, made ahead; fire: (pool, that) -> when it drained, s)
+Prepare = Callable[[Pool, str], Awaitable[Any]]
+Fire = Callable[[Pool, Any], Awaitable[float]]
+
+
+async def burst_case(server: Statewright, name: str, prepare: Prepare, fire: Fire, rate_per_s: float,
+                     phase_s: float, concurrency: int) -> dict[str, Any]:
+    """The burst alone (its drain time), the neighbour alone for ``phase_s``, then the neighbour beside the burst
+    (started a second into it) for ``phase_s`` or until the burst drained, whichever is longer."""
+    pool = Pool(server.endpoint, concurrency)
+    loop = asyncio.get_running_loop()
+    try:
+        burst_alone_s = await fire(pool, await prepare(pool, f"{name}-alone"))
+        stop = asyncio.Event()
+        loop.call_later(phase_s, stop.set)
+        neighbour_alone = await neighbour(pool, rate_per_s, stop, f"{name}-alone")
+        ready = await prepare(pool, f"{name}-beside")
+        stop = asyncio.Event()
+        began = loop.time()
+        beside = asyncio.create_task(neighbour(pool, rate_per_s, stop, f"{name}-beside"))
+        await asyncio.sleep(1)
+        burst_beside_s = await fire(pool, ready)
+        await asyncio.sleep(max(phase_s - (loop.time() - began), 0))
+        stop.set()
+        neighbour_beside = await beside
+    finally:
+        pool.close()
+    return {"burst_alone_s": burst_alone_s, "burst_beside_s": burst_beside_s, "neighbour_alone": neighbour_alone,
+            "neighbour_beside": neighbour_beside}
+
+
+async def _all_closed(pool: Pool, machines: list[str], began: float) -> float:
+    for machine in machines:
+        if not await wait_none_running(pool, machine, 900, poll_s=0.2):
+            raise TimeoutError(f"{machine} still has executions running after 900 s")
+    return time.time() - began
+
+
+async def _start_all(pool: Pool, machine: str, count: int, input_text: str = "{}") -> Run:
+    run = Run(count)
+    await asyncio.gather(*(start_one(pool, machine, None, input_text, run, False) for _ in range(count)))
+    if run.errors:
+        raise RuntimeError(f"starts refused: {run.errors[:3]}")
+    return run
+
+
+def retrying_bombs(tasks: int) -> tuple[Prepare, Fire]:
+    """(c): ``tasks`` executions of a Task whose Arguments are the runaway expression, retried every second on
+    States.ALL three times (each attempt fails with States.QueryEvaluationError before any call)."""
+    async def prepare(pool: Pool, label: str) -> str:
+        activity = (await pool.call("CreateActivity", {"name": f"w15-{label}"}))["activityArn"]
+        return await create_machine(pool, f"w15-{label}", {"QueryLanguage": "JSONata", "StartAt": "Work", "States": {
+            "Work": {"Type": "Task", "Resource": activity,
+                     "Arguments": {"n": BOMB_DEFINITION["States"]["Bomb"]["Output"]},
+                     "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 1, "MaxAttempts": 3,
+                                "BackoffRate": 1}], "End": True}}})
+
+    async def fire(pool: Pool, machine: str) -> float:
+        began = time.time()
+        await _start_all(pool, machine, tasks)
+        return await _all_closed(pool, [machine], began)
+    return prepare, fire
+
+
+def wide_fan_outs(maps: int, items: int, parallels: int, branches: int) -> tuple[Prepare, Fire]:
+    """(d): ``maps`` executions of an inline Map over ``items`` items (a Pass each; 5,000 is near the most a
+    history of 25,000 events holds) and ``parallels`` executions of a Parallel of ``branches`` branches (a Pass
+    each), all started together."""
+    async def prepare(pool: Pool, label: str) -> tuple[str, str]:
+        wide_map = await create_machine(pool, f"w15-map-{label}", {"StartAt": "M", "States": {"M": {
+            "Type": "Map", "ItemsPath": "$.items", "ResultPath": None, "End": True,
+            "ItemProcessor": {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}}}})
+        parallel = await create_machine(pool, f"w15-par-{label}", {"StartAt": "B", "States": {"B": {
+            "Type": "Parallel", "ResultPath": None, "End": True, "Branches": [
+                {"StartAt": f"P{index}", "States": {f"P{index}": {"Type": "Pass", "End": True}}}
+                for index in range(branches)]}}})
+        return wide_map, parallel
+
+    async def fire(pool: Pool, machines: tuple[str, str]) -> float:
+        wide_map, parallel = machines
+        began = time.time()
+        await asyncio.gather(_start_all(pool, wide_map, maps, orjson.dumps({"items": list(range(items))}).decode()),
+                             _start_all(pool, parallel, parallels))
+        return await _all_closed(pool, [wide_map, parallel], began)
+    return prepare, fire
+
+
+def nested_starts(parents: int, children_each: int) -> tuple[Prepare, Fire]:
+    """(e): ``parents`` executions, each a Map whose ``children_each`` iterations start a child execution and wait
+    for it (startExecution.sync:2, all at once): a burst of engine-to-engine work."""
+    async def prepare(pool: Pool, label: str) -> tuple[str, str]:
+        child = await create_machine(pool, f"w15-child-{label}", PROBE_DEFINITION)
+        parent = await create_machine(pool, f"w15-parent-{label}", {"StartAt": "M", "States": {"M": {
+            "Type": "Map", "ItemsPath": "$.items", "ResultPath": None, "End": True, "ItemProcessor": {
+                "StartAt": "Child", "States": {"Child": {
+                    "Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync:2",
+                    "Parameters": {"StateMachineArn": child, "Input": {"item.$": "$"}},
+                    "ResultSelector": {"status.$": "$.Status"}, "End": True}}}}}})
+        return parent, child
+
+    async def fire(pool: Pool, machines: tuple[str, str]) -> float:
+        parent, child = machines
+        began = time.time()
+        await _start_all(pool, parent, parents, orjson.dumps({"items": list(range(children_each))}).decode())
+        return await _all_closed(pool, [parent, child], began)
+    return prepare, fire
+
+
+def results_at_once(tasks: int, concurrency: int) -> tuple[Prepare, Fire]:
+    """(f): ``tasks`` executions waiting on an activity, their tasks taken by a worker ahead; then every
+    SendTaskSuccess sent at once (``concurrency`` calls in flight)."""
+    async def prepare(pool: Pool, label: str) -> tuple[str, list[str]]:
+        activity = (await pool.call("CreateActivity", {"name": f"w15-{label}"}))["activityArn"]
+        machine = await create_machine(pool, f"w15-{label}", activity_definition(activity))
+        run = await start_closed_loop(pool, machine, tasks, concurrency, lambda _: "{}", None, record=False)
+        if run.errors:
+            raise RuntimeError(f"starts refused: {run.errors[:3]}")
+        tokens: list[str] = []
+
+        async def poll() -> None:
+            while len(tokens) < tasks:
+                task = await pool.call("GetActivityTask", {"activityArn": activity, "workerName": "w15"})
+                if task.get("taskToken"):
+                    tokens.append(task["taskToken"])
+        await asyncio.gather(*(poll() for _ in range(concurrency)))
+        return machine, tokens
+
+    async def fire(pool: Pool, ready: tuple[str, list[str]]) -> float:
+        machine, tokens = ready
+        pending = iter(tokens)
+        began = time.time()
+
+        async def answer() -> None:
+            for token in pending:
+                await pool.call("SendTaskSuccess", {"taskToken": token, "output": "{}"})
+        await asyncio.gather(*(answer() for _ in range(concurrency)))
+        return await _all_closed(pool, [machine], began)
+    return prepare, fire

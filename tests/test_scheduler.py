@@ -123,3 +123,58 @@ def test_a_start_is_applied_in_the_first_tick_of_a_burst_of_task_results(store):
     while engine.tick(NOW_MS):
         pass
     assert all(isinstance(reply.exception(timeout=0), TaskNotPending) for reply in results)
+
+
+def test_a_start_is_applied_in_the_first_tick_of_a_burst_of_continuations(store):
+    """A wide inline Map goes on a slice per tick (apply_states_max), continuations beside the other work."""
+    wide = f"{PREFIX}:stateMachine:wide"
+    store.create_state_machine(StateMachineRecord(wide, "wide", "STANDARD", json.dumps({"StartAt": "M", "States": {
+        "M": {"Type": "Map", "ItemsPath": "$.items", "ResultPath": None, "End": True,
+              "ItemProcessor": {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}}}}),
+        "role", "r1", 0, 0, {}, {}))
+    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_max=50), evaluation_clock=None)
+    engine.acquire_all_shards()
+    arn = f"{PREFIX}:execution:wide:w"
+    engine.submit(StartExecution(arn, wide, "w", "r1", "role", json.dumps({"items": list(range(2_000))})))
+    engine.tick(NOW_MS)
+    neighbour = started(engine, PASSER, "neighbour")
+    engine.tick(NOW_MS)
+    assert neighbour.result(timeout=0) == NOW_MS
+    assert json.loads(store.load_execution(arn))["status"] == "RUNNING"
+    while engine.tick(NOW_MS):
+        pass
+    assert json.loads(store.load_execution(arn))["status"] == "SUCCEEDED"
+
+
+class HoldingLane:
+    """A heavy lane that takes every step and answers none: what reaches it never ran on the engine thread."""
+
+    def __init__(self, *_: object) -> None:
+        self.jobs: list = []
+
+    def submit(self, job, reply) -> bool:
+        self.jobs.append(job)
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def test_runaway_first_states_cost_the_engine_thread_a_slice_each_and_their_callers_nothing(store):
+    bomb = f"{PREFIX}:stateMachine:bomb"
+    store.create_state_machine(StateMachineRecord(bomb, "bomb", "STANDARD", json.dumps({
+        "QueryLanguage": "JSONata", "StartAt": "B", "States": {"B": {
+            "Type": "Pass", "Output": "{% $count($map([1..900000], function($v) { $v * 2 })) %}", "End": True}}}),
+        "role", "r1", 0, 0, {}, {}))
+    engine = Engine(store, clock=lambda: NOW_MS, evaluation_clock=None, heavy_lane=HoldingLane)
+    engine.acquire_all_shards()
+    bombs = [started(engine, bomb, f"b{i}") for i in range(20)]
+    neighbour = started(engine, PASSER, "neighbour")
+    engine.tick(NOW_MS)
+    assert neighbour.result(timeout=0) == NOW_MS
+    assert all(reply.result(timeout=0) == NOW_MS for reply in bombs)  # answered before any state ran
+    assert engine.metrics.heavy_lane_steps.labels("sliced")._value.get() == 20
+    engine.tick(NOW_MS)  # their first states, on continuations due now: straight to the lane, no slice
+    assert len(engine.heavy.lane.jobs) == 20
+    assert engine.metrics.heavy_lane_steps.labels("sliced")._value.get() == 20
+    assert not engine.tick(NOW_MS)  # nothing else to do: the lane has them

@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--apply-steps-max", type=_positive, default=limits.apply_steps_max, metavar="N",
                      help="evaluation steps after which an execution enters no more states in this tick "
                           f"(default {limits.apply_steps_max})")
+    run.add_argument("--evaluation-slice-steps", type=_positive, default=limits.evaluation_slice_steps, metavar="N",
+                     help="evaluation steps a transition step may spend on the engine thread; past them it is "
+                          f"decided in the heavy lane (default {limits.evaluation_slice_steps})")
     run.add_argument("--heavy-pause-ms", type=_positive, default=limits.heavy_pause_ms, metavar="MS",
                      help="how long an execution that stopped on --apply-steps-max waits before it goes on "
                           f"(default {limits.heavy_pause_ms})")
@@ -195,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                                 evaluation_ms_max=args.evaluation_ms_max,
                                 evaluation_items_max=args.evaluation_items_max,
                                 apply_states_max=args.apply_states_max, apply_steps_max=args.apply_steps_max,
+                                evaluation_slice_steps=max(args.evaluation_slice_steps, args.apply_steps_max),
                                 heavy_pause_ms=args.heavy_pause_ms)
     http = HttpLimits(args.keep_alive_ms, args.request_head_timeout_ms, args.request_body_timeout_ms,
                       args.connections_max)

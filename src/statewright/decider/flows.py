@@ -1,16 +1,18 @@
 """Running flows: enter a state, act on its outcome, go on through pure states until the flow waits or ends.
 
 A flow runs inline as far as it can: Pass, Choice, a Wait already due, and the children of a Parallel or Map
-(``gather``) all run within one Decision. When a flow ends, a child reports to its parent's fan-out and the top
-level closes the execution. The only module that runs flows: the others return outcomes for it to act on, so
-no callback goes back up. Functions over a ``step.Step``; pure, like the rest of the decider.
+(``gather``) all run within one Decision, up to the step's share. When a flow ends, a child reports to its parent's
+fan-out and the top level closes the execution. The only module that runs flows: the others return outcomes for it
+to act on, so no callback goes back up. Functions over a ``step.Step``; pure, like the rest of the decider.
 
 Fairness: one step runs at most ``Services.apply_states_max`` states of a flow, and enters none after it has spent
 ``apply_steps_max`` evaluation steps (or its budget ran out once). A flow past that stops before its next state on
 a continuation timer, due at once (or after ``heavy_pause_ms`` when evaluation was the cost, so a heavy loop takes
 a small share of the engine thread): the step commits, the engine applies the other executions' queued commands,
-and the timer's firing enters that state in a later tick. A loop of pure states thus advances a slice per tick instead
-of holding the engine; the first state a call runs always runs, so every step makes progress.
+and the timer's firing enters that state in a later tick. A fan-out past its share starts its next children on a
+continuation of its own the same way, so a Map over 10,000 items starts them a share per tick. A loop of pure
+states thus advances a slice per tick instead of holding the engine; the first state a call runs always runs, so
+every step makes progress.
 """
 
 from __future__ import annotations
@@ -126,8 +128,12 @@ def timer_fired(step: Step, timer_id: str) -> None:
         resume(step, flow_id, tasks.timer_fired(step, flow_id, timer_id))
         return
     flow.timer = None
-    if TimerKind.of(timer_id) is TimerKind.CONTINUE:  # the state it stopped before (not yet entered)
-        # A deferred start's first state points back at 0, as one entered at the start does.
+    if TimerKind.of(timer_id) is TimerKind.CONTINUE:
+        if flow.fan is not None:  # a fan-out that stopped starting children: it starts more
+            resume(step, flow_id, gather(step, flow_id))
+            return
+        # The state it stopped before (not yet entered). A deferred start's first state points back at 0, as one
+        # entered at the start does.
         run(step, flow_id, flow.state, flow.data, 0 if flow_id == ROOT and flow.entered_id == 0 else None)
         return
     state = step.state_of(flow)
@@ -153,11 +159,17 @@ def gather(step: Step, flow_id: str) -> Outcome:
     flow = step.flows[flow_id]
     fan = flow.fan
     state = step.state_of(flow)
+    if flow.timer is not None:  # its continuation to start more children (_gather_later): this call does it
+        step.remove_timer(flow.timer)
+        flow.timer = None
     step.gathering.add(flow_id)
     try:
         for child_id, name, data, previous in fan_out.resumed_children(step, flow_id, state):
             run(step, child_id, name, data, previous_event_id=previous)
         while flow.fan is fan and fan_out.may_start_child(fan) and step.execution.is_open:
+            if step.done_enough():  # the step did its share: the next children start in a later one
+                _gather_later(step, flow)
+                break
             index = fan.next_index
             child_id, start_at, previous = fan_out.add_child(step, flow_id, state, index)
             run(step, child_id, start_at, fan.inputs[index], previous_event_id=previous)
@@ -171,6 +183,19 @@ def gather(step: Step, flow_id: str) -> Outcome:
     if flow.fan is fan and fan_out.all_done(fan):
         return fan_out.join(step, flow_id, state)
     return WAIT
+
+
+def _gather_later(step: Step, flow: Flow) -> None:
+    """The fan-out starts its next children when a continuation fires (at once, or after ``heavy_pause_ms`` when
+    evaluation was the step's cost), as a flow enters its next state (``_continue_later``)."""
+    timer_id = TimerKind.CONTINUE.id(flow.entered_id)
+    if flow.timer == timer_id:  # one is set already
+        return
+    pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
+    flow.timer = timer_id
+    # At least a millisecond on: the same timer may have fired in this very step, and a timer is one firing of an
+    # id at a time.
+    step.add_timer(timer_id, step.now_ms + max(pause_ms, 1))
 
 
 def flow_succeeded(step: Step, flow_id: str, output: Any) -> None:
