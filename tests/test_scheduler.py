@@ -141,9 +141,13 @@ def test_a_start_is_applied_in_the_first_tick_of_a_burst_of_continuations(store)
     engine.tick(NOW_MS)
     assert neighbour.result(timeout=0) == NOW_MS
     assert json.loads(store.load_execution(arn))["status"] == "RUNNING"
-    while engine.tick(NOW_MS):
-        pass
+    now_ms, ticks = NOW_MS, 2
+    while json.loads(store.load_execution(arn))["status"] == "RUNNING":
+        now_ms += 1  # each share of children starts a millisecond after the last
+        engine.tick(now_ms)
+        ticks += 1
     assert json.loads(store.load_execution(arn))["status"] == "SUCCEEDED"
+    assert ticks >= 2_000 // 100  # a share (apply_states_max) per step
 
 
 class HoldingLane:

@@ -263,6 +263,7 @@ def child_failed(step: Step, flow_id: str) -> str:
     _drop_children(step, parent_id, aborted_event=is_map, skip=flow_id)
     _drop_flow(step, flow_id)
     parent.fan = None
+    step.cancel_timer(parent)  # its continuation to start more children, if it had one
     return parent_id
 
 

@@ -159,9 +159,7 @@ def gather(step: Step, flow_id: str) -> Outcome:
     flow = step.flows[flow_id]
     fan = flow.fan
     state = step.state_of(flow)
-    if flow.timer is not None:  # its continuation to start more children (_gather_later): this call does it
-        step.remove_timer(flow.timer)
-        flow.timer = None
+    step.cancel_timer(flow)  # a continuation to start more children (_gather_later): this call does it
     step.gathering.add(flow_id)
     try:
         for child_id, name, data, previous in fan_out.resumed_children(step, flow_id, state):

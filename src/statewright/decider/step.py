@@ -169,6 +169,14 @@ class Step:
         else:
             self.decision.effects.timers_removed.append((timer_id, fire_at_ms))
 
+    def cancel_timer(self, flow: Flow) -> None:
+        """The flow waits on its timer no more (a fan-out's continuation, once the fan-out goes on or ends). One a
+        redrive's flow took over from the closed attempt is no row any more: the close removed every timer."""
+        if flow.timer is not None:
+            if flow.timer in self.execution.timers:
+                self.remove_timer(flow.timer)
+            flow.timer = None
+
     def sleep(self, flow: Flow, timer_id: str, fire_at_ms: int) -> None:
         """A Wait or a Retry backoff until ``fire_at_ms`` (scaled by ``Services.wait_scale``)."""
         scale = 1.0 if self.services is None else self.services.wait_scale

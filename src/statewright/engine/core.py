@@ -116,8 +116,9 @@ class Core:
         # The engine thread's first try of a step: on a slice of the budget when a lane can take the rest.
         self._sliced = self.services if heavy_lane is None else \
             replace(self.services, budget=limits.budgets(evaluation_clock, sliced=True))
-        # The simulator's: told of every timer whose firing committed (timer_applied) and of how many of each kind
-        # of work each tick took (gathered: API commands, results, continuations, transfers, timers).
+        # The simulator's: told of every timer whose firing committed (timer_applied), of how many of each kind
+        # of work each tick took (gathered: API commands, results, continuations, transfers, timers), and of every
+        # command whose application raised (raised: a bug).
         self.probe: Any = None
         self.shard_count = store.shard_count()
         self.shards = Shards(self.shard_count, limits)
@@ -295,6 +296,8 @@ class Core:
             return EngineUnavailable("the store is unavailable; retry the request")
         except Exception as exc:
             log.exception("applying %s failed", type(command).__name__)
+            if self.probe is not None:
+                self.probe.raised(command, exc)
             return exc
         if isinstance(result, TaskNotPending) and isinstance(command, StartAttempt):
             return self._stale_start(command, result)

@@ -23,6 +23,7 @@ from ..decider import Decision
 from ..decider.effects import TimerKind
 from ..decider.execution import ExecutionState
 from ..metrics import Metrics
+from ..store.base import StoreUnavailable
 from .batch import Reply
 from .heavy_lane import Decided, Evaluating, Job, Lane
 
@@ -77,6 +78,9 @@ class HeavyRouting:
         try:
             if not self.lane.submit(job(), reply):
                 return False  # the lane has its hands full: decided here
+        except StoreUnavailable as exc:  # the definition's text could not be read: decided here
+            log.warning("the heavy lane could not be sent a step of %s: %s", command.arn, exc)
+            return False
         except Exception:  # a state the lane cannot take (it would be a bug): decided here, as without a lane
             log.exception("the heavy lane refused a step of %s", command.arn)
             return False

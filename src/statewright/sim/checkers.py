@@ -240,6 +240,7 @@ class Ledger:
     waiting: dict[Any, list[int]] = field(default_factory=dict)
     waiting_at_tick: dict[Any, list[int]] = field(default_factory=dict)  # as each engine's last tick began
     unfair_ticks: list[str] = field(default_factory=list)
+    bugs: list[str] = field(default_factory=list)  # commands whose application raised (a bug, not a refusal)
 
     # Stops of the AWS jobs of .sync tasks (workload.JOB) the simulated service received, by (arn, scheduled id).
     jobs_stopped: Counter[tuple[str, int]] = field(default_factory=Counter)
@@ -297,6 +298,10 @@ class Ledger:
         """What waits as a tick begins (a store call during the tick may run the simulator, which submits more)."""
         self.waiting_at_tick[engine] = list(self.waiting.get(engine, [0, 0]))
 
+    def raised(self, command: Any, exc: BaseException) -> None:
+        """Applying ``command`` raised: a bug in the engine or the decider, whatever the faults."""
+        self.bugs.append(f"{command.arn}: applying {type(command).__name__} raised {type(exc).__name__}: {exc}")
+
     def timer_applied(self, arn: str, timer_id: str, due_ms: int, now_ms: int) -> None:
         self.timer_fires[(arn, timer_id, due_ms)] += 1
         if now_ms < due_ms:
@@ -309,7 +314,7 @@ def check_all(histories: Histories, ledger: Ledger, machines: Iterable[str] = ()
     with ``liveness`` also that all of them closed."""
     store = histories.store
     problems = [*ledger.bad_replies, *ledger.early_timers, *ledger.fence_problems, *ledger.oversized_steps,
-                *ledger.early_expiries, *ledger.compaction_problems, *ledger.unfair_ticks[:10]]
+                *ledger.early_expiries, *ledger.compaction_problems, *ledger.unfair_ticks[:10], *ledger.bugs[:10]]
     executions = {arn: None for arn in sorted(ledger.acknowledged) if arn not in ledger.expired}
     executions.update((arn, None) for machine in machines for arn in all_executions(store, machine))
     for arn in executions:
