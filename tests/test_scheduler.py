@@ -182,3 +182,18 @@ def test_runaway_first_states_cost_the_engine_thread_a_slice_each_and_their_call
     assert len(engine.heavy.lane.jobs) == 20
     assert engine.metrics.heavy_lane_steps.labels("sliced")._value.get() == 20
     assert not engine.tick(NOW_MS)  # nothing else to do: the lane has them
+
+
+def test_a_start_is_applied_in_the_first_tick_of_a_flood_of_task_answers_from_the_api(store):
+    """SendTaskSuccess calls wait in a queue of their own: the API's starts are not behind them."""
+    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_max=50), evaluation_clock=None)
+    engine.acquire_all_shards()
+    arn = f"{PREFIX}:execution:waiter:gone"
+    answers = [engine.submit(CompleteAttempt(arn, 3, AttemptSucceeded("{}"))) for _ in range(400)]
+    neighbour = started(engine, PASSER, "neighbour")
+    engine.tick(NOW_MS)
+    assert neighbour.result(timeout=0) == NOW_MS
+    assert sum(reply.done() for reply in answers) == 49
+    while engine.tick(NOW_MS):
+        pass
+    assert all(isinstance(reply.exception(timeout=0), TaskNotPending) for reply in answers)

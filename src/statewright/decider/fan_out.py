@@ -25,6 +25,8 @@ from .step import Step
 
 _INTEGER_TEXT = re.compile(r"-?[0-9]+")
 
+INLINE_MAP_CONCURRENCY_MAX = 40  # iterations of an inline Map running at once (AWS's documented bound)
+
 
 def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, context: Any) -> None:
     """Evaluate the children's inputs and record the fan-out; ``flows.gather`` then starts the children. A fan-out a
@@ -171,8 +173,15 @@ def _map_concurrency(state: MapState, effective: Any, context: Any) -> int:
 
 
 def may_start_child(fan: FanOut) -> bool:
-    """Another child is left and MaxConcurrency allows it."""
-    return fan.next_index < len(fan.inputs) and (fan.max_concurrency == 0 or fan.running < fan.max_concurrency)
+    """Another child is left and MaxConcurrency allows it. An inline Map runs at most INLINE_MAP_CONCURRENCY_MAX
+    iterations at once, whatever its MaxConcurrency, as AWS documents ("up to 40 concurrent iterations"): so an
+    execution's state holds at most that many flows per Map, which each of its steps copies and writes."""
+    if fan.next_index >= len(fan.inputs):
+        return False
+    limit = fan.max_concurrency
+    if fan.kind == "map":
+        limit = min(limit or INLINE_MAP_CONCURRENCY_MAX, INLINE_MAP_CONCURRENCY_MAX)
+    return limit == 0 or fan.running < limit
 
 
 def add_child(step: Step, flow_id: str, state: ParallelState | MapState, index: int) -> tuple[str, str, int]:

@@ -230,7 +230,8 @@ class Core:
             self.heavy.redo.clear()
         inbox = self.inbox
         taken = self._share(max(self.tick_budget.items - len(work), 0), [
-            lambda n: inbox.take_commands(work, n), lambda n: inbox.take_results(work, n),
+            lambda n: inbox.take_commands(work, n), lambda n: inbox.take_answers(work, n),
+            lambda n: inbox.take_results(work, n),
             lambda n: inbox.take_decided(work, n), lambda n: self.transfers.take(work, n, now_ms),
             self._timers(work, now_ms, store_ok)])
         if self.probe is not None:
@@ -336,11 +337,9 @@ class Core:
             return True
         if current is None:
             return self._answer(command, None)
-        if isinstance(command, FireTimer):
-            if command.due_ms is not None and current.timers.get(command.timer_id) != command.due_ms:
-                return None  # set again since (or gone): its own row fires it
-            return self._evaluate(command, current, batch, now_ms, reply)
-        if isinstance(command, CompleteAttempt):
+        if isinstance(command, FireTimer) and command.due_ms not in (None, current.timers.get(command.timer_id)):
+            return None  # set again since it was taken (or gone): its own row fires it
+        if isinstance(command, FireTimer | CompleteAttempt):
             return self._evaluate(command, current, batch, now_ms, reply)
         definition = self._definitions.of(current)
         if isinstance(command, StartAttempt):

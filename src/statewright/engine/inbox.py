@@ -1,13 +1,15 @@
 """The engine's inbox: everything other threads hand the engine thread, under one lock.
 
-Commands from the API (bounded by ``Limits.inbox_commands_max``: past it InboxFull, and callers back off) and from
-the integrations (their results, tied to dispatches the outbox window bounds already), each in a queue of its own so
-that a tick serves them in turn (scheduler.py); dispatches an integration could not take, word that the
-integrations have room again, shard changes from the membership, stages another node answered, and continuations
-back from the heavy lane. The engine thread takes the changes at the start of each tick (``take_changes``), then
-work within the tick's budget (``take_commands``, ``take_results``, ``take_decided``), and sleeps on the inbox when
-there is nothing to do (``wait``). Every method is thread-safe. Must not import the API, the integrations or the
-cluster.
+Commands from the API, its calls on executions (StartExecution, StopExecution, RedriveExecution) apart from its
+task answers (SendTaskSuccess, SendTaskFailure, SendTaskHeartbeat, an activity task handed to a worker), each
+bounded by ``Limits.inbox_commands_max`` (past it InboxFull, and callers back off), and from the integrations (their
+results, tied to dispatches the outbox window bounds already), each in a queue of its own so that a tick serves
+them in turn (scheduler.py): a flood of task answers does not hold a start back. Also dispatches an integration
+could not take, word that the integrations have room again, shard changes from the membership, stages another node
+answered, and decisions back from the heavy lane. The engine thread takes the changes at the start of each tick
+(``take_changes``), then work within the tick's budget (``take_commands``, ``take_answers``, ``take_results``,
+``take_decided``), and sleeps on the inbox when there is nothing to do (``wait``). Every method is thread-safe.
+Must not import the API, the integrations or the cluster.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from typing import Any
 
 from ..store.base import Dispatch
 from .batch import Reply
-from .commands import Command, InboxFull
+from .commands import Command, InboxFull, RedriveExecution, StartExecution, StopExecution
+
+_CALLS = (StartExecution, StopExecution, RedriveExecution)  # the API's calls on executions; the rest answer tasks
 
 
 @dataclass(slots=True)
@@ -39,7 +43,8 @@ class Inbox:
     def __init__(self, commands_max: int) -> None:
         self._commands_max = commands_max
         self._lock = threading.Condition()
-        self._commands: deque[tuple[Command, Reply]] = deque()  # the API's (throttled)
+        self._commands: deque[tuple[Command, Reply]] = deque()  # the API's calls on executions (throttled)
+        self._answers: deque[tuple[Command, Reply]] = deque()  # the API's task answers (throttled)
         self._results: deque[tuple[Command, Reply]] = deque()  # the integrations' (never throttled)
         self._decided: deque[tuple[Command, Reply]] = deque()  # decisions back from the heavy lane
         self._changes = Changes()
@@ -49,10 +54,11 @@ class Inbox:
         with self._lock:
             if not throttle:
                 self._results.append((command, reply))
-            elif len(self._commands) >= self._commands_max:
-                raise InboxFull(f"the engine has {len(self._commands)} commands waiting")
             else:
-                self._commands.append((command, reply))
+                queue = self._commands if isinstance(command, _CALLS) else self._answers
+                if len(queue) >= self._commands_max:
+                    raise InboxFull(f"the engine has {len(queue)} commands of this kind waiting")
+                queue.append((command, reply))
             self._lock.notify()
 
     def decided(self, command: Command, reply: Reply) -> None:
@@ -96,8 +102,8 @@ class Inbox:
             if self._stopping:
                 return False
             changes = self._changes
-            if not (busy or self._commands or self._results or self._decided or changes.given_back or changes.room_again
-                    or changes.ownership or changes.forwarded):
+            if not (busy or self._commands or self._answers or self._results or self._decided or changes.given_back
+                    or changes.room_again or changes.ownership or changes.forwarded):
                 self._lock.wait(timeout_s())
             return not self._stopping
 
@@ -107,8 +113,12 @@ class Inbox:
         return changes
 
     def take_commands(self, work: list[tuple[Any, Reply]], n: int) -> int:
-        """Append at most ``n`` of the API's commands to ``work``, oldest first; returns how many."""
+        """Append at most ``n`` of the API's calls on executions to ``work``, oldest first; returns how many."""
         return _take(self._lock, self._commands, work, n)
+
+    def take_answers(self, work: list[tuple[Any, Reply]], n: int) -> int:
+        """Append at most ``n`` of the API's task answers to ``work``, oldest first; returns how many."""
+        return _take(self._lock, self._answers, work, n)
 
     def take_results(self, work: list[tuple[Any, Reply]], n: int) -> int:
         """Append at most ``n`` of the integrations' commands to ``work``, oldest first; returns how many."""

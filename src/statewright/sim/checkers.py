@@ -287,8 +287,9 @@ class Ledger:
         """A tick of ``engine`` took ``taken`` items of each kind (API commands, results, continuations, transfers,
         timers): a kind of command that was waiting must have had its share, so none went without while another
         kind took two or more (a budget smaller than the kinds waiting gives one each, the first ones first)."""
-        waiting, at_tick = self.waiting.setdefault(engine, [0, 0]), self.waiting_at_tick.get(engine, [0, 0])
-        for kind, name in enumerate(("API commands", "integration results")):
+        waiting = self.waiting.setdefault(engine, [0, 0, 0])
+        at_tick = self.waiting_at_tick.get(engine, [0, 0, 0])
+        for kind, name in enumerate(("API calls on executions", "API task answers", "integration results")):
             if at_tick[kind] and not taken[kind] and max(taken) >= 2:
                 self.unfair_ticks.append(f"{engine.node_id}: {at_tick[kind]} {name} waited through a tick in which "
                                          f"another kind took {max(taken)} items")
@@ -296,7 +297,7 @@ class Ledger:
 
     def tick_begins(self, engine: Any) -> None:
         """What waits as a tick begins (a store call during the tick may run the simulator, which submits more)."""
-        self.waiting_at_tick[engine] = list(self.waiting.get(engine, [0, 0]))
+        self.waiting_at_tick[engine] = list(self.waiting.get(engine, [0, 0, 0]))
 
     def raised(self, command: Any, exc: BaseException) -> None:
         """Applying ``command`` raised: a bug in the engine or the decider, whatever the faults."""

@@ -270,7 +270,8 @@ class _Run:
             node.engine.submit(command, reply, throttle=api)
         except InboxFull:
             return  # throttled: the caller gives up (and a worker's attempt times out in the engine)
-        self.ledger.waiting.setdefault(node.engine, [0, 0])[0 if api else 1] += 1
+        kind = (0 if isinstance(command, StartExecution | StopExecution | RedriveExecution) else 1) if api else 2
+        self.ledger.waiting.setdefault(node.engine, [0, 0, 0])[kind] += 1
 
     def _route(self, entry: SimNode, arn: str) -> SimNode | None:
         """Where ``entry`` sends a command for ``arn``: itself if it serves the shard, else the owner it last read
