@@ -94,17 +94,19 @@ class Decided:
     redrive_count) is ``identity`` (a version alone would not tell apart an execution deleted by retention and
     started again under its name)."""
 
-    arn: str
     command: Evaluating
     identity: tuple[int, int, int]
     result: Decision | BaseException | None
     inputs: Mapping[int, str] | None = None  # the job's
 
+    @property
+    def arn(self) -> str:
+        return self.command.arn
+
     @staticmethod
     def of(job: Job, result: Decision | BaseException | None) -> Decided:
         state = job.state
-        return Decided(state.arn, job.command, (state.version, state.start_ms, state.redrive_count), result,
-                       job.inputs)
+        return Decided(job.command, (state.version, state.start_ms, state.redrive_count), result, job.inputs)
 
 
 class Lane(Protocol):
