@@ -12,8 +12,10 @@ whose first state is a JSONata expression that runs until its evaluation budget 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -76,6 +78,53 @@ async def neighbour(pool: Pool, rate_per_s: float, stop: asyncio.Event, label: s
             "errors": len(probes.errors) + len(chains.errors)}
 
 
+class Neighbour:
+    """``neighbour`` in a process of its own (``python -m bench.bursts``), as another caller is: its latency is the
+    server's, not the wait for a connection of the burst's pool or for the burst client's own event loop."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+
+    @classmethod
+    async def start(cls, endpoint: str, rate_per_s: float, label: str) -> Neighbour:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.bursts", endpoint, str(rate_per_s), label, cwd=Path(__file__).parent.parent,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        return cls(process)
+
+    async def finish(self) -> dict[str, Any]:
+        """Stop calling (its stdin closes) and return its figures."""
+        out, _ = await self._process.communicate(b"")
+        if self._process.returncode != 0:
+            raise RuntimeError(f"the neighbour process failed ({self._process.returncode})")
+        return orjson.loads(out)
+
+    @classmethod
+    async def alone(cls, endpoint: str, rate_per_s: float, label: str, seconds: float) -> dict[str, Any]:
+        running = await cls.start(endpoint, rate_per_s, label)
+        await asyncio.sleep(seconds)
+        return await running.finish()
+
+
+async def _neighbour_main(endpoint: str, rate_per_s: float, label: str) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    pool = Pool(endpoint, 16)
+
+    async def until_stdin_closes() -> None:
+        await reader.read()
+        stop.set()
+    watcher = asyncio.create_task(until_stdin_closes())
+    try:
+        result = await neighbour(pool, rate_per_s, stop, label)
+    finally:
+        watcher.cancel()
+        pool.close()
+    sys.stdout.write(orjson.dumps(result).decode())
+
+
 async def _timers_due_together(pool: Pool, n: int, concurrency: int, label: str) -> tuple[str, float, Run]:
     """n executions whose Waits end in the same second, started ahead of it; (machine, due time in s, their run)."""
     machine = await create_machine(pool, f"w15-timers-{label}", TIMER_DEFINITION)
@@ -101,17 +150,13 @@ async def timer_burst(server: Statewright, n: int, rate_per_s: float, alone_s: f
         await asyncio.sleep(max(due_s - time.time(), 0))
         burst_alone = await _drained(pool, machine, due_s)
         burst_alone["start_errors"] = len(run.errors)
-        stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(alone_s, stop.set)
-        neighbour_alone = await neighbour(pool, rate_per_s, stop, "alone")
+        neighbour_alone = await Neighbour.alone(server.endpoint, rate_per_s, "alone", alone_s)
         machine, due_s, run = await _timers_due_together(pool, n, concurrency, "beside")
-        stop = asyncio.Event()
         await asyncio.sleep(max(due_s - 1 - time.time(), 0))  # the neighbour starts a second before the burst
-        beside_task = asyncio.create_task(neighbour(pool, rate_per_s, stop, "beside"))
+        beside = await Neighbour.start(server.endpoint, rate_per_s, "beside")
         burst_beside = await _drained(pool, machine, due_s)
         burst_beside["start_errors"] = len(run.errors)
-        stop.set()
-        neighbour_beside = await beside_task
+        neighbour_beside = await beside.finish()
     finally:
         pool.close()
     return {"n": n, "rate_per_s": rate_per_s, "burst_alone": burst_alone, "burst_beside": burst_beside,
@@ -126,18 +171,16 @@ async def bomb_burst(server: Statewright, bombs: int, rate_per_s: float, phase_s
     loop = asyncio.get_running_loop()
     try:
         machine = await create_machine(pool, "w15-bombs", BOMB_DEFINITION)
-        stop = asyncio.Event()
-        loop.call_later(phase_s, stop.set)
-        neighbour_alone = await neighbour(pool, rate_per_s, stop, "bombs-alone")
-        stop = asyncio.Event()
-        loop.call_later(phase_s, stop.set)
-        beside = asyncio.create_task(neighbour(pool, rate_per_s, stop, "bombs-beside"))
+        neighbour_alone = await Neighbour.alone(server.endpoint, rate_per_s, "bombs-alone", phase_s)
+        began = loop.time()
+        beside = await Neighbour.start(server.endpoint, rate_per_s, "bombs-beside")
         await asyncio.sleep(1)  # the neighbour runs first
         run = Run(bombs)
         run.began = time.time()
         await asyncio.gather(*(start_one(pool, machine, f"bomb-{index}", "{}", run, True) for index in range(bombs)))
         run.starts_done = time.time()
-        neighbour_beside = await beside
+        await asyncio.sleep(max(phase_s - (loop.time() - began), 0))
+        neighbour_beside = await beside.finish()
         finished = await wait_none_running(pool, machine, 600, poll_s=0.2)
         ends = await completions(pool, machine, run)
     finally:
@@ -163,18 +206,14 @@ async def burst_case(server: Statewright, name: str, prepare: Prepare, fire: Fir
     loop = asyncio.get_running_loop()
     try:
         burst_alone_s = await fire(pool, await prepare(pool, f"{name}-alone"))
-        stop = asyncio.Event()
-        loop.call_later(phase_s, stop.set)
-        neighbour_alone = await neighbour(pool, rate_per_s, stop, f"{name}-alone")
+        neighbour_alone = await Neighbour.alone(server.endpoint, rate_per_s, f"{name}-alone", phase_s)
         ready = await prepare(pool, f"{name}-beside")
-        stop = asyncio.Event()
         began = loop.time()
-        beside = asyncio.create_task(neighbour(pool, rate_per_s, stop, f"{name}-beside"))
+        beside = await Neighbour.start(server.endpoint, rate_per_s, f"{name}-beside")
         await asyncio.sleep(1)
         burst_beside_s = await fire(pool, ready)
         await asyncio.sleep(max(phase_s - (loop.time() - began), 0))
-        stop.set()
-        neighbour_beside = await beside
+        neighbour_beside = await beside.finish()
     finally:
         pool.close()
     return {"burst_alone_s": burst_alone_s, "burst_beside_s": burst_beside_s, "neighbour_alone": neighbour_alone,
@@ -288,3 +327,7 @@ def results_at_once(tasks: int, concurrency: int) -> tuple[Prepare, Fire]:
         await asyncio.gather(*(answer() for _ in range(concurrency)))
         return await _all_closed(pool, [machine], began)
     return prepare, fire
+
+
+if __name__ == "__main__":  # the neighbour's process: endpoint, W1 rate, label; calls until stdin closes
+    asyncio.run(_neighbour_main(sys.argv[1], float(sys.argv[2]), sys.argv[3]))
