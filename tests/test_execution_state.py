@@ -43,9 +43,10 @@ def as_v0(state: ExecutionState) -> dict:
 
 def without_task_inputs(v0: dict) -> dict:
     """Version 0 kept a task's input in its record as well as in its dispatch; the dispatch alone needs it. It knew
-    no versions, aliases, test cases, redrives or start tokens: its executions ran on the latest revision, unmocked,
-    and closed ones kept nothing to redrive."""
-    v0.update({"redrive_count": 0, "redrive_ms": None, "redrive_tokens": [], "halted": {}, "start_token": None})
+    no versions, aliases, test cases, redrives, start tokens or map runs: its executions ran on the latest
+    revision, unmocked, and closed ones kept nothing to redrive."""
+    v0.update({"redrive_count": 0, "redrive_ms": None, "redrive_tokens": [], "halted": {}, "start_token": None,
+               "processor": None, "run": None})
     v0.setdefault("version_arn", None)
     v0.setdefault("alias_arn", None)
     v0.setdefault("test_case", None)

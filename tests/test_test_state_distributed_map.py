@@ -324,14 +324,3 @@ def test_a_distributed_map_that_is_not_valid_is_an_invalid_definition(sfn, state
     code, message = refused(sfn, state, result=[])
     assert code == "InvalidDefinition"
     assert says in message
-
-
-def test_executions_still_refuse_a_distributed_map_that_test_state_runs(sfn):
-    machine = {"StartAt": "Fan", "States": {"Fan": distributed(ItemsPath="$.items")}}
-    assert sfn.test_state(definition=json.dumps(machine), stateName="Fan", input=json.dumps(ITEMS),
-                          mock={"result": "[]"})["status"] == "SUCCEEDED"
-    with pytest.raises(sfn.exceptions.InvalidDefinition) as refusal:
-        sfn.create_state_machine(name="distributed", definition=json.dumps(machine), roleArn=ROLE)
-    assert "statewright runs inline Map states only so far" in refusal.value.response["Error"]["Message"]
-    diagnostics = sfn.validate_state_machine_definition(definition=json.dumps(machine))["diagnostics"]
-    assert [d["code"] for d in diagnostics] == ["UNSUPPORTED_FEATURE"]

@@ -28,6 +28,7 @@ from . import (  # noqa: F401  (modules register their handlers)
     aliases,
     clock,
     executions,
+    map_runs,
     state_machines,
     test_state,
     versions,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import secrets
 from typing import Any
@@ -16,7 +17,7 @@ from ..engine.express import ASYNC, SYNC
 from ..engine.routing import route
 from ..engine.shards import shard_for
 from ..store.base import AliasRecord, Page, StateMachineRecord, VersionRecord
-from . import arns, describe, paging
+from . import arns, describe, map_runs, paging
 from .arns import Scope
 from .errors import (
     AwsError,
@@ -232,7 +233,7 @@ async def redrive_execution(service: Service, params: dict, scope: Scope) -> dic
 async def _machine_gone(service: Service, execution: ExecutionState) -> str | None:
     """AWS's reason when the execution's state machine is being deleted (statewright deletes at once): a closed
     execution of a deleted state machine cannot be redriven."""
-    if not execution.is_open and await service.state_machine(execution.state_machine_arn) is None:
+    if not execution.is_open and await service.state_machine(execution.root_machine_arn) is None:
         return "State machine is in DELETING status"
     return None
 
@@ -250,6 +251,8 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
         "inputDetails": {"included": True},
     }
     _qualifiers(described, execution.version_arn, execution.alias_arn)
+    if execution.parent is not None and "map_run" in execution.parent:
+        described["mapRunArn"] = execution.parent["map_run"]
     _redrives(described, execution.redrive_count, execution.redrive_ms)
     if execution.stop_ms is not None:
         described["stopDate"] = seconds(execution.stop_ms)
@@ -268,20 +271,27 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
 
 @handler("ListExecutions")
 async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
-    if "stateMachineArn" not in params:
+    if ("stateMachineArn" in params) == ("mapRunArn" in params):
         raise AwsError("ValidationException", "Must provide a StateMachine ARN or MapRun ARN")
-    target = arns.qualified(params["stateMachineArn"])
+    map_run_arn = params.get("mapRunArn")
+    status, limit = params.get("statusFilter"), paging.page_size(params.get("maxResults"))
+    cursor, redriven = paging.decode(params.get("nextToken")), _REDRIVEN.get(params.get("redriveFilter"))
     try:
-        page = await service.store_call(_list_executions, service, target, params["stateMachineArn"],
-                                        params.get("statusFilter"), paging.page_size(params.get("maxResults")),
-                                        paging.decode(params.get("nextToken")),
-                                        _REDRIVEN.get(params.get("redriveFilter")))
+        if map_run_arn is not None:  # its children, listed under it (map_runs.py)
+            await map_runs.load(service, map_run_arn)
+            page = await service.store_call(functools.partial(service.store.list_executions, map_run_arn, status,
+                                                              limit, cursor, redriven=redriven))
+        else:
+            page = await service.store_call(_list_executions, service, arns.qualified(params["stateMachineArn"]),
+                                            params["stateMachineArn"], status, limit, cursor, redriven)
     except ValueError:  # a token that decodes but is no cursor of ours
         raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
     items = []
     for summary in page.items:
         item = {"executionArn": summary.arn, "stateMachineArn": summary.state_machine_arn, "name": summary.name,
                 "status": summary.status, "startDate": seconds(summary.start_ms)}
+        if map_run_arn is not None:
+            item["stateMachineArn"], item["mapRunArn"] = map_runs.machine_of(map_run_arn), map_run_arn
         _qualifiers(item, summary.version_arn, summary.alias_arn)
         _redrives(item, summary.redrive_count, summary.redrive_ms)
         if summary.stop_ms is not None:
@@ -364,8 +374,14 @@ async def describe_state_machine_for_execution(service: Service, params: dict, s
     if revision is None:
         raise execution_does_not_exist(execution.arn)
     definition, role_arn = revision
-    return describe.for_execution(execution.state_machine_arn, definition, role_arn, execution.revision_id, machine,
-                                  machine.updated_ms if machine else execution.start_ms)
+    if execution.processor is not None:  # a map run's child runs its distributed Map's ItemProcessor
+        definition = describe.processor_text(definition, execution.processor)
+    described = describe.for_execution(execution.state_machine_arn, definition, role_arn, execution.revision_id,
+                                       machine, machine.updated_ms if machine else execution.start_ms)
+    if execution.processor is not None:
+        described["label"] = execution.state_machine_arn.rsplit("/", 1)[1]
+        described["mapRunArn"] = execution.parent["map_run"]
+    return described
 
 
 def _revision_and_machine(service: Service, execution: ExecutionState) -> tuple[tuple[str, str] | None,
@@ -376,5 +392,5 @@ def _revision_and_machine(service: Service, execution: ExecutionState) -> tuple[
     if execution.version_arn is not None:
         version = service.store.get_version(*arns.version(execution.version_arn))
         machine = None if version is None else version.machine
-    return (service.store.get_revision(execution.state_machine_arn, execution.revision_id),
-            machine or service.store.get_state_machine(execution.state_machine_arn))
+    return (service.store.get_revision(execution.root_machine_arn, execution.revision_id),
+            machine or service.store.get_state_machine(execution.root_machine_arn))

@@ -112,15 +112,15 @@ ResourceCheck = Callable[[str, str, str, Collection[str] | None], list[tuple[str
 
 
 def parse_definition(text: str, *, mockable: bool = False, resource_check: ResourceCheck | None = None,
-                     express: bool = False, distributed: bool = False) -> Definition:
+                     express: bool = False) -> Definition:
     """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong. ``mockable`` (a
     server with mocks): a Task may name an AWS resource this build does not call, for a mock to answer.
     ``resource_check``: how AWS resources are checked (without it they are taken as written). ``express``: the
-    rules of an EXPRESS state machine too (no activities, no .sync or .waitForTaskToken). ``distributed``
-    (TestState): Maps in DISTRIBUTED mode are compiled, with their distributed fields (``asl/distributed.py``)."""
+    rules of an EXPRESS state machine too (no activities, no .sync or .waitForTaskToken). A Map in DISTRIBUTED mode
+    is compiled with its distributed fields (``asl/distributed.py``)."""
     raw, duplicates = load_json(text)
     try:
-        return _Parser(duplicates, mockable, resource_check, express, distributed).parse(raw)
+        return _Parser(duplicates, mockable, resource_check, express).parse(raw)
     except RecursionError:
         raise InvalidDefinition([Diagnostic(TOO_DEEPLY_NESTED, "The states are too deeply nested")]) from None
 
@@ -165,13 +165,11 @@ class _Scope:
 
 class _Parser(RuleParsing, TaskParsing):
     def __init__(self, duplicates: dict[int, list[str]], mockable: bool = False,
-                 resource_check: ResourceCheck | None = None, express: bool = False,
-                 distributed: bool = False) -> None:
+                 resource_check: ResourceCheck | None = None, express: bool = False) -> None:
         self.duplicates = duplicates  # id(object) -> keys the JSON text repeats in it
         self.mockable = mockable
         self.resource_check = resource_check
         self.express = express
-        self.distributed = distributed
         self.problems: list[Diagnostic] = []  # the schema phase
         self.graph_problems: list[Diagnostic] = []  # the graph phase, reported only when the schema phase is clean
         self.machines: list[Machine] = []
@@ -619,10 +617,6 @@ class _Parser(RuleParsing, TaskParsing):
         self.result_fields(state, raw, where)
         language_fields = _ALLOWED_JSONATA["Map"] if self.language == "JSONata" else _ALLOWED["Map"]
         distributed_fields = sorted(DISTRIBUTED_FIELDS & language_fields & set(raw))
-        if not self.distributed:
-            for key in distributed_fields:
-                self.problem(UNSUPPORTED_FEATURE, f"statewright runs inline Map states only so far; '{key}' is a "
-                             "Distributed Map field", f"{where}/{key}")
         if "ItemSelector" in raw and "Parameters" in raw:
             self.schema(only_one(["ItemSelector", "Parameters"]), where)
         state.item_selector = self.template(raw, "ItemSelector" if "ItemSelector" in raw else "Parameters", where)
@@ -647,38 +641,50 @@ class _Parser(RuleParsing, TaskParsing):
             self.schema(expected("OBJECT"), f"{where}/{key}")
             return state
         allowed = _MACHINE_FIELDS
-        mode = "INLINE"
+        mode, execution_type = "INLINE", "STANDARD"
         if key == "ItemProcessor":
             allowed = _MACHINE_FIELDS | {"ProcessorConfig"}
-            mode = self.processor_config(processor, f"{where}/{key}")
+            mode, execution_type = self.processor_config(processor, f"{where}/{key}")
         state.processor = self.machine(processor, f"{where}/{key}", allowed)
-        if self.distributed and mode == "DISTRIBUTED":
+        if mode == "DISTRIBUTED":
             state.distributed = parse_distributed(self, raw, where)
-        elif self.distributed:
+            state.distributed.execution_type = execution_type
+        else:
             for name in distributed_fields:
                 self.schema(f"The field '{name}' is supported only when the ItemProcessor's ProcessorConfig Mode is "
                             "'DISTRIBUTED'", where)
         return state
 
-    def processor_config(self, processor: dict, where: str) -> str:
-        """The Map's mode: INLINE or DISTRIBUTED (an invalid one is reported, and taken as INLINE)."""
+    def processor_config(self, processor: dict, where: str) -> tuple[str, str]:
+        """The Map's mode, INLINE or DISTRIBUTED (an invalid one is reported, and taken as INLINE), and its
+        children's ExecutionType."""
         if "ProcessorConfig" not in processor:
-            return "INLINE"
+            return "INLINE", "STANDARD"
         config = processor["ProcessorConfig"]
         where = f"{where}/ProcessorConfig"
         if not isinstance(config, dict):
             self.schema(expected("OBJECT"), where)
-            return "INLINE"
+            return "INLINE", "STANDARD"
         self.unknown_fields(config, {"Mode", "ExecutionType"}, where)
         mode = config.get("Mode", "INLINE")
         if mode not in ("INLINE", "DISTRIBUTED"):
             self.schema(one_of(("INLINE", "DISTRIBUTED")), f"{where}/Mode")
-            return "INLINE"
-        if mode == "DISTRIBUTED" and not self.distributed:
-            self.problem(UNSUPPORTED_FEATURE, "statewright runs inline Map states only so far", f"{where}/Mode")
-        elif mode == "DISTRIBUTED" and "ExecutionType" not in config:  # required in DISTRIBUTED mode (AWS's
+            return "INLINE", "STANDARD"
+        execution_type = config.get("ExecutionType", "STANDARD")
+        if mode == "DISTRIBUTED" and "ExecutionType" not in config:  # required in DISTRIBUTED mode (AWS's
             # ItemProcessor documentation)
             self.schema("These fields are required: [ExecutionType]", where)
-        elif mode == "DISTRIBUTED" and config["ExecutionType"] not in EXECUTION_TYPES:
+        elif mode == "DISTRIBUTED" and execution_type not in EXECUTION_TYPES:
             self.schema(one_of(EXECUTION_TYPES), f"{where}/ExecutionType")
-        return mode
+        return mode, execution_type
+
+
+def processor_definition(definition: Definition, map_state: str) -> Definition:
+    """What a distributed Map's children run: the Map's ItemProcessor as a definition of its own. Its nested
+    machines keep their places in ``machines`` (only the top level's is the processor's now), so a flow's machine
+    index means the same in both."""
+    state = next(machine.states[map_state] for machine in definition.machines if map_state in machine.states)
+    processor = state.processor
+    machines = list(definition.machines)
+    machines[0] = Machine(processor.start_at, processor.states, 0)
+    return Definition(processor.start_at, processor.states, machines=machines)

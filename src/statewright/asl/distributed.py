@@ -1,8 +1,8 @@
 """The fields a Map with ProcessorConfig Mode DISTRIBUTED adds (ItemReader, ItemBatcher, ResultWriter, Label and
 the tolerated failures), checked and compiled for ``definition``'s parser.
 
-statewright runs no distributed Map yet; TestState evaluates one's own processing with a mock for its children, so
-only a TestState definition is parsed with them (``parse_definition(distributed=True)``).
+Executions run a distributed Map through a map run (``decider/map_runs.py``); TestState evaluates one's own
+processing with a mock for its children. Both share ``decider/distributed_map.py``.
 
 Where the rules come from: the fields, their values and their order of use are AWS's Developer Guide pages
 ItemReader (Map), ItemBatcher (Map), ItemsPath (Map) and "Map state input and output fields", and ItemProcessor's
@@ -78,6 +78,8 @@ def parse(parser: Parser, raw: dict, where: str) -> DistributedMap:
             parser.schema(expected("STRING"), f"{where}/Label")
         elif len(label) > _LABEL_MAX:
             parser.schema(f"Maximum length is {_LABEL_MAX}", f"{where}/Label")
+        else:
+            distributed.label = label
     distributed.tolerated_count, distributed.tolerated_count_path = _number(
         parser, raw, "ToleratedFailureCount", where, None, integer=True)
     distributed.tolerated_percentage, distributed.tolerated_percentage_path = _number(

@@ -129,6 +129,8 @@ class DistributedMap:
     reader: ItemReader | None = None
     batcher: ItemBatcher | None = None
     writes_results: bool = False  # ResultWriter: the Map's result is the writer's summary (an object)
+    execution_type: str = "STANDARD"  # ProcessorConfig ExecutionType: the children's type
+    label: str | None = None  # Label: names the map run and its children's state machine
     tolerated_count: int | CompiledValue | None = None
     tolerated_count_path: Path | None = None
     tolerated_percentage: float | CompiledValue | None = None

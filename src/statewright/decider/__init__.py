@@ -14,6 +14,7 @@ built), one module per concept:
   jsonata_states    the same under JSONata, and the JSONata fields of the other states
   fan_out           Parallel and Map: inputs, child records, join, a child's failure
   distributed_map   a distributed Map's items, batches and tolerated failures
+  map_runs          a distributed Map's map run: the parent's side and the run's coordinator
   retry_catch       Retry, Catch, or the flow fails
   tasks             Task attempts: schedule, start, result, heartbeat, deadlines
   execution         the mutable state (ExecutionState, Flow, TaskAttempt) and its stored form

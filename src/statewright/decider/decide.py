@@ -31,7 +31,7 @@ from ..asl.budget import spending
 from ..asl.errors import StatesError
 from ..asl.jsonio import loads
 from ..asl.states import Definition, MapState, ParallelState
-from . import distributed_map, fan_out, flows, retry_catch, tasks
+from . import distributed_map, fan_out, flows, map_runs, retry_catch, tasks
 from .effects import TimerKind
 from .execution import ABORTED, REDRIVE_TOKEN_MS, REDRIVE_TOKENS_MAX, RUNNING, TIMED_OUT, ExecutionState, Flow
 from .outcomes import (
@@ -200,6 +200,8 @@ def complete_attempt(execution: ExecutionState, definition: Definition, schedule
         step.guarded(tasks.submit, step, flow_id, result.output, result.job)
     elif isinstance(result, AttemptPolled):
         tasks.polled(step, flow_id, result.poll)
+    elif isinstance(step.state_of(step.flows[flow_id]), MapState):  # a distributed Map's map run closed
+        step.guarded(lambda: flows.resume(step, flow_id, map_runs.answered(step, flow_id, result)))
     else:
         step.guarded(_answered, step, flow_id, result)
     return step.decision

@@ -1,11 +1,12 @@
 """A Distributed Map's own processing: the items its ItemReader read, its ItemBatcher's batches, and whether more
 of its iterations failed than it tolerates.
 
-Executions do not run distributed Maps yet (their definitions are refused). TestState runs one with a mock for
-its children: ``enter`` takes the data the ItemReader read (stateConfiguration.mapItemReaderData) through the
-steps an inline Map takes (``fan_out.map_inputs``: InputPath, ItemSelector, MaxConcurrency) in the order AWS
-documents ("Map state input and output fields": ItemReader, ItemsPath, ItemSelector, ItemBatcher), and records the
-fan-out of its iterations; ``Tolerance.exceeded`` then says whether mapIterationFailureCount fails the Map.
+An execution's distributed Map runs its children through a map run (``map_runs``), from the inputs ``prepare``
+makes. TestState runs one with a mock for its children: ``enter`` takes the data the ItemReader read
+(stateConfiguration.mapItemReaderData) through the steps an inline Map takes (``fan_out.map_inputs``: InputPath,
+ItemSelector, MaxConcurrency) in the order AWS documents ("Map state input and output fields": ItemReader,
+ItemsPath, ItemSelector, ItemBatcher), and records the fan-out of its iterations; ``Tolerance.exceeded`` then
+says whether mapIterationFailureCount fails the Map.
 
 Verified against AWS: the error and cause of an exceeded threshold, and that a Map declaring no tolerated failures
 is not failed by any count (AWS's TestState answers recorded in LocalStack's AWS-validated snapshots,
@@ -59,8 +60,17 @@ class Tolerance:
 
 
 def enter(step: Step, flow_id: str, state: MapState, data: Any, read: str | None) -> Tolerance:
-    """Evaluate the Map's iterations' inputs and record its fan-out. ``read``: the data its ItemReader read,
-    as found in its source (the caller gives it when the Map has an ItemReader)."""
+    """TestState: evaluate the Map's iterations' inputs and record its fan-out. ``read``: the data its ItemReader
+    read, as found in its source (the caller gives it when the Map has an ItemReader)."""
+    inputs, limit, tolerance = prepare(step, flow_id, state, data, read)
+    fan_out.start_map(step, flow_id, inputs, limit, data)
+    return tolerance
+
+
+def prepare(step: Step, flow_id: str, state: MapState, data: Any,
+            read: str | None) -> tuple[list[Any], int, Tolerance]:
+    """The Map's iterations' inputs (each child execution's: an item, or a batch), its MaxConcurrency and its
+    tolerated failures, in the order AWS documents them."""
     distributed = state.distributed
     context = step.scope(flow_id, state.name)
     reader = distributed.reader
@@ -79,8 +89,7 @@ def enter(step: Step, flow_id: str, state: MapState, data: Any, read: str | None
         _noted(step, "toleratedFailurePercentage", _given(
             step, flow_id, state, "ToleratedFailurePercentage", distributed.tolerated_percentage,
             distributed.tolerated_percentage_path, effective, context, _percentage)))
-    fan_out.start_map(step, flow_id, inputs, limit, data)
-    return tolerance
+    return inputs, limit, tolerance
 
 
 def _noted(step: Step, name: str, value: int | float | None) -> Any:

@@ -139,6 +139,38 @@ class Flow:
 
 
 @dataclass(slots=True)
+class MapRun:
+    """A distributed Map's map run: the books its coordinator keeps (``decider/map_runs.py``). A map run is a row of
+    its own, an ``ExecutionState`` whose ``run`` is this record: committed, fenced and cached like an execution."""
+
+    parent_arn: str  # the execution whose Map state runs it
+    scheduled_id: int  # that Map's attempt (its MapRunStarted event), which the run completes
+    execution_type: str  # the children's: STANDARD or EXPRESS
+    inputs: str  # the children's inputs, a JSON array (an item, or a batch, each)
+    total: int  # how many children in all
+    max_concurrency: int  # children running at once, at most (UpdateMapRun changes it)
+    tolerated_count: int | None  # failed children tolerated (None: not declared)
+    tolerated_percentage: float | None
+    keeps_results: bool  # no ResultWriter: the children's outputs are the Map's result
+    next_index: int = 0  # the next child to start
+    running: list[int] = field(default_factory=list)  # children started and not closed, by index
+    succeeded: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    aborted: int = 0
+    results: dict[str, str] = field(default_factory=dict)  # output text by child index, while it keeps results
+    sizes: list[int] = field(default_factory=list)  # a batching Map's: each child's items (DescribeMapRun)
+    items: dict[str, int] = field(default_factory=dict)  # ... and its closed items by outcome (itemCounts' keys)
+
+    def copy(self) -> MapRun:
+        """A copy a decision may change; ``inputs``, ``sizes`` and ``items`` are replaced, never changed in place."""
+        clone = MapRun(*_MAP_RUN_FIELDS(self))
+        clone.running = list(self.running)
+        clone.results = dict(self.results)
+        return clone
+
+
+@dataclass(slots=True)
 class ExecutionState:
     arn: str
     state_machine_arn: str
@@ -176,6 +208,8 @@ class ExecutionState:
     # failure found them), where a redrive resumes them. Empty while it runs, after success, and in older blobs.
     halted: dict[str, Flow] = field(default_factory=dict)
     start_token: str | None = None  # the token of the StartExecution call that started it (None in older blobs)
+    processor: str | None = None  # a map run's child: the distributed Map whose ItemProcessor it runs
+    run: MapRun | None = None  # a map run's row: its books (the row is not an execution then)
 
     @property
     def is_open(self) -> bool:
@@ -195,7 +229,8 @@ class ExecutionState:
             "alias_arn": self.alias_arn, "test_case": self.test_case, "redrive_count": self.redrive_count,
             "redrive_ms": self.redrive_ms, "redrive_tokens": self.redrive_tokens,
             "halted": {flow_id: _flow_row(flow) for flow_id, flow in self.halted.items()},
-            "start_token": self.start_token})
+            "start_token": self.start_token, "processor": self.processor,
+            "run": None if self.run is None else _MAP_RUN_FIELDS(self.run)})
 
     @classmethod
     def from_blob(cls, blob: bytes) -> ExecutionState:
@@ -206,6 +241,8 @@ class ExecutionState:
             raise ValueError(f"execution state schema version {version} is newer than this statewright reads")
         raw["flows"] = {flow_id: load_flow(flow) for flow_id, flow in raw["flows"].items()}
         raw["halted"] = {flow_id: load_flow(flow) for flow_id, flow in raw.get("halted", {}).items()}
+        if raw.get("run") is not None:
+            raw["run"] = MapRun(*raw["run"])
         return cls(**raw)
 
     def copy(self) -> ExecutionState:
@@ -216,7 +253,25 @@ class ExecutionState:
         clone.flows = {flow_id: flow.copy() for flow_id, flow in self.flows.items()}
         if self.parent is not None:
             clone.parent = dict(self.parent)
+        if self.run is not None:
+            clone.run = self.run.copy()
         return clone
+
+    @property
+    def root_machine_arn(self) -> str:
+        """The state machine it belongs to (its logging configuration, its deletion): a map run's child, its
+        parent's."""
+        return self.state_machine_arn.split("/", 1)[0]
+
+    @property
+    def listed_under(self) -> str:
+        """What its row is listed under (ListExecutions): its state machine; a map run's child, its map run; a map
+        run, its parent execution (ListMapRuns)."""
+        if self.run is not None:
+            return self.run.parent_arn
+        if self.parent is not None and "map_run" in self.parent:
+            return self.parent["map_run"]
+        return self.state_machine_arn
 
 
 def _flow_row(flow: Flow) -> tuple[Any, ...]:
@@ -266,3 +321,4 @@ _FLOW_FIELDS = operator.attrgetter(*_FLOW_NAMES)
 _FLOW_ROW_HEAD = operator.attrgetter(*_FLOW_NAMES[:-2])
 _FAN_OUT_FIELDS = operator.attrgetter(*(f.name for f in fields(FanOut)))
 _TASK_ATTEMPT_FIELDS = operator.attrgetter(*(f.name for f in fields(TaskAttempt)))
+_MAP_RUN_FIELDS = operator.attrgetter(*(f.name for f in fields(MapRun)))

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..asl.errors import StatesError
 from ..asl.states import MapState, ParallelState, State, TaskState, WaitState
-from . import fan_out, jsonata_states, jsonpath_states, retry_catch, tasks
+from . import fan_out, jsonata_states, jsonpath_states, map_runs, retry_catch, tasks
 from .effects import TimerKind
 from .execution import SUCCEEDED, Flow
 from .outcomes import WAIT, End, Fail, Next, Outcome
@@ -111,6 +111,8 @@ def _evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome:
         outcome = jsonata_states.evaluate(step, flow_id, state, data)
         if outcome is not None:
             return outcome
+    if isinstance(state, MapState) and state.distributed is not None:
+        return map_runs.enter(step, flow_id, state, data)
     context = step.scope(flow_id, state.name)
     if isinstance(state, ParallelState | MapState):
         fan_out.enter(step, flow_id, state, data, context)

@@ -17,9 +17,9 @@ from ..asl.dataflow import select
 from ..asl.definition_tasks import LAMBDA_FUNCTION
 from ..asl.errors import StatesError
 from ..asl.jsonio import dumps, loads
-from ..asl.states import TaskState
+from ..asl.states import MapState, TaskState
 from . import jsonata_states, retry_catch
-from .effects import TimerKind
+from .effects import DispatchKind, TimerKind
 from .execution import TaskAttempt
 from .outcomes import WAIT, Outcome, Wait
 from .step import Step, poll_dispatch, poll_timer, without_none
@@ -158,6 +158,8 @@ def start(step: Step, flow_id: str, worker_name: str | None) -> None:
     state = step.state_of(flow)
     task.started = True
     step.remove_dispatch(str(task.scheduled_id))
+    if isinstance(state, MapState):  # a distributed Map's map run was created: AWS records nothing of it
+        return
     if state.integration == "activity":
         step.emit("ActivityStarted", "activityStartedEventDetails", {"workerName": worker_name} if worker_name else {})
     elif state.integration == LAMBDA_FUNCTION:
@@ -245,6 +247,8 @@ def end(step: Step, flow_id: str, abandoned: bool = False) -> None:
         else:  # the result came from the latest poll (or a callback): its dispatch goes
             step.end_poll(flow.task)
     task, flow.task = flow.task, None
+    if abandoned and task.child is not None:  # a nested execution or map run it waits on stops too
+        step.add_dispatch(f"stop-{task.scheduled_id}", {"kind": DispatchKind.STOP, "target": task.child})
     for timer_id in task.timers:
         if timer_id in step.execution.timers:
             step.remove_timer(timer_id)

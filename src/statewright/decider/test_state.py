@@ -42,7 +42,7 @@ def definition_under_test(definition_text: str, state_name: str | None, mockable
     one statewright calls."""
     if state_name is None:
         definition_text, state_name = _as_machine(definition_text)
-    return parse_definition(definition_text, mockable=mockable, distributed=True,
+    return parse_definition(definition_text, mockable=mockable,
                             resource_check=None if services is None else services.resource_check), state_name
 
 

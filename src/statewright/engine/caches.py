@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ..asl.definition import Definition, parse_definition
+from ..asl.definition import Definition, parse_definition, processor_definition
 from ..decider.execution import ExecutionState
 from ..store.base import Store
 
@@ -60,9 +60,23 @@ class Definitions:
         self._capacity = capacity
         self._mockable = mockable
         self._parsed: OrderedDict[tuple[str, str], Definition] = OrderedDict()
+        self._processors: OrderedDict[tuple[tuple[str, str], str], Definition] = OrderedDict()
 
     def of(self, state: ExecutionState) -> Definition:
-        key = (state.state_machine_arn, state.revision_id)
+        """The definition the execution runs: its revision's, or for a map run's child its distributed Map's
+        ItemProcessor."""
+        if state.processor is None:
+            return self._parsed_as((state.state_machine_arn, state.revision_id))
+        key = (state.state_machine_arn.split("/", 1)[0], state.revision_id)
+        found = self._processors.get((key, state.processor))
+        if found is None:
+            found = self._processors[(key, state.processor)] = processor_definition(self._parsed_as(key),
+                                                                                    state.processor)
+            while len(self._processors) > self._capacity:
+                self._processors.popitem(last=False)
+        return found
+
+    def _parsed_as(self, key: tuple[str, str]) -> Definition:
         definition = self._parsed.get(key)
         if definition is None:
             definition = parse_definition(self.text(key), mockable=self._mockable)

@@ -84,6 +84,7 @@ class StartExecution:
     # The API call's own id: a copy of the start sent again (a forward retried after no answer came) is answered
     # as the first one was, even once the execution has closed.
     token: str | None = None
+    processor: str | None = None  # a map run's child: the distributed Map whose ItemProcessor it runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,15 +152,47 @@ class AckDispatch:
     dispatch_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class StartMapRun:
+    """Create a map run from its parent's ``maprun`` dispatch (``request``: its payload). Reply: True, whether it
+    was created now or before."""
+
+    arn: str
+    request: dict
+
+
+@dataclass(frozen=True, slots=True)
+class MapRunChildClosed:
+    """A map run's child closed. Reply: True."""
+
+    arn: str  # the map run's
+    index: int
+    status: str
+    output: str | None = None
+    error: str | None = None
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMapRun:
+    """UpdateMapRun: what is not None changes. Reply: True, or ExecutionDoesNotExist."""
+
+    arn: str
+    max_concurrency: int | None = None
+    tolerated_count: int | None = None
+    tolerated_percentage: float | None = None
+
+
 Command = (StartExecution | StopExecution | RedriveExecution | FireTimer | StartAttempt | CompleteAttempt | Heartbeat
-           | AckDispatch)
+           | AckDispatch | StartMapRun | MapRunChildClosed | UpdateMapRun)
 
 
 # -- the wire format between nodes
 
 WIRE_VERSION = 1
 _COMMANDS: dict[str, type] = {cls.__name__: cls for cls in (
-    StartExecution, StopExecution, RedriveExecution, FireTimer, StartAttempt, CompleteAttempt, Heartbeat, AckDispatch)}
+    StartExecution, StopExecution, RedriveExecution, FireTimer, StartAttempt, CompleteAttempt, Heartbeat, AckDispatch,
+    StartMapRun, MapRunChildClosed, UpdateMapRun)}
 _RESULTS: dict[str, type] = {cls.__name__: cls for cls in (AttemptSucceeded, AttemptFailed, AttemptSubmitted,
                                                             AttemptPolled)}
 _REFUSALS: dict[str, type[EngineError]] = {cls.__name__: cls for cls in (

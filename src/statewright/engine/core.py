@@ -29,6 +29,7 @@ import orjson
 from .. import decider
 from ..asl.budget import SliceSpent
 from ..asl.definition import ResourceCheck
+from ..decider import map_runs
 from ..decider.execution import REDRIVABLE_MS, ExecutionState, not_redrivable
 from ..decider.mocks import MockConfig
 from ..metrics import Metrics
@@ -47,12 +48,15 @@ from .commands import (
     FireTimer,
     Heartbeat,
     InboxFull,
+    MapRunChildClosed,
     RedriveExecution,
     ShardNotOwned,
     StartAttempt,
     StartExecution,
+    StartMapRun,
     StopExecution,
     TaskNotPending,
+    UpdateMapRun,
     encode_commands,
 )
 from .edges import Edges
@@ -317,6 +321,9 @@ class Core:
         if not self.shards.serves(shard):
             return ShardNotOwned(shard)
         current = batch.staged.get(command.arn) or self.reads.load(command.arn, batch)
+        if isinstance(command, StartMapRun | MapRunChildClosed | UpdateMapRun) or (
+                current is not None and current.run is not None and not isinstance(command, AckDispatch)):
+            return self._apply_to_map_run(command, current, batch, now_ms)
         if isinstance(command, StartExecution):
             return self._start(command, current, batch, now_ms, reply, rerun)
         if isinstance(command, Decided):
@@ -352,6 +359,30 @@ class Core:
             return TaskNotPending(command.arn)
         self._stage(batch, decision, current.version, now_ms)
         return True
+
+    def _apply_to_map_run(self, command: Command, current: ExecutionState | None, batch: Batch,
+                          now_ms: int) -> object:
+        """A command of a map run (decider/map_runs.py): its creation, a child's close, UpdateMapRun, a stop."""
+        if isinstance(command, StartMapRun):
+            if current is None:
+                self._stage(batch, map_runs.create(command.arn, self.shards.of(command.arn), command.request,
+                                                   now_ms), 0, now_ms)
+            return True
+        if current is None:
+            return True if isinstance(command, MapRunChildClosed) else ExecutionDoesNotExist(command.arn)
+        if isinstance(command, MapRunChildClosed):
+            decision = map_runs.child_closed(current, command.index, command.status, command.output, command.error,
+                                             command.cause, now_ms)
+        elif isinstance(command, UpdateMapRun):
+            decision = map_runs.update(current, command.max_concurrency, command.tolerated_count,
+                                       command.tolerated_percentage, now_ms)
+        elif isinstance(command, StopExecution):
+            decision = map_runs.stop(current, command.error, command.cause, now_ms)
+        else:
+            return ExecutionDoesNotExist(command.arn)  # no execution's command applies to a map run
+        if decision is not None:
+            self._stage(batch, decision, current.version, now_ms)
+        return now_ms if isinstance(command, StopExecution) else True
 
     def _evaluate(self, command: Evaluating, current: ExecutionState, batch: Batch, now_ms: int, reply: Reply,
                   inputs: dict[int, str] | None = None) -> object:
@@ -434,7 +465,8 @@ class Core:
         fresh = ExecutionState(command.arn, command.state_machine_arn, command.name, command.revision_id,
                                command.role_arn, command.input, now_ms, self.shards.of(command.arn),
                                parent=command.parent, version_arn=command.version_arn, alias_arn=command.alias_arn,
-                               test_case=command.test_case, start_token=command.token)
+                               test_case=command.test_case, start_token=command.token,
+                               processor=command.processor)
         definition = self._definitions.of(fresh)  # first: a start whose definition cannot be read leaves no run
         limit_ms = None
         if command.express is not None:
@@ -486,7 +518,7 @@ class Core:
         batch.last_write[state.arn] = len(batch.writes)
         batch.states.append(state)
         batch.writes.append(ExecutionWrite(
-            state.shard_id, state.arn, state.state_machine_arn, state.name, state.status, state.start_ms,
+            state.shard_id, state.arn, state.listed_under, state.name, state.status, state.start_ms,
             state.stop_ms, expected_version, state.version, blob, decision.effects, batch.group, state.version_arn,
             state.alias_arn, state.redrive_count, state.redrive_ms))
 
@@ -556,7 +588,7 @@ class Core:
                 continue
             self._executions.remember(state)
             if write.effects.events and self.edges.history is not None:
-                batch.logged.append((write.state_machine_arn, write.arn, state.redrive_count, write.effects.events))
+                batch.logged.append((state.root_machine_arn, write.arn, state.redrive_count, write.effects.events))
             if self.probe is not None and index in batch.fired:
                 self.probe.timer_applied(*batch.fired[index])
             window = self.windows[state.shard_id]

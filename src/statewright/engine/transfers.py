@@ -30,8 +30,10 @@ from .commands import (
     Command,
     CompleteAttempt,
     ExecutionAlreadyExists,
+    MapRunChildClosed,
     StartAttempt,
     StartExecution,
+    StartMapRun,
     StopExecution,
 )
 from .routing import route
@@ -39,7 +41,8 @@ from .tokens import InvalidToken, TaskTokens, UnknownKey
 
 log = logging.getLogger("statewright.engine")
 
-KINDS = frozenset({"states", "parent", "stop"})  # dispatch kinds the engine applies itself
+# dispatch kinds the engine applies itself
+KINDS = frozenset({"states", "parent", "stop", "maprun", "mapchild", "maprundone"})
 _CHILD_NAMES = uuid.UUID("8f0d5a3c-6c55-4b5e-9a59-1f3c0b1b6a10")
 STOPPED_BY_PARENT = "The parent execution that started this one was stopped or closed."
 
@@ -65,7 +68,15 @@ def stages(dispatch: Dispatch, context: TransferContext) -> Stages:
     if kind == "states":
         return _start_child(dispatch, context)
     if kind == "parent":
+        if "map_run" in dispatch.payload:
+            return _notify_map_run(dispatch)
         return _notify_parent(dispatch, context)
+    if kind == "maprun":
+        return _create_map_run(dispatch)
+    if kind == "mapchild":
+        return _start_map_run_child(dispatch, context)
+    if kind == "maprundone":
+        return _complete_map(dispatch)
     return _stop_child(dispatch)
 
 
@@ -169,6 +180,51 @@ def _notify_parent(dispatch: Dispatch, context: TransferContext) -> Stages:
         result = (AttemptSucceeded(dumps(described)) if described["Status"] == "SUCCEEDED"
                   else AttemptFailed("States.TaskFailed", dumps(described)))
         yield [CompleteAttempt(claims.execution_arn, claims.scheduled_id, result)]
+    yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
+
+
+def _create_map_run(dispatch: Dispatch) -> Stages:
+    """A distributed Map entered: create its map run, then mark the Map's attempt started (which deletes this
+    dispatch); a parent that moved on meanwhile has its run stopped."""
+    payload = dispatch.payload
+    yield [StartMapRun(payload["run"], payload)]
+    started, = yield [StartAttempt(dispatch.execution_arn, payload["scheduled_id"])]
+    if started is not True:
+        yield [StopExecution(payload["run"], "States.Aborted", STOPPED_BY_PARENT)]
+
+
+def _start_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages:
+    """A map run starts a child (idempotently: the same name each time), then acknowledges."""
+    payload = dispatch.payload
+    command = StartExecution(payload["arn"], payload["machine"], payload["name"], payload["revision_id"],
+                             payload["role_arn"], payload["input"], payload["parent"],
+                             express="async" if payload["express"] else None, processor=payload["processor"])
+    started, = yield [command]
+    if isinstance(started, ExecutionAlreadyExists):
+        existing = context.execution(command.arn)
+        if existing is not None and existing.parent != command.parent:
+            log.error("a map run's child %s exists with another parent", command.arn)
+    elif isinstance(started, BaseException):  # not started (a bug, or no room for express runs): started again
+        # when the dispatch is read back
+        raise started
+    yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
+
+
+def _notify_map_run(dispatch: Dispatch) -> Stages:
+    """A map run's child closed: the run counts it, then acknowledge."""
+    payload = dispatch.payload
+    described = payload["describe"]
+    yield [MapRunChildClosed(payload["map_run"], payload["index"], described["Status"], described.get("Output"),
+                             described.get("Error"), described.get("Cause"))]
+    yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
+
+
+def _complete_map(dispatch: Dispatch) -> Stages:
+    """A map run closed: complete its parent's Map (a parent no longer waiting ignores it), then acknowledge."""
+    payload = dispatch.payload
+    result: AttemptResult = (AttemptSucceeded(payload["output"]) if "output" in payload
+                             else AttemptFailed(payload["error"], payload["cause"]))
+    yield [CompleteAttempt(payload["execution"], payload["scheduled_id"], result)]
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
 

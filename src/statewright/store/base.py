@@ -95,6 +95,8 @@ class WriteEffects(Protocol):
 class ExecutionWrite:
     shard_id: int
     arn: str
+    # What the row is listed under (ListExecutions): its state machine; a map run's child, its map run's ARN; a map
+    # run's own row, its parent execution's ARN (ListMapRuns).
     state_machine_arn: str
     name: str
     status: str

@@ -1,0 +1,266 @@
+"""Distributed Map: the parent's side (entering the Map starts a map run; the run's end completes the Map) and the
+map run's coordinator (children started within MaxConcurrency, their outcomes counted against the tolerated
+failures, the run closed once).
+
+A map run is a row of its own (an ``ExecutionState`` whose ``run`` holds its books), committed and fenced like an
+execution, on the shard its ARN hashes to. Its children are ordinary executions on theirs. Everything between
+them is a dispatch written in the commit that decides it, which the engine applies itself (engine/transfers.py):
+
+- ``maprun``: the parent's Map entered (its MapRunStarted event is the attempt's scheduled id): create the run
+  (idempotently by its ARN), then mark the parent's attempt started;
+- ``mapchild``: the run starts child ``i`` (idempotently by its name, derived from the run and ``i``), then the
+  dispatch goes;
+- ``parent`` (a child's, with ``map_run``): a child closed: the run counts it, then the dispatch goes;
+- ``maprundone``: the run closed: complete the parent's attempt (Retry and Catch apply as to any result);
+- ``stop``: a closing parent stops its run; a closing run stops its running children.
+
+So a crash anywhere repeats a stage, never loses one, and a repeated stage changes nothing. The parent's history
+holds MapStateStarted, MapRunStarted and MapRunSucceeded or MapRunFailed, never an event per child.
+
+Verified against AWS: the events' names and details (the service model's HistoryEvent), DescribeMapRun's fields
+(LocalStack's AWS-validated test_sfn_api_map_run snapshot). Inferred: a child's name (a UUID derived from the run
+and its index), the element of the Map's result for a tolerated failure (its error and cause, as Catch shapes an
+error), and that a declared tolerance of neither kind tolerates no failure (AWS's defaults are 0 for both).
+
+Pure, like the rest of the decider.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from ..asl.errors import StatesError
+from ..asl.handling import error_output
+from ..asl.jsonio import dumps, loads
+from ..asl.states import MapState
+from . import distributed_map, retry_catch
+from .effects import DispatchKind
+from .execution import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionState, MapRun, TaskAttempt
+from .outcomes import WAIT, AttemptFailed, AttemptResult, AttemptSucceeded, End, Next, Outcome
+from .step import Decision, Step, without_none
+
+CONCURRENCY_MAX = 10_000  # children of one map run running at once (AWS's bound; MaxConcurrency 0 means it)
+_OUTCOMES = {SUCCEEDED: "succeeded", TIMED_OUT: "timedOut", ABORTED: "aborted"}  # any other close: "failed"
+
+
+# -- the parent's side
+
+
+def enter(step: Step, flow_id: str, state: MapState, data: Any) -> Outcome:
+    """Prepare the children's inputs, record the map run's start and dispatch its creation; the flow then waits
+    on it as a Task waits on its attempt (the attempt's id is the MapRunStarted event's)."""
+    distributed = state.distributed
+    if distributed.reader is not None:
+        raise StatesError("States.ItemReaderFailed", "statewright reads a distributed Map's items from its input "
+                          "only so far; an ItemReader is not read yet")
+    inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, data, None)
+    execution = step.execution
+    # AWS records the items' count (0 when an ItemReader reads them: LocalStack's AWS-validated snapshots)
+    step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(inputs)})
+    scheduled_id = execution.next_event_id
+    root = _root_machine(execution.state_machine_arn)
+    # Without a Label AWS names the children's state machine with a UUID (the recordings hide it as one)
+    label = distributed.label or named_uuid(f"{root}|{state.name}")
+    machine = f"{root}/{label}"
+    run_id = named_uuid(f"{execution.arn}|{scheduled_id}")
+    run_arn = f"{machine.replace(':stateMachine:', ':mapRun:', 1)}:{run_id}"
+    assert step.emit("MapRunStarted", "mapRunStartedEventDetails", {"mapRunArn": run_arn}) == scheduled_id
+    step.flows[flow_id].task = TaskAttempt(scheduled_id, child=run_arn)
+    step.add_dispatch(str(scheduled_id), {
+        "kind": DispatchKind.MAP_RUN, "execution": execution.arn, "scheduled_id": scheduled_id, "run": run_arn,
+        "machine": machine, "revision_id": execution.revision_id, "role_arn": execution.role_arn,
+        "processor": state.name, "execution_type": distributed.execution_type, "inputs": dumps(inputs),
+        "max_concurrency": limit or CONCURRENCY_MAX, "tolerated_count": tolerance.count,
+        "tolerated_percentage": tolerance.percentage, "keeps_results": not distributed.writes_results,
+        "batched": distributed.batcher is not None})
+    return WAIT
+
+
+def _root_machine(state_machine_arn: str) -> str:
+    """The state machine a map run's children are named under: a child's own children too (``name/label``)."""
+    return state_machine_arn.split("/", 1)[0]
+
+
+def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
+    """The map run closed: the Map's result (through ResultSelector, ResultPath and OutputPath), or its error
+    (Retry, Catch)."""
+    flow = step.flows[flow_id]
+    state = step.state_of(flow)
+    started_id, flow.task = flow.task.scheduled_id, None
+    if isinstance(result, AttemptSucceeded):
+        step.emit("MapRunSucceeded", None, None)
+        step.emit("MapStateSucceeded", None, None)
+        results = loads(result.output)
+        step.known(results, result.output)
+        try:
+            output, assigned = step.shape_result(flow_id, state, flow.data, results)
+        except StatesError as failure:
+            return retry_catch.failed_in_state(step, flow_id, state, failure)
+        # MapStateExited points at MapRunStarted in AWS's recordings since November 2024 (at MapRunSucceeded before)
+        step.emit_exited(state, output, flow_id, assigned, started_id)
+        return End(output) if state.end else Next(state.next, output)
+    assert isinstance(result, AttemptFailed)
+    step.emit("MapRunFailed", "mapRunFailedEventDetails", without_none(result.error, result.cause))
+    return retry_catch.state_failed(step, flow_id, state, result.error, result.cause)
+
+
+# -- the map run
+
+
+def create(arn: str, shard_id: int, request: dict[str, Any], now_ms: int) -> Decision:
+    """A new map run from its parent's ``maprun`` dispatch: its first children start."""
+    inputs = loads(request["inputs"])
+    batched = request["batched"]
+    run = MapRun(request["execution"], request["scheduled_id"], request["execution_type"], request["inputs"],
+                 len(inputs), request["max_concurrency"], request["tolerated_count"], request["tolerated_percentage"],
+                 request["keeps_results"], sizes=[len(batch["Items"]) for batch in inputs] if batched else [])
+    state = ExecutionState(arn, request["machine"], arn.rsplit(":", 1)[1], request["revision_id"],
+                           request["role_arn"], "", now_ms, shard_id, processor=request["processor"], run=run)
+    decision = Decision(state)
+    _go_on(decision, now_ms)
+    return decision
+
+
+def child_closed(state: ExecutionState, index: int, status: str, output: str | None, error: str | None,
+                 cause: str | None, now_ms: int) -> Decision | None:
+    """A child closed: count it, start the next ones or close the run. None: the run counted it already (or
+    closed)."""
+    if not state.is_open or index not in state.run.running:
+        return None
+    decision = Decision(state.copy())
+    run = decision.state.run
+    run.running.remove(index)
+    if status == SUCCEEDED:
+        run.succeeded += 1
+    elif status == TIMED_OUT:
+        run.timed_out += 1
+    elif status == ABORTED:
+        run.aborted += 1
+    else:
+        run.failed += 1
+    if run.sizes:  # a batch's items share its outcome
+        outcome = _OUTCOMES.get(status, "failed")
+        run.items = {**run.items, outcome: run.items.get(outcome, 0) + run.sizes[index]}
+    if run.keeps_results:
+        run.results[str(index)] = output if status == SUCCEEDED else dumps(error_output(error, cause))
+    _go_on(decision, now_ms)
+    return decision
+
+
+def update(state: ExecutionState, max_concurrency: int | None, tolerated_count: int | None,
+           tolerated_percentage: float | None, now_ms: int) -> Decision:
+    """UpdateMapRun: new bounds take effect at once (more children start, or the run fails now)."""
+    decision = Decision(state.copy())
+    run = decision.state.run
+    if max_concurrency is not None:
+        run.max_concurrency = max_concurrency or CONCURRENCY_MAX
+    if tolerated_count is not None:
+        run.tolerated_count = tolerated_count
+    if tolerated_percentage is not None:
+        run.tolerated_percentage = tolerated_percentage
+    if decision.state.is_open:
+        _go_on(decision, now_ms)
+    return decision
+
+
+def stop(state: ExecutionState, error: str | None, cause: str | None, now_ms: int) -> Decision | None:
+    """The parent stopped waiting (it closed, or its Map was abandoned): the run aborts and stops its children."""
+    if not state.is_open:
+        return None
+    decision = Decision(state.copy())
+    _close(decision, ABORTED, now_ms, error, cause, tell_parent=False)
+    return decision
+
+
+def _go_on(decision: Decision, now_ms: int) -> None:
+    run = decision.state.run
+    if _exceeded(run):
+        _close(decision, FAILED, now_ms, distributed_map.THRESHOLD_EXCEEDED, distributed_map.THRESHOLD_CAUSE)
+        return
+    if run.next_index < run.total and len(run.running) < run.max_concurrency:
+        inputs = loads(run.inputs)
+        while run.next_index < run.total and len(run.running) < run.max_concurrency:
+            _start_child(decision, run.next_index, inputs[run.next_index])
+            run.next_index += 1
+    if not run.running and run.next_index >= run.total:
+        _close(decision, SUCCEEDED, now_ms)
+
+
+def _exceeded(run: MapRun) -> bool:
+    """More children failed than the run tolerates (declaring neither kind tolerates none, as AWS's defaults)."""
+    failures = run.failed + run.timed_out + run.aborted
+    if run.tolerated_count is None and run.tolerated_percentage is None:
+        return failures > 0
+    return distributed_map.Tolerance(run.tolerated_count, run.tolerated_percentage).exceeded(failures, run.total)
+
+
+def _start_child(decision: Decision, index: int, child_input: Any) -> None:
+    state = decision.state
+    state.run.running.append(index)
+    name = child_name(state.arn, index)
+    decision.effects.dispatches_added.append((f"child-{index}", {
+        "kind": DispatchKind.MAP_CHILD, "arn": child_arn(state, name), "machine": state.state_machine_arn,
+        "name": name, "revision_id": state.revision_id, "role_arn": state.role_arn, "input": dumps(child_input),
+        "parent": {"map_run": state.arn, "index": index}, "processor": state.processor,
+        "express": state.run.execution_type == "EXPRESS"}))
+
+
+def child_name(run_arn: str, index: int) -> str:
+    return named_uuid(f"{run_arn}|{index}")
+
+
+def named_uuid(name: str) -> str:
+    """A UUID (version 5's layout) derived from ``name``: the same each time, so a repeated start repeats it."""
+    digest = bytearray(hashlib.sha1(name.encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    text = digest.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def child_arn(state: ExecutionState, name: str) -> str:
+    kind = ":express:" if state.run.execution_type == "EXPRESS" else ":execution:"
+    return f"{state.state_machine_arn.replace(':stateMachine:', kind, 1)}:{name}"
+
+
+def _close(decision: Decision, status: str, now_ms: int, error: str | None = None, cause: str | None = None, *,
+           tell_parent: bool = True) -> None:
+    state, effects = decision.state, decision.effects
+    run = state.run
+    state.status, state.stop_ms, state.error, state.cause = status, now_ms, error, cause
+    for index in run.running:
+        effects.dispatches_added.append((f"stop-{index}", {"kind": DispatchKind.STOP,
+                                                           "target": child_arn(state, child_name(state.arn, index))}))
+    if not tell_parent:
+        return
+    if status == SUCCEEDED:
+        result: dict[str, Any] = {"output": "[" + ",".join(run.results[str(i)] for i in range(run.total)) + "]"
+                                  if run.keeps_results else dumps({"MapRunArn": state.arn})}
+    else:
+        result = {"error": error, "cause": cause}
+    effects.dispatches_added.append(("done", {"kind": DispatchKind.MAP_RUN_DONE, "execution": run.parent_arn,
+                                              "scheduled_id": run.scheduled_id, **result}))
+
+
+def counts(state: ExecutionState) -> dict[str, int]:
+    """DescribeMapRun's executionCounts."""
+    run = state.run
+    closed = run.succeeded + run.failed + run.timed_out + run.aborted
+    return {"aborted": run.aborted, "failed": run.failed, "pending": run.total - run.next_index,
+            "resultsWritten": closed, "running": len(run.running), "succeeded": run.succeeded,
+            "timedOut": run.timed_out, "total": run.total}
+
+
+def item_counts(state: ExecutionState, executions: dict[str, int]) -> dict[str, int]:
+    """DescribeMapRun's itemCounts: the executions' counts, unless the Map batches (then their items')."""
+    run = state.run
+    if not run.sizes:
+        return dict(executions)
+    counts = dict(executions)
+    counts.update(run.items)
+    counts["total"] = sum(run.sizes)
+    counts["pending"] = sum(run.sizes[run.next_index:])
+    counts["running"] = sum(run.sizes[index] for index in run.running)
+    counts["resultsWritten"] = sum(run.items.values())
+    return counts
