@@ -10,6 +10,7 @@ from typing import Any
 
 from ..asl.definition import parse_definition
 from ..asl.states import TaskState
+from ..decider import map_runs as decider_map_runs
 from ..decider.execution import ExecutionState, redrive_status
 from ..decider.step import without_data
 from ..engine import commands
@@ -291,7 +292,7 @@ async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
         item = {"executionArn": summary.arn, "stateMachineArn": summary.state_machine_arn, "name": summary.name,
                 "status": summary.status, "startDate": seconds(summary.start_ms)}
         if map_run_arn is not None:
-            item["stateMachineArn"], item["mapRunArn"] = map_runs.machine_of(map_run_arn), map_run_arn
+            item["stateMachineArn"], item["mapRunArn"] = decider_map_runs.machine_of(map_run_arn), map_run_arn
         _qualifiers(item, summary.version_arn, summary.alias_arn)
         _redrives(item, summary.redrive_count, summary.redrive_ms)
         if summary.stop_ms is not None:

@@ -26,11 +26,6 @@ def check(arn: str) -> None:
         raise invalid_arn(f"Invalid ARN: {arn}")
 
 
-def machine_of(map_run_arn: str) -> str:
-    """The state machine ARN a map run's children run as (``...:stateMachine:<name>/<label>``)."""
-    return map_run_arn.rsplit(":", 1)[0].replace(":mapRun:", ":stateMachine:", 1)
-
-
 async def load(service: Service, arn: str) -> ExecutionState:
     check(arn)
     blob = await service.store_call(service.store.load_execution, arn)
@@ -71,8 +66,8 @@ async def list_map_runs(service: Service, params: dict, scope: Scope) -> dict:
         raise AwsError("InvalidToken", f"Invalid Token: '{params['nextToken']}'") from None
     items = []
     for summary in page.items:
-        item = {"executionArn": execution_arn, "mapRunArn": summary.arn, "stateMachineArn": machine_of(summary.arn),
-                "startDate": seconds(summary.start_ms)}
+        item = {"executionArn": execution_arn, "mapRunArn": summary.arn,
+                "stateMachineArn": map_runs.machine_of(summary.arn), "startDate": seconds(summary.start_ms)}
         if summary.stop_ms is not None:
             item["stopDate"] = seconds(summary.stop_ms)
         items.append(item)

@@ -91,7 +91,7 @@ def _reader(parser: Parser, raw: Any, where: str) -> ItemReader | None:
     if not isinstance(raw, dict):
         parser.schema(expected("OBJECT"), where)
         return None
-    _payload_fields(parser, raw, {"Resource", "ReaderConfig"}, where)
+    parameters = _payload_fields(parser, raw, {"Resource", "ReaderConfig"}, where)
     resource = raw.get("Resource")
     if "Resource" not in raw:
         parser.schema("These fields are required: [Resource]", where)
@@ -110,7 +110,7 @@ def _reader(parser: Parser, raw: Any, where: str) -> ItemReader | None:
                "ManifestType"}
     parser.unknown_fields(config, allowed | ({"MaxItemsPath"} if parser.language == "JSONPath" else set()), where,
                           {"MaxItemsPath"} if parser.language == "JSONata" else ())
-    reader = ItemReader("")
+    reader = ItemReader("", action=read["action"], parameters=parameters)
     if read["action"] == "getObject":
         reader.input_type = _input_type(parser, config, where) or ""
     reader.max_items, reader.max_items_path = _number(parser, config, "MaxItems", where, _READER_ITEMS_MAX,
@@ -230,14 +230,13 @@ def _expression(parser: Parser, raw: Any, field: str, where: str) -> CompiledVal
         return None
 
 
-def _payload_fields(parser: Parser, raw: dict, allowed: set[str], where: str) -> None:
-    """An ItemReader's own fields, with its Parameters (JSONPath) or Arguments (JSONata), which say where the data
-    is: checked, not kept (TestState is given the data)."""
+def _payload_fields(parser: Parser, raw: dict, allowed: set[str], where: str) -> Template | CompiledValue | None:
+    """An ItemReader's own fields, and its Parameters (JSONPath) or Arguments (JSONata), which say where the data
+    is (TestState is given the data instead)."""
     own, other = ("Parameters", "Arguments") if parser.language == "JSONPath" else ("Arguments", "Parameters")
     parser.unknown_fields(raw, allowed | {own}, where, {other})
     if own not in raw:
-        return
+        return None
     if own == "Parameters":
-        parser.template(raw, "Parameters", where)
-    else:
-        _expression(parser, raw["Arguments"], "Arguments", f"{where}/Arguments")
+        return parser.template(raw, "Parameters", where)
+    return _expression(parser, raw["Arguments"], "Arguments", f"{where}/Arguments")

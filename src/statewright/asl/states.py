@@ -106,6 +106,8 @@ class ItemReader:
     where the data is)."""
 
     input_type: str  # JSON, JSONL, CSV (s3:getObject), or "" for an S3 listing (s3:listObjectsV2)
+    action: str = "getObject"  # the S3 call that reads the data: getObject or listObjectsV2
+    parameters: Any = None  # where the data is: its Parameters (a Template) or Arguments (JSONata), None: none
     csv_headers: list[str] | None = None  # CSVHeaderLocation GIVEN; None: the first row holds them
     csv_delimiter: str = ","
     max_items: int | CompiledValue | None = None  # CompiledValue: a JSONata expression

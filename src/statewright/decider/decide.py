@@ -169,7 +169,10 @@ def start_attempt(execution: ExecutionState, definition: Definition, scheduled_i
     flow_id = tasks.pending_flow(step, scheduled_id) if execution.is_open else None
     if flow_id is None or step.flows[flow_id].task.started:
         return None
-    step.guarded(tasks.start, step, flow_id, worker_name)
+    if isinstance(step.state_of(step.flows[flow_id]), MapState):  # a distributed Map's map run was created
+        map_runs.created(step, flow_id)
+    else:
+        step.guarded(tasks.start, step, flow_id, worker_name)
     return step.decision
 
 
@@ -191,6 +194,9 @@ def complete_attempt(execution: ExecutionState, definition: Definition, schedule
     flow_id = tasks.pending_flow(step, scheduled_id) if execution.is_open else None
     if flow_id is None:
         return None
+    if isinstance(step.state_of(step.flows[flow_id]), MapState):  # a distributed Map's read items, or its run's end
+        step.guarded(lambda: flows.resume(step, flow_id, map_runs.answered(step, flow_id, result)))
+        return step.decision
     if not step.flows[flow_id].task.started:  # a result before its start was recorded (a child that closed at
         # once, a token answered at once): the start lands with it
         step.guarded(tasks.start, step, flow_id, None)
@@ -200,8 +206,6 @@ def complete_attempt(execution: ExecutionState, definition: Definition, schedule
         step.guarded(tasks.submit, step, flow_id, result.output, result.job)
     elif isinstance(result, AttemptPolled):
         tasks.polled(step, flow_id, result.poll)
-    elif isinstance(step.state_of(step.flows[flow_id]), MapState):  # a distributed Map's map run closed
-        step.guarded(lambda: flows.resume(step, flow_id, map_runs.answered(step, flow_id, result)))
     else:
         step.guarded(_answered, step, flow_id, result)
     return step.decision

@@ -54,6 +54,7 @@ class DispatchKind(StrEnum):
     STATUS = "status"  # an execution's status change event (integrations/status_events.py)
     PARENT = "parent"  # a closing .sync child tells its parent (engine/transfers.py)
     STOP = "stop"  # a closing parent stops the nested execution (or map run) it waits on (engine/transfers.py)
+    MAP_READ = "mapread"  # a distributed Map's ItemReader reads its items (integrations/aws/item_reader.py)
     MAP_RUN = "maprun"  # a distributed Map entered: create its map run (decider/map_runs.py)
     MAP_CHILD = "mapchild"  # a map run starts a child
     MAP_RUN_DONE = "maprundone"  # a map run closed: complete its parent's Map

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from ..asl.dataflow import select
 from ..asl.errors import StatesError
 from ..asl.handling import error_output
 from ..asl.jsonio import dumps, loads
@@ -37,7 +38,7 @@ from ..asl.states import MapState
 from . import distributed_map, retry_catch
 from .effects import DispatchKind
 from .execution import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionState, MapRun, TaskAttempt
-from .outcomes import WAIT, AttemptFailed, AttemptResult, AttemptSucceeded, End, Next, Outcome
+from .outcomes import WAIT, AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded, End, Next, Outcome
 from .step import Decision, Step, without_none
 
 CONCURRENCY_MAX = 10_000  # children of one map run running at once (AWS's bound; MaxConcurrency 0 means it)
@@ -48,33 +49,68 @@ _OUTCOMES = {SUCCEEDED: "succeeded", TIMED_OUT: "timedOut", ABORTED: "aborted"} 
 
 
 def enter(step: Step, flow_id: str, state: MapState, data: Any) -> Outcome:
-    """Prepare the children's inputs, record the map run's start and dispatch its creation; the flow then waits
-    on it as a Task waits on its attempt (the attempt's id is the MapRunStarted event's)."""
-    distributed = state.distributed
-    if distributed.reader is not None:
-        raise StatesError("States.ItemReaderFailed", "statewright reads a distributed Map's items from its input "
-                          "only so far; an ItemReader is not read yet")
-    inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, data, None)
+    """Record the map run's start and dispatch its creation (with an ItemReader, first the read of its items); the
+    flow then waits on it as a Task waits on its attempt (the attempt's id is the MapRunStarted event's)."""
+    reader = state.distributed.reader
+    if reader is None:
+        inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, data, None)
+        # AWS records the items' count (0 when an ItemReader reads them: LocalStack's AWS-validated snapshots)
+        _run_started(step, flow_id, state, len(inputs))
+        _create(step, flow_id, state, inputs, limit, tolerance)
+        return WAIT
+    where = None
+    if reader.parameters is not None and state.query_language == "JSONata":
+        where = step.evaluate_expression(flow_id, state, reader.parameters, data, "ItemReader/Arguments")
+    elif reader.parameters is not None:
+        context = step.scope(flow_id, state.name)
+        where = reader.parameters.render(select(state.input_path, data, context), context,
+                                         step.seed_of(step.flows[flow_id]))
+    scheduled_id = _run_started(step, flow_id, state, 0)
+    step.add_dispatch(str(scheduled_id), {
+        "kind": DispatchKind.MAP_READ, "execution": step.execution.arn, "scheduled_id": scheduled_id,
+        "action": reader.action, "parameters": where})
+    return WAIT
+
+
+def _run_started(step: Step, flow_id: str, state: MapState, length: int) -> int:
+    """MapStateStarted and MapRunStarted; the flow waits on the run from now on. Returns the attempt's id."""
     execution = step.execution
-    # AWS records the items' count (0 when an ItemReader reads them: LocalStack's AWS-validated snapshots)
-    step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(inputs)})
+    step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": length})
     scheduled_id = execution.next_event_id
     root = _root_machine(execution.state_machine_arn)
     # Without a Label AWS names the children's state machine with a UUID (the recordings hide it as one)
-    label = distributed.label or named_uuid(f"{root}|{state.name}")
-    machine = f"{root}/{label}"
-    run_id = named_uuid(f"{execution.arn}|{scheduled_id}")
-    run_arn = f"{machine.replace(':stateMachine:', ':mapRun:', 1)}:{run_id}"
+    label = state.distributed.label or named_uuid(f"{root}|{state.name}")
+    run_arn = f"{root.replace(':stateMachine:', ':mapRun:', 1)}/{label}:{named_uuid(f'{execution.arn}|{scheduled_id}')}"
     assert step.emit("MapRunStarted", "mapRunStartedEventDetails", {"mapRunArn": run_arn}) == scheduled_id
     step.flows[flow_id].task = TaskAttempt(scheduled_id, child=run_arn)
-    step.add_dispatch(str(scheduled_id), {
-        "kind": DispatchKind.MAP_RUN, "execution": execution.arn, "scheduled_id": scheduled_id, "run": run_arn,
-        "machine": machine, "revision_id": execution.revision_id, "role_arn": execution.role_arn,
+    return scheduled_id
+
+
+def _create(step: Step, flow_id: str, state: MapState, inputs: list[Any], limit: int,
+            tolerance: distributed_map.Tolerance) -> None:
+    """Dispatch the map run's creation over the children's inputs."""
+    execution, task = step.execution, step.flows[flow_id].task
+    distributed = state.distributed
+    run_arn = task.child
+    step.add_dispatch(f"run-{task.scheduled_id}", {
+        "kind": DispatchKind.MAP_RUN, "execution": execution.arn, "scheduled_id": task.scheduled_id, "run": run_arn,
+        "machine": machine_of(run_arn), "revision_id": execution.revision_id, "role_arn": execution.role_arn,
         "processor": state.name, "execution_type": distributed.execution_type, "inputs": dumps(inputs),
         "max_concurrency": limit or CONCURRENCY_MAX, "tolerated_count": tolerance.count,
         "tolerated_percentage": tolerance.percentage, "keeps_results": not distributed.writes_results,
         "batched": distributed.batcher is not None})
-    return WAIT
+
+
+def machine_of(map_run_arn: str) -> str:
+    """The state machine ARN a map run's children run as (``...:stateMachine:<name>/<label>``)."""
+    return map_run_arn.rsplit(":", 1)[0].replace(":mapRun:", ":stateMachine:", 1)
+
+
+def created(step: Step, flow_id: str) -> None:
+    """The map run exists: the attempt is started, and its creation's dispatch goes."""
+    task = step.flows[flow_id].task
+    task.started = True
+    step.remove_dispatch(f"run-{task.scheduled_id}")
 
 
 def _root_machine(state_machine_arn: str) -> str:
@@ -87,7 +123,21 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
     (Retry, Catch)."""
     flow = step.flows[flow_id]
     state = step.state_of(flow)
-    started_id, flow.task = flow.task.scheduled_id, None
+    task = flow.task
+    if isinstance(result, AttemptSubmitted):  # the ItemReader read the items: the run can be created
+        if task.submitted:
+            return WAIT  # a repeated report of the read
+        task.submitted = True
+        step.remove_dispatch(str(task.scheduled_id))
+        try:
+            inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, flow.data,
+                                                               result.output["read"])
+        except StatesError as failure:
+            result = AttemptFailed(failure.error, failure.cause)
+        else:
+            _create(step, flow_id, state, inputs, limit, tolerance)
+            return WAIT
+    started_id, flow.task = task.scheduled_id, None
     if isinstance(result, AttemptSucceeded):
         step.emit("MapRunSucceeded", None, None)
         step.emit("MapStateSucceeded", None, None)

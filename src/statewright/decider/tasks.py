@@ -17,7 +17,7 @@ from ..asl.dataflow import select
 from ..asl.definition_tasks import LAMBDA_FUNCTION
 from ..asl.errors import StatesError
 from ..asl.jsonio import dumps, loads
-from ..asl.states import MapState, TaskState
+from ..asl.states import TaskState
 from . import jsonata_states, retry_catch
 from .effects import DispatchKind, TimerKind
 from .execution import TaskAttempt
@@ -158,8 +158,6 @@ def start(step: Step, flow_id: str, worker_name: str | None) -> None:
     state = step.state_of(flow)
     task.started = True
     step.remove_dispatch(str(task.scheduled_id))
-    if isinstance(state, MapState):  # a distributed Map's map run was created: AWS records nothing of it
-        return
     if state.integration == "activity":
         step.emit("ActivityStarted", "activityStartedEventDetails", {"workerName": worker_name} if worker_name else {})
     elif state.integration == LAMBDA_FUNCTION:

@@ -1,0 +1,347 @@
+"""Distributed Map through boto3: map runs, their children, MaxConcurrency, tolerated failures, batching, the map run
+APIs, stop and update mid-run, S3 ItemReaders against moto, and a SIGKILL mid-run."""
+
+import json
+import time
+
+import boto3
+import pytest
+
+from server import ServerProcess, history, wait_closed
+
+ROLE = "arn:aws:iam::123456789012:role/r"
+
+
+def distributed(processor_states: dict, start_at: str = "P", **fields) -> dict:
+    return {"Type": "Map", "End": True, **fields,
+            "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                              "StartAt": start_at, "States": processor_states}}
+
+
+DOUBLE = {"P": {"Type": "Pass", "Parameters": {"v.$": "$.v", "twice.$": "States.MathAdd($.v, $.v)"}, "End": True}}
+# A child that sleeps a second, then fails when its item says so.
+SLEEPY = {"W": {"Type": "Wait", "Seconds": 1, "Next": "C"},
+          "C": {"Type": "Choice", "Choices": [{"Variable": "$.fail", "BooleanEquals": True, "Next": "F"}],
+                "Default": "S"},
+          "F": {"Type": "Fail", "Error": "ItemBroke", "Cause": "asked to"},
+          "S": {"Type": "Succeed"}}
+
+
+def run(sfn, machine_arn: str, given: object, deadline_s: float = 30) -> tuple[dict, list[dict]]:
+    execution = sfn.start_execution(stateMachineArn=machine_arn, input=json.dumps(given))
+    described = wait_closed(sfn, execution["executionArn"], deadline_s)
+    return described, history(sfn, execution["executionArn"])
+
+
+def map_run_of(events: list[dict]) -> str:
+    return next(event["mapRunStartedEventDetails"]["mapRunArn"] for event in events if event["type"] == "MapRunStarted")
+
+
+def children(sfn, map_run_arn: str) -> list[dict]:
+    found, token = [], None
+    while True:
+        page = sfn.list_executions(mapRunArn=map_run_arn, **({"nextToken": token} if token else {}))
+        found += page["executions"]
+        token = page.get("nextToken")
+        if not token:
+            return found
+
+
+def most_running_at_once(sfn, executions: list[dict]) -> int:
+    """From the children's own histories: the most that were between their first and last event at one time."""
+    spans = []
+    for child in executions:
+        events = history(sfn, child["executionArn"])
+        spans.append((events[0]["timestamp"], events[-1]["timestamp"]))
+    moments = sorted([(start, 1) for start, _ in spans] + [(stop, -1) for _, stop in spans],
+                     key=lambda moment: (moment[0], moment[1]))
+    running = most = 0
+    for _, change in moments:
+        running += change
+        most = max(most, running)
+    return most
+
+
+def test_children_run_each_item_and_the_output_is_theirs_in_order(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(DOUBLE, ItemsPath="$.items", Label="fanout")}})
+    described, events = run(sfn, machine, {"items": [{"v": i} for i in range(7)]})
+    assert described["status"] == "SUCCEEDED"
+    assert json.loads(described["output"]) == [{"v": i, "twice": 2 * i} for i in range(7)]
+    # The parent's history names the run, never a child (AWS's recorded order; Exited points at MapRunStarted).
+    assert [(event["type"], event["previousEventId"]) for event in events] == [
+        ("ExecutionStarted", 0), ("MapStateEntered", 0), ("MapStateStarted", 2), ("MapRunStarted", 3),
+        ("MapRunSucceeded", 4), ("MapStateSucceeded", 5), ("MapStateExited", 4), ("ExecutionSucceeded", 7)]
+    assert events[2]["mapStateStartedEventDetails"] == {"length": 7}
+    map_run = map_run_of(events)
+    machine_name = machine.rsplit(":", 1)[1]
+    assert f":mapRun:{machine_name}/fanout:" in map_run
+
+
+def test_the_map_run_apis_describe_the_run_and_its_children(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(DOUBLE, ItemsPath="$.items", Label="apis",
+                                                                        MaxConcurrency=3)}})
+    described, events = run(sfn, machine, {"items": [{"v": i} for i in range(5)]})
+    map_run = map_run_of(events)
+    runs = sfn.list_map_runs(executionArn=described["executionArn"])["mapRuns"]
+    assert [(item["mapRunArn"], item["executionArn"]) for item in runs] == [(map_run, described["executionArn"])]
+    assert runs[0]["stateMachineArn"] == f"{machine}/apis"
+    run_described = sfn.describe_map_run(mapRunArn=map_run)
+    counts = {"pending": 0, "running": 0, "succeeded": 5, "failed": 0, "timedOut": 0, "aborted": 0, "total": 5,
+              "resultsWritten": 5}
+    assert run_described["status"] == "SUCCEEDED"
+    assert run_described["maxConcurrency"] == 3
+    assert run_described["toleratedFailureCount"] == 0 and run_described["toleratedFailurePercentage"] == 0.0
+    assert run_described["itemCounts"] == counts and run_described["executionCounts"] == counts
+    assert run_described["executionArn"] == described["executionArn"]
+    kids = children(sfn, map_run)
+    assert len(kids) == 5 and {kid["status"] for kid in kids} == {"SUCCEEDED"}
+    assert {kid["stateMachineArn"] for kid in kids} == {f"{machine}/apis"}
+    assert {kid["mapRunArn"] for kid in kids} == {map_run}
+    child = sfn.describe_execution(executionArn=kids[0]["executionArn"])
+    assert child["mapRunArn"] == map_run and child["stateMachineArn"] == f"{machine}/apis"
+    assert json.loads(child["output"])["twice"] == 2 * json.loads(child["input"])["v"]
+    for_child = sfn.describe_state_machine_for_execution(executionArn=kids[0]["executionArn"])
+    assert for_child["label"] == "apis" and for_child["mapRunArn"] == map_run
+    assert json.loads(for_child["definition"])["States"] == DOUBLE
+    assert [event["type"] for event in history(sfn, kids[0]["executionArn"])] == [
+        "ExecutionStarted", "PassStateEntered", "PassStateExited", "ExecutionSucceeded"]
+
+
+def test_max_concurrency_is_never_exceeded(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(
+        {"W": {"Type": "Wait", "Seconds": 1, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=2)}})
+    described, events = run(sfn, machine, {"items": list(range(6))})
+    assert described["status"] == "SUCCEEDED"
+    kids = children(sfn, map_run_of(events))
+    assert len(kids) == 6
+    assert most_running_at_once(sfn, kids) == 2
+
+
+def test_a_failed_child_fails_the_run_when_no_failure_is_tolerated(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(SLEEPY, start_at="W", ItemsPath="$.items")}})
+    described, events = run(sfn, machine, {"items": [{"fail": False}, {"fail": True}, {"fail": False}]})
+    assert described["status"] == "FAILED"
+    assert described["error"] == "States.ExceedToleratedFailureThreshold"
+    failed = next(event for event in events if event["type"] == "MapRunFailed")
+    assert failed["mapRunFailedEventDetails"]["error"] == "States.ExceedToleratedFailureThreshold"
+    assert [event["type"] for event in events][-3:] == ["MapRunFailed", "MapStateFailed", "ExecutionFailed"]
+    assert sfn.describe_map_run(mapRunArn=map_run_of(events))["status"] == "FAILED"
+
+
+def test_tolerated_failures_let_the_run_succeed_with_each_failure_in_the_output(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(
+        SLEEPY, start_at="W", ItemsPath="$.items", ToleratedFailureCount=1)}})
+    described, events = run(sfn, machine, {"items": [{"fail": False}, {"fail": True}, {"fail": False}]})
+    assert described["status"] == "SUCCEEDED"
+    output = json.loads(described["output"])
+    assert output[1] == {"Error": "ItemBroke", "Cause": "asked to"}
+    counts = sfn.describe_map_run(mapRunArn=map_run_of(events))["executionCounts"]
+    assert (counts["succeeded"], counts["failed"], counts["total"]) == (2, 1, 3)
+
+
+def test_a_tolerated_percentage_is_of_all_the_children(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(
+        SLEEPY, start_at="W", ItemsPath="$.items", ToleratedFailurePercentage=30, MaxConcurrency=10)}})
+    one_in_four = [{"fail": index == 0} for index in range(4)]
+    assert run(sfn, machine, {"items": one_in_four})[0]["status"] == "SUCCEEDED"
+    two_in_four = [{"fail": index < 2} for index in range(4)]
+    assert run(sfn, machine, {"items": two_in_four})[0]["error"] == "States.ExceedToleratedFailureThreshold"
+
+
+def test_catch_takes_the_run_failure(sfn, make_machine):
+    fan = distributed(SLEEPY, start_at="W", ItemsPath="$.items", Next="Caught")
+    del fan["End"]
+    fan["Catch"] = [{"ErrorEquals": ["States.ExceedToleratedFailureThreshold"], "Next": "Caught"}]
+    machine = make_machine({"StartAt": "M", "States": {"M": fan, "Caught": {"Type": "Pass", "End": True}}})
+    described, _ = run(sfn, machine, {"items": [{"fail": True}]})
+    assert described["status"] == "SUCCEEDED"
+    assert json.loads(described["output"])["Error"] == "States.ExceedToleratedFailureThreshold"
+
+
+def test_batches_are_children_and_items_are_counted_by_item(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(
+        {"P": {"Type": "Pass", "End": True}}, ItemsPath="$.items",
+        ItemBatcher={"MaxItemsPerBatch": 2, "BatchInput": {"run.$": "$.run"}})}})
+    described, events = run(sfn, machine, {"run": "r1", "items": [1, 2, 3, 4, 5]})
+    assert json.loads(described["output"]) == [{"BatchInput": {"run": "r1"}, "Items": [1, 2]},
+                                               {"BatchInput": {"run": "r1"}, "Items": [3, 4]},
+                                               {"BatchInput": {"run": "r1"}, "Items": [5]}]
+    run_described = sfn.describe_map_run(mapRunArn=map_run_of(events))
+    assert run_described["executionCounts"]["total"] == 3 and run_described["executionCounts"]["succeeded"] == 3
+    assert run_described["itemCounts"]["total"] == 5 and run_described["itemCounts"]["succeeded"] == 5
+
+
+def test_stopping_the_parent_aborts_the_run_and_its_children(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(
+        {"W": {"Type": "Wait", "Seconds": 300, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=2)}})
+    execution = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": list(range(5))}))
+    arn = execution["executionArn"]
+    map_run = _when(lambda: next((event["mapRunStartedEventDetails"]["mapRunArn"] for event in history(sfn, arn)
+                                  if event["type"] == "MapRunStarted"), None))
+    _when(lambda: len([kid for kid in children(sfn, map_run) if kid["status"] == "RUNNING"]) == 2 or None)
+    sfn.stop_execution(executionArn=arn, error="Enough", cause="stopped by the test")
+    assert _when(lambda: sfn.describe_map_run(mapRunArn=map_run)["status"] == "ABORTED" or None)
+    assert _when(lambda: {kid["status"] for kid in children(sfn, map_run)} == {"ABORTED"} or None)
+    assert len(children(sfn, map_run)) == 2  # the other three never started
+
+
+def test_update_map_run_raises_max_concurrency_mid_run(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(
+        {"W": {"Type": "Wait", "Seconds": 2, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=1)}})
+    execution = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": list(range(6))}))
+    arn = execution["executionArn"]
+    map_run = _when(lambda: next((event["mapRunStartedEventDetails"]["mapRunArn"] for event in history(sfn, arn)
+                                  if event["type"] == "MapRunStarted"), None))
+    sfn.update_map_run(mapRunArn=map_run, maxConcurrency=6)
+    assert sfn.describe_map_run(mapRunArn=map_run)["maxConcurrency"] == 6
+    assert _when(lambda: sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]["running"] > 1 or None)
+    assert wait_closed(sfn, arn)["status"] == "SUCCEEDED"
+
+
+def test_map_run_apis_answer_bad_input_as_aws_does(sfn, make_machine):
+    region_account = "us-east-1:123456789012"
+    missing = f"arn:aws:states:{region_account}:mapRun:nothing/label:0f0e0d0c-0000-4000-8000-000000000000"
+    with pytest.raises(sfn.exceptions.ResourceNotFound):
+        sfn.describe_map_run(mapRunArn=missing)
+    with pytest.raises(sfn.exceptions.InvalidArn):
+        sfn.describe_map_run(mapRunArn=f"arn:aws:states:{region_account}:execution:nothing:x")
+    with pytest.raises(sfn.exceptions.ResourceNotFound):
+        sfn.update_map_run(mapRunArn=missing, maxConcurrency=2)
+    with pytest.raises(sfn.exceptions.ExecutionDoesNotExist):
+        sfn.list_map_runs(executionArn=f"arn:aws:states:{region_account}:execution:nothing:x")
+    with pytest.raises(sfn.exceptions.ResourceNotFound):
+        sfn.list_executions(mapRunArn=missing)
+    with pytest.raises(sfn.exceptions.ClientError) as both:
+        sfn.list_executions(mapRunArn=missing, stateMachineArn=f"arn:aws:states:{region_account}:stateMachine:x")
+    assert both.value.response["Error"]["Code"] == "ValidationException"
+
+
+def _when(probe, deadline_s: float = 20):
+    """Poll ``probe`` until it returns something (a bounded wait, not a timing assertion)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        found = probe()
+        if found is not None:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("never happened")
+
+
+# -- ItemReader from S3 (moto)
+
+
+@pytest.fixture
+def s3(moto):
+    client = boto3.client("s3", endpoint_url=moto, region_name="us-east-1", aws_access_key_id="test",
+                          aws_secret_access_key="test")
+    client.create_bucket(Bucket="items")
+    return client
+
+
+@pytest.fixture
+def aws_sfn(aws_server):
+    return aws_server.client()
+
+
+def reader_machine(sfn, reader: dict, **fields) -> str:
+    definition = {"StartAt": "M", "States": {"M": distributed({"P": {"Type": "Pass", "End": True}},
+                                                             ItemReader=reader, **fields)}}
+    return sfn.create_state_machine(name=f"reader-{time.monotonic_ns()}", definition=json.dumps(definition),
+                                    roleArn=ROLE)["stateMachineArn"]
+
+
+def test_items_are_read_from_a_jsonl_object(aws_sfn, s3):
+    s3.put_object(Bucket="items", Key="rows.jsonl", Body=b'{"n": 1}\n{"n": 2}\n\n{"n": 3}\n')
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "JSONL"},
+                                       "Parameters": {"Bucket": "items", "Key.$": "$.key"}})
+    described, events = run(aws_sfn, machine, {"key": "rows.jsonl"})
+    assert described["status"] == "SUCCEEDED", described
+    assert json.loads(described["output"]) == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert next(event for event in events if event["type"] == "MapStateStarted")[
+        "mapStateStartedEventDetails"] == {"length": 0}
+
+
+def test_items_are_read_from_a_csv_object_with_given_headers_and_a_limit(aws_sfn, s3):
+    s3.put_object(Bucket="items", Key="rows.csv", Body=b"1;a\n2;b\n3;c\n")
+    config = {"InputType": "CSV", "CSVHeaderLocation": "GIVEN", "CSVHeaders": ["id", "name"],
+              "CSVDelimiter": "SEMICOLON", "MaxItems": 2}
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "Parameters": {"Bucket": "items", "Key": "rows.csv"}, "ReaderConfig": config})
+    described, _ = run(aws_sfn, machine, {})
+    assert json.loads(described["output"]) == [{"id": "1", "name": "a"}, {"id": "2", "name": "b"}]
+
+
+def test_items_are_read_from_a_json_object_at_its_items_pointer(aws_sfn, s3):
+    s3.put_object(Bucket="items", Key="doc.json", Body=json.dumps({"data": {"rows": [10, 20]}}).encode())
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject", "Parameters": {
+        "Bucket": "items", "Key": "doc.json"}, "ReaderConfig": {"InputType": "JSON", "ItemsPointer": "/data/rows"}},
+        ItemSelector={"value.$": "$$.Map.Item.Value", "index.$": "$$.Map.Item.Index"})
+    described, _ = run(aws_sfn, machine, {})
+    assert json.loads(described["output"]) == [{"value": 10, "index": 0}, {"value": 20, "index": 1}]
+
+
+def test_items_are_the_objects_a_listing_finds(aws_sfn, s3):
+    for name in ("in/a.txt", "in/b.txt", "other/c.txt"):
+        s3.put_object(Bucket="items", Key=name, Body=b"hello")
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:listObjectsV2",
+                                       "Parameters": {"Bucket": "items", "Prefix": "in/"}})
+    described, _ = run(aws_sfn, machine, {})
+    listed = json.loads(described["output"])
+    assert [item["Key"] for item in listed] == ["in/a.txt", "in/b.txt"]
+    assert {item["Size"] for item in listed} == {5}
+    assert set(listed[0]) == {"Etag", "Key", "LastModified", "Size", "StorageClass"}
+
+
+def test_a_missing_object_fails_the_map_with_item_reader_failed(aws_sfn, s3):
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "JSON"},
+                                       "Parameters": {"Bucket": "items", "Key": "nowhere.json"}})
+    described, events = run(aws_sfn, machine, {})
+    assert described["status"] == "FAILED"
+    assert described["error"] == "States.ItemReaderFailed"
+    assert [event["type"] for event in events][-4:] == ["MapRunStarted", "MapRunFailed", "MapStateFailed",
+                                                        "ExecutionFailed"]
+
+
+def test_an_object_that_is_not_its_input_type_fails_the_map(aws_sfn, s3):
+    s3.put_object(Bucket="items", Key="object.json", Body=b'{"not": "a list"}')
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "JSON"},
+                                       "Parameters": {"Bucket": "items", "Key": "object.json"}})
+    described, _ = run(aws_sfn, machine, {})
+    assert described["error"] == "States.ItemReaderFailed"
+
+
+# -- a crash mid-run
+
+
+@pytest.mark.slow
+def test_a_sigkill_mid_run_starts_no_child_twice_and_loses_none(tmp_path):
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        sfn = server.client()
+        definition = {"StartAt": "M", "States": {"M": distributed(
+            {"W": {"Type": "Wait", "Seconds": 1, "End": True}}, start_at="W", ItemsPath="$.items",
+            MaxConcurrency=20)}}
+        machine = sfn.create_state_machine(name="crash", definition=json.dumps(definition),
+                                           roleArn=ROLE)["stateMachineArn"]
+        arn = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": list(range(60))}))[
+            "executionArn"]
+        map_run = _when(lambda: next((event["mapRunStartedEventDetails"]["mapRunArn"]
+                                      for event in history(sfn, arn) if event["type"] == "MapRunStarted"), None))
+        _when(lambda: sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]["succeeded"] >= 10 or None)
+        server.kill()
+        server.start()
+        sfn = server.client()
+        described = wait_closed(sfn, arn, 60)
+        assert described["status"] == "SUCCEEDED"
+        assert json.loads(described["output"]) == list(range(60))
+        kids = children(sfn, map_run)
+        assert len(kids) == 60 and len({kid["executionArn"] for kid in kids}) == 60
+        assert {kid["status"] for kid in kids} == {"SUCCEEDED"}
+        assert most_running_at_once(sfn, kids) <= 20
+        counts = sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]
+        assert (counts["succeeded"], counts["total"], counts["running"]) == (60, 60, 0)
+    finally:
+        server.stop()
