@@ -53,10 +53,11 @@ def most_running_at_once(sfn, executions: list[dict]) -> int:
     for child in executions:
         events = history(sfn, child["executionArn"])
         spans.append((events[0]["timestamp"], events[-1]["timestamp"]))
-    moments = sorted([(start, 1) for start, _ in spans] + [(stop, -1) for _, stop in spans],
-                     key=lambda moment: (moment[0], moment[1]))
+    # At one instant, children that ended end first, then children start, then those that ended as they began.
+    moments = sorted([(start, 1, 1) for start, _ in spans] + [(stop, 0 if start < stop else 2, -1)
+                                                              for start, stop in spans])
     running = most = 0
-    for _, change in moments:
+    for _, _, change in moments:
         running += change
         most = max(most, running)
     return most

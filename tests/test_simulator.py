@@ -20,7 +20,7 @@ from statewright.sim.simulator import simulate
 pytestmark = pytest.mark.slow  # long simulations: not in the fast tier
 
 CI_SEEDS = range(18, 24)  # seeds whose runs reach every behaviour asserted below (compacted redrives among them)
-CLUSTER_SEEDS = range(4)
+CLUSTER_SEEDS = (0, 1, 2, 9)  # 9 runs distributed Maps across the nodes
 STEPS = 200
 NODES = 3
 # Each fault, and a bug it exposes: the checker that must catch it is named in the comment.
@@ -86,6 +86,16 @@ def test_an_engine_that_runs_flows_unbounded_is_caught():
 def test_an_engine_that_never_stops_abandoned_jobs_is_caught():
     caught = [simulate(SimConfig(seed, frozenset(), 150, planted=frozenset({"drop-job-stops"}))) for seed in range(6)]
     assert any("was abandoned and never stopped" in violation for result in caught for violation in result.violations)
+
+
+def test_the_fixed_seeds_run_distributed_maps(ci_runs, cluster_runs):
+    assert sum(result.map_runs for result in ci_runs) > 0 and sum(result.map_runs for result in cluster_runs) > 0
+
+
+def test_a_map_run_that_ignores_max_concurrency_is_caught():
+    caught = [simulate(SimConfig(seed, frozenset(), STEPS, planted=frozenset({"map-run-unbounded"})))
+              for seed in range(5, 7)]  # seeds whose workloads run distributed Maps with a MaxConcurrency
+    assert any("children ran at once" in violation for result in caught for violation in result.violations)
 
 
 def test_the_fixed_seeds_redrive_executions(ci_runs):

@@ -92,7 +92,8 @@ class Sweep:
         written: list[tuple[ClosedExecution, str]] = []
         for execution in ready:
             events = self._compacted_events(execution)
-            key = history_key(execution.arn, events[-1]["id"])
+            # A map run's row keeps no history: its empty object marks it compacted like any other
+            key = history_key(execution.arn, events[-1]["id"] if events else 0)
             payloads.put(key, encode_history(events))
             written.append((execution, key))
         compacted = store.compact_histories(written, range_ids) if written else []

@@ -185,12 +185,13 @@ def _notify_parent(dispatch: Dispatch, context: TransferContext) -> Stages:
 
 def _create_map_run(dispatch: Dispatch) -> Stages:
     """A distributed Map entered: create its map run, then mark the Map's attempt started (which deletes this
-    dispatch); a parent that moved on meanwhile has its run stopped."""
+    dispatch); a parent that moved on meanwhile has its run stopped, then the dispatch goes."""
     payload = dispatch.payload
     yield [StartMapRun(payload["run"], payload)]
     started, = yield [StartAttempt(dispatch.execution_arn, payload["scheduled_id"])]
     if started is not True:
         yield [StopExecution(payload["run"], "States.Aborted", STOPPED_BY_PARENT)]
+        yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
 
 def _start_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..decider import map_runs
+from ..decider.execution import ExecutionState
 from ..store.base import ClosedExecution, Store
 
 if TYPE_CHECKING:
@@ -233,6 +235,7 @@ class Ledger:
     expired: dict[str, int] = field(default_factory=dict)
     early_expiries: list[str] = field(default_factory=list)
     compactions: int = 0
+    map_runs: int = 0  # map runs checked at the end (map_run_problems)
     compaction_problems: list[str] = field(default_factory=list)
 
     # The scheduler's fairness: commands handed to each engine and not yet taken by a tick, by kind (the API's, the
@@ -318,7 +321,8 @@ def check_all(histories: Histories, ledger: Ledger, machines: Iterable[str] = ()
                 *ledger.early_expiries, *ledger.compaction_problems, *ledger.unfair_ticks[:10], *ledger.bugs[:10]]
     executions = {arn: None for arn in sorted(ledger.acknowledged) if arn not in ledger.expired}
     executions.update((arn, None) for machine in machines for arn in all_executions(store, machine))
-    for arn in executions:
+    queue = list(executions)
+    for arn in queue:  # a map run's children join the queue as their parent's run is checked
         blob = store.load_execution(arn)
         if blob is None:
             problems.append(f"{arn}: acknowledged at start but not in the store")
@@ -331,6 +335,12 @@ def check_all(histories: Histories, ledger: Ledger, machines: Iterable[str] = ()
             problems += readback_problems(arn, events, ledger.committed.get(arn, []))
         problems += history_problems(arn, events, status in CLOSED)
         problems += _job_problems(arn, events, ledger, liveness and status in CLOSED)
+        if any(event["type"] == "MapRunStarted" for event in events):
+            for run_arn in all_executions(store, arn):  # the map runs listed under it
+                children = all_executions(store, run_arn)
+                ledger.map_runs += 1
+                problems += map_run_problems(histories, arn, events, run_arn, children, ledger.expired, liveness)
+                queue += children
         if ledger.status_events:
             problems += _status_problems(arn, events, ledger.statuses_sent.get(arn, set()), liveness)
         problems += [f"{arn}: the history before a redrive ({len(before)} events) is not kept as it was"
@@ -388,6 +398,79 @@ def _job_problems(arn: str, events: list[dict[str, Any]], ledger: Ledger, closed
         problems += [f"{arn}: the job of attempt {sid} was abandoned and never stopped"
                      for sid in sorted(submitted - ended) if not ledger.jobs_stopped[(arn, sid)]]
     return problems
+
+
+def map_run_problems(histories: Histories, parent_arn: str, parent_events: list[dict[str, Any]], run_arn: str,
+                     children: list[str], expired: Container[str], liveness: bool) -> list[str]:
+    """A map run: its parent's history started it once and ended each run at most once; no child started twice
+    (each is one of the run's own, named by its index); never more children running at once than MaxConcurrency
+    (from the children's own histories); a run that succeeded counted each child's outcome once, as the child
+    ended (while none of its children was deleted at the end of its retention: ``expired``); with ``liveness``,
+    the run and its children closed."""
+    store = histories.store
+    where = f"{parent_arn} (map run {run_arn})"
+    run_state = ExecutionState.from_blob(store.load_execution(run_arn))
+    run = run_state.run
+    types = [event["type"] for event in parent_events]
+    problems = []
+    started = [event for event in parent_events if event["type"] == "MapRunStarted"
+               and event["mapRunStartedEventDetails"]["mapRunArn"] == run_arn]
+    if len(started) != 1:
+        problems.append(f"{where}: started {len(started)} times in the parent's history")
+    if types.count("MapRunSucceeded") + types.count("MapRunFailed") > types.count("MapRunStarted"):
+        problems.append(f"{where}: more map runs ended than started in the parent's history")
+    names = {map_runs.child_name(run_arn, index) for index in range(run.total)}
+    strays = [arn for arn in children if arn.rsplit(":", 1)[1] not in names]
+    problems += [f"{where}: {arn} is no child of the run" for arn in strays]
+    spans, statuses = [], Counter()
+    for child in children:
+        events = read_history(histories, child)
+        child_status = _status(store.load_execution(child))
+        statuses[child_status] += 1
+        ends = [event["timestamp"] for event in events if event["type"] in TERMINAL_EVENTS]
+        spans.append((events[0]["timestamp"], ends[-1] if ends else None))
+        if liveness and child_status not in CLOSED:
+            problems.append(f"{where}: its child {child} is still {child_status}")
+    # At one instant, children that ended end first, then children start, then those that ended as they began.
+    moments = sorted([(start, 1, 1) for start, _ in spans] + [(stop, 0 if start < stop else 2, -1)
+                                                              for start, stop in spans if stop is not None])
+    running = most = 0
+    for _, _, change in moments:
+        running += change
+        most = max(most, running)
+    limit = _declared_concurrency(store, run_state)
+    if most > limit:
+        problems.append(f"{where}: {most} children ran at once; MaxConcurrency is {limit}")
+    gone = sum(1 for index in range(run.total)
+               if f"{map_runs.child_arn(run_state, map_runs.child_name(run_arn, index))}" in expired)
+    if run_state.status == "SUCCEEDED" and not gone:
+        counted = {"SUCCEEDED": run.succeeded, "FAILED": run.failed, "TIMED_OUT": run.timed_out,
+                   "ABORTED": run.aborted}
+        if run.next_index != run.total or run.running or len(children) != run.total or any(
+                statuses[status] != count for status, count in counted.items()):
+            problems.append(f"{where}: succeeded counting {counted} of {run.total} children, "
+                            f"{run.next_index} started and {len(run.running)} running; its children: "
+                            f"{dict(statuses)}")
+    elif liveness and run_state.status not in CLOSED:
+        problems.append(f"{where}: still {run_state.status} after every fault stopped and time ran on")
+    return problems
+
+
+def _declared_concurrency(store: Store, run_state: ExecutionState) -> int:
+    """The MaxConcurrency the run's Map declares in its definition (the workload writes a number; 0: no limit but
+    AWS's), read from the definition, not from the run's books."""
+    definition = orjson.loads(store.get_revision(run_state.root_machine_arn, run_state.revision_id)[0])
+
+    def find(states: dict[str, Any]) -> dict[str, Any] | None:
+        for name, state in states.items():
+            if name == run_state.processor:
+                return state
+            for machine in [state.get("ItemProcessor"), *state.get("Branches", [])]:
+                found = find(machine["States"]) if machine else None
+                if found is not None:
+                    return found
+        return None
+    return find(definition["States"]).get("MaxConcurrency") or map_runs.CONCURRENCY_MAX
 
 
 def all_executions(store: Store, machine: str, status: str | None = None) -> list[str]:

@@ -76,6 +76,7 @@ class SimResult:
     expired: int = 0  # acknowledged executions it deleted at the end of their retention
     compacted_redrives: int = 0  # redrives (of those above) of executions whose history was compacted
     laned: int = 0  # steps decided in the heavy lane
+    map_runs: int = 0  # distributed Maps' map runs checked at the end
 
     def line(self) -> str:
         faults = sum(self.injected.values())
@@ -83,7 +84,8 @@ class SimResult:
         return (f"seed {self.config.seed}: {self.executions} executions ({self.closed} closed, {self.expired} of "
                 f"them expired), {self.attempts} attempts, {self.tokens} tokens, {self.redrives} redrives "
                 f"({self.compacted_redrives} from compacted histories), {self.compacted} histories compacted, "
-                f"{self.laned} laned, {faults} faults injected, {self.virtual_ms // 1000} s virtual: {verdict}")
+                f"{self.laned} laned, {self.map_runs} map runs, {faults} faults injected, "
+                f"{self.virtual_ms // 1000} s virtual: {verdict}")
 
 
 def replay_command(config: SimConfig) -> str:

@@ -17,8 +17,9 @@ from .. import decider
 from ..decider import Decision
 from ..decider.effects import DispatchKind, TimerKind
 from ..decider.execution import ExecutionState, Flow
+from ..decider.map_runs import CONCURRENCY_MAX
 from ..engine.batch import Batch, Reply
-from ..engine.commands import Command, CompleteAttempt, RedriveExecution, StartAttempt, TaskNotPending
+from ..engine.commands import Command, CompleteAttempt, RedriveExecution, StartAttempt, StartMapRun, TaskNotPending
 from ..engine.engine import Engine
 from ..engine.heavy_routing import HeavyRouting
 from ..engine.limits import Limits
@@ -50,6 +51,7 @@ PLANTED = frozenset({
     "expire-early",  # retention deletes executions at half their retention
     "compact-rows-only",  # compaction drops what an earlier compacted object held
     "timers-first",  # a tick serves due timers before any command, as long as timers are due
+    "map-run-unbounded",  # a map run starts every child at once, whatever its MaxConcurrency
 })
 
 
@@ -144,6 +146,12 @@ class PlantedEngine(Engine):
                     self.edges.dispatch(Dispatch(decision.state.shard_id, decision.state.arn, dispatch_id, payload,
                                                  0))
         super()._stage(batch, decision, expected_version, now_ms)
+
+    def _apply_to_map_run(self, command: Command, current: ExecutionState | None, batch: Batch,
+                          now_ms: int) -> object:
+        if "map-run-unbounded" in self.planted and isinstance(command, StartMapRun):
+            command = StartMapRun(command.arn, {**command.request, "max_concurrency": CONCURRENCY_MAX})
+        return super()._apply_to_map_run(command, current, batch, now_ms)
 
     def _redrive(self, command: RedriveExecution, current: ExecutionState | None, batch: Batch, now_ms: int,
                  reply: Reply = None) -> object:

@@ -321,7 +321,7 @@ class _Run:
         return SimResult(self.config, dict(self.faults.injected), violations, len(ledger.acknowledged), closed,
                          self.now_ms - START_MS, len(ledger.attempts_started), len(self.tokens_answered),
                          self.redrives_done, ledger.compactions, len(ledger.expired.keys() & ledger.acknowledged),
-                         self.compacted_redrives_done, self.laned)
+                         self.compacted_redrives_done, self.laned, ledger.map_runs)
 
     def _drive(self) -> None:
         """The active phase, then the faults stop and time runs on until every execution closed (or the bound)."""

@@ -56,6 +56,7 @@ ITEM_FIELDS = ("n", "s", "flag", "wait_s")
 
 _SPINE_MAX = (6, 3, 2)  # states in one chain, by depth
 _JSONATA_RATE = 0.25  # of Pass, Choice and Wait states
+_DISTRIBUTED_RATE = 0.3  # of Map states
 _DROP_RATE = 0.02  # inputs that lack a field the definition reads
 _UNNAMED_RATE = 0.1  # worker failures with UNNAMED_ERROR
 _ERROR_GROUPS: tuple[tuple[str, ...], ...] = (
@@ -518,15 +519,22 @@ class _Generator:
         return self.result_handling(body, chain, name, {"first.$": "$[0]"})
 
     def map_state(self, scope: _Scope, chain: _Chain, name: str) -> dict[str, Any]:
-        """An inline Map over ``$.items``: each iteration gets the item, or (ItemSelector) the fields around it."""
+        """A Map over ``$.items``: each iteration gets the item, or (ItemSelector) the fields around it. Inline, or
+        distributed (each iteration a child execution of a map run, which sees none of the parent's variables),
+        which may tolerate some failed children."""
         body: dict[str, Any] = {"Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": self.rng.randint(0, 3)}
         shape: tuple[str, ...] = ITEM_FIELDS
         if self.rng.random() < 0.4:
             body["ItemSelector"] = {**_copy_fields(scope.shape), "index.$": "$$.Map.Item.Index",
                                     "item.$": "$$.Map.Item.Value"}
             shape = scope.shape
-        processor = self.machine(_Scope(shape, scope.depth + 1, scope.variables), 1)
-        if self.rng.random() < 0.5:
+        distributed = self.rng.random() < _DISTRIBUTED_RATE
+        processor = self.machine(_Scope(shape, scope.depth + 1, () if distributed else scope.variables), 1)
+        if distributed:
+            processor["ProcessorConfig"] = {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+            if self.rng.random() < 0.5:
+                body["ToleratedFailureCount"] = self.rng.randint(0, 2)
+        elif self.rng.random() < 0.5:
             processor["ProcessorConfig"] = {"Mode": "INLINE"}
         body["ItemProcessor"] = processor
         return self.result_handling(body, chain, name, {"count.$": "States.ArrayLength($)"})
