@@ -129,13 +129,15 @@ def test_a_failed_child_fails_the_run_when_no_failure_is_tolerated(sfn, make_mac
     assert sfn.describe_map_run(mapRunArn=map_run_of(events))["status"] == "FAILED"
 
 
-def test_tolerated_failures_let_the_run_succeed_with_each_failure_in_the_output(sfn, make_machine):
+def test_tolerated_failures_let_the_run_succeed_with_each_failure_recorded_in_the_output(sfn, make_machine):
     machine = make_machine({"StartAt": "M", "States": {"M": distributed(
         SLEEPY, start_at="W", ItemsPath="$.items", ToleratedFailureCount=1)}})
     described, events = run(sfn, machine, {"items": [{"fail": False}, {"fail": True}, {"fail": False}]})
     assert described["status"] == "SUCCEEDED"
     output = json.loads(described["output"])
-    assert output[1] == {"Error": "ItemBroke", "Cause": "asked to"}
+    # A failed child's part is its whole record, whatever the Transformation (AWS's ResultWriter (Map) page)
+    assert (output[1]["Status"], output[1]["Error"], output[1]["Cause"]) == ("FAILED", "ItemBroke", "asked to")
+    assert output[0] == {"fail": False}
     counts = sfn.describe_map_run(mapRunArn=map_run_of(events))["executionCounts"]
     assert (counts["succeeded"], counts["failed"], counts["total"]) == (2, 1, 3)
 
@@ -346,3 +348,80 @@ def test_a_sigkill_mid_run_starts_no_child_twice_and_loses_none(tmp_path):
         assert (counts["succeeded"], counts["total"], counts["running"]) == (60, 60, 0)
     finally:
         server.stop()
+
+
+# -- ResultWriter to S3 (moto)
+
+
+def writer_machine(sfn, writer: dict, processor: dict | None = None, **fields) -> str:
+    definition = {"StartAt": "M", "States": {"M": distributed(processor or {"P": {"Type": "Pass", "End": True}},
+                                                             start_at="W" if processor else "P", ItemsPath="$.items",
+                                                             ResultWriter=writer, **fields)}}
+    return sfn.create_state_machine(name=f"writer-{time.monotonic_ns()}", definition=json.dumps(definition),
+                                    roleArn=ROLE)["stateMachineArn"]
+
+
+def s3_json(s3, key: str) -> object:
+    return json.loads(s3.get_object(Bucket="items", Key=key)["Body"].read())
+
+
+def test_results_go_to_s3_with_a_manifest_and_the_output_says_where(aws_sfn, s3):
+    machine = writer_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:putObject",
+                                       "Parameters": {"Bucket": "items", "Prefix": "out"}}, Label="export")
+    described, events = run(aws_sfn, machine, {"items": [{"v": 1}, {"v": 2}]})
+    assert described["status"] == "SUCCEEDED", described
+    map_run = map_run_of(events)
+    run_id = map_run.rsplit(":", 1)[1]
+    output = json.loads(described["output"])
+    assert output == {"MapRunArn": map_run, "ResultWriterDetails": {"Bucket": "items",
+                                                                    "Key": f"out/{run_id}/manifest.json"}}
+    manifest = s3_json(s3, f"out/{run_id}/manifest.json")
+    assert manifest["DestinationBucket"] == "items" and manifest["MapRunArn"] == map_run
+    assert manifest["ResultFiles"]["FAILED"] == [] and manifest["ResultFiles"]["PENDING"] == []
+    (succeeded,) = manifest["ResultFiles"]["SUCCEEDED"]
+    assert succeeded["Key"] == f"out/{run_id}/SUCCEEDED_0.json"
+    records = s3_json(s3, succeeded["Key"])
+    assert succeeded["Size"] == len(s3.get_object(Bucket="items", Key=succeeded["Key"])["Body"].read())
+    assert sorted(json.loads(record["Output"])["v"] for record in records) == [1, 2]
+    record = records[0]
+    assert list(record) == sorted(record)  # AWS writes the keys in order
+    assert record["Status"] == "SUCCEEDED" and record["StateMachineArn"].endswith("/export")
+    assert record["InputDetails"] == {"Included": True} and record["StartDate"].endswith("Z")
+    assert record["RedriveStatus"] == "NOT_REDRIVABLE"
+
+
+def test_failed_children_go_to_their_own_file_as_whole_records(aws_sfn, s3):
+    machine = writer_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:putObject",
+                                       "Parameters": {"Bucket": "items", "Prefix": "mixed/"},
+                                       "WriterConfig": {"OutputType": "JSONL", "Transformation": "COMPACT"}},
+                             processor=SLEEPY, ToleratedFailureCount=1)
+    described, events = run(aws_sfn, machine, {"items": [{"fail": False}, {"fail": True}]})
+    assert described["status"] == "SUCCEEDED", described
+    run_id = map_run_of(events).rsplit(":", 1)[1]
+    manifest = s3_json(s3, f"mixed/{run_id}/manifest.json")
+    body = s3.get_object(Bucket="items", Key=manifest["ResultFiles"]["SUCCEEDED"][0]["Key"])["Body"].read()
+    assert [json.loads(line) for line in body.decode().splitlines()] == [{"fail": False}]  # COMPACT: the output
+    failed = s3.get_object(Bucket="items", Key=manifest["ResultFiles"]["FAILED"][0]["Key"])["Body"].read()
+    (record,) = [json.loads(line) for line in failed.decode().splitlines()]
+    assert (record["Status"], record["Error"], record["Cause"]) == ("FAILED", "ItemBroke", "asked to")
+    assert "Output" not in record and record["RedriveStatus"] == "REDRIVABLE_BY_MAP_RUN"
+
+
+def test_a_writer_config_alone_shapes_the_output_in_place(aws_sfn):
+    machine = writer_machine(aws_sfn, {"WriterConfig": {"OutputType": "JSON", "Transformation": "FLATTEN"}},
+                             processor={"W": {"Type": "Pass", "Parameters": {"pair.$": "States.Array($.v, $.v)"},
+                                              "OutputPath": "$.pair", "End": True}})
+    described, _ = run(aws_sfn, machine, {"items": [{"v": 1}, {"v": 2}]})
+    assert json.loads(described["output"]) == [1, 1, 2, 2]
+
+
+def test_a_bucket_that_does_not_exist_fails_the_map_with_result_writer_failed(aws_sfn, s3):
+    machine = writer_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:putObject",
+                                       "Parameters": {"Bucket": "no-such-bucket", "Prefix": "x"}})
+    described, events = run(aws_sfn, machine, {"items": [1]})
+    assert (described["status"], described["error"]) == ("FAILED", "States.ResultWriterFailed")
+    assert sfn_status(aws_sfn, map_run_of(events)) == "FAILED"
+
+
+def sfn_status(sfn, map_run_arn: str) -> str:
+    return sfn.describe_map_run(mapRunArn=map_run_arn)["status"]

@@ -55,6 +55,7 @@ from .integrations.aws import calls
 from .integrations.aws.clients import AwsClients
 from .integrations.aws.functions import LocalFunctions
 from .integrations.aws.item_reader import ItemReader
+from .integrations.aws.result_writer import ResultWriter
 from .integrations.aws.tasks import AwsTasks
 from .integrations.dispatcher import Dispatcher
 from .integrations.execution_logs import ExecutionLogs
@@ -243,6 +244,7 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     aws_clients = AwsClients(limits)
     aws = AwsTasks(dispatcher, aws_clients, functions, assume_machine_role)
     ItemReader(dispatcher, aws_clients)
+    ResultWriter(dispatcher, aws_clients)
     logs = ExecutionLogs(aws_clients, lambda machine_arn: service.logging_of(machine_arn))
     # Retention, into the payload store (a directory beside SQLite's file, a table of PostgreSQL's database, which
     # every node reads, or the one configured). The engine reads compacted histories from the same place (a redrive).

@@ -150,7 +150,7 @@ def _check_mocked_state(state: State, mocked: Mock | None, result: Any) -> None:
         raise AwsError("ValidationException", f"State type '{state.type}' is not supported when a mock is specified")
     if not isinstance(mocked, AttemptSucceeded) or isinstance(state, TaskState):
         return
-    if isinstance(state, MapState) and state.distributed is not None and state.distributed.writes_results:
+    if isinstance(state, MapState) and state.distributed is not None and state.distributed.exports:
         if not isinstance(result, dict):
             raise AwsError("ValidationException", "Mocked result must be a JSON object.")
     elif not isinstance(result, list):

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from .diagnostics import UNSUPPORTED_FEATURE, expected, one_of, only_one
 from .jsonata import CompiledValue, JsonataSyntaxError, compile_value, is_expression
 from .paths import Path
-from .states import DistributedMap, ItemBatcher, ItemReader
+from .states import DistributedMap, ItemBatcher, ItemReader, ResultWriter
 from .templates import Template
 
 
@@ -55,6 +55,9 @@ _DELIMITERS = {"COMMA": ",", "PIPE": "|", "SEMICOLON": ";", "SPACE": " ", "TAB":
 _READER_ITEMS_MAX = 100_000_000  # ReaderConfig MaxItems
 _BATCHER_BYTES_MAX = 262_144  # ItemBatcher MaxInputBytesPerBatch: 256 KiB
 _LABEL_MAX = 40
+_WRITE = "arn:aws:states:::s3:putObject"
+_OUTPUT_TYPES = ("JSON", "JSONL")
+_TRANSFORMATIONS = ("NONE", "COMPACT", "FLATTEN")
 
 
 def parse(parser: Parser, raw: dict, where: str) -> DistributedMap:
@@ -69,9 +72,7 @@ def parse(parser: Parser, raw: dict, where: str) -> DistributedMap:
     if "ItemBatcher" in raw:
         distributed.batcher = _batcher(parser, raw["ItemBatcher"], f"{where}/ItemBatcher")
     if "ResultWriter" in raw:
-        distributed.writes_results = True
-        if not isinstance(raw["ResultWriter"], dict):
-            parser.schema(expected("OBJECT"), f"{where}/ResultWriter")
+        distributed.writer = _writer(parser, raw["ResultWriter"], f"{where}/ResultWriter")
     if "Label" in raw:
         label = raw["Label"]
         if not isinstance(label, str):
@@ -170,6 +171,44 @@ def _csv_headers(parser: Parser, config: dict, where: str) -> list[str] | None:
     else:
         return headers
     return None
+
+
+def _writer(parser: Parser, raw: Any, where: str) -> ResultWriter | None:
+    """ResultWriter: Resource and Parameters (Arguments) to write to S3, WriterConfig to shape the results, or both
+    (AWS's ResultWriter (Map) page: it "cannot be empty"). Transformation is NONE by default when the results go to
+    S3 without a WriterConfig, COMPACT otherwise."""
+    if not isinstance(raw, dict):
+        parser.schema(expected("OBJECT"), where)
+        return None
+    parameters = _payload_fields(parser, raw, {"Resource", "WriterConfig"}, where)
+    writer = ResultWriter(parameters)
+    if "Resource" in raw:
+        if raw["Resource"] != _WRITE:
+            parser.schema(one_of([_WRITE]), f"{where}/Resource")
+        if parameters is None:
+            parser.schema("These fields are required: [Parameters]" if parser.language == "JSONPath"
+                          else "These fields are required: [Arguments]", where)
+    elif parameters is not None:
+        parser.schema("These fields are required: [Resource]", where)
+    config = raw.get("WriterConfig")
+    if config is None:
+        if "Resource" not in raw:
+            parser.schema("One of the following fields is required: [Resource, WriterConfig]", where)
+        writer.transformation = "NONE"
+        return writer
+    if not isinstance(config, dict):
+        parser.schema(expected("OBJECT"), f"{where}/WriterConfig")
+        return writer
+    parser.unknown_fields(config, {"OutputType", "Transformation"}, f"{where}/WriterConfig")
+    if config.get("OutputType", "JSON") not in _OUTPUT_TYPES:
+        parser.schema(one_of(_OUTPUT_TYPES), f"{where}/WriterConfig/OutputType")
+    else:
+        writer.output_type = config.get("OutputType", "JSON")
+    if config.get("Transformation", "COMPACT") not in _TRANSFORMATIONS:
+        parser.schema(one_of(_TRANSFORMATIONS), f"{where}/WriterConfig/Transformation")
+    else:
+        writer.transformation = config.get("Transformation", "COMPACT")
+    return writer
 
 
 def _batcher(parser: Parser, raw: Any, where: str) -> ItemBatcher | None:

@@ -125,14 +125,29 @@ class ItemBatcher:
 
 
 @dataclass(slots=True)
+class ResultWriter:
+    """A Distributed Map's ResultWriter: where the children's results go (Parameters or Arguments: the S3 Bucket and
+    Prefix; None: into the state's output, through WriterConfig only), in what form."""
+
+    parameters: Any = None  # a Template (JSONPath) or a CompiledValue (JSONata); None: WriterConfig only
+    output_type: str = "JSON"  # WriterConfig OutputType: JSON or JSONL
+    transformation: str = "COMPACT"  # WriterConfig Transformation: NONE, COMPACT or FLATTEN
+
+
+@dataclass(slots=True)
 class DistributedMap:
     """What a Map with ProcessorConfig Mode DISTRIBUTED adds to an inline one."""
 
     reader: ItemReader | None = None
     batcher: ItemBatcher | None = None
-    writes_results: bool = False  # ResultWriter: the Map's result is the writer's summary (an object)
+    writer: ResultWriter | None = None
     execution_type: str = "STANDARD"  # ProcessorConfig ExecutionType: the children's type
     label: str | None = None  # Label: names the map run and its children's state machine
+
+    @property
+    def exports(self) -> bool:
+        """Its ResultWriter writes the results to S3: the Map's result is the writer's summary (an object)."""
+        return self.writer is not None and self.writer.parameters is not None
     tolerated_count: int | CompiledValue | None = None
     tolerated_count_path: Path | None = None
     tolerated_percentage: float | CompiledValue | None = None

@@ -58,6 +58,7 @@ class DispatchKind(StrEnum):
     MAP_RUN = "maprun"  # a distributed Map entered: create its map run (decider/map_runs.py)
     MAP_CHILD = "mapchild"  # a map run starts a child
     MAP_RUN_DONE = "maprundone"  # a map run closed: complete its parent's Map
+    MAP_WRITE = "mapwrite"  # a map run's ResultWriter writes its results (integrations/aws/result_writer.py)
 
 
 @dataclass(slots=True)

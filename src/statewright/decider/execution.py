@@ -151,22 +151,27 @@ class MapRun:
     max_concurrency: int  # children running at once, at most (UpdateMapRun changes it)
     tolerated_count: int | None  # failed children tolerated (None: not declared)
     tolerated_percentage: float | None
-    keeps_results: bool  # no ResultWriter: the children's outputs are the Map's result
+    transformation: str  # the ResultWriter's: NONE (whole records), COMPACT (outputs) or FLATTEN
+    output_type: str  # JSON or JSONL (the result files')
+    destination: dict[str, str] | None  # the ResultWriter's S3 Bucket and Prefix; None: results are the output
     next_index: int = 0  # the next child to start
     running: list[int] = field(default_factory=list)  # children started and not closed, by index
     succeeded: int = 0
     failed: int = 0
     timed_out: int = 0
     aborted: int = 0
-    results: dict[str, str] = field(default_factory=dict)  # output text by child index, while it keeps results
+    results: dict[str, str] = field(default_factory=dict)  # each child that succeeded: its part of the results
+    failures: dict[str, str] = field(default_factory=dict)  # each other closed child: its record
     sizes: list[int] = field(default_factory=list)  # a batching Map's: each child's items (DescribeMapRun)
     items: dict[str, int] = field(default_factory=dict)  # ... and its closed items by outcome (itemCounts' keys)
+    closing: list[Any] | None = None  # [status, error, cause] decided while its results are written
 
     def copy(self) -> MapRun:
         """A copy a decision may change; ``inputs``, ``sizes`` and ``items`` are replaced, never changed in place."""
         clone = MapRun(*_MAP_RUN_FIELDS(self))
         clone.running = list(self.running)
         clone.results = dict(self.results)
+        clone.failures = dict(self.failures)
         return clone
 
 

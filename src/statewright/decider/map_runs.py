@@ -32,9 +32,9 @@ from typing import Any
 
 from ..asl.dataflow import select
 from ..asl.errors import StatesError
-from ..asl.handling import error_output
 from ..asl.jsonio import dumps, loads
-from ..asl.states import MapState
+from ..asl.states import MapState, ResultWriter
+from ..asl.timestamps import format_ms
 from . import distributed_map, retry_catch
 from .effects import DispatchKind
 from .execution import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionState, MapRun, TaskAttempt
@@ -42,6 +42,7 @@ from .outcomes import WAIT, AttemptFailed, AttemptResult, AttemptSubmitted, Atte
 from .step import Decision, Step, without_none
 
 CONCURRENCY_MAX = 10_000  # children of one map run running at once (AWS's bound; MaxConcurrency 0 means it)
+RESULT_WRITER_FAILED = "States.ResultWriterFailed"
 _OUTCOMES = {SUCCEEDED: "succeeded", TIMED_OUT: "timedOut", ABORTED: "aborted"}  # any other close: "failed"
 
 
@@ -58,18 +59,22 @@ def enter(step: Step, flow_id: str, state: MapState, data: Any) -> Outcome:
         _run_started(step, flow_id, state, len(inputs))
         _create(step, flow_id, state, inputs, limit, tolerance)
         return WAIT
-    where = None
-    if reader.parameters is not None and state.query_language == "JSONata":
-        where = step.evaluate_expression(flow_id, state, reader.parameters, data, "ItemReader/Arguments")
-    elif reader.parameters is not None:
-        context = step.scope(flow_id, state.name)
-        where = reader.parameters.render(select(state.input_path, data, context), context,
-                                         step.seed_of(step.flows[flow_id]))
+    where = _where(step, flow_id, state, reader.parameters, data, "ItemReader")
     scheduled_id = _run_started(step, flow_id, state, 0)
     step.add_dispatch(str(scheduled_id), {
         "kind": DispatchKind.MAP_READ, "execution": step.execution.arn, "scheduled_id": scheduled_id,
         "action": reader.action, "parameters": where})
     return WAIT
+
+
+def _where(step: Step, flow_id: str, state: MapState, parameters: Any, data: Any, field: str) -> Any:
+    """An ItemReader's or ResultWriter's Parameters (Arguments) rendered: where in S3 the data is or goes."""
+    if parameters is None:
+        return None
+    if state.query_language == "JSONata":
+        return step.evaluate_expression(flow_id, state, parameters, data, f"{field}/Arguments")
+    context = step.scope(flow_id, state.name)
+    return parameters.render(select(state.input_path, data, context), context, step.seed_of(step.flows[flow_id]))
 
 
 def _run_started(step: Step, flow_id: str, state: MapState, length: int) -> int:
@@ -89,16 +94,24 @@ def _run_started(step: Step, flow_id: str, state: MapState, length: int) -> int:
 def _create(step: Step, flow_id: str, state: MapState, inputs: list[Any], limit: int,
             tolerance: distributed_map.Tolerance) -> None:
     """Dispatch the map run's creation over the children's inputs."""
-    execution, task = step.execution, step.flows[flow_id].task
-    distributed = state.distributed
+    execution, flow = step.execution, step.flows[flow_id]
+    task, distributed = flow.task, state.distributed
+    writer = distributed.writer or ResultWriter()
+    destination = _where(step, flow_id, state, writer.parameters, flow.data, "ResultWriter")
+    if destination is not None and not (isinstance(destination, dict) and isinstance(destination.get("Bucket"), str)
+                                        and isinstance(destination.get("Prefix", ""), str)):
+        raise StatesError(RESULT_WRITER_FAILED, f"The ResultWriter's Parameters must name a Bucket (and may name a "
+                          f"Prefix), as strings: {dumps(destination)}")
     run_arn = task.child
     step.add_dispatch(f"run-{task.scheduled_id}", {
         "kind": DispatchKind.MAP_RUN, "execution": execution.arn, "scheduled_id": task.scheduled_id, "run": run_arn,
         "machine": machine_of(run_arn), "revision_id": execution.revision_id, "role_arn": execution.role_arn,
         "processor": state.name, "execution_type": distributed.execution_type, "inputs": dumps(inputs),
         "max_concurrency": limit or CONCURRENCY_MAX, "tolerated_count": tolerance.count,
-        "tolerated_percentage": tolerance.percentage, "keeps_results": not distributed.writes_results,
-        "batched": distributed.batcher is not None})
+        "tolerated_percentage": tolerance.percentage, "batched": distributed.batcher is not None,
+        "transformation": writer.transformation, "output_type": writer.output_type,
+        "destination": None if destination is None else {"Bucket": destination["Bucket"],
+                                                          "Prefix": destination.get("Prefix", "")}})
 
 
 def machine_of(map_run_arn: str) -> str:
@@ -164,7 +177,8 @@ def create(arn: str, shard_id: int, request: dict[str, Any], now_ms: int) -> Dec
     batched = request["batched"]
     run = MapRun(request["execution"], request["scheduled_id"], request["execution_type"], request["inputs"],
                  len(inputs), request["max_concurrency"], request["tolerated_count"], request["tolerated_percentage"],
-                 request["keeps_results"], sizes=[len(batch["Items"]) for batch in inputs] if batched else [])
+                 request["transformation"], request["output_type"], request["destination"],
+                 sizes=[len(batch["Items"]) for batch in inputs] if batched else [])
     state = ExecutionState(arn, request["machine"], arn.rsplit(":", 1)[1], request["revision_id"],
                            request["role_arn"], "", now_ms, shard_id, processor=request["processor"], run=run)
     decision = Decision(state)
@@ -172,15 +186,15 @@ def create(arn: str, shard_id: int, request: dict[str, Any], now_ms: int) -> Dec
     return decision
 
 
-def child_closed(state: ExecutionState, index: int, status: str, output: str | None, error: str | None,
-                 cause: str | None, now_ms: int) -> Decision | None:
-    """A child closed: count it, start the next ones or close the run. None: the run counted it already (or
-    closed)."""
+def child_closed(state: ExecutionState, index: int, described: dict[str, Any], now_ms: int) -> Decision | None:
+    """A child closed (``described``: as DescribeExecution describes it to a parent, describe_for_parent): count
+    it, start the next ones or close the run. None: the run counted it already (or closed)."""
     if not state.is_open or index not in state.run.running:
         return None
     decision = Decision(state.copy())
     run = decision.state.run
     run.running.remove(index)
+    status = described["Status"]
     if status == SUCCEEDED:
         run.succeeded += 1
     elif status == TIMED_OUT:
@@ -192,10 +206,32 @@ def child_closed(state: ExecutionState, index: int, status: str, output: str | N
     if run.sizes:  # a batch's items share its outcome
         outcome = _OUTCOMES.get(status, "failed")
         run.items = {**run.items, outcome: run.items.get(outcome, 0) + run.sizes[index]}
-    if run.keeps_results:
-        run.results[str(index)] = output if status == SUCCEEDED else dumps(error_output(error, cause))
+    # Each child's part of the results: its output (COMPACT, FLATTEN), or its whole record (NONE, and a failed
+    # child whatever the Transformation: AWS's ResultWriter (Map) page)
+    if status != SUCCEEDED:
+        run.failures[str(index)] = dumps(_record(described))
+    elif run.transformation == "NONE":
+        run.results[str(index)] = dumps(_record(described))
+    else:
+        run.results[str(index)] = described.get("Output", "null")
     _go_on(decision, now_ms)
     return decision
+
+
+def _record(described: dict[str, Any]) -> dict[str, Any]:
+    """A child's record in the results, as AWS writes it: DescribeExecution's fields with capitals, dates as ISO
+    text; a child that did not succeed has no Output and may be redriven with its map run (a record AWS wrote, seen
+    in a user's fixtures: inferred)."""
+    record = dict(described)
+    for key in ("StartDate", "StopDate", "RedriveDate"):
+        if record.get(key) is not None:
+            record[key] = format_ms(record[key])
+    if record["Status"] != SUCCEEDED:
+        record.pop("Output", None)
+        record.pop("RedriveStatusReason", None)
+        record["OutputDetails"] = {"Included": True}
+        record["RedriveStatus"] = "REDRIVABLE_BY_MAP_RUN"
+    return dict(sorted(record.items()))
 
 
 def update(state: ExecutionState, max_concurrency: int | None, tolerated_count: int | None,
@@ -209,7 +245,7 @@ def update(state: ExecutionState, max_concurrency: int | None, tolerated_count: 
         run.tolerated_count = tolerated_count
     if tolerated_percentage is not None:
         run.tolerated_percentage = tolerated_percentage
-    if decision.state.is_open:
+    if decision.state.is_open and run.closing is None:
         _go_on(decision, now_ms)
     return decision
 
@@ -223,10 +259,26 @@ def stop(state: ExecutionState, error: str | None, cause: str | None, now_ms: in
     return decision
 
 
+def written(state: ExecutionState, error: str | None, cause: str | None, now_ms: int) -> Decision | None:
+    """The ResultWriter wrote the results (or failed to: ``error``): the run closes as it was closing. None: not
+    written by this run now (a repeated report)."""
+    if not state.is_open or state.run.closing is None:
+        return None
+    decision = Decision(state.copy())
+    run = decision.state.run
+    status, closing_error, closing_cause = run.closing
+    if error is not None and status == SUCCEEDED:
+        status, closing_error, closing_cause = FAILED, error, cause
+    _close(decision, status, now_ms, closing_error, closing_cause)
+    run.results, run.failures = {}, {}
+    decision.effects.dispatches_removed.append("write")
+    return decision
+
+
 def _go_on(decision: Decision, now_ms: int) -> None:
     run = decision.state.run
     if _exceeded(run):
-        _close(decision, FAILED, now_ms, distributed_map.THRESHOLD_EXCEEDED, distributed_map.THRESHOLD_CAUSE)
+        _finish(decision, FAILED, now_ms, distributed_map.THRESHOLD_EXCEEDED, distributed_map.THRESHOLD_CAUSE)
         return
     if run.next_index < run.total and len(run.running) < run.max_concurrency:
         inputs = loads(run.inputs)
@@ -234,7 +286,42 @@ def _go_on(decision: Decision, now_ms: int) -> None:
             _start_child(decision, run.next_index, inputs[run.next_index])
             run.next_index += 1
     if not run.running and run.next_index >= run.total:
-        _close(decision, SUCCEEDED, now_ms)
+        _finish(decision, SUCCEEDED, now_ms)
+
+
+def _finish(decision: Decision, status: str, now_ms: int, error: str | None = None,
+            cause: str | None = None) -> None:
+    """The run's outcome is decided: with a ResultWriter bound for S3 its results are written first (the run closes
+    once they are, ``written``), else it closes now."""
+    run = decision.state.run
+    if run.destination is None:
+        _close(decision, status, now_ms, error, cause)
+        return
+    run.closing = [status, error, cause]
+    state = decision.state
+    _stop_running(decision)
+    # Children never started (the run failed): their inputs (the record AWS writes for them is not documented)
+    pending = loads(run.inputs)[run.next_index:]
+    decision.effects.dispatches_added.append(("write", {
+        "kind": DispatchKind.MAP_WRITE, "run": state.arn, "bucket": run.destination["Bucket"],
+        "prefix": results_prefix(state), "output_type": run.output_type, "SUCCEEDED": _in_order(run.results),
+        "FAILED": _in_order(run.failures),
+        "PENDING": [dumps({"Input": dumps(item), "InputDetails": {"Included": True}}) for item in pending]}))
+
+
+def _stop_running(decision: Decision) -> None:
+    """No more children: those running stop now, counted as aborted (their closes are not awaited)."""
+    state = decision.state
+    run = state.run
+    for index in run.running:
+        decision.effects.dispatches_added.append((f"stop-{index}", {
+            "kind": DispatchKind.STOP, "target": child_arn(state, child_name(state.arn, index))}))
+    run.aborted += len(run.running)
+    run.running = []
+
+
+def _in_order(parts: dict[str, str]) -> list[str]:
+    return [parts[key] for key in sorted(parts, key=int)]
 
 
 def _exceeded(run: MapRun) -> bool:
@@ -279,18 +366,35 @@ def _close(decision: Decision, status: str, now_ms: int, error: str | None = Non
     state, effects = decision.state, decision.effects
     run = state.run
     state.status, state.stop_ms, state.error, state.cause = status, now_ms, error, cause
-    for index in run.running:
-        effects.dispatches_added.append((f"stop-{index}", {"kind": DispatchKind.STOP,
-                                                           "target": child_arn(state, child_name(state.arn, index))}))
+    run.closing = None
+    _stop_running(decision)
     if not tell_parent:
         return
-    if status == SUCCEEDED:
-        result: dict[str, Any] = {"output": "[" + ",".join(run.results[str(i)] for i in range(run.total)) + "]"
-                                  if run.keeps_results else dumps({"MapRunArn": state.arn})}
-    else:
-        result = {"error": error, "cause": cause}
+    result: dict[str, Any] = {"error": error, "cause": cause} if status != SUCCEEDED else {"output": _output(state)}
     effects.dispatches_added.append(("done", {"kind": DispatchKind.MAP_RUN_DONE, "execution": run.parent_arn,
                                               "scheduled_id": run.scheduled_id, **result}))
+
+
+def _output(state: ExecutionState) -> str:
+    """The Map's result: the children's results in their order (an array, FLATTEN's arrays spliced in), or where
+    the ResultWriter wrote them (AWS's ResultWriter (Map) page)."""
+    run = state.run
+    if run.destination is not None:
+        return dumps({"MapRunArn": state.arn, "ResultWriterDetails": {
+            "Bucket": run.destination["Bucket"], "Key": f"{results_prefix(state)}manifest.json"}})
+    parts = _in_order({**run.results, **run.failures})
+    if run.transformation != "FLATTEN":
+        return "[" + ",".join(parts) + "]"
+    flat: list[Any] = []
+    for part in map(loads, parts):
+        flat.extend(part if isinstance(part, list) else [part])
+    return dumps(flat)
+
+
+def results_prefix(state: ExecutionState) -> str:
+    """Where a run's result files go: ``<Prefix>/<the run's id>/`` (AWS's ResultWriter (Map) page)."""
+    prefix = state.run.destination["Prefix"].rstrip("/")
+    return f"{prefix}/{state.name}/" if prefix else f"{state.name}/"
 
 
 def counts(state: ExecutionState) -> dict[str, int]:

@@ -163,12 +163,18 @@ class StartMapRun:
 
 @dataclass(frozen=True, slots=True)
 class MapRunChildClosed:
-    """A map run's child closed. Reply: True."""
+    """A map run's child closed (``described``: as a parent hears of it, decider.describe_for_parent). Reply: True."""
 
     arn: str  # the map run's
     index: int
-    status: str
-    output: str | None = None
+    described: dict
+
+
+@dataclass(frozen=True, slots=True)
+class MapRunWritten:
+    """A map run's ResultWriter wrote its results (``error``: it could not). Reply: True."""
+
+    arn: str
     error: str | None = None
     cause: str | None = None
 
@@ -184,7 +190,7 @@ class UpdateMapRun:
 
 
 Command = (StartExecution | StopExecution | RedriveExecution | FireTimer | StartAttempt | CompleteAttempt | Heartbeat
-           | AckDispatch | StartMapRun | MapRunChildClosed | UpdateMapRun)
+           | AckDispatch | StartMapRun | MapRunChildClosed | MapRunWritten | UpdateMapRun)
 
 
 # -- the wire format between nodes
@@ -192,7 +198,7 @@ Command = (StartExecution | StopExecution | RedriveExecution | FireTimer | Start
 WIRE_VERSION = 1
 _COMMANDS: dict[str, type] = {cls.__name__: cls for cls in (
     StartExecution, StopExecution, RedriveExecution, FireTimer, StartAttempt, CompleteAttempt, Heartbeat, AckDispatch,
-    StartMapRun, MapRunChildClosed, UpdateMapRun)}
+    StartMapRun, MapRunChildClosed, MapRunWritten, UpdateMapRun)}
 _RESULTS: dict[str, type] = {cls.__name__: cls for cls in (AttemptSucceeded, AttemptFailed, AttemptSubmitted,
                                                             AttemptPolled)}
 _REFUSALS: dict[str, type[EngineError]] = {cls.__name__: cls for cls in (

@@ -49,6 +49,7 @@ from .commands import (
     Heartbeat,
     InboxFull,
     MapRunChildClosed,
+    MapRunWritten,
     RedriveExecution,
     ShardNotOwned,
     StartAttempt,
@@ -321,7 +322,7 @@ class Core:
         if not self.shards.serves(shard):
             return ShardNotOwned(shard)
         current = batch.staged.get(command.arn) or self.reads.load(command.arn, batch)
-        if isinstance(command, StartMapRun | MapRunChildClosed | UpdateMapRun) or (
+        if isinstance(command, StartMapRun | MapRunChildClosed | MapRunWritten | UpdateMapRun) or (
                 current is not None and current.run is not None and not isinstance(command, AckDispatch)):
             return self._apply_to_map_run(command, current, batch, now_ms)
         if isinstance(command, StartExecution):
@@ -362,17 +363,20 @@ class Core:
 
     def _apply_to_map_run(self, command: Command, current: ExecutionState | None, batch: Batch,
                           now_ms: int) -> object:
-        """A command of a map run (decider/map_runs.py): its creation, a child's close, UpdateMapRun, a stop."""
+        """A command of a map run (decider/map_runs.py): its creation, a child's close, its results written,
+    UpdateMapRun, a stop."""
         if isinstance(command, StartMapRun):
             if current is None:
                 self._stage(batch, map_runs.create(command.arn, self.shards.of(command.arn), command.request,
                                                    now_ms), 0, now_ms)
             return True
         if current is None:
-            return True if isinstance(command, MapRunChildClosed) else ExecutionDoesNotExist(command.arn)
+            return True if isinstance(command, MapRunChildClosed | MapRunWritten) else ExecutionDoesNotExist(
+                command.arn)
         if isinstance(command, MapRunChildClosed):
-            decision = map_runs.child_closed(current, command.index, command.status, command.output, command.error,
-                                             command.cause, now_ms)
+            decision = map_runs.child_closed(current, command.index, command.described, now_ms)
+        elif isinstance(command, MapRunWritten):
+            decision = map_runs.written(current, command.error, command.cause, now_ms)
         elif isinstance(command, UpdateMapRun):
             decision = map_runs.update(current, command.max_concurrency, command.tolerated_count,
                                        command.tolerated_percentage, now_ms)

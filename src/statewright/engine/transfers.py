@@ -214,9 +214,7 @@ def _start_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages
 def _notify_map_run(dispatch: Dispatch) -> Stages:
     """A map run's child closed: the run counts it, then acknowledge."""
     payload = dispatch.payload
-    described = payload["describe"]
-    yield [MapRunChildClosed(payload["map_run"], payload["index"], described["Status"], described.get("Output"),
-                             described.get("Error"), described.get("Cause"))]
+    yield [MapRunChildClosed(payload["map_run"], payload["index"], payload["describe"])]
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
 

@@ -13,11 +13,9 @@ here as the ISO 8601 text AWS uses for dates elsewhere in Step Functions' payloa
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from ...asl.jsonio import dumps
 from ...decider.distributed_map import READER_FAILED
@@ -26,11 +24,7 @@ from ...engine.commands import CompleteAttempt
 from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
 from .clients import AwsClients
-
-log = logging.getLogger("statewright.integrations")
-RETRY_FIRST_S = 0.5  # the first pause after S3 could not be reached, doubling to RETRY_MAX_S
-RETRY_MAX_S = 30.0
-REPORT_S = 3600.0  # the read is reported until the engine takes it (a Map has no deadline of its own)
+from .s3 import REPORT_S, s3_cause, until_answered
 
 
 class ItemReader:
@@ -42,24 +36,14 @@ class ItemReader:
     async def run(self, dispatch: Dispatch) -> None:
         payload = dispatch.payload
         region = dispatch.execution_arn.split(":")[3]
-        pause_s = RETRY_FIRST_S
-        while True:
-            async with self.clients.slot("s3"):
-                try:
-                    text = await self.clients.run(read, self.clients.client("s3", region), payload["action"],
-                                                  payload["parameters"])
-                    outcome: AttemptSubmitted | AttemptFailed = AttemptSubmitted({"read": text})
-                except ClientError as error:  # S3 answered: no such bucket or key, access denied, ...
-                    outcome = AttemptFailed(READER_FAILED, _cause(error))
-                except (BotoCoreError, OSError) as error:  # out of reach: try again
-                    log.warning("reading the items of %s from S3 failed (%s); trying again in %.1f s",
-                                dispatch.execution_arn, error, pause_s)
-                    await asyncio.sleep(pause_s)
-                    pause_s = min(pause_s * 2, RETRY_MAX_S)
-                    continue
-                except UnicodeDecodeError as error:
-                    outcome = AttemptFailed(READER_FAILED, f"The object is not UTF-8 text: {error}")
-            break
+        try:
+            text = await until_answered(self.clients, region, f"reading the items of {dispatch.execution_arn}",
+                                        lambda client: read(client, payload["action"], payload["parameters"]))
+            outcome: AttemptSubmitted | AttemptFailed = AttemptSubmitted({"read": text})
+        except ClientError as error:  # S3 answered: no such bucket or key, access denied, ...
+            outcome = AttemptFailed(READER_FAILED, s3_cause(error))
+        except UnicodeDecodeError as error:
+            outcome = AttemptFailed(READER_FAILED, f"The object is not UTF-8 text: {error}")
         await self.dispatcher.report(CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], outcome),
                                      REPORT_S)
 
@@ -83,9 +67,3 @@ def read(client: Any, action: str, parameters: Any) -> str:
 
 _LIST_PARAMETERS = {"Bucket", "Prefix", "Delimiter", "EncodingType", "FetchOwner", "StartAfter", "RequestPayer",
                     "ExpectedBucketOwner"}
-
-
-def _cause(error: ClientError) -> str:
-    details = error.response.get("Error", {})
-    return f"{details.get('Message') or error} (Service: S3, Status Code: " \
-           f"{error.response.get('ResponseMetadata', {}).get('HTTPStatusCode')}, Error Code: {details.get('Code')})"
