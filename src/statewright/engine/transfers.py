@@ -1,11 +1,13 @@
 """Engine-to-engine work: the dispatches one execution writes for another, applied inside the engine's tick.
 
 Nested executions (``arn:aws:states:::states:startExecution`` and its ``.sync``, ``.sync:2`` and
-``.waitForTaskToken`` forms), a closing ``.sync`` child telling its parent, and a closing parent stopping the children
-it waits on are not outside I/O: each is a few commands of the engine itself. A transfer is a generator of *stages*:
-each stage is a list of commands the engine applies in one batch, and the next stage runs only once every write of
-the previous one committed (it receives their replies). A write that did not land ends the transfer; the engine
-reads its dispatch back from the outbox and the transfer starts over, so every stage must be safe to repeat.
+``.waitForTaskToken`` forms), a closing ``.sync`` child telling its parent, a closing parent stopping the children
+it waits on, and a distributed Map's map run (created, starting its children, hearing of their closes, completing
+its parent's Map: decider/map_runs.py) are not outside I/O: each is a few commands of the engine itself. A
+transfer is a generator of *stages*: each stage is a list of commands the engine applies in one batch, and the next
+stage runs only once every write of the previous one committed (it receives their replies). A write that did not
+land ends the transfer; the engine reads its dispatch back from the outbox and the transfer starts over, so every
+stage must be safe to repeat.
 
 The order makes that so: a child is started (idempotently, by name) before its parent's attempt is marked started
 and completed, and a dispatch is acknowledged (its row deleted) only after the work it asked for committed. A crash
