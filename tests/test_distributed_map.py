@@ -201,6 +201,46 @@ def test_update_map_run_raises_max_concurrency_mid_run(sfn, make_machine):
     assert wait_closed(sfn, arn)["status"] == "SUCCEEDED"
 
 
+def test_redriving_the_parent_redrives_its_run_keeping_what_succeeded(sfn, make_machine):
+    activity = sfn.create_activity(name=f"items-{time.monotonic_ns()}")["activityArn"]
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(
+        {"T": {"Type": "Task", "Resource": activity, "TimeoutSeconds": 60, "End": True}}, start_at="T",
+        ItemsPath="$.items", MaxConcurrency=1)}})
+    arn = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": [0, 1, 2]}))["executionArn"]
+
+    def answer(fail: bool) -> int:
+        task = sfn.get_activity_task(activityArn=activity)
+        item = json.loads(task["input"])
+        if fail:
+            sfn.send_task_failure(taskToken=task["taskToken"], error="Flaky", cause="the first time")
+        else:
+            sfn.send_task_success(taskToken=task["taskToken"], output=json.dumps({"done": item}))
+        return item
+
+    assert answer(fail=False) == 0
+    assert answer(fail=True) == 1
+    failed = wait_closed(sfn, arn)
+    assert (failed["status"], failed["error"]) == ("FAILED", "States.ExceedToleratedFailureThreshold")
+    map_run = map_run_of(history(sfn, arn))
+    assert sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]["pending"] == 1  # the third never started
+
+    sfn.redrive_execution(executionArn=arn)
+    assert sorted([answer(fail=False), answer(fail=False)]) == [1, 2]
+    described = wait_closed(sfn, arn)
+    assert described["status"] == "SUCCEEDED", described
+    assert json.loads(described["output"]) == [{"done": 0}, {"done": 1}, {"done": 2}]
+    events = history(sfn, arn)
+    redriven = next(event for event in events if event["type"] == "MapRunRedriven")
+    assert redriven["mapRunRedrivenEventDetails"] == {"mapRunArn": map_run, "redriveCount": 1}
+    run_described = sfn.describe_map_run(mapRunArn=map_run)
+    assert (run_described["status"], run_described["redriveCount"]) == ("SUCCEEDED", 1)
+    assert "redriveDate" in run_described
+    counts = run_described["executionCounts"]
+    assert (counts["succeeded"], counts["failed"], counts["total"]) == (3, 0, 3)
+    kids = {kid["name"]: kid for kid in children(sfn, map_run)}
+    assert len(kids) == 3 and sorted(kid["redriveCount"] for kid in kids.values()) == [0, 0, 1]
+
+
 def test_map_run_apis_answer_bad_input_as_aws_does(sfn, make_machine):
     region_account = "us-east-1:123456789012"
     missing = f"arn:aws:states:{region_account}:mapRun:nothing/label:0f0e0d0c-0000-4000-8000-000000000000"

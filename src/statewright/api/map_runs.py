@@ -45,10 +45,13 @@ async def describe_map_run(service: Service, params: dict, scope: Scope) -> dict
         "startDate": seconds(state.start_ms), "maxConcurrency": run.max_concurrency,
         "toleratedFailurePercentage": float(run.tolerated_percentage or 0),
         "toleratedFailureCount": run.tolerated_count or 0,
-        "itemCounts": map_runs.item_counts(state, counts), "executionCounts": counts, "redriveCount": 0,
+        "itemCounts": map_runs.item_counts(state, counts), "executionCounts": counts,
+        "redriveCount": state.redrive_count,
     }
     if state.stop_ms is not None:
         described["stopDate"] = seconds(state.stop_ms)
+    if state.redrive_ms is not None:
+        described["redriveDate"] = seconds(state.redrive_ms)
     return described
 
 

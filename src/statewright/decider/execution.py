@@ -165,6 +165,7 @@ class MapRun:
     sizes: list[int] = field(default_factory=list)  # a batching Map's: each child's items (DescribeMapRun)
     items: dict[str, int] = field(default_factory=dict)  # ... and its closed items by outcome (itemCounts' keys)
     closing: list[Any] | None = None  # [status, error, cause] decided while its results are written
+    redo: list[int] = field(default_factory=list)  # a redrive's children to redrive (not started again yet)
 
     def copy(self) -> MapRun:
         """A copy a decision may change; ``inputs``, ``sizes`` and ``items`` are replaced, never changed in place."""
@@ -172,6 +173,7 @@ class MapRun:
         clone.running = list(self.running)
         clone.results = dict(self.results)
         clone.failures = dict(self.failures)
+        clone.redo = list(self.redo)
         return clone
 
 

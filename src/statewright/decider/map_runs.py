@@ -37,7 +37,7 @@ from ..asl.states import MapState, ResultWriter
 from ..asl.timestamps import format_ms
 from . import distributed_map, retry_catch
 from .effects import DispatchKind
-from .execution import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionState, MapRun, TaskAttempt
+from .execution import ABORTED, FAILED, RUNNING, SUCCEEDED, TIMED_OUT, ExecutionState, MapRun, TaskAttempt
 from .outcomes import WAIT, AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded, End, Next, Outcome
 from .step import Decision, Step, without_none
 
@@ -52,6 +52,9 @@ _OUTCOMES = {SUCCEEDED: "succeeded", TIMED_OUT: "timedOut", ABORTED: "aborted"} 
 def enter(step: Step, flow_id: str, state: MapState, data: Any) -> Outcome:
     """Record the map run's start and dispatch its creation (with an ItemReader, first the read of its items); the
     flow then waits on it as a Task waits on its attempt (the attempt's id is the MapRunStarted event's)."""
+    halted_id = step.resuming.pop(flow_id, None)
+    if halted_id is not None:  # a redrive: the run the Map stood in runs again
+        return _redrive(step, flow_id, step.resumed[halted_id].task.child)
     reader = state.distributed.reader
     if reader is None:
         inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, data, None)
@@ -64,6 +67,20 @@ def enter(step: Step, flow_id: str, state: MapState, data: Any) -> Outcome:
     step.add_dispatch(str(scheduled_id), {
         "kind": DispatchKind.MAP_READ, "execution": step.execution.arn, "scheduled_id": scheduled_id,
         "action": reader.action, "parameters": where})
+    return WAIT
+
+
+def _redrive(step: Step, flow_id: str, run_arn: str) -> Outcome:
+    """RedriveExecution of a parent whose Map's run did not succeed: the same run goes on (``redrive``), and the
+    parent records MapRunRedriven instead of MapRunStarted. Inferred: the events around it, as for a run's start,
+    and its redriveCount, the parent's (a run is redriven with its parent)."""
+    execution = step.execution
+    step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": 0})
+    scheduled_id = step.emit("MapRunRedriven", "mapRunRedrivenEventDetails",
+                             {"mapRunArn": run_arn, "redriveCount": execution.redrive_count})
+    step.flows[flow_id].task = TaskAttempt(scheduled_id, child=run_arn)
+    step.add_dispatch(f"run-{scheduled_id}", {"kind": DispatchKind.MAP_RUN, "execution": execution.arn,
+                                              "scheduled_id": scheduled_id, "run": run_arn, "redrive": True})
     return WAIT
 
 
@@ -164,6 +181,10 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
         step.emit_exited(state, output, flow_id, assigned, started_id)
         return End(output) if state.end else Next(state.next, output)
     assert isinstance(result, AttemptFailed)
+    if task.started:  # the run exists: a redrive of the execution redrives it (the halted flow keeps its ARN)
+        flow.task = task
+        step.halt(flow_id)
+        flow.task = None
     step.emit("MapRunFailed", "mapRunFailedEventDetails", without_none(result.error, result.cause))
     return retry_catch.state_failed(step, flow_id, state, result.error, result.cause)
 
@@ -182,6 +203,27 @@ def create(arn: str, shard_id: int, request: dict[str, Any], now_ms: int) -> Dec
     state = ExecutionState(arn, request["machine"], arn.rsplit(":", 1)[1], request["revision_id"],
                            request["role_arn"], "", now_ms, shard_id, processor=request["processor"], run=run)
     decision = Decision(state)
+    _go_on(decision, now_ms)
+    return decision
+
+
+def redrive(state: ExecutionState, request: dict[str, Any], now_ms: int) -> Decision | None:
+    """The parent's redrive reached its run (``request``: the ``maprun`` dispatch of the Map's new attempt): a run
+    that did not succeed opens again for that attempt. Its children that did not succeed are redriven (as AWS
+    redrives a map run's failed, timed out and aborted children, ``REDRIVABLE_BY_MAP_RUN``), those never started
+    start; the results of those that succeeded are kept. None: nothing to do (redriven for that attempt already,
+    or it succeeded)."""
+    run = state.run
+    if state.is_open or state.status == SUCCEEDED or run.scheduled_id == request["scheduled_id"]:
+        return None
+    decision = Decision(state.copy())
+    redriven, run = decision.state, decision.state.run
+    redriven.status, redriven.stop_ms, redriven.error, redriven.cause = RUNNING, None, None, None
+    redriven.redrive_count, redriven.redrive_ms = state.redrive_count + 1, now_ms
+    run.scheduled_id = request["scheduled_id"]
+    run.redo = [index for index in range(run.next_index) if str(index) not in run.results]
+    run.failures, run.failed, run.timed_out, run.aborted = {}, 0, 0, 0
+    run.items = {key: count for key, count in run.items.items() if key == "succeeded"}
     _go_on(decision, now_ms)
     return decision
 
@@ -270,7 +312,6 @@ def written(state: ExecutionState, error: str | None, cause: str | None, now_ms:
     if error is not None and status == SUCCEEDED:
         status, closing_error, closing_cause = FAILED, error, cause
     _close(decision, status, now_ms, closing_error, closing_cause)
-    run.results, run.failures = {}, {}
     decision.effects.dispatches_removed.append("write")
     return decision
 
@@ -280,12 +321,14 @@ def _go_on(decision: Decision, now_ms: int) -> None:
     if _exceeded(run):
         _finish(decision, FAILED, now_ms, distributed_map.THRESHOLD_EXCEEDED, distributed_map.THRESHOLD_CAUSE)
         return
+    while run.redo and len(run.running) < run.max_concurrency:  # a redrive's children first
+        _redrive_child(decision, run.redo.pop(0))
     if run.next_index < run.total and len(run.running) < run.max_concurrency:
         inputs = loads(run.inputs)
         while run.next_index < run.total and len(run.running) < run.max_concurrency:
             _start_child(decision, run.next_index, inputs[run.next_index])
             run.next_index += 1
-    if not run.running and run.next_index >= run.total:
+    if not run.running and not run.redo and run.next_index >= run.total:
         _finish(decision, SUCCEEDED, now_ms)
 
 
@@ -294,6 +337,7 @@ def _finish(decision: Decision, status: str, now_ms: int, error: str | None = No
     """The run's outcome is decided: with a ResultWriter bound for S3 its results are written first (the run closes
     once they are, ``written``), else it closes now."""
     run = decision.state.run
+    run.redo = []
     if run.destination is None:
         _close(decision, status, now_ms, error, cause)
         return
@@ -341,6 +385,14 @@ def _start_child(decision: Decision, index: int, child_input: Any) -> None:
         "name": name, "revision_id": state.revision_id, "role_arn": state.role_arn, "input": dumps(child_input),
         "parent": {"map_run": state.arn, "index": index}, "processor": state.processor,
         "express": state.run.execution_type == "EXPRESS"}))
+
+
+def _redrive_child(decision: Decision, index: int) -> None:
+    state = decision.state
+    state.run.running.append(index)
+    decision.effects.dispatches_added.append((f"child-{index}-{state.redrive_count}", {
+        "kind": DispatchKind.MAP_CHILD, "arn": child_arn(state, child_name(state.arn, index)), "redrive": True,
+        "token": f"{state.arn}|{state.redrive_count}", "run": state.arn, "index": index}))
 
 
 def child_name(run_arn: str, index: int) -> str:

@@ -217,7 +217,9 @@ class Step:
         gathered results, through ``resuming``). Returns the state it enters again and that state's input."""
         halted = self.resumed[halted_id]
         self.flows[flow_id].variables = dict(halted.variables)
-        if halted.fan is not None:
+        # a fan-out's gathered results, or a distributed Map's run (its attempt names it), are taken up again
+        task = halted.task
+        if halted.fan is not None or (task is not None and task.started and ":mapRun:" in (task.child or "")):
             self.resuming[flow_id] = halted_id
         return halted.state, halted.data
 

@@ -366,9 +366,15 @@ class Core:
         """A command of a map run (decider/map_runs.py): its creation, a child's close, its results written,
     UpdateMapRun, a stop."""
         if isinstance(command, StartMapRun):
+            if current is None and command.request.get("redrive"):  # gone since (retention)
+                return ExecutionDoesNotExist(command.arn)
             if current is None:
                 self._stage(batch, map_runs.create(command.arn, self.shards.of(command.arn), command.request,
                                                    now_ms), 0, now_ms)
+            elif command.request.get("redrive"):
+                decision = map_runs.redrive(current, command.request, now_ms)
+                if decision is not None:
+                    self._stage(batch, decision, current.version, now_ms)
             return True
         if current is None:
             return True if isinstance(command, MapRunChildClosed | MapRunWritten) else ExecutionDoesNotExist(

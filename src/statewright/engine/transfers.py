@@ -24,6 +24,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from ..asl.jsonio import dumps, loads
+from ..decider import describe_for_parent
 from ..decider.execution import ExecutionState
 from ..decider.outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, VersionRecord
@@ -32,7 +33,10 @@ from .commands import (
     Command,
     CompleteAttempt,
     ExecutionAlreadyExists,
+    ExecutionDoesNotExist,
+    ExecutionNotRedrivable,
     MapRunChildClosed,
+    RedriveExecution,
     StartAttempt,
     StartExecution,
     StartMapRun,
@@ -189,7 +193,11 @@ def _create_map_run(dispatch: Dispatch) -> Stages:
     """A distributed Map entered: create its map run, then mark the Map's attempt started (which deletes this
     dispatch); a parent that moved on meanwhile has its run stopped, then the dispatch goes."""
     payload = dispatch.payload
-    yield [StartMapRun(payload["run"], payload)]
+    created, = yield [StartMapRun(payload["run"], payload)]
+    if isinstance(created, ExecutionDoesNotExist):  # a redrive of a run deleted since (retention)
+        yield [CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], AttemptFailed(
+            "States.Runtime", f"The map run {payload['run']} no longer exists and cannot be redriven"))]
+        return
     started, = yield [StartAttempt(dispatch.execution_arn, payload["scheduled_id"])]
     if started is not True:
         yield [StopExecution(payload["run"], "States.Aborted", STOPPED_BY_PARENT)]
@@ -197,8 +205,11 @@ def _create_map_run(dispatch: Dispatch) -> Stages:
 
 
 def _start_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages:
-    """A map run starts a child (idempotently: the same name each time), then acknowledges."""
+    """A map run starts a child (idempotently: the same name each time), or redrives it, then acknowledges."""
     payload = dispatch.payload
+    if payload.get("redrive"):
+        yield from _redrive_map_run_child(dispatch, context)
+        return
     command = StartExecution(payload["arn"], payload["machine"], payload["name"], payload["revision_id"],
                              payload["role_arn"], payload["input"], payload["parent"],
                              express="async" if payload["express"] else None, processor=payload["processor"])
@@ -210,6 +221,25 @@ def _start_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages
     elif isinstance(started, BaseException):  # not started (a bug, or no room for express runs): started again
         # when the dispatch is read back
         raise started
+    yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
+
+
+def _redrive_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages:
+    """A redriven map run's child that had not succeeded is redriven (once: the redrive's client token); one that
+    cannot be (deleted, or no longer redrivable) is reported to the run as it stands."""
+    payload = dispatch.payload
+    redriven, = yield [RedriveExecution(payload["arn"], payload["token"])]
+    if isinstance(redriven, ExecutionNotRedrivable | ExecutionDoesNotExist):
+        child = context.execution(payload["arn"])
+        described = ({"Status": "FAILED", "Error": "States.Runtime", "Cause": f"The child execution "
+                      f"{payload['arn']} no longer exists and cannot be redriven"} if child is None
+                     else describe_for_parent(child))
+        if described["Status"] == "RUNNING":  # it is closing (stopped by the run): its close will report
+            described = {**described, "Status": "FAILED", "Error": "States.Runtime",
+                         "Cause": f"The child execution {payload['arn']} was still running and cannot be redriven"}
+        yield [MapRunChildClosed(payload["run"], payload["index"], described)]
+    elif isinstance(redriven, BaseException):
+        raise redriven
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
 

@@ -346,9 +346,7 @@ def check_all(histories: Histories, ledger: Ledger, machines: Iterable[str] = ()
         problems += [f"{arn}: the history before a redrive ({len(before)} events) is not kept as it was"
                      for before in ledger.redriven.get(arn, ()) if events[:len(before)] != before]
         if any(event["type"] == REDRIVEN for event in events):
-            raw = orjson.loads(blob)
-            definition = store.get_revision(raw["state_machine_arn"], raw["revision_id"])[0]
-            problems += redrive_problems(arn, events, orjson.loads(definition))
+            problems += redrive_problems(arn, events, _definition(store, ExecutionState.from_blob(blob)))
     problems += [f"{arn}: attempt {sid} handed out {n} times" for (arn, sid), n in ledger.attempts_started.items()
                  if n > 1]
     problems += [f"{arn}: timer {timer_id} due at {due} applied {n} times"
@@ -402,11 +400,11 @@ def _job_problems(arn: str, events: list[dict[str, Any]], ledger: Ledger, closed
 
 def map_run_problems(histories: Histories, parent_arn: str, parent_events: list[dict[str, Any]], run_arn: str,
                      children: list[str], expired: Container[str], liveness: bool) -> list[str]:
-    """A map run: its parent's history started it once and ended each run at most once; no child started twice
-    (each is one of the run's own, named by its index); never more children running at once than MaxConcurrency
-    (from the children's own histories); a run that succeeded counted each child's outcome once, as the child
-    ended (while none of its children was deleted at the end of its retention: ``expired``); with ``liveness``,
-    the run and its children closed."""
+    """A map run: its parent's history started it once and ended each run (or redrive of one) at most once; no
+    child started twice (each is one of the run's own, named by its index); never more children running at once than
+    MaxConcurrency (from the children's own histories); a run that succeeded counted each child's outcome once, as
+    the child ended (while none of its children was deleted at the end of its retention: ``expired``); with
+    ``liveness``, the run and its children closed."""
     store = histories.store
     where = f"{parent_arn} (map run {run_arn})"
     run_state = ExecutionState.from_blob(store.load_execution(run_arn))
@@ -417,8 +415,9 @@ def map_run_problems(histories: Histories, parent_arn: str, parent_events: list[
                and event["mapRunStartedEventDetails"]["mapRunArn"] == run_arn]
     if len(started) != 1:
         problems.append(f"{where}: started {len(started)} times in the parent's history")
-    if types.count("MapRunSucceeded") + types.count("MapRunFailed") > types.count("MapRunStarted"):
-        problems.append(f"{where}: more map runs ended than started in the parent's history")
+    if types.count("MapRunSucceeded") + types.count("MapRunFailed") > types.count("MapRunStarted") + types.count(
+            "MapRunRedriven"):
+        problems.append(f"{where}: more map runs ended than started (or redriven) in the parent's history")
     names = {map_runs.child_name(run_arn, index) for index in range(run.total)}
     strays = [arn for arn in children if arn.rsplit(":", 1)[1] not in names]
     problems += [f"{where}: {arn} is no child of the run" for arn in strays]
@@ -460,17 +459,28 @@ def _declared_concurrency(store: Store, run_state: ExecutionState) -> int:
     """The MaxConcurrency the run's Map declares in its definition (the workload writes a number; 0: no limit but
     AWS's), read from the definition, not from the run's books."""
     definition = orjson.loads(store.get_revision(run_state.root_machine_arn, run_state.revision_id)[0])
+    return _map_state(definition, run_state.processor).get("MaxConcurrency") or map_runs.CONCURRENCY_MAX
 
+
+def _definition(store: Store, execution: ExecutionState) -> dict[str, Any]:
+    """The definition an execution runs: its revision's, or a map run's child's Map's ItemProcessor."""
+    definition = orjson.loads(store.get_revision(execution.root_machine_arn, execution.revision_id)[0])
+    return definition if execution.processor is None else _map_state(definition, execution.processor)[
+        "ItemProcessor"]
+
+
+def _map_state(definition: dict[str, Any], name: str) -> dict[str, Any]:
+    """The Map state of that name, wherever it is in ``definition`` (state names are unique in a definition)."""
     def find(states: dict[str, Any]) -> dict[str, Any] | None:
-        for name, state in states.items():
-            if name == run_state.processor:
+        for found_name, state in states.items():
+            if found_name == name:
                 return state
             for machine in [state.get("ItemProcessor"), *state.get("Branches", [])]:
                 found = find(machine["States"]) if machine else None
                 if found is not None:
                     return found
         return None
-    return find(definition["States"]).get("MaxConcurrency") or map_runs.CONCURRENCY_MAX
+    return find(definition["States"])
 
 
 def all_executions(store: Store, machine: str, status: str | None = None) -> list[str]:
