@@ -1,6 +1,8 @@
 """Distributed Map through boto3: map runs, their children, MaxConcurrency, tolerated failures, batching, the map run
 APIs, stop and update mid-run, S3 ItemReaders against moto, and a SIGKILL mid-run."""
 
+import gzip
+import io
 import json
 import time
 
@@ -465,3 +467,45 @@ def test_a_bucket_that_does_not_exist_fails_the_map_with_result_writer_failed(aw
 
 def sfn_status(sfn, map_run_arn: str) -> str:
     return sfn.describe_map_run(mapRunArn=map_run_arn)["status"]
+
+
+def test_items_are_the_rows_of_a_parquet_object(aws_sfn, s3):
+    import pyarrow
+    import pyarrow.parquet
+
+    sink = io.BytesIO()
+    pyarrow.parquet.write_table(pyarrow.table({"id": [1, 2], "name": ["a", "b"]}), sink)
+    s3.put_object(Bucket="items", Key="rows.parquet", Body=sink.getvalue())
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "PARQUET"},
+                                       "Parameters": {"Bucket": "items", "Key": "rows.parquet"}})
+    described, _ = run(aws_sfn, machine, {})
+    assert json.loads(described["output"]) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+
+
+def test_items_are_the_objects_an_s3_inventory_manifest_lists(aws_sfn, s3):
+    s3.put_object(Bucket="items", Key="inventory/data/part-0.csv.gz",
+                  Body=gzip.compress(b'"items","photos/a.jpg","12"\n"items","photos/b.jpg","34"\n'))
+    s3.put_object(Bucket="items", Key="inventory/data/part-1.csv", Body=b'"items","photos/c.jpg","56"\n')
+    manifest = {"sourceBucket": "items", "destinationBucket": "arn:aws:s3:::items", "version": "2016-11-30",
+                "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size",
+                "files": [{"key": "inventory/data/part-0.csv.gz", "size": 1, "MD5checksum": "x"},
+                          {"key": "inventory/data/part-1.csv", "size": 1, "MD5checksum": "y"}]}
+    s3.put_object(Bucket="items", Key="inventory/manifest.json", Body=json.dumps(manifest).encode())
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "MANIFEST"},
+                                       "Parameters": {"Bucket": "items", "Key": "inventory/manifest.json"}})
+    described, _ = run(aws_sfn, machine, {})
+    assert [item["Key"] for item in json.loads(described["output"])] == ["photos/a.jpg", "photos/b.jpg",
+                                                                          "photos/c.jpg"]
+    assert json.loads(described["output"])[0] == {"Bucket": "items", "Key": "photos/a.jpg", "Size": "12"}
+
+
+def test_an_object_that_is_not_parquet_fails_the_map(aws_sfn, s3):
+    s3.put_object(Bucket="items", Key="fake.parquet", Body=b"not parquet at all")
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "PARQUET"},
+                                       "Parameters": {"Bucket": "items", "Key": "fake.parquet"}})
+    described, _ = run(aws_sfn, machine, {})
+    assert described["error"] == "States.ItemReaderFailed"
+    assert "not a Parquet file" in described["cause"]

@@ -197,6 +197,12 @@ def test_an_items_pointer_selects_the_array_inside_a_json_file(sfn):
     assert json.loads(data["afterItemSelector"]) == [{"row": "a", "key": "k"}, {"row": "b", "key": "k"}]
 
 
+def test_a_binary_or_manifest_reader_is_refused_as_test_state_data(sfn):
+    code, message = refused(sfn, distributed(ItemReader=reader(InputType="PARQUET")), result=[],
+                            stateConfiguration={"mapItemReaderData": "[]"})
+    assert code == "ValidationException" and "'PARQUET' is read from S3 by an execution" in message
+
+
 def test_a_listing_and_max_items_path_read_the_objects_listed(sfn):
     listing = [{"Key": "a.csv", "Size": 1}, {"Key": "b.csv", "Size": 2}, {"Key": "c.csv", "Size": 3}]
     state = distributed(ItemReader={"Resource": "arn:aws:states:::s3:listObjectsV2",
@@ -307,7 +313,8 @@ def test_a_negative_failure_count_is_refused_by_the_server_too(server):
      "These fields are required: [ExecutionType]"),
     (distributed(ItemsPath="$.items", ItemReader=READER_JSON),
      "There should only be one of the following fields: [ItemsPath, ItemReader]"),
-    (distributed(ItemReader=reader(InputType="PARQUET")), "InputType 'PARQUET' is not read"),
+    (distributed(ItemReader=reader(InputType="JSON", ManifestType="S3_INVENTORY")),
+     "The field 'ManifestType' is supported only when 'InputType' is 'MANIFEST'"),
     (distributed(ItemReader=reader(InputType="CSV", CSVHeaderLocation="GIVEN")),
      "These fields are required: [CSVHeaders]"),
     (distributed(ItemReader={"Resource": "arn:aws:states:::s3:putObject", "ReaderConfig": {"InputType": "JSON"}}),

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from ..asl.definition import InvalidDefinition
+from ..asl.distributed import TEXT_INPUT_TYPES
 from ..asl.states import MapState, ParallelState, State, TaskState
 from ..asl.timestamps import is_iso8601
 from ..decider import OneStateRun
@@ -187,6 +188,10 @@ def _check_state_configuration(configuration: dict[str, Any], state: State, mock
     if read is None and reader is not None:
         raise AwsError("ValidationException", f"The Map state '{state.name}' reads its items with an ItemReader: "
                        "give the data it reads as stateConfiguration.mapItemReaderData")
+    if reader is not None and reader.input_type and reader.input_type not in TEXT_INPUT_TYPES:
+        raise AwsError("ValidationException", f"mapItemReaderData is text: statewright tests an ItemReader of "
+                       f"InputType CSV, JSON or JSONL, or an S3 listing, here; '{reader.input_type}' is read from S3 "
+                       "by an execution")
 
 
 def _state_names(machine: Any) -> set[str]:

@@ -50,7 +50,8 @@ FIELDS = {"ItemReader", "ItemBatcher", "ResultWriter", "Label", "ToleratedFailur
 EXECUTION_TYPES = ("STANDARD", "EXPRESS")
 _READ = re.compile(r"^arn:aws[a-z-]*:states:::s3:(?P<action>getObject|listObjectsV2)$")
 _INPUT_TYPES = ("CSV", "JSON", "JSONL", "PARQUET", "MANIFEST")
-_READ_HERE = ("CSV", "JSON", "JSONL")  # what TestState's mapItemReaderData can hold as text
+TEXT_INPUT_TYPES = ("CSV", "JSON", "JSONL")  # what TestState's mapItemReaderData can hold as text
+_MANIFEST_TYPES = ("S3_INVENTORY", "ATHENA_DATA")
 _DELIMITERS = {"COMMA": ",", "PIPE": "|", "SEMICOLON": ";", "SPACE": " ", "TAB": "\t"}
 _READER_ITEMS_MAX = 100_000_000  # ReaderConfig MaxItems
 _BATCHER_BYTES_MAX = 262_144  # ItemBatcher MaxInputBytesPerBatch: 256 KiB
@@ -114,6 +115,15 @@ def _reader(parser: Parser, raw: Any, where: str) -> ItemReader | None:
     reader = ItemReader("", action=read["action"], parameters=parameters)
     if read["action"] == "getObject":
         reader.input_type = _input_type(parser, config, where) or ""
+    if "ManifestType" in config:
+        if reader.input_type != "MANIFEST":
+            parser.schema("The field 'ManifestType' is supported only when 'InputType' is 'MANIFEST'",
+                          f"{where}/ManifestType")
+        elif config["ManifestType"] not in _MANIFEST_TYPES:
+            parser.schema(one_of(_MANIFEST_TYPES), f"{where}/ManifestType")
+        elif config["ManifestType"] == "ATHENA_DATA":
+            parser.problem(UNSUPPORTED_FEATURE, "statewright reads S3 inventory manifests only so far; ManifestType "
+                           "'ATHENA_DATA' is not read", f"{where}/ManifestType")
     reader.max_items, reader.max_items_path = _number(parser, config, "MaxItems", where, _READER_ITEMS_MAX,
                                                       integer=True, minimum=1)
     if "CSVDelimiter" in config:
@@ -143,9 +153,6 @@ def _input_type(parser: Parser, config: dict, where: str) -> str | None:
     if input_type not in _INPUT_TYPES:
         parser.schema(one_of(_INPUT_TYPES), f"{where}/InputType")
         return None
-    if input_type not in _READ_HERE:
-        parser.problem(UNSUPPORTED_FEATURE, f"statewright reads a Distributed Map's items from CSV, JSON or JSONL "
-                       f"only so far; InputType '{input_type}' is not read", f"{where}/InputType")
     return input_type
 
 

@@ -66,7 +66,7 @@ def enter(step: Step, flow_id: str, state: MapState, data: Any) -> Outcome:
     scheduled_id = _run_started(step, flow_id, state, 0)
     step.add_dispatch(str(scheduled_id), {
         "kind": DispatchKind.MAP_READ, "execution": step.execution.arn, "scheduled_id": scheduled_id,
-        "action": reader.action, "parameters": where})
+        "action": reader.action, "parameters": where, "input_type": reader.input_type})
     return WAIT
 
 

@@ -1,6 +1,8 @@
 """A distributed Map's ItemReader: the S3 object (``s3:getObject``) or listing (``s3:listObjectsV2``) its items
 come from, read through botocore and handed to the parent's Map as its read (``decider/map_runs.py`` parses it
-with ``distributed_map``, as TestState parses mapItemReaderData).
+with ``distributed_map``, as TestState parses mapItemReaderData). The binary or indirect kinds become a JSON array
+of their items here: PARQUET's rows (through pyarrow, an optional extra), and MANIFEST's (an S3 Inventory
+manifest) rows of the CSV files it lists.
 
 A read may repeat (the dispatch stays in the outbox until the parent records the read): it changes nothing. A
 bucket or key that does not exist, or a refusal, fails the Map with States.ItemReaderFailed and S3's message; S3
@@ -13,11 +15,14 @@ here as the ISO 8601 text AWS uses for dates elsewhere in Step Functions' payloa
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...asl.jsonio import dumps
+from ...asl.jsonio import dumps, loads
 from ...decider.distributed_map import READER_FAILED
 from ...decider.outcomes import AttemptFailed, AttemptSubmitted
 from ...engine.commands import CompleteAttempt
@@ -38,23 +43,34 @@ class ItemReader:
         region = dispatch.execution_arn.split(":")[3]
         try:
             text = await until_answered(self.clients, region, f"reading the items of {dispatch.execution_arn}",
-                                        lambda client: read(client, payload["action"], payload["parameters"]))
+                                        lambda client: read(client, payload["action"], payload["parameters"],
+                                                            payload.get("input_type", "")))
             outcome: AttemptSubmitted | AttemptFailed = AttemptSubmitted({"read": text})
         except ClientError as error:  # S3 answered: no such bucket or key, access denied, ...
             outcome = AttemptFailed(READER_FAILED, s3_cause(error))
+        except UnreadableItems as error:
+            outcome = AttemptFailed(READER_FAILED, str(error))
         except UnicodeDecodeError as error:
             outcome = AttemptFailed(READER_FAILED, f"The object is not UTF-8 text: {error}")
         await self.dispatcher.report(CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], outcome),
                                      REPORT_S)
 
 
-def read(client: Any, action: str, parameters: Any) -> str:
-    """The object's text, or the listing's objects as a JSON array (every page). Blocks: on a pool thread."""
+class UnreadableItems(Exception):
+    """The object is not what its InputType says (or cannot be read here): the Map fails with its message."""
+
+
+def read(client: Any, action: str, parameters: Any, input_type: str) -> str:
+    """The object's text (PARQUET and MANIFEST: their items as a JSON array), or the listing's objects as a JSON
+    array (every page). Blocks: on a pool thread."""
     where = parameters if isinstance(parameters, dict) else {}
     if action == "getObject":
-        arguments = {key: where[name] for name, key in (("Bucket", "Bucket"), ("Key", "Key"),
-                                                         ("VersionId", "VersionId")) if name in where}
-        return client.get_object(**arguments)["Body"].read().decode("utf-8")
+        body = _get(client, where.get("Bucket"), where.get("Key"), where.get("VersionId"))
+        if input_type == "PARQUET":
+            return dumps(_parquet_rows(body))
+        if input_type == "MANIFEST":
+            return dumps(_inventory_items(client, body))
+        return body.decode("utf-8")
     arguments = {key: value for key, value in where.items() if key in _LIST_PARAMETERS}
     items = []
     for page in client.get_paginator("list_objects_v2").paginate(**arguments):
@@ -63,6 +79,61 @@ def read(client: Any, action: str, parameters: Any) -> str:
                           "LastModified": found["LastModified"].strftime("%Y-%m-%dT%H:%M:%S.000Z"),
                           "Size": found.get("Size"), "StorageClass": found.get("StorageClass")})
     return dumps(items)
+
+
+def _get(client: Any, bucket: Any, key: Any, version: Any = None) -> bytes:
+    arguments = {"Bucket": bucket, "Key": key, **({"VersionId": version} if version is not None else {})}
+    return client.get_object(**arguments)["Body"].read()
+
+
+def _parquet_rows(body: bytes) -> list[dict[str, Any]]:
+    """Each row of a Parquet file, an object of its columns (through Apache Arrow; values JSON cannot hold, such as
+    dates and decimals, as their text: inferred)."""
+    try:
+        import pyarrow.parquet
+    except ImportError:
+        raise UnreadableItems("Reading PARQUET items needs pyarrow: pip install 'statewright[parquet]'") from None
+    try:
+        rows = pyarrow.parquet.read_table(io.BytesIO(body)).to_pylist()
+    except Exception as error:  # pyarrow's errors for a file that is not Parquet are of several kinds
+        raise UnreadableItems(f"The object is not a Parquet file: {error}") from None
+    return [{key: _json_value(value) for key, value in row.items()} for row in rows]
+
+
+def _json_value(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _json_value(item) for key, item in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _inventory_items(client: Any, body: bytes) -> list[dict[str, str]]:
+    """An S3 Inventory manifest's objects: each row of each CSV file it lists (gzipped or not, in its destination
+    bucket), an object of the fields its fileSchema names, as strings (AWS's ItemReader (Map) page; the
+    manifest's layout is S3 Inventory's)."""
+    try:
+        manifest = loads(body)
+        columns = [name.strip() for name in manifest["fileSchema"].split(",")]
+        bucket = manifest["destinationBucket"].removeprefix("arn:aws:s3:::")
+        files = [entry["key"] for entry in manifest["files"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise UnreadableItems(f"The object is not an S3 Inventory manifest: {error!r}") from None
+    if manifest.get("fileFormat", "CSV") != "CSV":
+        raise UnreadableItems(f"statewright reads S3 Inventory files of format CSV, not {manifest['fileFormat']}")
+    items = []
+    for key in files:
+        data = _get(client, bucket, key)
+        if key.endswith(".gz") or data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        for row in csv.reader(io.StringIO(data.decode("utf-8"))):
+            if row:
+                items.append(dict(zip(columns, row, strict=False)))
+    return items
 
 
 _LIST_PARAMETERS = {"Bucket", "Prefix", "Delimiter", "EncodingType", "FetchOwner", "StartAfter", "RequestPayer",
