@@ -56,6 +56,8 @@ _DELIMITERS = {"COMMA": ",", "PIPE": "|", "SEMICOLON": ";", "SPACE": " ", "TAB":
 _READER_ITEMS_MAX = 100_000_000  # ReaderConfig MaxItems
 _BATCHER_BYTES_MAX = 262_144  # ItemBatcher MaxInputBytesPerBatch: 256 KiB
 _LABEL_MAX = 40
+# What a Label must not hold (AWS refuses these characters in it, as in the names its ARN carries)
+_LABEL_REFUSED = re.compile(r"[\s<>{}\[\]?*\"#%\\^|~`$&,;:/\x00-\x1f\x7f-\x9f]")
 _WRITE = "arn:aws:states:::s3:putObject"
 _OUTPUT_TYPES = ("JSON", "JSONL")
 _TRANSFORMATIONS = ("NONE", "COMPACT", "FLATTEN")
@@ -78,8 +80,14 @@ def parse(parser: Parser, raw: dict, where: str) -> DistributedMap:
         label = raw["Label"]
         if not isinstance(label, str):
             parser.schema(expected("STRING"), f"{where}/Label")
+        elif not label:
+            parser.schema("The value for the field 'Label' must not be empty", f"{where}/Label")
         elif len(label) > _LABEL_MAX:
             parser.schema(f"Maximum length is {_LABEL_MAX}", f"{where}/Label")
+        elif _LABEL_REFUSED.search(label):
+            parser.schema(f"The value for the field 'Label' must not contain "
+                          f"'{_LABEL_REFUSED.search(label)[0]}': it names the map run and its children's state "
+                          "machine", f"{where}/Label")
         else:
             distributed.label = label
     distributed.tolerated_count, distributed.tolerated_count_path = _number(
