@@ -179,10 +179,7 @@ def test_batches_are_children_and_items_are_counted_by_item(sfn, make_machine):
 def test_stopping_the_parent_aborts_the_run_and_its_children(sfn, make_machine):
     machine = make_machine({"StartAt": "M", "States": {"M": distributed(
         {"W": {"Type": "Wait", "Seconds": 300, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=2)}})
-    execution = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": list(range(5))}))
-    arn = execution["executionArn"]
-    map_run = _when(lambda: next((event["mapRunStartedEventDetails"]["mapRunArn"] for event in history(sfn, arn)
-                                  if event["type"] == "MapRunStarted"), None))
+    arn, map_run = start_run(sfn, machine, list(range(5)))
     _when(lambda: len([kid for kid in children(sfn, map_run) if kid["status"] == "RUNNING"]) == 2 or None)
     sfn.stop_execution(executionArn=arn, error="Enough", cause="stopped by the test")
     assert _when(lambda: sfn.describe_map_run(mapRunArn=map_run)["status"] == "ABORTED" or None)
@@ -193,10 +190,7 @@ def test_stopping_the_parent_aborts_the_run_and_its_children(sfn, make_machine):
 def test_update_map_run_raises_max_concurrency_mid_run(sfn, make_machine):
     machine = make_machine({"StartAt": "M", "States": {"M": distributed(
         {"W": {"Type": "Wait", "Seconds": 2, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=1)}})
-    execution = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": list(range(6))}))
-    arn = execution["executionArn"]
-    map_run = _when(lambda: next((event["mapRunStartedEventDetails"]["mapRunArn"] for event in history(sfn, arn)
-                                  if event["type"] == "MapRunStarted"), None))
+    arn, map_run = start_run(sfn, machine, list(range(6)))
     sfn.update_map_run(mapRunArn=map_run, maxConcurrency=6)
     assert sfn.describe_map_run(mapRunArn=map_run)["maxConcurrency"] == 6
     assert _when(lambda: sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]["running"] > 1 or None)
@@ -259,6 +253,13 @@ def test_map_run_apis_answer_bad_input_as_aws_does(sfn, make_machine):
     with pytest.raises(sfn.exceptions.ClientError) as both:
         sfn.list_executions(mapRunArn=missing, stateMachineArn=f"arn:aws:states:{region_account}:stateMachine:x")
     assert both.value.response["Error"]["Code"] == "ValidationException"
+
+
+def start_run(sfn, machine_arn: str, items: list) -> tuple[str, str]:
+    """Start an execution over ``items``; its ARN and its map run's, once the run started."""
+    arn = sfn.start_execution(stateMachineArn=machine_arn, input=json.dumps({"items": items}))["executionArn"]
+    return arn, _when(lambda: next((map_run_of([event]) for event in history(sfn, arn)
+                                    if event["type"] == "MapRunStarted"), None))
 
 
 def _when(probe, deadline_s: float = 20):
@@ -349,13 +350,51 @@ def test_a_missing_object_fails_the_map_with_item_reader_failed(aws_sfn, s3):
                                                         "ExecutionFailed"]
 
 
-def test_an_object_that_is_not_its_input_type_fails_the_map(aws_sfn, s3):
-    s3.put_object(Bucket="items", Key="object.json", Body=b'{"not": "a list"}')
+@pytest.mark.parametrize(("input_type", "body", "says"), [
+    ("JSON", b'{"not": "a list"}', "must hold a JSON array"),
+    ("PARQUET", b"not parquet at all", "not a Parquet file"),
+    ("MANIFEST", b"[]", "not an S3 Inventory manifest"),
+])
+def test_an_object_that_is_not_its_input_type_fails_the_map(aws_sfn, s3, input_type, body, says):
+    s3.put_object(Bucket="items", Key=f"object.{input_type}", Body=body)
     machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
-                                       "ReaderConfig": {"InputType": "JSON"},
-                                       "Parameters": {"Bucket": "items", "Key": "object.json"}})
+                                       "ReaderConfig": {"InputType": input_type},
+                                       "Parameters": {"Bucket": "items", "Key": f"object.{input_type}"}})
     described, _ = run(aws_sfn, machine, {})
     assert described["error"] == "States.ItemReaderFailed"
+    assert says in described["cause"]
+
+
+def test_items_are_the_rows_of_a_parquet_object(aws_sfn, s3):
+    import pyarrow
+    import pyarrow.parquet
+
+    sink = io.BytesIO()
+    pyarrow.parquet.write_table(pyarrow.table({"id": [1, 2], "name": ["a", "b"]}), sink)
+    s3.put_object(Bucket="items", Key="rows.parquet", Body=sink.getvalue())
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "PARQUET"},
+                                       "Parameters": {"Bucket": "items", "Key": "rows.parquet"}})
+    described, _ = run(aws_sfn, machine, {})
+    assert json.loads(described["output"]) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+
+
+def test_items_are_the_objects_an_s3_inventory_manifest_lists(aws_sfn, s3):
+    s3.put_object(Bucket="items", Key="inventory/data/part-0.csv.gz",
+                  Body=gzip.compress(b'"items","photos/a.jpg","12"\n"items","photos/b.jpg","34"\n'))
+    s3.put_object(Bucket="items", Key="inventory/data/part-1.csv", Body=b'"items","photos/c.jpg","56"\n')
+    manifest = {"sourceBucket": "items", "destinationBucket": "arn:aws:s3:::items", "version": "2016-11-30",
+                "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size",
+                "files": [{"key": "inventory/data/part-0.csv.gz", "size": 1, "MD5checksum": "x"},
+                          {"key": "inventory/data/part-1.csv", "size": 1, "MD5checksum": "y"}]}
+    s3.put_object(Bucket="items", Key="inventory/manifest.json", Body=json.dumps(manifest).encode())
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "MANIFEST"},
+                                       "Parameters": {"Bucket": "items", "Key": "inventory/manifest.json"}})
+    described, _ = run(aws_sfn, machine, {})
+    assert [item["Key"] for item in json.loads(described["output"])] == ["photos/a.jpg", "photos/b.jpg",
+                                                                          "photos/c.jpg"]
+    assert json.loads(described["output"])[0] == {"Bucket": "items", "Key": "photos/a.jpg", "Size": "12"}
 
 
 # -- a crash mid-run
@@ -371,10 +410,7 @@ def test_a_sigkill_mid_run_starts_no_child_twice_and_loses_none(tmp_path):
             MaxConcurrency=20)}}
         machine = sfn.create_state_machine(name="crash", definition=json.dumps(definition),
                                            roleArn=ROLE)["stateMachineArn"]
-        arn = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": list(range(60))}))[
-            "executionArn"]
-        map_run = _when(lambda: next((event["mapRunStartedEventDetails"]["mapRunArn"]
-                                      for event in history(sfn, arn) if event["type"] == "MapRunStarted"), None))
+        arn, map_run = start_run(sfn, machine, list(range(60)))
         _when(lambda: sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]["succeeded"] >= 10 or None)
         server.kill()
         server.start()
@@ -467,45 +503,3 @@ def test_a_bucket_that_does_not_exist_fails_the_map_with_result_writer_failed(aw
 
 def sfn_status(sfn, map_run_arn: str) -> str:
     return sfn.describe_map_run(mapRunArn=map_run_arn)["status"]
-
-
-def test_items_are_the_rows_of_a_parquet_object(aws_sfn, s3):
-    import pyarrow
-    import pyarrow.parquet
-
-    sink = io.BytesIO()
-    pyarrow.parquet.write_table(pyarrow.table({"id": [1, 2], "name": ["a", "b"]}), sink)
-    s3.put_object(Bucket="items", Key="rows.parquet", Body=sink.getvalue())
-    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
-                                       "ReaderConfig": {"InputType": "PARQUET"},
-                                       "Parameters": {"Bucket": "items", "Key": "rows.parquet"}})
-    described, _ = run(aws_sfn, machine, {})
-    assert json.loads(described["output"]) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
-
-
-def test_items_are_the_objects_an_s3_inventory_manifest_lists(aws_sfn, s3):
-    s3.put_object(Bucket="items", Key="inventory/data/part-0.csv.gz",
-                  Body=gzip.compress(b'"items","photos/a.jpg","12"\n"items","photos/b.jpg","34"\n'))
-    s3.put_object(Bucket="items", Key="inventory/data/part-1.csv", Body=b'"items","photos/c.jpg","56"\n')
-    manifest = {"sourceBucket": "items", "destinationBucket": "arn:aws:s3:::items", "version": "2016-11-30",
-                "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size",
-                "files": [{"key": "inventory/data/part-0.csv.gz", "size": 1, "MD5checksum": "x"},
-                          {"key": "inventory/data/part-1.csv", "size": 1, "MD5checksum": "y"}]}
-    s3.put_object(Bucket="items", Key="inventory/manifest.json", Body=json.dumps(manifest).encode())
-    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
-                                       "ReaderConfig": {"InputType": "MANIFEST"},
-                                       "Parameters": {"Bucket": "items", "Key": "inventory/manifest.json"}})
-    described, _ = run(aws_sfn, machine, {})
-    assert [item["Key"] for item in json.loads(described["output"])] == ["photos/a.jpg", "photos/b.jpg",
-                                                                          "photos/c.jpg"]
-    assert json.loads(described["output"])[0] == {"Bucket": "items", "Key": "photos/a.jpg", "Size": "12"}
-
-
-def test_an_object_that_is_not_parquet_fails_the_map(aws_sfn, s3):
-    s3.put_object(Bucket="items", Key="fake.parquet", Body=b"not parquet at all")
-    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
-                                       "ReaderConfig": {"InputType": "PARQUET"},
-                                       "Parameters": {"Bucket": "items", "Key": "fake.parquet"}})
-    described, _ = run(aws_sfn, machine, {})
-    assert described["error"] == "States.ItemReaderFailed"
-    assert "not a Parquet file" in described["cause"]
