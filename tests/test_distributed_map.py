@@ -8,8 +8,10 @@ import time
 
 import boto3
 import pytest
+from moto.server import ThreadedMotoServer
 
-from server import ServerProcess, history, wait_closed
+from aws import aws_client, server_env
+from server import ServerProcess, free_port, history, wait_closed
 
 ROLE = "arn:aws:iam::123456789012:role/r"
 
@@ -237,6 +239,22 @@ def test_redriving_the_parent_redrives_its_run_keeping_what_succeeded(sfn, make_
     assert len(kids) == 3 and sorted(kid["redriveCount"] for kid in kids.values()) == [0, 0, 1]
 
 
+def test_test_state_and_an_execution_agree_on_the_children_inputs(sfn, make_machine):
+    fan = distributed({"P": {"Type": "Pass", "End": True}}, ItemsPath="$.items", MaxConcurrency=2,
+                      ItemSelector={"value.$": "$$.Map.Item.Value", "index.$": "$$.Map.Item.Index", "tag.$": "$.tag"},
+                      ItemBatcher={"MaxItemsPerBatch": 2, "BatchInput": {"tag.$": "$.tag"}})
+    given = {"tag": "t", "items": ["a", "b", "c"]}
+    tested = sfn.test_state(definition=json.dumps({"StartAt": "M", "States": {"M": fan}}), stateName="M",
+                            input=json.dumps(given), inspectionLevel="DEBUG", mock={"result": "[]"})
+    batches = json.loads(tested["inspectionData"]["afterItemBatcher"])
+    machine = make_machine({"StartAt": "M", "States": {"M": fan}})
+    described, events = run(sfn, machine, given)
+    assert json.loads(described["output"]) == batches
+    inputs = sorted((json.loads(sfn.describe_execution(executionArn=kid["executionArn"])["input"])
+                     for kid in children(sfn, map_run_of(events))), key=lambda batch: batch["Items"][0]["index"])
+    assert inputs == batches
+
+
 def test_map_run_apis_answer_bad_input_as_aws_does(sfn, make_machine):
     region_account = "us-east-1:123456789012"
     missing = f"arn:aws:states:{region_account}:mapRun:nothing/label:0f0e0d0c-0000-4000-8000-000000000000"
@@ -395,6 +413,33 @@ def test_items_are_the_objects_an_s3_inventory_manifest_lists(aws_sfn, s3):
     assert [item["Key"] for item in json.loads(described["output"])] == ["photos/a.jpg", "photos/b.jpg",
                                                                           "photos/c.jpg"]
     assert json.loads(described["output"])[0] == {"Bucket": "items", "Key": "photos/a.jpg", "Size": "12"}
+
+
+@pytest.mark.slow
+def test_s3_out_of_reach_is_waited_for_and_the_run_goes_on(tmp_path):
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there yet
+    server = ServerProcess(tmp_path / "data", env=server_env(endpoint)).start()
+    late = None
+    try:
+        sfn = server.client()
+        machine = reader_machine(sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "JSONL"},
+                                       "Parameters": {"Bucket": "late", "Key": "rows.jsonl"}})
+        arn = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+        _when(lambda: b"trying again" in server.log_path.read_bytes() or None)
+        assert sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+        late = ThreadedMotoServer(ip_address="127.0.0.1", port=int(endpoint.rsplit(":", 1)[1]), verbose=False)
+        late.start()
+        bucket = aws_client(endpoint, "s3")
+        bucket.create_bucket(Bucket="late")
+        bucket.put_object(Bucket="late", Key="rows.jsonl", Body=b'{"n": 1}\n{"n": 2}\n')
+        described = wait_closed(sfn, arn, 60)
+        assert described["status"] == "SUCCEEDED", described
+        assert json.loads(described["output"]) == [{"n": 1}, {"n": 2}]
+    finally:
+        server.stop()
+        if late is not None:
+            late.stop()
 
 
 # -- a crash mid-run
