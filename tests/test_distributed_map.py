@@ -11,7 +11,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from aws import aws_client, server_env
-from server import ServerProcess, free_port, history, wait_closed
+from server import ServerProcess, free_port, history, raw_call, wait_closed
 
 ROLE = "arn:aws:iam::123456789012:role/r"
 
@@ -255,7 +255,7 @@ def test_test_state_and_an_execution_agree_on_the_children_inputs(sfn, make_mach
     assert inputs == batches
 
 
-def test_map_run_apis_answer_bad_input_as_aws_does(sfn, make_machine):
+def test_map_run_apis_answer_bad_input_as_aws_does(sfn, server):
     region_account = "us-east-1:123456789012"
     missing = f"arn:aws:states:{region_account}:mapRun:nothing/label:0f0e0d0c-0000-4000-8000-000000000000"
     with pytest.raises(sfn.exceptions.ResourceNotFound):
@@ -271,6 +271,9 @@ def test_map_run_apis_answer_bad_input_as_aws_does(sfn, make_machine):
     with pytest.raises(sfn.exceptions.ClientError) as both:
         sfn.list_executions(mapRunArn=missing, stateMachineArn=f"arn:aws:states:{region_account}:stateMachine:x")
     assert both.value.response["Error"]["Code"] == "ValidationException"
+    status, body = raw_call(server, "AWSStepFunctions.UpdateMapRun",
+                            json.dumps({"mapRunArn": missing, "toleratedFailurePercentage": 150}).encode())
+    assert status == 400 and "less than or equal to 100" in body["message"]
 
 
 def start_run(sfn, machine_arn: str, items: list) -> tuple[str, str]:
@@ -355,6 +358,14 @@ def test_items_are_the_objects_a_listing_finds(aws_sfn, s3):
     assert [item["Key"] for item in listed] == ["in/a.txt", "in/b.txt"]
     assert {item["Size"] for item in listed} == {5}
     assert set(listed[0]) == {"Etag", "Key", "LastModified", "Size", "StorageClass"}
+    assert isinstance(listed[0]["LastModified"], int)  # epoch seconds, as AWS's ItemReader (Map) page shows
+
+
+def test_parameters_s3_does_not_take_fail_the_map_at_once(aws_sfn, s3):
+    machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                       "ReaderConfig": {"InputType": "JSON"}, "Parameters": {"Bucket": "items"}})
+    described, _ = run(aws_sfn, machine, {})
+    assert described["error"] == "States.ItemReaderFailed" and "parameters are not valid" in described["cause"]
 
 
 def test_a_missing_object_fails_the_map_with_item_reader_failed(aws_sfn, s3):
@@ -528,6 +539,17 @@ def test_failed_children_go_to_their_own_file_as_whole_records(aws_sfn, s3):
     (record,) = [json.loads(line) for line in failed.decode().splitlines()]
     assert (record["Status"], record["Error"], record["Cause"]) == ("FAILED", "ItemBroke", "asked to")
     assert "Output" not in record and record["RedriveStatus"] == "REDRIVABLE_BY_MAP_RUN"
+
+
+def test_flatten_splices_the_children_arrays_into_the_result_files(aws_sfn, s3):
+    machine = writer_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:putObject",
+                                       "Parameters": {"Bucket": "items", "Prefix": "flat"},
+                                       "WriterConfig": {"OutputType": "JSON", "Transformation": "FLATTEN"}},
+                             processor={"W": {"Type": "Pass", "Parameters": {"pair.$": "States.Array($.v, $.v)"},
+                                              "OutputPath": "$.pair", "End": True}})
+    _, events = run(aws_sfn, machine, {"items": [{"v": 1}, {"v": 2}]})
+    run_id = map_run_of(events).rsplit(":", 1)[1]
+    assert s3_json(s3, f"flat/{run_id}/SUCCEEDED_0.json") == [1, 1, 2, 2]
 
 
 def test_a_writer_config_alone_shapes_the_output_in_place(aws_sfn):

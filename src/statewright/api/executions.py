@@ -272,8 +272,10 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
 
 @handler("ListExecutions")
 async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
-    if ("stateMachineArn" in params) == ("mapRunArn" in params):
+    if "stateMachineArn" not in params and "mapRunArn" not in params:
         raise AwsError("ValidationException", "Must provide a StateMachine ARN or MapRun ARN")
+    if "stateMachineArn" in params and "mapRunArn" in params:
+        raise AwsError("ValidationException", "Must provide either a StateMachine ARN or a MapRun ARN, not both")
     map_run_arn = params.get("mapRunArn")
     status, limit = params.get("statusFilter"), paging.page_size(params.get("maxResults"))
     cursor, redriven = paging.decode(params.get("nextToken")), _REDRIVEN.get(params.get("redriveFilter"))

@@ -69,12 +69,7 @@ def _check(shapes: dict, shape: dict, value: Any, where: str, problems: list[str
     elif kind in ("integer", "long"):
         if not isinstance(value, int) or isinstance(value, bool):
             raise _wrong_type(where, "an integer")
-        if value > shape.get("max", 1 << 63):
-            problems.append(f"Value '{value}' at '{where}' failed to satisfy constraint: Member must have value "
-                            f"less than or equal to {shape['max']}")
-        if value < shape.get("min", -(1 << 63)):
-            problems.append(f"Value '{value}' at '{where}' failed to satisfy constraint: Member must have value "
-                            f"greater than or equal to {shape['min']}")
+        problems.extend(_range_problems(shape, value, where))
     elif kind == "boolean":
         if not isinstance(value, bool):
             raise _wrong_type(where, "a boolean")
@@ -97,9 +92,22 @@ def _check(shapes: dict, shape: dict, value: Any, where: str, problems: list[str
     elif kind == "float":
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise _wrong_type(where, "a number")
+        problems.extend(_range_problems(shape, float(value), where))
     elif kind == "timestamp" and (not isinstance(value, int | float | str) or isinstance(value, bool)):
         raise _wrong_type(where, "a timestamp")
     return value
+
+
+def _range_problems(shape: dict[str, Any], value: float, where: str) -> list[str]:
+    """A number's bounds in the model (UpdateMapRun's toleratedFailurePercentage: 0 to 100, ...)."""
+    found = []
+    if value > shape.get("max", 1 << 63):
+        found.append(f"Value '{value}' at '{where}' failed to satisfy constraint: Member must have value less than "
+                     f"or equal to {shape['max']}")
+    if value < shape.get("min", -(1 << 63)):
+        found.append(f"Value '{value}' at '{where}' failed to satisfy constraint: Member must have value greater "
+                     f"than or equal to {shape['min']}")
+    return found
 
 
 def _string_problems(shape: dict, value: str, where: str) -> list[str]:

@@ -170,6 +170,7 @@ class _Parser(RuleParsing, TaskParsing):
         self.mockable = mockable
         self.resource_check = resource_check
         self.express = express
+        self.labels: set[str] = set()  # the distributed Maps' Labels so far: each names its own runs
         self.problems: list[Diagnostic] = []  # the schema phase
         self.graph_problems: list[Diagnostic] = []  # the graph phase, reported only when the schema phase is clean
         self.machines: list[Machine] = []
@@ -645,7 +646,11 @@ class _Parser(RuleParsing, TaskParsing):
         if key == "ItemProcessor":
             allowed = _MACHINE_FIELDS | {"ProcessorConfig"}
             mode, execution_type = self.processor_config(processor, f"{where}/{key}")
-        state.processor = self.machine(processor, f"{where}/{key}", allowed)
+        express, self.express = self.express, self.express or execution_type == "EXPRESS"  # Express children's
+        try:  # rules (no activities, .sync or .waitForTaskToken) hold in an EXPRESS processor
+            state.processor = self.machine(processor, f"{where}/{key}", allowed)
+        finally:
+            self.express = express
         if mode == "DISTRIBUTED":
             state.distributed = parse_distributed(self, raw, where)
             state.distributed.execution_type = execution_type

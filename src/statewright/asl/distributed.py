@@ -31,6 +31,7 @@ class Parser(Protocol):
     """What of ``definition``'s parser this module uses (it is handed the parser: it must not import it)."""
 
     language: str  # the state's query language, JSONPath or JSONata
+    labels: set[str]  # the distributed Maps' Labels so far
 
     def problem(self, code: str, message: str, location: str) -> None: ...
 
@@ -88,8 +89,12 @@ def parse(parser: Parser, raw: dict, where: str) -> DistributedMap:
             parser.schema(f"The value for the field 'Label' must not contain "
                           f"'{_LABEL_REFUSED.search(label)[0]}': it names the map run and its children's state "
                           "machine", f"{where}/Label")
+        elif label in parser.labels:
+            parser.schema(f"The Label '{label}' names another distributed Map of the state machine: each Map's must "
+                          "be its own", f"{where}/Label")
         else:
             distributed.label = label
+            parser.labels.add(label)
     distributed.tolerated_count, distributed.tolerated_count_path = _number(
         parser, raw, "ToleratedFailureCount", where, None, integer=True)
     distributed.tolerated_percentage, distributed.tolerated_percentage_path = _number(

@@ -348,7 +348,7 @@ def _finish(decision: Decision, status: str, now_ms: int, error: str | None = No
     pending = loads(run.inputs)[run.next_index:]
     decision.effects.dispatches_added.append(("write", {
         "kind": DispatchKind.MAP_WRITE, "run": state.arn, "bucket": run.destination["Bucket"],
-        "prefix": results_prefix(state), "output_type": run.output_type, "SUCCEEDED": _in_order(run.results),
+        "prefix": results_prefix(state), "output_type": run.output_type, "SUCCEEDED": _succeeded(run),
         "FAILED": _in_order(run.failures),
         "PENDING": [dumps({"Input": dumps(item), "InputDetails": {"Included": True}}) for item in pending]}))
 
@@ -366,6 +366,20 @@ def _stop_running(decision: Decision) -> None:
 
 def _in_order(parts: dict[str, str]) -> list[str]:
     return [parts[key] for key in sorted(parts, key=int)]
+
+
+def _succeeded(run: MapRun) -> list[str]:
+    """The succeeded children's part of the results, in order."""
+    return [part for key in sorted(run.results, key=int) for part in _shaped(run, run.results[key])]
+
+
+def _shaped(run: MapRun, text: str) -> list[str]:
+    """A succeeded child's part of the results: its output, or with FLATTEN an array output's elements."""
+    if run.transformation == "FLATTEN":
+        value = loads(text)
+        if isinstance(value, list):
+            return [dumps(item) for item in value]
+    return [text]
 
 
 def _exceeded(run: MapRun) -> bool:
@@ -434,13 +448,10 @@ def _output(state: ExecutionState) -> str:
     if run.destination is not None:
         return dumps({"MapRunArn": state.arn, "ResultWriterDetails": {
             "Bucket": run.destination["Bucket"], "Key": f"{results_prefix(state)}manifest.json"}})
-    parts = _in_order({**run.results, **run.failures})
-    if run.transformation != "FLATTEN":
-        return "[" + ",".join(parts) + "]"
-    flat: list[Any] = []
-    for part in map(loads, parts):
-        flat.extend(part if isinstance(part, list) else [part])
-    return dumps(flat)
+    parts = []
+    for key in sorted({**run.results, **run.failures}, key=int):
+        parts.extend([run.failures[key]] if key in run.failures else _shaped(run, run.results[key]))
+    return "[" + ",".join(parts) + "]"
 
 
 def results_prefix(state: ExecutionState) -> str:

@@ -8,9 +8,9 @@ A read may repeat (the dispatch stays in the outbox until the parent records the
 bucket or key that does not exist, or a refusal, fails the Map with States.ItemReaderFailed and S3's message; S3
 out of reach is tried again with a growing pause until it answers, so the run goes on when S3 is back.
 
-Inferred: the listing's items as AWS shapes them, ``{"Etag", "Key", "LastModified", "Size", "StorageClass"}``
-(LocalStack's AWS-validated snapshots show these keys but rewrote Etag and LastModified; LastModified is written
-here as the ISO 8601 text AWS uses for dates elsewhere in Step Functions' payloads), and the cause's wording.
+The listing's items as AWS shapes them, ``{"Etag", "Key", "LastModified", "Size", "StorageClass"}``, LastModified
+in epoch seconds (AWS's ItemReader (Map) page, and the keys in LocalStack's AWS-validated snapshots). Inferred: the
+cause's wording.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import gzip
 import io
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from ...asl.jsonio import dumps, loads
 from ...decider.distributed_map import READER_FAILED
 from ...decider.outcomes import AttemptFailed, AttemptSubmitted
@@ -29,7 +27,7 @@ from ...engine.commands import CompleteAttempt
 from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
 from .clients import AwsClients
-from .s3 import REPORT_S, s3_cause, until_answered
+from .s3 import REPORT_S, S3Refused, until_answered
 
 
 class ItemReader:
@@ -46,9 +44,7 @@ class ItemReader:
                                         lambda client: read(client, payload["action"], payload["parameters"],
                                                             payload.get("input_type", "")))
             outcome: AttemptSubmitted | AttemptFailed = AttemptSubmitted({"read": text})
-        except ClientError as error:  # S3 answered: no such bucket or key, access denied, ...
-            outcome = AttemptFailed(READER_FAILED, s3_cause(error))
-        except UnreadableItems as error:
+        except (S3Refused, UnreadableItems) as error:
             outcome = AttemptFailed(READER_FAILED, str(error))
         except UnicodeDecodeError as error:
             outcome = AttemptFailed(READER_FAILED, f"The object is not UTF-8 text: {error}")
@@ -76,7 +72,7 @@ def read(client: Any, action: str, parameters: Any, input_type: str) -> str:
     for page in client.get_paginator("list_objects_v2").paginate(**arguments):
         for found in page.get("Contents", []):
             items.append({"Etag": found.get("ETag"), "Key": found["Key"],
-                          "LastModified": found["LastModified"].strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+                          "LastModified": int(found["LastModified"].timestamp()),
                           "Size": found.get("Size"), "StorageClass": found.get("StorageClass")})
     return dumps(items)
 

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from ...asl.jsonio import dumps
 from ...decider.map_runs import RESULT_WRITER_FAILED
 from ...engine.commands import MapRunWritten
 from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
 from .clients import AwsClients
-from .s3 import REPORT_S, s3_cause, until_answered
+from .s3 import REPORT_S, S3Refused, until_answered
 
 FILE_BYTES_MAX = 5 * 1024 ** 3  # one result file's size, at most (AWS's ResultWriter (Map) page)
 STATUSES = ("FAILED", "PENDING", "SUCCEEDED")
@@ -43,8 +41,8 @@ class ResultWriter:
             await until_answered(self.clients, payload["run"].split(":")[3],
                                  f"writing the results of {payload['run']}", lambda client: write(client, payload))
             written = MapRunWritten(payload["run"])
-        except ClientError as error:  # S3 answered: no such bucket, access denied, ...
-            written = MapRunWritten(payload["run"], RESULT_WRITER_FAILED, s3_cause(error))
+        except S3Refused as error:
+            written = MapRunWritten(payload["run"], RESULT_WRITER_FAILED, str(error))
         await self.dispatcher.report(written, REPORT_S)
 
 
