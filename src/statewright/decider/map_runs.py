@@ -12,15 +12,18 @@ them is a dispatch written in the commit that decides it, which the engine appli
   dispatch goes;
 - ``parent`` (a child's, with ``map_run``): a child closed: the run counts it, then the dispatch goes;
 - ``maprundone``: the run closed: complete the parent's attempt (Retry and Catch apply as to any result);
+- ``mapread`` and ``mapwrite`` (integrations/aws): the ItemReader's read, the ResultWriter's files;
 - ``stop``: a closing parent stops its run; a closing run stops its running children.
 
 So a crash anywhere repeats a stage, never loses one, and a repeated stage changes nothing. The parent's history
 holds MapStateStarted, MapRunStarted and MapRunSucceeded or MapRunFailed, never an event per child.
 
-Verified against AWS: the events' names and details (the service model's HistoryEvent), DescribeMapRun's fields
-(LocalStack's AWS-validated test_sfn_api_map_run snapshot). Inferred: a child's name (a UUID derived from the run
-and its index), the element of the Map's result for a tolerated failure (its error and cause, as Catch shapes an
-error), and that a declared tolerance of neither kind tolerates no failure (AWS's defaults are 0 for both).
+Verified against AWS: the parent's events, their order and details (LocalStack's AWS-validated snapshots of
+distributed Maps, and the service model's HistoryEvent), DescribeMapRun's fields (its test_sfn_api_map_run
+snapshot), the results' layout and Transformations (AWS's ResultWriter (Map) page: a child that did not succeed is
+its whole record, whatever the Transformation). Inferred: a child's name (a UUID derived from the run and its
+index), that a declared tolerance of neither kind tolerates no failure (AWS's defaults are 0 for both), and the
+events of a map run's redrive around MapRunRedriven.
 
 Pure, like the rest of the decider.
 """
@@ -162,10 +165,10 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
         try:
             inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, flow.data,
                                                                result.output["read"])
+            _create(step, flow_id, state, inputs, limit, tolerance)
         except StatesError as failure:
             result = AttemptFailed(failure.error, failure.cause)
         else:
-            _create(step, flow_id, state, inputs, limit, tolerance)
             return WAIT
     started_id, flow.task = task.scheduled_id, None
     if isinstance(result, AttemptSucceeded):
@@ -297,6 +300,8 @@ def stop(state: ExecutionState, error: str | None, cause: str | None, now_ms: in
     if not state.is_open:
         return None
     decision = Decision(state.copy())
+    if state.run.closing is not None:  # its results were being written: no longer awaited
+        decision.effects.dispatches_removed.append("write")
     _close(decision, ABORTED, now_ms, error, cause, tell_parent=False)
     return decision
 
