@@ -112,6 +112,18 @@ def test_the_map_run_apis_describe_the_run_and_its_children(sfn, make_machine):
         "ExecutionStarted", "PassStateEntered", "PassStateExited", "ExecutionSucceeded"]
 
 
+def test_express_children_are_listed_and_described_through_their_map_run(sfn, make_machine):
+    fan = distributed(DOUBLE, ItemsPath="$.items", Label="quick")
+    fan["ItemProcessor"]["ProcessorConfig"]["ExecutionType"] = "EXPRESS"
+    machine = make_machine({"StartAt": "M", "States": {"M": fan}})
+    described, events = run(sfn, machine, {"items": [{"v": 1}, {"v": 2}]})
+    assert json.loads(described["output"]) == [{"v": 1, "twice": 2}, {"v": 2, "twice": 4}]
+    kids = children(sfn, map_run_of(events))
+    assert len(kids) == 2 and {kid["status"] for kid in kids} == {"SUCCEEDED"}
+    child = sfn.describe_execution(executionArn=kids[0]["executionArn"])
+    assert child["mapRunArn"] == map_run_of(events) and json.loads(child["output"])["twice"] in (2, 4)
+
+
 def test_max_concurrency_is_never_exceeded(sfn, make_machine):
     machine = make_machine({"StartAt": "M", "States": {"M": distributed(
         {"W": {"Type": "Wait", "Seconds": 1, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=2)}})

@@ -684,12 +684,17 @@ class _Parser(RuleParsing, TaskParsing):
         return mode, execution_type
 
 
+EXPRESS_SECONDS_MAX = 300  # an Express execution's longest run, five minutes
+
+
 def processor_definition(definition: Definition, map_state: str) -> Definition:
-    """What a distributed Map's children run: the Map's ItemProcessor as a definition of its own. Its nested
-    machines keep their places in ``machines`` (only the top level's is the processor's now), so a flow's machine
-    index means the same in both."""
+    """What a distributed Map's children run: the Map's ItemProcessor as a definition of its own (an EXPRESS
+    processor's children time out after Express's five minutes). Its nested machines keep their places in
+    ``machines`` (only the top level's is the processor's now), so a flow's machine index means the same in both."""
     state = next(machine.states[map_state] for machine in definition.machines if map_state in machine.states)
     processor = state.processor
     machines = list(definition.machines)
     machines[0] = Machine(processor.start_at, processor.states, 0)
-    return Definition(processor.start_at, processor.states, machines=machines)
+    express = state.distributed is not None and state.distributed.execution_type == "EXPRESS"
+    return Definition(processor.start_at, processor.states, EXPRESS_SECONDS_MAX if express else None,
+                      machines=machines)

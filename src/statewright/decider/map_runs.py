@@ -402,8 +402,7 @@ def _start_child(decision: Decision, index: int, child_input: Any) -> None:
     decision.effects.dispatches_added.append((f"child-{index}", {
         "kind": DispatchKind.MAP_CHILD, "arn": child_arn(state, name), "machine": state.state_machine_arn,
         "name": name, "revision_id": state.revision_id, "role_arn": state.role_arn, "input": dumps(child_input),
-        "parent": {"map_run": state.arn, "index": index}, "processor": state.processor,
-        "express": state.run.execution_type == "EXPRESS"}))
+        "parent": {"map_run": state.arn, "index": index}, "processor": state.processor}))
 
 
 def _redrive_child(decision: Decision, index: int) -> None:
@@ -428,8 +427,10 @@ def named_uuid(name: str) -> str:
 
 
 def child_arn(state: ExecutionState, name: str) -> str:
-    kind = ":express:" if state.run.execution_type == "EXPRESS" else ":execution:"
-    return f"{state.state_machine_arn.replace(':stateMachine:', kind, 1)}:{name}"
+    """A child's ARN. Express children are durable executions too (with Express's five-minute limit:
+    ``asl.definition.processor_definition``), so DescribeExecution and ListExecutions by map run find them, as AWS
+    lets them for Express children a map run dispatched (the service model's documentation of both)."""
+    return f"{state.state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
 
 
 def _close(decision: Decision, status: str, now_ms: int, error: str | None = None, cause: str | None = None, *,

@@ -19,13 +19,14 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..asl.definition import EXPRESS_SECONDS_MAX
 from ..decider import Decision
 from ..decider.execution import TIMED_OUT, ExecutionState
 from ..store.base import Dispatch, Store
 from .batch import Batch
 from .commands import StartExecution, decode_commands
 
-DURATION_MS_MAX = 5 * 60 * 1000  # AWS's maximum duration of an Express execution
+DURATION_MS_MAX = EXPRESS_SECONDS_MAX * 1000  # AWS's maximum duration of an Express execution
 ASYNC, SYNC = "async", "sync"  # StartExecution.express: how the execution was started
 TIMEOUT_ERROR = "States.Timeout"
 

@@ -212,14 +212,13 @@ def _start_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages
         return
     command = StartExecution(payload["arn"], payload["machine"], payload["name"], payload["revision_id"],
                              payload["role_arn"], payload["input"], payload["parent"],
-                             express="async" if payload["express"] else None, processor=payload["processor"])
+                             processor=payload["processor"])
     started, = yield [command]
     if isinstance(started, ExecutionAlreadyExists):
         existing = context.execution(command.arn)
         if existing is not None and existing.parent != command.parent:
             log.error("a map run's child %s exists with another parent", command.arn)
-    elif isinstance(started, BaseException):  # not started (a bug, or no room for express runs): started again
-        # when the dispatch is read back
+    elif isinstance(started, BaseException):  # not started (a bug): started again when the dispatch is read back
         raise started
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
