@@ -127,10 +127,10 @@ def test_express_children_are_listed_and_described_through_their_map_run(sfn, ma
 def test_max_concurrency_is_never_exceeded(sfn, make_machine):
     machine = make_machine({"StartAt": "M", "States": {"M": distributed(
         {"W": {"Type": "Wait", "Seconds": 1, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=2)}})
-    described, events = run(sfn, machine, {"items": list(range(6))})
+    described, events = run(sfn, machine, {"items": list(range(4))})
     assert described["status"] == "SUCCEEDED"
     kids = children(sfn, map_run_of(events))
-    assert len(kids) == 6
+    assert len(kids) == 4
     assert most_running_at_once(sfn, kids) == 2
 
 
@@ -203,7 +203,7 @@ def test_stopping_the_parent_aborts_the_run_and_its_children(sfn, make_machine):
 
 def test_update_map_run_raises_max_concurrency_mid_run(sfn, make_machine):
     machine = make_machine({"StartAt": "M", "States": {"M": distributed(
-        {"W": {"Type": "Wait", "Seconds": 2, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=1)}})
+        {"W": {"Type": "Wait", "Seconds": 1, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=1)}})
     arn, map_run = start_run(sfn, machine, list(range(6)))
     sfn.update_map_run(mapRunArn=map_run, maxConcurrency=6)
     assert sfn.describe_map_run(mapRunArn=map_run)["maxConcurrency"] == 6

@@ -1,5 +1,5 @@
-"""The deterministic simulator: fixed seeds run clean with every fault on, a seed replays exactly, and for each fault
-a bug planted in the engine (behind its test-only switch) is caught, and the printed replay command reproduces it."""
+"""The deterministic simulator: fixed seeds run clean with every fault on, a seed replays exactly, for each fault a bug
+planted in the engine (behind its test-only switch) is caught, and the printed replay command reproduces a catch."""
 
 from __future__ import annotations
 
@@ -161,20 +161,29 @@ def test_every_fault_has_a_planted_bug():
 
 
 @pytest.mark.parametrize("fault", sorted(PLANTED_FOR))
-def test_a_planted_bug_is_caught_and_its_replay_command_reproduces_it(fault):
-    planted = frozenset({PLANTED_FOR[fault]})
-    caught = None
-    nodes = NODES if fault in CLUSTER_FAULTS else 1
-    for seed in range(12):
-        result = simulate(SimConfig(seed, frozenset({fault}), STEPS, nodes, fault_rate=0.2, planted=planted))
-        if result.violations:
-            caught = result
-            break
-    assert caught is not None, f"no seed caught {planted} under {fault}"
+def test_a_planted_bug_is_caught(fault):
+    assert caught_by(fault).violations
+
+
+def test_the_replay_command_of_a_caught_seed_reproduces_it():
+    """Once for one fault: the command is the same for every fault, and a seed replays exactly whatever it runs
+    (test_a_seed_replays_exactly, in another process too)."""
+    caught = caught_by("duplicate-result")
     printed = run_cli(replay_command(caught.config))
     assert printed[0] == caught.line()
     assert f"  replay: {replay_command(caught.config)}" in printed
     assert printed[-1].endswith(f"{len(caught.violations)} violations")
+
+
+def caught_by(fault: str):
+    """The first seed whose run with ``fault`` and the bug planted for it reports a violation."""
+    planted = frozenset({PLANTED_FOR[fault]})
+    nodes = NODES if fault in CLUSTER_FAULTS else 1
+    for seed in range(12):
+        result = simulate(SimConfig(seed, frozenset({fault}), STEPS, nodes, fault_rate=0.2, planted=planted))
+        if result.violations:
+            return result
+    raise AssertionError(f"no seed caught {planted} under {fault}")
 
 
 def test_without_the_planted_bug_the_same_seeds_pass():
