@@ -30,6 +30,7 @@ Pure, like the rest of the decider.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -197,7 +198,7 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
 
 def create(arn: str, shard_id: int, request: dict[str, Any], now_ms: int) -> Decision:
     """A new map run from its parent's ``maprun`` dispatch: its first children start."""
-    inputs = loads(request["inputs"])
+    inputs = _inputs(request["inputs"])
     batched = request["batched"]
     run = MapRun(request["execution"], request["scheduled_id"], request["execution_type"], request["inputs"],
                  len(inputs), request["max_concurrency"], request["tolerated_count"], request["tolerated_percentage"],
@@ -329,7 +330,7 @@ def _go_on(decision: Decision, now_ms: int) -> None:
     while run.redo and len(run.running) < run.max_concurrency:  # a redrive's children first
         _redrive_child(decision, run.redo.pop(0))
     if run.next_index < run.total and len(run.running) < run.max_concurrency:
-        inputs = loads(run.inputs)
+        inputs = _inputs(run.inputs)
         while run.next_index < run.total and len(run.running) < run.max_concurrency:
             _start_child(decision, run.next_index, inputs[run.next_index])
             run.next_index += 1
@@ -350,7 +351,7 @@ def _finish(decision: Decision, status: str, now_ms: int, error: str | None = No
     state = decision.state
     _stop_running(decision)
     # Children never started (the run failed): their inputs (the record AWS writes for them is not documented)
-    pending = loads(run.inputs)[run.next_index:]
+    pending = _inputs(run.inputs)[run.next_index:]
     decision.effects.dispatches_added.append(("write", {
         "kind": DispatchKind.MAP_WRITE, "run": state.arn, "bucket": run.destination["Bucket"],
         "prefix": results_prefix(state), "output_type": run.output_type, "SUCCEEDED": _succeeded(run),
@@ -367,6 +368,13 @@ def _stop_running(decision: Decision) -> None:
             "kind": DispatchKind.STOP, "target": child_arn(state, child_name(state.arn, index))}))
     run.aborted += len(run.running)
     run.running = []
+
+
+@functools.lru_cache(maxsize=64)
+def _inputs(text: str) -> list[Any]:
+    """A run's children's inputs, parsed once for all the decisions that start its children (the text is the
+    same object in every copy of the run's state; the list is only read)."""
+    return loads(text)
 
 
 def _in_order(parts: dict[str, str]) -> list[str]:

@@ -44,3 +44,7 @@ class Batch:
     express_rows: list[tuple[int, str, bytes]] = field(default_factory=list)
     express_starting: list[StartExecution] = field(default_factory=list)
     logged: list[Logged] = field(default_factory=list)  # committed (or express) history, for the execution logs
+    # Map runs' writes later decisions were folded into (Core._merge): serialized again just before the commit
+    unserialized: set[int] = field(default_factory=set)
+    # While a transfer's stage applies: the earliest earlier write it was folded into, which it depends on too
+    merged_at: int | None = None

@@ -381,6 +381,9 @@ class Core:
                 command.arn)
         if isinstance(command, MapRunChildClosed):
             decision = map_runs.child_closed(current, command.index, command.described, now_ms)
+            if decision is not None and batch.group and batch.last_write.get(command.arn, -1) >= 0:
+                self._merge(batch, decision)
+                return True
         elif isinstance(command, MapRunWritten):
             decision = map_runs.written(current, command.error, command.cause, now_ms)
         elif isinstance(command, UpdateMapRun):
@@ -527,10 +530,23 @@ class Core:
         batch.staged[state.arn] = state
         batch.last_write[state.arn] = len(batch.writes)
         batch.states.append(state)
-        batch.writes.append(ExecutionWrite(
-            state.shard_id, state.arn, state.listed_under, state.name, state.status, state.start_ms,
-            state.stop_ms, expected_version, state.version, blob, decision.effects, batch.group, state.version_arn,
-            state.alias_arn, state.redrive_count, state.redrive_ms))
+        batch.writes.append(_write(state, blob, expected_version, decision.effects, batch.group))
+
+    def _merge(self, batch: Batch, decision: decider.Decision) -> None:
+        """Fold a transfer stage's decision of a map run into the run's earlier write of this tick instead of a
+        write of its own: a run hearing of a thousand children's closes in one tick writes its row once, not a
+        thousand times (the row, serialized once before the commit, holds every child's part of the results). The
+        stage's transfer goes on only if that earlier write lands (``Batch.merged_at``)."""
+        index = batch.last_write[decision.state.arn]
+        earlier = batch.writes[index]
+        state = decision.state
+        state.version = earlier.version
+        effects = earlier.effects
+        effects.dispatches_added.extend(decision.effects.dispatches_added)
+        effects.dispatches_removed.extend(decision.effects.dispatches_removed)
+        batch.staged[state.arn] = batch.states[index] = state
+        batch.unserialized.add(index)
+        batch.merged_at = index if batch.merged_at is None else min(batch.merged_at, index)
 
     # -- express starts
 
@@ -576,6 +592,10 @@ class Core:
 
     def _commit(self, batch: Batch, now_ms: int) -> dict[int, Exception]:
         """Commit the batch; act on what landed. Returns the writes that did not land, by index."""
+        for index in batch.unserialized:  # map runs' rows that later decisions of the tick were folded into
+            earlier, state = batch.writes[index], batch.states[index]
+            batch.writes[index] = _write(state, state.to_blob(), earlier.expected_version, earlier.effects,
+                                         earlier.group)
         started = time.perf_counter()
         try:
             result = self._store_commit(batch.writes)
@@ -667,6 +687,13 @@ class Core:
                 except StoreUnavailable as exc:  # the cursor did not move; try again after a pause
                     self._store_failed(now_ms, f"reading the outbox of shard {shard}", exc)
                     return
+
+
+def _write(state: ExecutionState, blob: bytes, expected_version: int, effects: Any, group: int) -> ExecutionWrite:
+    """The row write of ``state`` (its blob given), with the decision's effects."""
+    return ExecutionWrite(state.shard_id, state.arn, state.listed_under, state.name, state.status, state.start_ms,
+                          state.stop_ms, expected_version, state.version, blob, effects, group, state.version_arn,
+                          state.alias_arn, state.redrive_count, state.redrive_ms)
 
 
 def _activity_arns(store: Store) -> set[str]:

@@ -99,6 +99,9 @@ class TransferRunner:
             replies = [apply(command) for command in commands]
         finally:
             batch.group = 0
+        if batch.merged_at is not None:  # folded into an earlier write (a map run's): it goes on only if that lands
+            # too (the writes between are others', whose failure only makes this stage run again)
+            first, batch.merged_at = min(first, batch.merged_at), None
         batch.transfers.append((transfer, replies, first, len(batch.writes)))
 
     def after_commit(self, batch: Batch, failed: dict[int, Exception]) -> None:
