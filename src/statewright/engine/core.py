@@ -363,8 +363,8 @@ class Core:
 
     def _apply_to_map_run(self, command: Command, current: ExecutionState | None, batch: Batch,
                           now_ms: int) -> object:
-        """A command of a map run (decider/map_runs.py): its creation, a child's close, its results written,
-    UpdateMapRun, a stop."""
+        """A command of a map run (decider/map_runs.py): its creation or redrive, a child's close (folded into the
+        run's earlier write of the tick, if any), its results written, UpdateMapRun, a stop."""
         if isinstance(command, StartMapRun):
             if current is None and command.request.get("redrive"):  # gone since (retention)
                 return ExecutionDoesNotExist(command.arn)
