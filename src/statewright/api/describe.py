@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from ..asl.definition import raw_state
 from ..asl.references import variable_references
 from ..store.base import AWS_OWNED_KEY, StateMachineRecord, VersionRecord
 from .configuration import DEFAULT_LOGGING, DEFAULT_TRACING
@@ -64,18 +65,7 @@ def _common(record: StateMachineRecord | None, definition: str) -> dict[str, Any
 
 def processor_text(definition: str, map_state: str) -> str:
     """The ItemProcessor (or Iterator) of the Map state ``map_state`` in ``definition``, as JSON text: what a map
-    run's children run (state names are unique in a definition, nested ones too)."""
-    def find(states: dict[str, Any]) -> dict[str, Any] | None:
-        for name, state in states.items():
-            if not isinstance(state, dict):
-                continue
-            processor = state.get("ItemProcessor", state.get("Iterator"))
-            if name == map_state and isinstance(processor, dict):
-                return processor
-            for machine in [processor, *state.get("Branches", [])]:
-                found = find(machine.get("States", {})) if isinstance(machine, dict) else None
-                if found is not None:
-                    return found
-        return None
-    found = find(orjson.loads(definition).get("States", {}))
-    return definition if found is None else orjson.dumps(found).decode()
+    run's children run."""
+    state = raw_state(orjson.loads(definition), map_state) or {}
+    processor = state.get("ItemProcessor", state.get("Iterator"))
+    return orjson.dumps(processor).decode() if isinstance(processor, dict) else definition

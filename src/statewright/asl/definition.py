@@ -698,3 +698,20 @@ def processor_definition(definition: Definition, map_state: str) -> Definition:
     express = state.distributed is not None and state.distributed.execution_type == "EXPRESS"
     return Definition(processor.start_at, processor.states, EXPRESS_SECONDS_MAX if express else None,
                       machines=machines)
+
+
+def raw_state(definition: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The state of that name in a definition as JSON (``json.loads``'d), at any depth: inside Parallel branches
+    and Map processors too (state names are unique in a definition). None: no such state."""
+    def find(states: Any) -> dict[str, Any] | None:
+        for found_name, state in (states.items() if isinstance(states, dict) else ()):
+            if not isinstance(state, dict):
+                continue
+            if found_name == name:
+                return state
+            for machine in [state.get("ItemProcessor", state.get("Iterator")), *state.get("Branches", [])]:
+                found = find(machine.get("States")) if isinstance(machine, dict) else None
+                if found is not None:
+                    return found
+        return None
+    return find(definition.get("States"))

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..asl.jsonio import dumps, loads
 from ..decider import describe_for_parent
+from ..decider.effects import DispatchKind
 from ..decider.execution import ExecutionState
 from ..decider.outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, VersionRecord
@@ -47,8 +48,9 @@ from .tokens import InvalidToken, TaskTokens, UnknownKey
 
 log = logging.getLogger("statewright.engine")
 
-# dispatch kinds the engine applies itself
-KINDS = frozenset({"states", "parent", "stop", "maprun", "mapchild", "maprundone"})
+# dispatch kinds the engine applies itself: nested executions' ("states", a Task's integration) and DispatchKind's
+KINDS = frozenset({"states", DispatchKind.PARENT, DispatchKind.STOP, DispatchKind.MAP_RUN, DispatchKind.MAP_CHILD,
+                   DispatchKind.MAP_RUN_DONE})
 _CHILD_NAMES = uuid.UUID("8f0d5a3c-6c55-4b5e-9a59-1f3c0b1b6a10")
 STOPPED_BY_PARENT = "The parent execution that started this one was stopped or closed."
 
@@ -73,15 +75,15 @@ def stages(dispatch: Dispatch, context: TransferContext) -> Stages:
     kind = dispatch.payload["kind"]
     if kind == "states":
         return _start_child(dispatch, context)
-    if kind == "parent":
+    if kind == DispatchKind.PARENT:
         if "map_run" in dispatch.payload:
             return _notify_map_run(dispatch)
         return _notify_parent(dispatch, context)
-    if kind == "maprun":
+    if kind == DispatchKind.MAP_RUN:
         return _create_map_run(dispatch)
-    if kind == "mapchild":
+    if kind == DispatchKind.MAP_CHILD:
         return _start_map_run_child(dispatch, context)
-    if kind == "maprundone":
+    if kind == DispatchKind.MAP_RUN_DONE:
         return _complete_map(dispatch)
     return _stop_child(dispatch)
 

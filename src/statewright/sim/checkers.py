@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..asl.definition import raw_state
 from ..decider import map_runs
 from ..decider.execution import ExecutionState
 from ..store.base import ClosedExecution, Store
@@ -459,28 +460,14 @@ def _declared_concurrency(store: Store, run_state: ExecutionState) -> int:
     """The MaxConcurrency the run's Map declares in its definition (the workload writes a number; 0: no limit but
     AWS's), read from the definition, not from the run's books."""
     definition = orjson.loads(store.get_revision(run_state.root_machine_arn, run_state.revision_id)[0])
-    return _map_state(definition, run_state.processor).get("MaxConcurrency") or map_runs.CONCURRENCY_MAX
+    return raw_state(definition, run_state.processor).get("MaxConcurrency") or map_runs.CONCURRENCY_MAX
 
 
 def _definition(store: Store, execution: ExecutionState) -> dict[str, Any]:
     """The definition an execution runs: its revision's, or a map run's child's Map's ItemProcessor."""
     definition = orjson.loads(store.get_revision(execution.root_machine_arn, execution.revision_id)[0])
-    return definition if execution.processor is None else _map_state(definition, execution.processor)[
+    return definition if execution.processor is None else raw_state(definition, execution.processor)[
         "ItemProcessor"]
-
-
-def _map_state(definition: dict[str, Any], name: str) -> dict[str, Any]:
-    """The Map state of that name, wherever it is in ``definition`` (state names are unique in a definition)."""
-    def find(states: dict[str, Any]) -> dict[str, Any] | None:
-        for found_name, state in states.items():
-            if found_name == name:
-                return state
-            for machine in [state.get("ItemProcessor"), *state.get("Branches", [])]:
-                found = find(machine["States"]) if machine else None
-                if found is not None:
-                    return found
-        return None
-    return find(definition["States"])
 
 
 def all_executions(store: Store, machine: str, status: str | None = None) -> list[str]:
