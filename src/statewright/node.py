@@ -42,6 +42,7 @@ from .cluster.forwarding import Forwarder
 from .cluster.loop import MembershipLoop
 from .cluster.membership import EngineHooks, LeaseSettings, Membership
 from .cluster.peers import poke, secret_check
+from .collector import Collector
 from .decider.execution import DAY_MS, REDRIVABLE_MS
 from .decider.mocks import InvalidMockConfig, MockConfig
 from .engine.core import wall_clock_ms
@@ -175,10 +176,10 @@ def serve(config: ServerConfig) -> int:
         retention=RetentionSettings(round(config.retention_days * DAY_MS), round(config.compact_after_days * DAY_MS)),
         payload_store=config.payload_store)
     engine, service, membership = node.engine, node.service, node.membership
-    if membership is None:
-        engine.start()
-    else:
-        engine.start(all_shards=False)
+    collector = Collector()  # the process's full collections, while the engine has nothing to do
+    collector.install()
+    engine.start(all_shards=membership is None, collector=collector)
+    if membership is not None:
         membership.start()
     engine.metrics.count_open_executions(store.open_count, None if membership is None else RECOUNT_OPEN_S)
     # The API, then serve.
@@ -195,6 +196,7 @@ def serve(config: ServerConfig) -> int:
         server.run(sockets=[listening])
     finally:
         engine.stop()
+        collector.uninstall()
         service.close()
         store.close()
         if lock is not None:

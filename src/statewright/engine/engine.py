@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from ..store.base import Dispatch
 from .batch import Reply
@@ -18,11 +19,15 @@ from .commands import Command
 from .core import Core
 from .shards import LEASE_MS
 
+if TYPE_CHECKING:
+    from ..collector import Collector
+
 log = logging.getLogger("statewright.engine")
 
 
 class Engine(Core):
     _thread: threading.Thread | None = None
+    _collector: Collector | None = None
 
     # -- ownership
 
@@ -58,9 +63,11 @@ class Engine(Core):
 
     # -- running
 
-    def start(self, *, all_shards: bool = True) -> None:
+    def start(self, *, all_shards: bool = True, collector: Collector | None = None) -> None:
         """Run ticks on a thread of the engine's own. ``all_shards``: a single node takes every shard first; in a
-        cluster the membership hands shards to the engine as it acquires them."""
+        cluster the membership hands shards to the engine as it acquires them. ``collector``: the garbage
+        collector's full passes, run when the engine has nothing to do (collector.py)."""
+        self._collector = collector
         if all_shards:
             self.acquire_all_shards()
         self._thread = threading.Thread(target=self._run, name="statewright-engine", daemon=True)
@@ -95,12 +102,16 @@ class Engine(Core):
         self.inbox.room_again()
 
     def _run(self) -> None:
-        while self.inbox.wait(lambda: self.idle_wait_s(self.clock()), busy=bool(self.heavy.redo)):
+        collector = self._collector
+        while self.inbox.wait(lambda: self.idle_wait_s(self.clock()), busy=bool(self.heavy.redo),
+                              idle=None if collector is None else collector.quiet):
             try:
                 self.tick(self.clock())
             except Exception:  # a bug must not stop the engine, nor strand what memory held: read it all again
                 log.exception("engine tick failed; re-reading every shard")
                 self._reread(set(self.range_ids), self._executions.all())
+            if collector is not None:
+                collector.busy()
 
     def idle_wait_s(self, now_ms: int) -> float:
         """How long the engine thread may sleep when its inbox is empty: until the next timer, at most a second."""

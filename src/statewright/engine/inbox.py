@@ -95,17 +95,24 @@ class Inbox:
             self._stopping = True
             self._lock.notify()
 
-    def wait(self, timeout_s: Callable[[], float], busy: bool) -> bool:
+    def wait(self, timeout_s: Callable[[], float], busy: bool, idle: Callable[[], bool] | None = None) -> bool:
         """Sleep until something arrives (``timeout_s()`` at most) unless something waits already or the engine
-        is ``busy``; returns False once the engine is stopping."""
+        is ``busy``; returns False once the engine is stopping. ``idle``: called first when nothing waits (outside
+        the lock, so that commands keep arriving); if it did something, return without sleeping."""
         with self._lock:
-            if self._stopping:
-                return False
-            changes = self._changes
-            if not (busy or self._commands or self._answers or self._results or self._decided or changes.given_back
-                    or changes.room_again or changes.ownership or changes.forwarded):
+            if self._stopping or busy or self._waiting():
+                return not self._stopping
+        if idle is not None and idle():
+            return True
+        with self._lock:
+            if not (self._stopping or self._waiting()):
                 self._lock.wait(timeout_s())
             return not self._stopping
+
+    def _waiting(self) -> bool:
+        changes = self._changes
+        return bool(self._commands or self._answers or self._results or self._decided or changes.given_back
+                    or changes.room_again or changes.ownership or changes.forwarded)
 
     def take_changes(self) -> Changes:
         with self._lock:
