@@ -70,3 +70,19 @@ class Effects:
     timers_removed: list[tuple[str, int]] = field(default_factory=list)  # (timer id, fire_at_ms)
     dispatches_added: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (dispatch id, payload)
     dispatches_removed: list[str] = field(default_factory=list)  # dispatch ids
+
+    def fold(self, later: Effects) -> None:
+        """Take in the effects of the next decision on the same execution, so that one write carries both (the
+        engine writes an execution's row once a tick). A timer or dispatch ``later`` removes that this one added is
+        never written: the store runs a write's deletes before its inserts."""
+        self.events.extend(later.events)
+        if later.timers_removed:
+            gone = set(later.timers_removed)
+            self.timers_added = [timer for timer in self.timers_added if timer not in gone]
+            self.timers_removed.extend(later.timers_removed)
+        self.timers_added.extend(later.timers_added)
+        if later.dispatches_removed:
+            acked = set(later.dispatches_removed)
+            self.dispatches_added = [added for added in self.dispatches_added if added[0] not in acked]
+            self.dispatches_removed.extend(later.dispatches_removed)
+        self.dispatches_added.extend(later.dispatches_added)

@@ -15,6 +15,7 @@ from ..decider.execution import ExecutionState
 from ..store.base import ExecutionWrite
 
 if TYPE_CHECKING:
+    from ..decider.step import Decision
     from .commands import StartExecution
     from .transfers import Transfer
 
@@ -33,7 +34,8 @@ class Batch:
     staged: dict[str, ExecutionState] = field(default_factory=dict)  # each execution's latest state in the batch
     # (reply, result, index of the write the result depends on, or -1): answered after the commit
     replies: list[tuple[Reply, object, int]] = field(default_factory=list)
-    fired: dict[int, tuple[str, str, int, int]] = field(default_factory=dict)  # write index -> the timer it fired
+    # write index -> the timers its decisions fired (ARN, timer id, due, fired at)
+    fired: dict[int, list[tuple[str, str, int, int]]] = field(default_factory=dict)
     fetched: dict[str, ExecutionState | None] = field(default_factory=dict)  # read by the prefetch (None: new)
     unread: dict[str, Exception] = field(default_factory=dict)  # the prefetch failed for these: each fails alike
     # (transfer, its stage's replies, first write index, end write index): goes on only if those writes land
@@ -44,7 +46,8 @@ class Batch:
     express_rows: list[tuple[int, str, bytes]] = field(default_factory=list)
     express_starting: list[StartExecution] = field(default_factory=list)
     logged: list[Logged] = field(default_factory=list)  # committed (or express) history, for the execution logs
-    # Map runs' writes later decisions were folded into (Core._merge): serialized again just before the commit
-    unserialized: set[int] = field(default_factory=set)
+    # Writes later decisions on the same execution were folded into (Core._merge), with the last of them: serialized
+    # again just before the commit
+    unserialized: dict[int, Decision] = field(default_factory=dict)
     # While a transfer's stage applies: the earliest earlier write it was folded into, which it depends on too
     merged_at: int | None = None

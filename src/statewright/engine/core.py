@@ -122,8 +122,9 @@ class Core:
         self._sliced = self.services if heavy_lane is None else \
             replace(self.services, budget=limits.budgets(evaluation_clock, sliced=True))
         # The simulator's: told of every timer whose firing committed (timer_applied), of how many of each kind
-        # of work each tick took (gathered: API commands, results, continuations, transfers, timers), and of every
-        # command whose application raised (raised: a bug).
+        # of work each tick took (gathered: API commands, results, continuations, transfers, timers), of every
+        # decision staged (staged: its execution and events), and of every command whose application raised
+        # (raised: a bug).
         self.probe: Any = None
         self.shard_count = store.shard_count()
         self.shards = Shards(self.shard_count, limits)
@@ -363,8 +364,8 @@ class Core:
 
     def _apply_to_map_run(self, command: Command, current: ExecutionState | None, batch: Batch,
                           now_ms: int) -> object:
-        """A command of a map run (decider/map_runs.py): its creation or redrive, a child's close (folded into the
-        run's earlier write of the tick, if any), its results written, UpdateMapRun, a stop."""
+        """A command of a map run (decider/map_runs.py): its creation or redrive, a child's close, its results
+        written, UpdateMapRun, a stop."""
         if isinstance(command, StartMapRun):
             if current is None and command.request.get("redrive"):  # gone since (retention)
                 return ExecutionDoesNotExist(command.arn)
@@ -381,9 +382,6 @@ class Core:
                 command.arn)
         if isinstance(command, MapRunChildClosed):
             decision = map_runs.child_closed(current, command.index, command.described, now_ms)
-            if decision is not None and batch.group and batch.last_write.get(command.arn, -1) >= 0:
-                self._merge(batch, decision)
-                return True
         elif isinstance(command, MapRunWritten):
             decision = map_runs.written(current, command.error, command.cause, now_ms)
         elif isinstance(command, UpdateMapRun):
@@ -446,7 +444,8 @@ class Core:
             if isinstance(command, FireTimer):
                 due_ms = current.timers.get(command.timer_id, now_ms)
                 self.metrics.timer_fired(due_ms, now_ms)
-                batch.fired[len(batch.writes)] = (command.arn, command.timer_id, due_ms, now_ms)
+                batch.fired.setdefault(batch.last_write.get(command.arn, len(batch.writes)), []).append(
+                    (command.arn, command.timer_id, due_ms, now_ms))
             self._stage(batch, decision, current.version, now_ms)
         return self._answer(command, decision)
 
@@ -520,10 +519,14 @@ class Core:
                 self.metrics.express_closed.labels("async" if closed.durable else "sync").inc()
             return
         self.heavy.staged(decision)
+        if self.probe is not None:
+            self.probe.staged(state.arn, decision.effects.events)
+        self._check_dispatches(decision, now_ms)
+        if state.arn in batch.last_write:
+            self._merge(batch, decision)
+            return
         try:
             blob = state.to_blob()
-            for _, payload in decision.effects.dispatches_added:  # written by the store with orjson too
-                orjson.dumps(payload)
         except TypeError as exc:  # orjson cannot write the data (nested too deeply): that execution fails, alone
             decider.fail_unstorable(decision, now_ms, str(exc), self.services)
             blob = state.to_blob()
@@ -532,21 +535,29 @@ class Core:
         batch.states.append(state)
         batch.writes.append(_write(state, blob, expected_version, decision.effects, batch.group))
 
+    def _check_dispatches(self, decision: decider.Decision, now_ms: int) -> None:
+        """The store writes dispatch payloads with orjson too: one it cannot write fails its execution, alone."""
+        try:
+            for _, payload in decision.effects.dispatches_added:
+                orjson.dumps(payload)
+        except TypeError as exc:
+            decider.fail_unstorable(decision, now_ms, str(exc), self.services)
+
     def _merge(self, batch: Batch, decision: decider.Decision) -> None:
-        """Fold a transfer stage's decision of a map run into the run's earlier write of this tick instead of a
-        write of its own: a run hearing of a thousand children's closes in one tick writes its row once, not a
-        thousand times (the row, serialized once before the commit, holds every child's part of the results). The
-        stage's transfer goes on only if that earlier write lands (``Batch.merged_at``)."""
+        """Fold a decision on an execution written earlier in this tick into that write instead of a write of its
+        own: a parent hearing of a hundred children's closes in one tick (or a map run of a thousand) serializes
+        and writes its row once, not a hundred times. The write is serialized again just before the commit
+        (``Batch.unserialized``); the decision takes the write's effects as its own, so a state that cannot be
+        stored then fails with all of them. A transfer stage folded in goes on only if that write lands
+        (``Batch.merged_at``)."""
         index = batch.last_write[decision.state.arn]
-        earlier = batch.writes[index]
-        state = decision.state
-        state.version = earlier.version
-        effects = earlier.effects
-        effects.dispatches_added.extend(decision.effects.dispatches_added)
-        effects.dispatches_removed.extend(decision.effects.dispatches_removed)
-        batch.staged[state.arn] = batch.states[index] = state
-        batch.unserialized.add(index)
-        batch.merged_at = index if batch.merged_at is None else min(batch.merged_at, index)
+        effects = batch.writes[index].effects
+        effects.fold(decision.effects)
+        decision.effects = effects
+        batch.staged[decision.state.arn] = batch.states[index] = decision.state
+        batch.unserialized[index] = decision
+        if batch.group:
+            batch.merged_at = index if batch.merged_at is None else min(batch.merged_at, index)
 
     # -- express starts
 
@@ -592,10 +603,15 @@ class Core:
 
     def _commit(self, batch: Batch, now_ms: int) -> dict[int, Exception]:
         """Commit the batch; act on what landed. Returns the writes that did not land, by index."""
-        for index in batch.unserialized:  # map runs' rows that later decisions of the tick were folded into
-            earlier, state = batch.writes[index], batch.states[index]
-            batch.writes[index] = _write(state, state.to_blob(), earlier.expected_version, earlier.effects,
-                                         earlier.group)
+        for index, decision in batch.unserialized.items():  # rows that later decisions of the tick were folded into
+            state = decision.state
+            try:
+                blob = state.to_blob()
+            except TypeError as exc:
+                decider.fail_unstorable(decision, now_ms, str(exc), self.services)
+                blob = state.to_blob()
+            earlier = batch.writes[index]
+            batch.writes[index] = _write(state, blob, earlier.expected_version, decision.effects, earlier.group)
         started = time.perf_counter()
         try:
             result = self._store_commit(batch.writes)
@@ -619,8 +635,9 @@ class Core:
             self._executions.remember(state)
             if write.effects.events and self.edges.history is not None:
                 batch.logged.append((state.root_machine_arn, write.arn, state.redrive_count, write.effects.events))
-            if self.probe is not None and index in batch.fired:
-                self.probe.timer_applied(*batch.fired[index])
+            if self.probe is not None:
+                for fired in batch.fired.get(index, ()):
+                    self.probe.timer_applied(*fired)
             window = self.windows[state.shard_id]
             for timer_id, fire_at_ms in write.effects.timers_added:
                 window.offer(fire_at_ms, state.arn, timer_id)
@@ -649,8 +666,9 @@ class Core:
                 blob = self.store.load_execution(write.arn)
                 if blob is not None and ExecutionState.from_blob(blob).version >= write.version:
                     del failed[index]
-                    if self.probe is not None and index in batch.fired:
-                        self.probe.timer_applied(*batch.fired[index])
+                    if self.probe is not None:
+                        for fired in batch.fired.get(index, ()):
+                            self.probe.timer_applied(*fired)
         except StoreUnavailable as exc:  # still unknown: every caller retries
             self._store_failed(now_ms, "reading back an unknown commit", exc)
             return {index: EngineUnavailable("the commit's outcome is unknown; retry the request")

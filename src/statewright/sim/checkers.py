@@ -273,18 +273,6 @@ class Ledger:
             self.committed.pop(execution.arn, None)
             self.redriven.pop(execution.arn, None)
 
-    def wrote(self, writes: Iterable[Any]) -> None:
-        """Writes handed to the store: one without fan-out (where every child started runs its first state)
-        enters at most ``states_max`` states, the rest waiting for a later tick."""
-        if self.states_max is None:
-            return
-        for write in writes:
-            types = [event["type"] for event in write.effects.events]
-            entered = sum(kind.endswith("StateEntered") for kind in types)
-            if entered > self.states_max and not _FAN_OUT_STARTS.intersection(types):
-                self.oversized_steps.append(f"{write.arn}: one transition step entered {entered} states, more than "
-                                            f"{self.states_max}")
-
     # -- the engine's probe (Engine.probe)
 
     def gathered(self, engine: Any, taken: list[int]) -> None:
@@ -302,6 +290,17 @@ class Ledger:
     def tick_begins(self, engine: Any) -> None:
         """What waits as a tick begins (a store call during the tick may run the simulator, which submits more)."""
         self.waiting_at_tick[engine] = list(self.waiting.get(engine, [0, 0, 0]))
+
+    def staged(self, arn: str, events: list[dict[str, Any]]) -> None:
+        """A decision staged: one without fan-out (where every child started runs its first state) enters at most
+        ``states_max`` states, the rest waiting for a later tick."""
+        if self.states_max is None:
+            return
+        types = [event["type"] for event in events]
+        entered = sum(kind.endswith("StateEntered") for kind in types)
+        if entered > self.states_max and not _FAN_OUT_STARTS.intersection(types):
+            self.oversized_steps.append(f"{arn}: one transition step entered {entered} states, more than "
+                                        f"{self.states_max}")
 
     def raised(self, command: Any, exc: BaseException) -> None:
         """Applying ``command`` raised: a bug in the engine or the decider, whatever the faults."""

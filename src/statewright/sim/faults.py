@@ -119,7 +119,6 @@ class FaultyStore(Store):
         current = {lease.shard_id: lease.range_id for lease in self.inner.shard_leases()} if self.cluster else {}
         result = self.inner.commit(writes, range_ids)
         if self.ledger is not None:
-            self.ledger.wrote(writes)
             self.ledger.landed(writes, [result.committed(index, write) for index, write in enumerate(writes)])
             for shard in shards - result.lost_shards:
                 self.ledger.range_owners[(shard, range_ids[shard])].add(self.owner)
