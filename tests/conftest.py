@@ -59,7 +59,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Under --dist loadgroup a grouped test's id carries its group, or the groups silently split (pytest 9.2 with
     pytest-xdist 3.8 did: module fixtures were built on both workers and waited on answers sent to the other)."""
-    if item.config.getvalue("loadgroup") and item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+    grouped = item.config.getoption("dist", None) == "loadgroup" and item.get_closest_marker("xdist_group")
+    if grouped and "@" not in item.nodeid:
         pytest.fail("--dist loadgroup did not group this test: check the pytest and pytest-xdist versions against "
                     "pyproject.toml", pytrace=False)
 

@@ -211,6 +211,32 @@ def test_commands_for_one_execution_apply_in_order_within_a_tick(store):
     assert [e["id"] for e in events] == list(range(1, len(events) + 1))
 
 
+def test_a_ticks_decisions_on_one_execution_land_in_one_write_and_a_timer_set_and_cleared_is_never_written(store):
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    writes_per_commit: list[list[str]] = []
+    commit = store.commit
+
+    def counting(writes, range_ids):
+        writes_per_commit.append([write.arn for write in writes])
+        return commit(writes, range_ids)
+    store.commit = counting
+    command, started = start(engine, "folded", 5)  # enters its Wait: a timer 5 s out
+    stopped = engine.submit(StopExecution(command.arn, "E", "c"))  # which the stop removes
+    engine.tick(clock.now_ms)
+    assert writes_per_commit == [[command.arn]]
+    assert started.result(timeout=0) <= stopped.result(timeout=0)
+    assert status(store, command.arn)["status"] == "ABORTED"
+    assert not [row for shard in range(4) for row in store.due_timers(shard, 0, clock.now_ms + 60_000)
+                if row.execution_arn == command.arn]
+    clock.now_ms += 10_000
+    while engine.tick(clock.now_ms):
+        pass
+    events = store.read_history(command.arn, 0, 100, False)
+    assert [event["type"] for event in events][-1] == "ExecutionAborted"
+    assert [event["id"] for event in events] == list(range(1, len(events) + 1))
+
+
 def test_a_full_inbox_refuses_callers_but_not_the_integrations_work(store):
     engine = Engine(store, limits=Limits(inbox_commands_max=2))
     engine.acquire_all_shards()
