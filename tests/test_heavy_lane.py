@@ -419,3 +419,28 @@ def test_a_redrive_past_the_slice_is_decided_in_the_lane(store):
         engine.stop()
     assert state["status"] == "SUCCEEDED" and json.loads(state["output"]) == {"sum": 12502500}
     assert lane_steps(engine, "sliced") == 1 and lane_steps(engine, "applied") == 1
+
+
+def test_a_nested_childs_result_past_the_slice_is_decided_in_the_lane_and_acknowledged_after_its_commit(store):
+    child = "arn:aws:states:us-east-1:123456789012:stateMachine:light-child"
+    store.create_state_machine(StateMachineRecord(child, "light-child", "STANDARD", json.dumps(
+        {"StartAt": "P", "States": {"P": {"Type": "Pass", "Result": "done", "End": True}}}), "role", "r1", 0, 0,
+        {}, {}))
+    definition = {"QueryLanguage": "JSONata", "StartAt": "Nested", "States": {
+        "Nested": {"Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync:2",
+                   "Arguments": {"StateMachineArn": child, "Name": "kid"},
+                   "Output": {"child": "{% $states.result.Output %}", "sum": SUM_5000}, "End": True}}}
+    clock = Clock()
+    engine = sliced_engine(store, clock, definition)
+    try:
+        arn, _ = start_sliced(engine, "parent")
+        state = run(engine, clock, arn)
+        kid = "arn:aws:states:us-east-1:123456789012:execution:light-child:kid"
+        for _ in range(3):  # the transfer goes on after the lane's decision landed: it acknowledges its dispatch
+            engine.tick(clock.now_ms)
+    finally:
+        engine.stop()
+    assert state["status"] == "SUCCEEDED" and json.loads(state["output"]) == {"child": "done", "sum": 12502500}
+    assert lane_steps(engine, "sliced") == 1  # the engine thread gave the child's result one slice
+    assert [dispatch for shard in range(2) for dispatch in store.pending_dispatches(shard)
+            if dispatch.execution_arn == kid] == []

@@ -60,7 +60,7 @@ from .commands import (
     UpdateMapRun,
     encode_commands,
 )
-from .edges import Edges
+from .edges import Edges, answer
 from .express import ASYNC, DURATION_MS_MAX, SYNC, ExpressRun, ExpressRuns, is_express
 from .heavy_lane import Decided, Evaluating, Job, LaneFactory, decide
 from .heavy_routing import STALE, HeavyRouting
@@ -72,7 +72,7 @@ from .scheduler import Taker, TickBudget, take_fairly
 from .shards import Shards
 from .timers import TimerWindow
 from .tokens import TaskTokens
-from .transfer_runner import Transfer, TransferRunner
+from .transfer_runner import HeldStage, Transfer, TransferRunner
 from .transfers import KINDS as TRANSFER_KINDS
 from .transfers import TransferContext
 
@@ -194,7 +194,7 @@ class Core:
         for item, reply in work:
             started = time.perf_counter()
             if isinstance(item, Transfer):
-                self.transfers.advance(item, batch, lambda command: self._attempt(command, batch, now_ms),
+                self.transfers.advance(item, batch, lambda command, held: self._attempt(command, batch, now_ms, held),
                                        lambda what, exc: self._store_failed(now_ms, what, exc))
             else:
                 result = self._attempt(item, batch, now_ms, reply)
@@ -214,6 +214,10 @@ class Core:
         answers = [(reply, failed.get(index, result) if index >= 0 else
                     unstarted.get(batch.express_starting[EXPRESS_ROWS - index].arn, result)
                     if index <= EXPRESS_ROWS else result) for reply, result, index in batch.replies]
+        held = [pair for pair in answers if isinstance(pair[0], HeldStage)]
+        if held:  # transfers waiting on the heavy lane's decision of their stage: they go on next tick
+            answer(held)
+            answers = [pair for pair in answers if not isinstance(pair[0], HeldStage)]
         if answers:
             self.edges.replies(answers)
         if batch.logged and self.edges.history is not None:
@@ -398,9 +402,9 @@ class Core:
     def _evaluate(self, command: Evaluating, current: ExecutionState, batch: Batch, now_ms: int, reply: Reply,
                   inputs: dict[int, str] | None = None) -> object:
         """A step that evaluates states: decided here on a slice of the budget, or in the heavy lane (then HELD:
-        its reply comes with the lane's answer). A transfer's stage (``batch.group``) commits with its outbox row,
-        so it is decided here, whole."""
-        if batch.group:
+        its reply comes with the lane's answer). A transfer's stage (``batch.group``) is decided here, whole, unless
+        it passed a reply to wait on (transfer_runner.py: a stage of one task result)."""
+        if batch.group and reply is None:
             return self._decided(command, current, decide(command, current, self._definitions.of(current), now_ms,
                                                           self.services, inputs), batch, now_ms)
         staged = command.arn in batch.staged

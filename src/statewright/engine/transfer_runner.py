@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store.base import Dispatch, StoreUnavailable
-from .batch import Batch, Reply
-from .commands import Command, EngineUnavailable
+from .batch import HELD, Batch, Reply
+from .commands import Command, CompleteAttempt, EngineUnavailable
 from .edges import Edges
 from .inbox import Inbox
 from .outbox import OutboxWindow
@@ -31,6 +31,11 @@ log = logging.getLogger("statewright.engine")
 FORWARD_RETRY_MS = 500  # the pause before a transfer stage another node could not take is sent again
 
 
+class HeldStage(Future):
+    """The reply a transfer waits on while the heavy lane decides its stage: the engine resolves it itself, after
+    the lane's decision committed, instead of handing it to its replies edge (which answers callers)."""
+
+
 @dataclass(slots=True)
 class Transfer:
     """Engine-to-engine work in progress: its dispatch, its stages, the last stage's replies."""
@@ -39,6 +44,7 @@ class Transfer:
     stages: Stages
     replies: list[object] | None = None
     remote: list[Command] | None = None  # a stage sent to the node that owns its execution, awaiting replies
+    held: bool = False  # its stage's step went to the heavy lane: it goes on once the lane's decision commits
 
 
 class TransferRunner:
@@ -74,9 +80,12 @@ class TransferRunner:
             return now_ms
         return min((at_ms for at_ms, _ in self.retries), default=None)
 
-    def advance(self, transfer: Transfer, batch: Batch, apply: Callable[[Command], object],
+    def advance(self, transfer: Transfer, batch: Batch, apply: Callable[[Command, Reply], object],
                 store_failed: Callable[[str, Exception], None]) -> None:
-        """Apply a transfer's next stage in this batch (``apply``: one command, as the engine applies it)."""
+        """Apply a transfer's next stage in this batch (``apply``: one command and its reply handle, as the engine
+        applies it). A stage of one task result may be decided in the heavy lane like any other (its execution is
+        heavy, or the step spent its slice): the transfer then waits, as for a remote stage, for the reply that
+        comes once the lane's decision committed, and only then goes on (to acknowledge its dispatch)."""
         try:
             commands = next(transfer.stages) if transfer.replies is None else transfer.stages.send(transfer.replies)
         except StopIteration:
@@ -96,7 +105,16 @@ class TransferRunner:
         first = len(batch.writes)
         batch.group = len(batch.transfers) + 1
         try:
-            replies = [apply(command) for command in commands]
+            if len(commands) == 1 and isinstance(commands[0], CompleteAttempt):  # may go to the heavy lane
+                held = HeldStage()
+                replies = [apply(commands[0], held)]
+                if replies[0] is HELD:  # nothing of it is in this batch: it goes on when the reply comes
+                    transfer.held = True
+                    self._remote[id(transfer)] = transfer
+                    held.add_done_callback(lambda done: self._inbox.forwarded(transfer, done))
+                    return
+            else:
+                replies = [apply(command, None) for command in commands]
         finally:
             batch.group = 0
         if batch.merged_at is not None:  # folded into an earlier write (a map run's): it goes on only if that lands
@@ -135,6 +153,15 @@ class TransferRunner:
         for transfer, done in forwarded:
             if self._remote.pop(id(transfer), None) is None:
                 continue  # its shard was lost or re-read meanwhile: the row brings the transfer back
+            if transfer.held:  # the lane's decision landed (its reply: a result or a refusal), or did not
+                transfer.held = False
+                reply = done.exception() or done.result()
+                if isinstance(reply, EngineUnavailable):
+                    self._outbox.read_again(transfer.dispatch)  # start over: every stage is safe to repeat
+                else:
+                    transfer.replies = [reply]
+                    self.ready.append(transfer)
+                continue
             replies = None if done.exception() is not None else done.result()
             if replies is None or any(isinstance(reply, EngineUnavailable) for reply in replies):
                 self._send_again(transfer, now_ms)

@@ -26,7 +26,7 @@ from ..engine.limits import Limits
 from ..engine.retention import Sweep
 from ..engine.scheduler import Taker
 from ..engine.timers import WINDOW_MS, TimerWindow
-from ..engine.transfer_runner import Transfer, TransferRunner
+from ..engine.transfer_runner import HeldStage, Transfer, TransferRunner
 from ..store.base import ClosedExecution, CommitResult, Dispatch, ExecutionWrite
 
 PLANTED = frozenset({
@@ -91,9 +91,10 @@ class PlantedEngine(Engine):
         super()._reread(shards, states)
 
     def _applied(self, batch: Batch) -> None:
-        if "reply-before-commit" in self.planted:
-            self.edges.replies([(reply, result) for reply, result, _ in batch.replies])
-            batch.replies.clear()
+        if "reply-before-commit" in self.planted:  # the callers' (a held transfer stage's stays the engine's)
+            self.edges.replies([(reply, result) for reply, result, _ in batch.replies
+                                if not isinstance(reply, HeldStage)])
+            batch.replies[:] = [entry for entry in batch.replies if isinstance(entry[0], HeldStage)]
 
     def _due_timers(self, window: TimerWindow, now_ms: int, limit: int,
                     store_ok: bool) -> list[tuple[int, str, str]]:
