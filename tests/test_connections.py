@@ -30,17 +30,43 @@ def quick(tmp_path_factory) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def bounded(tmp_path_factory) -> Iterator[ServerProcess]:
-    """A server that holds at most 20 connections, and would wait a minute for a request head."""
+    """A server that holds at most 20 connections, 15 from one address, and would wait a minute for a first byte
+    and a request head."""
     process = ServerProcess(tmp_path_factory.mktemp("bounded") / "data", extra_args=(
-        "--connections-max", "20", "--request-head-timeout-ms", "60000")).start()
+        "--connections-max", "20", "--connections-per-address-max", "15", "--request-head-timeout-ms", "60000",
+        "--first-byte-timeout-ms", "60000")).start()
     yield process
     process.stop()
 
 
-def connect(server: ServerProcess, send: bytes = b"") -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
+@pytest.fixture(scope="module")
+def impatient(tmp_path_factory) -> Iterator[ServerProcess]:
+    """A server that waits 300 ms for a new connection's first byte, and a minute for its request head."""
+    process = ServerProcess(tmp_path_factory.mktemp("impatient") / "data", extra_args=(
+        "--first-byte-timeout-ms", "300", "--request-head-timeout-ms", "60000")).start()
+    yield process
+    process.stop()
+
+
+def connect(server: ServerProcess, send: bytes = b"", address: str = "127.0.0.1") -> socket.socket:
+    """A connection from ``address`` (any 127.x.y.z reaches the loopback: a client address of its own)."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S, source_address=(address, 0))
     sock.sendall(send)
     return sock
+
+
+def still_open(sock: socket.socket) -> bool:
+    """Whether the server has neither closed the connection nor sent anything within a second."""
+    sock.settimeout(1)
+    try:
+        sock.recv(1)  # EOF, or something sent
+        return False
+    except TimeoutError:
+        return True
+    except ConnectionResetError:
+        return False
+    finally:
+        sock.settimeout(WAIT_S)
 
 
 def closed_by_server(sock: socket.socket) -> bool:
@@ -99,17 +125,54 @@ def test_requests_are_served_beside_idle_and_half_sent_connections(quick):
             sock.close()
 
 
-def test_a_connection_past_the_limit_is_closed_and_the_limit_holds(bounded):
-    held = [connect(bounded) for _ in range(20)]
+def test_past_the_limit_the_longest_idle_connection_makes_room_for_a_new_client(bounded):
+    held = [connect(bounded, address=f"127.0.0.{1 + index % 2}") for index in range(20)]  # idle: nothing sent
     try:
-        assert closed_by_server(connect(bounded))
-        assert answered(held[0]).startswith(b"HTTP/1.1 200")  # the ones within the limit are served
+        newcomer = connect(bounded, address="127.0.0.3")
+        assert answered(newcomer).startswith(b"HTTP/1.1 200")
+        newcomer.close()
+        assert closed_by_server(held[0])  # the longest idle, of the addresses holding most
+        assert still_open(held[1])
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_an_address_past_its_bound_closes_its_own_longest_idle_connection(bounded):
+    held = [connect(bounded, address="127.0.0.4") for _ in range(16)]
+    try:
+        assert closed_by_server(held[0])
+        assert answered(held[15]).startswith(b"HTTP/1.1 200")
+        assert still_open(held[1])
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_when_every_connection_is_busy_a_new_one_is_closed_and_a_retrying_client_is_served_later(bounded):
+    activity = bounded.client().create_activity(name="busy-polls")["activityArn"]
+    body = json.dumps({"activityArn": activity}).encode()
+    poll = (b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: AWSStepFunctions.GetActivityTask\r\n"
+            b"Content-Type: application/x-amz-json-1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    held = [connect(bounded, poll, address=f"127.0.0.{5 + index % 2}") for index in range(20)]  # long polls
+    try:
+        assert all(still_open(sock) for sock in held[:2])  # their polls wait for a task
+        assert closed_by_server(connect(bounded, address="127.0.0.7"))
     finally:
         for sock in held:
             sock.close()
     # The server sees the closes in its own time: a client that retries a reset connection is served.
     retrying = bounded.client(retries={"max_attempts": 10, "mode": "standard"})
-    assert retrying.list_activities()["activities"] == []
+    assert retrying.list_activities()["activities"]
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_first_byte_timeout(impatient):
+    silent, begun = connect(impatient), connect(impatient, b"POST / HTTP/1.1\r\n")
+    try:
+        assert closed_by_server(silent)  # long before its request head's minute
+        assert still_open(begun)  # it sent a byte: its head has the minute
+    finally:
+        begun.close()
 
 
 def test_a_nul_byte_in_the_target_header_is_answered_in_aws_shape(quick):

@@ -125,8 +125,14 @@ def main(argv: list[str] | None = None) -> int:
                           f"(default {limits.heavy_pause_ms})")
     http = defaults.http
     run.add_argument("--connections-max", type=_positive, default=http.connections_max, metavar="N",
-                     help="HTTP connections open at once; a connection past them is closed as it is accepted "
-                          f"(default {http.connections_max})")
+                     help="HTTP connections open at once; past them the longest idle one is closed, or the new one "
+                          f"if none is idle (default {http.connections_max})")
+    run.add_argument("--connections-per-address-max", type=_positive, default=http.connections_per_address_max,
+                     metavar="N", help="HTTP connections open at once from one client address, the same way "
+                                       f"(default {http.connections_per_address_max})")
+    run.add_argument("--first-byte-timeout-ms", type=_positive, default=http.first_byte_timeout_ms, metavar="MS",
+                     help="a new connection that has sent nothing this long after it opened is closed "
+                          f"(default {http.first_byte_timeout_ms})")
     run.add_argument("--keep-alive-ms", type=_positive, default=http.keep_alive_ms, metavar="MS",
                      help=f"an idle kept-alive connection is closed after this (default {http.keep_alive_ms})")
     run.add_argument("--request-head-timeout-ms", type=_positive, default=http.request_head_timeout_ms,
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                                 evaluation_slice_steps=max(args.evaluation_slice_steps, args.apply_steps_max),
                                 heavy_pause_ms=args.heavy_pause_ms)
     http = HttpLimits(args.keep_alive_ms, args.request_head_timeout_ms, args.request_body_timeout_ms,
-                      args.connections_max)
+                      args.connections_max, args.connections_per_address_max, args.first_byte_timeout_ms)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
                               args.connections, tuned, args.store, secret, args.advertise, leases, http,
                               args.clock == "virtual", args.wait_scale, args.mock_config, args.functions,

@@ -2,13 +2,17 @@
 
 uvicorn closes a keep-alive connection only once it has answered a request on it: a connection that never sends
 a full request head, or sends one a byte at a time, is held forever, and enough of them exhaust the process's
-file descriptors. Here, every request head must be complete within ``request_head_timeout_ms`` of the connection
-opening (or of its first byte, on a connection kept alive), its body within ``request_body_timeout_ms`` of the
-head (a body trickled in a byte at a time holds the connection as well), an idle kept-alive connection closes after
-``keep_alive_ms`` (uvicorn's own timer), and past ``connections_max`` open connections a new one is closed as
-soon as it is accepted (clients see a reset and retry; SDKs do). A request the HTTP parser refuses (a NUL byte in
-a header, say) is answered in AWS's JSON error shape rather than uvicorn's plain text: the parser rejects it
-before the application could see it.
+file descriptors. Here, a new connection must send its first byte within ``first_byte_timeout_ms``, every request
+head must be complete within ``request_head_timeout_ms`` of the connection opening (or of its first byte, on a
+connection kept alive), its body within ``request_body_timeout_ms`` of the head (a body trickled in a byte at a
+time holds the connection as well), and an idle kept-alive connection closes after ``keep_alive_ms`` (uvicorn's
+own timer). Open connections are bounded in all (``connections_max``) and per client address
+(``connections_per_address_max``): a connection past a bound closes an idle one to make room (one that has sent
+nothing yet, or is kept alive between requests: of its own address past the address's bound, else of the address
+holding most, the longest idle first), so idle sockets cannot lock other clients out; only when every connection
+is busy with a request is the new one closed as soon as it is accepted (clients see a reset and retry; SDKs do).
+A request the HTTP parser refuses (a NUL byte in a header, say) is answered in AWS's JSON error shape rather than
+uvicorn's plain text: the parser rejects it before the application could see it.
 
 uvicorn writes a response's head and its body to the socket apart; here the writes of one event-loop turn go out
 as one (``_Corked``): on these virtual machines a system call costs tens of microseconds, a fifth of a request.
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +44,11 @@ class HttpLimits:
     keep_alive_ms: int = 5_000  # an idle kept-alive connection is closed after this
     request_head_timeout_ms: int = 10_000  # the request line and headers must all have arrived by then
     request_body_timeout_ms: int = 10_000  # and then the body, within this of the head
-    connections_max: int = 500  # open connections at once; more are closed as they are accepted
+    connections_max: int = 500  # open connections at once; past it an idle one is closed, else the new one
+    # Open connections from one client address (W1's load generator holds 256 from one); past it, that address's
+    # longest idle connection is closed, else the new one.
+    connections_per_address_max: int = 400
+    first_byte_timeout_ms: int = 2_000  # a new connection that has sent nothing by then is closed
 
 
 def protocol_class(limits: HttpLimits) -> type[HttpToolsProtocol]:
@@ -58,15 +68,59 @@ class _GuardedProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._head_deadline: asyncio.TimerHandle | None = None
         self._body_deadline: asyncio.TimerHandle | None = None
+        self._first_byte: asyncio.TimerHandle | None = None
+        self._address: str | None = None
+        self._idle_since: float | None = None  # None while a request is on its way or being answered
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_Corked(transport, self.loop))  # type: ignore[arg-type]
-        if len(self.connections) > self._limits.connections_max:
-            log.warning("%d connections open, the most allowed (--connections-max): closing a new one",
-                        len(self.connections) - 1)
+        self._address = self.client[0] if self.client else None
+        self._idle_since = time.monotonic()
+        if not self._make_room():
+            log.warning("%d connections open and none idle (--connections-max %d, --connections-per-address-max "
+                        "%d): closing a new one", len(self.connections) - 1, self._limits.connections_max,
+                        self._limits.connections_per_address_max)
             transport.abort()  # at once, so its descriptor is free again
             return
+        self._first_byte = self.loop.call_later(self._limits.first_byte_timeout_ms / 1000, self._late)
         self._await_head()
+
+    def data_received(self, data: bytes) -> None:
+        self._idle_since = None
+        if self._first_byte is not None:
+            self._first_byte.cancel()
+            self._first_byte = None
+        super().data_received(data)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.pipeline:
+            self._idle_since = time.monotonic()
+
+    def _make_room(self) -> bool:
+        """This connection is open: if it is past a bound, close an idle one in its place. Returns False if every
+        candidate is busy (this one must go)."""
+        limits = self._limits
+        # The server's connections include the cluster's channels (websockets, never idle here).
+        open_ = [other for other in self.connections if not other.transport.is_closing()]
+        same = [other for other in open_ if _address(other) == self._address]
+        if len(same) > limits.connections_per_address_max:
+            return self._close_longest_idle(same)
+        if len(open_) > limits.connections_max:
+            held = Counter(_address(other) for other in open_)
+            most = max(held.values())
+            return self._close_longest_idle([other for other in open_ if held[_address(other)] == most]) or \
+                self._close_longest_idle(open_)
+        return True
+
+    def _close_longest_idle(self, candidates: list[Any]) -> bool:
+        idle = [other for other in candidates if other is not self and _idle_since(other) is not None]
+        if not idle:
+            return False
+        victim = min(idle, key=_idle_since)
+        _evicted.note(victim._address)
+        victim.transport.close()
+        return True
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -99,16 +153,45 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._head_deadline = self.loop.call_later(self._limits.request_head_timeout_ms / 1000, self._late)
 
     def _stop_waiting(self) -> None:
-        for deadline in (self._head_deadline, self._body_deadline):
+        for deadline in (self._head_deadline, self._body_deadline, self._first_byte):
             if deadline is not None:
                 deadline.cancel()
-        self._head_deadline = self._body_deadline = None
+        self._head_deadline = self._body_deadline = self._first_byte = None
 
     def _late(self) -> None:
-        """The head or the body did not arrive in time: close the connection."""
-        self._head_deadline = self._body_deadline = None
+        """The first byte, the head or the body did not arrive in time: close the connection."""
+        self._stop_waiting()
         if not self.transport.is_closing():
             self.transport.close()
+
+
+def _address(connection: Any) -> str | None:
+    return getattr(connection, "_address", None)
+
+
+def _idle_since(connection: Any) -> float | None:
+    return getattr(connection, "_idle_since", None)
+
+
+class _Evictions:
+    """Idle connections closed to make room, logged at most every 10 s (a client reopening hundreds of sockets
+    would otherwise write a line for each)."""
+
+    def __init__(self) -> None:
+        self._since: Counter[str | None] = Counter()
+        self._logged_s = 0.0
+
+    def note(self, address: str | None) -> None:
+        self._since[address] += 1
+        now_s = time.monotonic()
+        if now_s - self._logged_s >= 10:
+            log.warning("at the connection limits: closed %d idle connections to admit new ones (most from %s)",
+                        sum(self._since.values()), self._since.most_common(1)[0][0])
+            self._since.clear()
+            self._logged_s = now_s
+
+
+_evicted = _Evictions()
 
 
 class _Corked:
