@@ -294,8 +294,10 @@ def test_a_lane_whose_stream_breaks_leaves_its_steps_to_the_engine_thread(store,
         engine.stop()
     assert state["status"] == "SUCCEEDED"
     assert json.loads(state["output"]) == {"sum": 45150, "rounds": 5}
-    assert lane_steps(engine, "failed") >= 1 and lane_steps(engine, "applied") == 0
-    assert lane_steps(engine, "sent") == 1  # a lane that cannot run here is not started again for every step
+    # The step it took, if it broke after taking one (under load it may break before the engine hands it any)
+    sent = lane_steps(engine, "sent")
+    assert lane_steps(engine, "failed") >= sent and lane_steps(engine, "applied") == 0
+    assert sent <= 1  # a lane that cannot run here is not started again for every step
 
 
 # -- the engine thread's slice: every evaluating step past it goes to the lane
