@@ -69,14 +69,15 @@ def test_the_heap_is_read_at_most_once_a_second():
     assert collector.quiet()
 
 
-def test_without_growth_a_pass_is_owed_every_so_often():
+def test_without_growth_a_pass_is_owed_every_so_often_and_its_time_is_told():
     heap = Heap()
-    collector = heap.collector(every_s=60.0)
+    took: list[float] = []
+    collector = heap.collector(every_s=60.0, observed=took.append)
     heap.now_s += 59.0
     assert not collector.quiet()
     heap.now_s += 1.0
     assert collector.quiet()
-    assert heap.passes == [160.0]
+    assert heap.passes == [160.0] and took == [0.0]  # the test's clock stood still during it
 
 
 def test_install_turns_the_automatic_full_passes_off_and_uninstall_back_on():

@@ -34,9 +34,11 @@ NEVER = 2**31 - 1
 class Collector:
     def __init__(self, *, growth: float = 0.25, every_s: float = 60.0, defer_s: float = 10.0,
                  clock: Callable[[], float] = time.monotonic, blocks: Callable[[], int] = sys.getallocatedblocks,
-                 collect: Callable[[], object] = gc.collect) -> None:
+                 collect: Callable[[], object] = gc.collect,
+                 observed: Callable[[float], object] | None = None) -> None:
+        """``observed``: told how long each pass took, in seconds (a metric)."""
         self.growth, self.every_s, self.defer_s = growth, every_s, defer_s
-        self._clock, self._blocks, self._collect = clock, blocks, collect
+        self._clock, self._blocks, self._collect, self._observed = clock, blocks, collect, observed
         self._last_s = clock()
         self._base_blocks = blocks()
         self._checked_s = self._last_s
@@ -86,4 +88,6 @@ class Collector:
         self._base_blocks = self._blocks()
         self._owed_since_s = None
         self.passes += 1
+        if self._observed is not None:
+            self._observed(self._last_s - started_s)
         log.debug("full collection: %.1f ms", (self._last_s - started_s) * 1000)

@@ -92,6 +92,10 @@ class Metrics:
         self.commit_seconds = Histogram(
             "statewright_commit_seconds", "Time of one group commit in the store, fsync included",
             buckets=_SECONDS_IO, registry=registry)
+        self.gc_full_pass_seconds = Histogram(
+            "statewright_gc_full_pass_seconds", "Full passes of the garbage collector (every thread stopped), run "
+            "while the engine had nothing to do, or overdue under load (statewright/collector.py)",
+            buckets=_SECONDS_IO, registry=registry)
         self.apply_seconds = Histogram(
             "statewright_engine_apply_seconds", "Engine time to apply one command before its commit: load the "
             "state (cache or store), decide, stage the write", buckets=_SECONDS_FAST, registry=registry)

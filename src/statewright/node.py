@@ -176,7 +176,8 @@ def serve(config: ServerConfig) -> int:
         retention=RetentionSettings(round(config.retention_days * DAY_MS), round(config.compact_after_days * DAY_MS)),
         payload_store=config.payload_store)
     engine, service, membership = node.engine, node.service, node.membership
-    collector = Collector()  # the process's full collections, while the engine has nothing to do
+    # The process's full collections, while the engine has nothing to do
+    collector = Collector(observed=engine.metrics.gc_full_pass_seconds.observe)
     collector.install()
     engine.start(all_shards=membership is None, collector=collector)
     if membership is not None:
