@@ -101,6 +101,8 @@ class _GuardedProtocol(HttpToolsProtocol):
         """This connection is open: if it is past a bound, close an idle one in its place. Returns False if every
         candidate is busy (this one must go)."""
         limits = self._limits
+        if len(self.connections) <= min(limits.connections_max, limits.connections_per_address_max):
+            return True  # within both bounds whoever holds them: nothing to count
         # The server's connections include the cluster's channels (websockets, never idle here).
         open_ = [other for other in self.connections if not other.transport.is_closing()]
         same = [other for other in open_ if _address(other) == self._address]

@@ -214,12 +214,14 @@ class Core:
         answers = [(reply, failed.get(index, result) if index >= 0 else
                     unstarted.get(batch.express_starting[EXPRESS_ROWS - index].arn, result)
                     if index <= EXPRESS_ROWS else result) for reply, result, index in batch.replies]
-        held = [pair for pair in answers if isinstance(pair[0], HeldStage)]
-        if held:  # transfers waiting on the heavy lane's decision of their stage: they go on next tick
+        callers: list[tuple[Reply, object]] = []
+        held: list[tuple[Reply, object]] = []  # transfers waiting on the heavy lane's decision: they go on next tick
+        for pair in answers:
+            (held if isinstance(pair[0], HeldStage) else callers).append(pair)
+        if held:
             answer(held)
-            answers = [pair for pair in answers if not isinstance(pair[0], HeldStage)]
-        if answers:
-            self.edges.replies(answers)
+        if callers:
+            self.edges.replies(callers)
         if batch.logged and self.edges.history is not None:
             self.edges.history(batch.logged)
         self.transfers.after_commit(batch, failed)

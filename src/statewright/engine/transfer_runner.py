@@ -117,7 +117,7 @@ class TransferRunner:
                 replies = [apply(command, None) for command in commands]
         finally:
             batch.group = 0
-        if batch.merged_at is not None:  # folded into an earlier write (a map run's): it goes on only if that lands
+        if batch.merged_at is not None:  # folded into an earlier write of its execution: it goes on only if that lands
             # too (the writes between are others', whose failure only makes this stage run again)
             first, batch.merged_at = min(first, batch.merged_at), None
         batch.transfers.append((transfer, replies, first, len(batch.writes)))
