@@ -389,6 +389,19 @@ def test_a_missing_object_fails_the_map_with_item_reader_failed(aws_sfn, s3):
     assert described["error"] == "States.ItemReaderFailed"
     assert [event["type"] for event in events][-4:] == ["MapRunStarted", "MapRunFailed", "MapStateFailed",
                                                         "ExecutionFailed"]
+    first_run = map_run_of(events)
+    assert _when(lambda: sfn_status(aws_sfn, first_run) == "FAILED" or None)
+    # A redrive starts a new run, as AWS starts a new Map Run where the ItemReader failed
+    s3.put_object(Bucket="items", Key="nowhere.json", Body=b"[1, 2]")
+    aws_sfn.redrive_execution(executionArn=described["executionArn"])
+    described = wait_closed(aws_sfn, described["executionArn"])
+    assert described["status"] == "SUCCEEDED", described
+    events = history(aws_sfn, described["executionArn"])
+    runs = [map_run_of([event]) for event in events if event["type"] == "MapRunStarted"]
+    assert len(runs) == 2 and runs[0] == first_run != runs[1]
+    assert sfn_status(aws_sfn, runs[1]) == "SUCCEEDED"
+    assert [run["mapRunArn"] for run in aws_sfn.list_map_runs(executionArn=described["executionArn"])[
+        "mapRuns"]] == runs[::-1]
 
 
 @pytest.mark.parametrize(("input_type", "body", "says"), [
@@ -451,6 +464,10 @@ def test_s3_out_of_reach_is_waited_for_and_the_run_goes_on(tmp_path):
         arn = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
         _when(lambda: b"trying again" in server.log_path.read_bytes() or None)
         assert sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+        # The run exists while its items are read: described and listed, with none counted yet
+        (listed,) = sfn.list_map_runs(executionArn=arn)["mapRuns"]
+        reading = sfn.describe_map_run(mapRunArn=listed["mapRunArn"])
+        assert reading["status"] == "RUNNING" and reading["executionCounts"]["total"] == 0
         late = ThreadedMotoServer(ip_address="127.0.0.1", port=int(endpoint.rsplit(":", 1)[1]), verbose=False)
         late.start()
         bucket = aws_client(endpoint, "s3")
@@ -582,3 +599,23 @@ def test_a_bucket_that_does_not_exist_fails_the_map_with_result_writer_failed(aw
 
 def sfn_status(sfn, map_run_arn: str) -> str:
     return sfn.describe_map_run(mapRunArn=map_run_arn)["status"]
+
+
+@pytest.mark.parametrize("output_type", ["JSON", "JSONL"])
+def test_results_past_a_file_size_go_on_in_the_next_file(s3, output_type):
+    from statewright.integrations.aws import result_writer
+
+    records = [json.dumps({"Output": "x" * 30, "n": n}) for n in range(10)]  # 52 bytes each
+    payload = {"run": "arn:aws:states:us-east-1:123456789012:mapRun:m/l:r", "bucket": "items", "prefix": "split/",
+               "output_type": output_type, "SUCCEEDED": records, "FAILED": [], "PENDING": []}
+    result_writer.write(s3, payload, file_bytes_max=200)  # AWS's is 5 GB
+    files = s3_json(s3, "split/manifest.json")["ResultFiles"]["SUCCEEDED"]
+    assert [file["Key"] for file in files] == [f"split/SUCCEEDED_{n}.json" for n in range(len(files))]
+    assert len(files) == 4  # three records a file: a fourth would pass 200 bytes
+    written = []
+    for file in files:
+        body = s3.get_object(Bucket="items", Key=file["Key"])["Body"].read()
+        assert file["Size"] == len(body) <= 200
+        written += ([json.loads(line) for line in body.decode().splitlines()] if output_type == "JSONL"
+                    else json.loads(body))
+    assert written == [json.loads(record) for record in records]

@@ -13,6 +13,7 @@ from statewright.engine.commands import (
     FireTimer,
     Heartbeat,
     InboxFull,
+    RedriveExecution,
     StartAttempt,
     StartExecution,
     StopExecution,
@@ -329,3 +330,33 @@ def test_a_heartbeat_in_the_tick_its_old_deadline_falls_due_moves_the_deadline(s
     clock.now_ms += 1
     engine.tick(clock.now_ms)
     assert status(store, arn)["status"] == "FAILED"  # the heartbeat's deadline, 10 s after it
+
+
+def test_a_map_run_redriven_as_often_as_aws_allows_fails_its_map_with_states_runtime(store, monkeypatch):
+    from statewright.decider import map_runs
+
+    monkeypatch.setattr(map_runs, "REDRIVES_MAX", 1)  # AWS's is 1,000
+    machine = f"{MACHINE}-fanning"
+    store.create_state_machine(StateMachineRecord(machine, "fanning", "STANDARD", json.dumps({
+        "StartAt": "M", "States": {"M": {
+            "Type": "Map", "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                                             "StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "Broke"}}},
+            "End": True}}}), "role", "r1", 0, 0, {}, {}))
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    arn = f"{MACHINE.replace(':stateMachine:', ':execution:')}-fanning:p"
+
+    def settle() -> dict:
+        for _ in range(10):
+            clock.now_ms += 1_000
+            engine.tick(clock.now_ms)
+        return status(store, arn)
+
+    engine.submit(StartExecution(arn, machine, "p", "r1", "role", "[1]"))
+    assert settle()["error"] == "States.ExceedToleratedFailureThreshold"
+    engine.submit(RedriveExecution(arn))
+    assert settle()["error"] == "States.ExceedToleratedFailureThreshold"  # the run's first redrive
+    engine.submit(RedriveExecution(arn))
+    described = settle()
+    assert (described["status"], described["error"]) == ("FAILED", "States.Runtime")
+    assert "redriven 1 times" in described["cause"]

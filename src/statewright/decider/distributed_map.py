@@ -30,6 +30,7 @@ from functools import partial
 from typing import Any
 
 from ..asl import errors
+from ..asl.dataflow import select
 from ..asl.errors import StatesError
 from ..asl.jsonata import CompiledValue
 from ..asl.jsonio import dumps, loads, shown
@@ -82,14 +83,27 @@ def prepare(step: Step, flow_id: str, state: MapState, data: Any,
     if distributed.batcher is not None:
         inputs = step.note("afterItemBatcher", _batches(step, flow_id, state, distributed.batcher, effective,
                                                         context, inputs))
-    tolerance = Tolerance(
+    return inputs, limit, _tolerance(step, flow_id, state, effective, context)
+
+
+def settings(step: Step, flow_id: str, state: MapState, data: Any) -> tuple[int, Tolerance]:
+    """The Map's MaxConcurrency and tolerated failures alone, as ``prepare`` evaluates them: a map run reading its
+    items has them from the start."""
+    context = step.scope(flow_id, state.name)
+    effective = data if state.query_language == "JSONata" else select(state.input_path, data, context)
+    return fan_out.map_concurrency(step, flow_id, state, data, context), _tolerance(step, flow_id, state,
+                                                                                    effective, context)
+
+
+def _tolerance(step: Step, flow_id: str, state: MapState, effective: Any, context: Any) -> Tolerance:
+    distributed = state.distributed
+    return Tolerance(
         _noted(step, "toleratedFailureCount", _given(
             step, flow_id, state, "ToleratedFailureCount", distributed.tolerated_count,
             distributed.tolerated_count_path, effective, context, _count)),
         _noted(step, "toleratedFailurePercentage", _given(
             step, flow_id, state, "ToleratedFailurePercentage", distributed.tolerated_percentage,
             distributed.tolerated_percentage_path, effective, context, _percentage)))
-    return inputs, limit, tolerance
 
 
 def _noted(step: Step, name: str, value: int | float | None) -> Any:

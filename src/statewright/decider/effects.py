@@ -56,6 +56,7 @@ class DispatchKind(StrEnum):
     STOP = "stop"  # a closing parent stops the nested execution (or map run) it waits on (engine/transfers.py)
     MAP_READ = "mapread"  # a distributed Map's ItemReader reads its items (integrations/aws/item_reader.py)
     MAP_RUN = "maprun"  # a distributed Map entered: create its map run (decider/map_runs.py)
+    MAP_ITEMS = "mapitems"  # its ItemReader's items reached the parent: hand them to the run (or its failure)
     MAP_CHILD = "mapchild"  # a map run starts a child
     MAP_RUN_DONE = "maprundone"  # a map run closed: complete its parent's Map
     MAP_WRITE = "mapwrite"  # a map run's ResultWriter writes its results (integrations/aws/result_writer.py)

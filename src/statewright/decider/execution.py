@@ -166,6 +166,7 @@ class MapRun:
     items: dict[str, int] = field(default_factory=dict)  # ... and its closed items by outcome (itemCounts' keys)
     closing: list[Any] | None = None  # [status, error, cause] decided while its results are written
     redo: list[int] = field(default_factory=list)  # a redrive's children to redrive (not started again yet)
+    reading: bool = False  # its parent reads its items (an ItemReader): nothing starts until they come
 
     def copy(self) -> MapRun:
         """A copy a decision may change; ``inputs``, ``sizes`` and ``items`` are replaced, never changed in place."""

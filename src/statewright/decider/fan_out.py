@@ -64,10 +64,21 @@ def map_inputs(step: Step, flow_id: str, state: MapState, data: Any, context: An
     items = _map_items(step, state, effective, context) if read is None else read(effective)
     inputs = _selected(step, flow_id, state, effective, items)
     limit = step.note("maxConcurrency", _map_concurrency(state, effective, context))
+    return effective, inputs, _allowed(limit)
+
+
+def map_concurrency(step: Step, flow_id: str, state: MapState, data: Any, context: Any) -> int:
+    """A Map's MaxConcurrency alone (a distributed Map's run is created before its ItemReader read the items)."""
+    if state.query_language == "JSONata":
+        return jsonata_states.max_concurrency(step, flow_id, state, data)
+    return _allowed(_map_concurrency(state, select(state.input_path, data, context), context))
+
+
+def _allowed(limit: int) -> int:
     if limit < 0:  # only TestState gets here: an execution stalls before it enters the Map (stalls)
         raise StatesError(errors.RUNTIME, f"Expected non-negative integer for MaxConcurrency, got '{limit}' "
                           "instead.")
-    return effective, inputs, limit
+    return limit
 
 
 def start_map(step: Step, flow_id: str, inputs: list[Any], limit: int, data: Any) -> None:

@@ -132,8 +132,11 @@ def map_inputs(step: Step, flow_id: str, state: MapState, data: Any,
         items = step.note("afterItemSelector", [
             step.evaluate_expression(flow_id, state, selector, data, "ItemSelector", (index, item))
             for index, item in enumerate(items)])
-    limit = seconds(step, flow_id, state, "MaxConcurrency", data, state.max_concurrency)
-    return items, step.note("maxConcurrency", limit)
+    return items, step.note("maxConcurrency", max_concurrency(step, flow_id, state, data))
+
+
+def max_concurrency(step: Step, flow_id: str, state: MapState, data: Any) -> int:
+    return seconds(step, flow_id, state, "MaxConcurrency", data, state.max_concurrency)
 
 
 def evaluation_failed(step: Step, flow: Flow, state: State, failure: StatesError, cause: str) -> None:

@@ -47,6 +47,7 @@ from .step import Decision, Step, without_none
 
 CONCURRENCY_MAX = 10_000  # children of one map run running at once (AWS's bound; MaxConcurrency 0 means it)
 RESULT_WRITER_FAILED = "States.ResultWriterFailed"
+REDRIVES_MAX = 1_000  # redrives of one map run
 _OUTCOMES = {SUCCEEDED: "succeeded", TIMED_OUT: "timedOut", ABORTED: "aborted"}  # any other close: "failed"
 
 
@@ -54,20 +55,28 @@ _OUTCOMES = {SUCCEEDED: "succeeded", TIMED_OUT: "timedOut", ABORTED: "aborted"} 
 
 
 def enter(step: Step, flow_id: str, state: MapState, data: Any) -> Outcome:
-    """Record the map run's start and dispatch its creation (with an ItemReader, first the read of its items); the
-    flow then waits on it as a Task waits on its attempt (the attempt's id is the MapRunStarted event's)."""
+    """Record the map run's start and dispatch its creation; the flow then waits on it as a Task waits on its
+    attempt (the attempt's id is the MapRunStarted event's). With an ItemReader the run is created reading: the
+    parent reads the items (``mapread``) and hands them to it once read (``answered``), so DescribeMapRun finds the
+    run from the start, as on AWS."""
     halted_id = step.resuming.pop(flow_id, None)
     if halted_id is not None:  # a redrive: the run the Map stood in runs again
         return _redrive(step, flow_id, step.resumed[halted_id].task.child)
     reader = state.distributed.reader
     if reader is None:
         inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, data, None)
+        destination = _destination(step, flow_id, state, data)
         # AWS records the items' count (0 when an ItemReader reads them: LocalStack's AWS-validated snapshots)
         _run_started(step, flow_id, state, len(inputs))
-        _create(step, flow_id, state, inputs, limit, tolerance)
+        _dispatch_run(step, DispatchKind.MAP_RUN, "run", {
+            **_request(step, flow_id, state, limit, tolerance, destination), **_items(state, inputs)})
         return WAIT
     where = _where(step, flow_id, state, reader.parameters, data, "ItemReader")
+    limit, tolerance = distributed_map.settings(step, flow_id, state, data)
+    destination = _destination(step, flow_id, state, data)
     scheduled_id = _run_started(step, flow_id, state, 0)
+    _dispatch_run(step, DispatchKind.MAP_RUN, "run", {
+        **_request(step, flow_id, state, limit, tolerance, destination), "reading": True})
     step.add_dispatch(str(scheduled_id), {
         "kind": DispatchKind.MAP_READ, "execution": step.execution.arn, "scheduled_id": scheduled_id,
         "action": reader.action, "parameters": where, "input_type": reader.input_type})
@@ -112,27 +121,41 @@ def _run_started(step: Step, flow_id: str, state: MapState, length: int) -> int:
     return scheduled_id
 
 
-def _create(step: Step, flow_id: str, state: MapState, inputs: list[Any], limit: int,
-            tolerance: distributed_map.Tolerance) -> None:
-    """Dispatch the map run's creation over the children's inputs."""
-    execution, flow = step.execution, step.flows[flow_id]
-    task, distributed = flow.task, state.distributed
-    writer = distributed.writer or ResultWriter()
-    destination = _where(step, flow_id, state, writer.parameters, flow.data, "ResultWriter")
+def _destination(step: Step, flow_id: str, state: MapState, data: Any) -> dict[str, str] | None:
+    """Where the ResultWriter writes the results (its Bucket and Prefix); None: they are the Map's output."""
+    writer = state.distributed.writer
+    if writer is None:
+        return None
+    destination = _where(step, flow_id, state, writer.parameters, data, "ResultWriter")
     if destination is not None and not (isinstance(destination, dict) and isinstance(destination.get("Bucket"), str)
                                         and isinstance(destination.get("Prefix", ""), str)):
         raise StatesError(RESULT_WRITER_FAILED, f"The ResultWriter's Parameters must name a Bucket (and may name a "
                           f"Prefix), as strings: {dumps(destination)}")
+    return None if destination is None else {"Bucket": destination["Bucket"], "Prefix": destination.get("Prefix", "")}
+
+
+def _request(step: Step, flow_id: str, state: MapState, limit: int, tolerance: distributed_map.Tolerance,
+             destination: dict[str, str] | None) -> dict[str, Any]:
+    """What creating the flow's map run takes, but its children's inputs."""
+    execution, task = step.execution, step.flows[flow_id].task
+    writer = state.distributed.writer or ResultWriter()
     run_arn = task.child
-    step.add_dispatch(f"run-{task.scheduled_id}", {
-        "kind": DispatchKind.MAP_RUN, "execution": execution.arn, "scheduled_id": task.scheduled_id, "run": run_arn,
+    return {
+        "execution": execution.arn, "scheduled_id": task.scheduled_id, "run": run_arn,
         "machine": machine_of(run_arn), "revision_id": execution.revision_id, "role_arn": execution.role_arn,
-        "processor": state.name, "execution_type": distributed.execution_type, "inputs": dumps(inputs),
+        "processor": state.name, "execution_type": state.distributed.execution_type,
         "max_concurrency": limit or CONCURRENCY_MAX, "tolerated_count": tolerance.count,
-        "tolerated_percentage": tolerance.percentage, "batched": distributed.batcher is not None,
-        "transformation": writer.transformation, "output_type": writer.output_type,
-        "destination": None if destination is None else {"Bucket": destination["Bucket"],
-                                                          "Prefix": destination.get("Prefix", "")}})
+        "tolerated_percentage": tolerance.percentage, "transformation": writer.transformation,
+        "output_type": writer.output_type, "destination": destination}
+
+
+def _items(state: MapState, inputs: list[Any]) -> dict[str, Any]:
+    """The children's inputs, as a map run's request carries them."""
+    return {"inputs": dumps(inputs), "batched": state.distributed.batcher is not None}
+
+
+def _dispatch_run(step: Step, kind: DispatchKind, prefix: str, request: dict[str, Any]) -> None:
+    step.add_dispatch(f"{prefix}-{request['scheduled_id']}", {"kind": kind, **request})
 
 
 def machine_of(map_run_arn: str) -> str:
@@ -158,19 +181,28 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
     flow = step.flows[flow_id]
     state = step.state_of(flow)
     task = flow.task
-    if isinstance(result, AttemptSubmitted):  # the ItemReader read the items: the run can be created
+    if isinstance(result, AttemptSubmitted):  # the ItemReader read the items: the run gets them
         if task.submitted:
             return WAIT  # a repeated report of the read
-        task.submitted = True
         step.remove_dispatch(str(task.scheduled_id))
         try:
             inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, flow.data,
                                                                result.output["read"])
-            _create(step, flow_id, state, inputs, limit, tolerance)
+            destination = _destination(step, flow_id, state, flow.data)
+            request = {**_request(step, flow_id, state, limit, tolerance, destination), **_items(state, inputs)}
         except StatesError as failure:
             result = AttemptFailed(failure.error, failure.cause)
         else:
+            task.submitted = True
+            _dispatch_run(step, DispatchKind.MAP_ITEMS, "items", request)
             return WAIT
+    reading = state.distributed.reader is not None and not task.submitted
+    if reading and isinstance(result, AttemptFailed):  # the items could not be read: the run fails with the Map
+        step.remove_dispatch(str(task.scheduled_id))
+        limit, tolerance = distributed_map.settings(step, flow_id, state, flow.data)
+        request = _request(step, flow_id, state, limit, tolerance, _destination(step, flow_id, state, flow.data))
+        _dispatch_run(step, DispatchKind.MAP_ITEMS, "items", {**request, "error": result.error,
+                                                              "cause": result.cause})
     started_id, flow.task = task.scheduled_id, None
     if isinstance(result, AttemptSucceeded):
         step.emit("MapRunSucceeded", None, None)
@@ -185,7 +217,10 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
         step.emit_exited(state, output, flow_id, assigned, started_id)
         return End(output) if state.end else Next(state.next, output)
     assert isinstance(result, AttemptFailed)
-    if task.started:  # the run exists: a redrive of the execution redrives it (the halted flow keeps its ARN)
+    # A run that had its items: a redrive of the execution redrives it (the halted flow keeps its ARN); one that
+    # never had them is started anew, as AWS starts a new Map Run for a Map whose ItemReader failed (its
+    # "Redriving Map Runs" page)
+    if task.started and not reading:
         flow.task = task
         step.halt(flow_id)
         flow.task = None
@@ -197,18 +232,48 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
 
 
 def create(arn: str, shard_id: int, request: dict[str, Any], now_ms: int) -> Decision:
-    """A new map run from its parent's ``maprun`` dispatch: its first children start."""
-    inputs = _inputs(request["inputs"])
-    batched = request["batched"]
-    run = MapRun(request["execution"], request["scheduled_id"], request["execution_type"], request["inputs"],
-                 len(inputs), request["max_concurrency"], request["tolerated_count"], request["tolerated_percentage"],
-                 request["transformation"], request["output_type"], request["destination"],
-                 sizes=[len(batch["Items"]) for batch in inputs] if batched else [])
+    """A new map run from its parent's ``maprun`` dispatch (or its ``mapitems``, when that came first): its first
+    children start, or it reads (``request["reading"]``) until ``filled``."""
+    run = MapRun(request["execution"], request["scheduled_id"], request["execution_type"], "[]", 0,
+                 request["max_concurrency"], request["tolerated_count"], request["tolerated_percentage"],
+                 request["transformation"], request["output_type"], request["destination"], reading=True)
     state = ExecutionState(arn, request["machine"], arn.rsplit(":", 1)[1], request["revision_id"],
                            request["role_arn"], "", now_ms, shard_id, processor=request["processor"], run=run)
     decision = Decision(state)
-    _go_on(decision, now_ms)
+    if not request.get("reading"):
+        _fill(decision, request, now_ms)
     return decision
+
+
+def filled(state: ExecutionState, request: dict[str, Any], now_ms: int) -> Decision | None:
+    """The parent read the run's items (``request``: its ``mapitems`` dispatch, with ``inputs``, or with the
+    ``error`` the read failed with): its children start, or it fails. None: it is not reading (any more)."""
+    if not state.is_open or not state.run.reading or request.get("reading"):
+        return None
+    decision = Decision(state.copy())
+    _fill(decision, request, now_ms)
+    return decision
+
+
+def _fill(decision: Decision, request: dict[str, Any], now_ms: int) -> None:
+    run = decision.state.run
+    run.reading = False
+    if "error" in request:
+        _close(decision, FAILED, now_ms, request["error"], request["cause"], tell_parent=False)
+        return
+    run.inputs = request["inputs"]
+    inputs = _inputs(run.inputs)
+    run.total = len(inputs)
+    run.sizes = [len(batch["Items"]) for batch in inputs] if request["batched"] else []
+    _go_on(decision, now_ms)
+
+
+def not_redrivable(state: ExecutionState) -> str | None:
+    """Why the run cannot be redriven again (None: it can): AWS redrives a Map Run at most 1,000 times, then the
+    Map fails with States.Runtime (its "Redriving Map Runs" page; the cause's wording is ours)."""
+    if state.redrive_count >= REDRIVES_MAX:
+        return f"The map run {state.arn} was redriven {state.redrive_count} times, AWS's limit"
+    return None
 
 
 def redrive(state: ExecutionState, request: dict[str, Any], now_ms: int) -> Decision | None:
@@ -291,7 +356,7 @@ def update(state: ExecutionState, max_concurrency: int | None, tolerated_count: 
         run.tolerated_count = tolerated_count
     if tolerated_percentage is not None:
         run.tolerated_percentage = tolerated_percentage
-    if decision.state.is_open and run.closing is None:
+    if decision.state.is_open and run.closing is None and not run.reading:
         _go_on(decision, now_ms)
     return decision
 

@@ -154,8 +154,9 @@ class AckDispatch:
 
 @dataclass(frozen=True, slots=True)
 class StartMapRun:
-    """Create a map run from its parent's ``maprun`` dispatch (``request``: its payload). Reply: True, whether it
-    was created now or before."""
+    """Create a map run from its parent's ``maprun`` dispatch (``request``: its payload), or give it the items its
+    parent read (``mapitems``: creating it if that came first), or redrive it. Reply: True, whether it was created
+    now or before."""
 
     arn: str
     request: dict

@@ -370,16 +370,21 @@ class Core:
 
     def _apply_to_map_run(self, command: Command, current: ExecutionState | None, batch: Batch,
                           now_ms: int) -> object:
-        """A command of a map run (decider/map_runs.py): its creation or redrive, a child's close, its results
-        written, UpdateMapRun, a stop."""
+        """A command of a map run (decider/map_runs.py): its creation, its items read, or its redrive, a child's
+        close, its results written, UpdateMapRun, a stop."""
         if isinstance(command, StartMapRun):
             if current is None and command.request.get("redrive"):  # gone since (retention)
                 return ExecutionDoesNotExist(command.arn)
+            if current is not None and command.request.get("redrive"):
+                refused = map_runs.not_redrivable(current)
+                if refused is not None:
+                    return ExecutionNotRedrivable(command.arn, refused)
             if current is None:
                 self._stage(batch, map_runs.create(command.arn, self.shards.of(command.arn), command.request,
                                                    now_ms), 0, now_ms)
-            elif command.request.get("redrive"):
-                decision = map_runs.redrive(current, command.request, now_ms)
+            else:
+                refill = map_runs.redrive if command.request.get("redrive") else map_runs.filled
+                decision = refill(current, command.request, now_ms)
                 if decision is not None:
                     self._stage(batch, decision, current.version, now_ms)
             return True

@@ -49,8 +49,8 @@ from .tokens import InvalidToken, TaskTokens, UnknownKey
 log = logging.getLogger("statewright.engine")
 
 # dispatch kinds the engine applies itself: nested executions' ("states", a Task's integration) and DispatchKind's
-KINDS = frozenset({"states", DispatchKind.PARENT, DispatchKind.STOP, DispatchKind.MAP_RUN, DispatchKind.MAP_CHILD,
-                   DispatchKind.MAP_RUN_DONE})
+KINDS = frozenset({"states", DispatchKind.PARENT, DispatchKind.STOP, DispatchKind.MAP_RUN, DispatchKind.MAP_ITEMS,
+                   DispatchKind.MAP_CHILD, DispatchKind.MAP_RUN_DONE})
 _CHILD_NAMES = uuid.UUID("8f0d5a3c-6c55-4b5e-9a59-1f3c0b1b6a10")
 STOPPED_BY_PARENT = "The parent execution that started this one was stopped or closed."
 
@@ -81,6 +81,8 @@ def stages(dispatch: Dispatch, context: TransferContext) -> Stages:
         return _notify_parent(dispatch, context)
     if kind == DispatchKind.MAP_RUN:
         return _create_map_run(dispatch)
+    if kind == DispatchKind.MAP_ITEMS:
+        return _fill_map_run(dispatch)
     if kind == DispatchKind.MAP_CHILD:
         return _start_map_run_child(dispatch, context)
     if kind == DispatchKind.MAP_RUN_DONE:
@@ -196,14 +198,22 @@ def _create_map_run(dispatch: Dispatch) -> Stages:
     dispatch); a parent that moved on meanwhile has its run stopped, then the dispatch goes."""
     payload = dispatch.payload
     created, = yield [StartMapRun(payload["run"], payload)]
-    if isinstance(created, ExecutionDoesNotExist):  # a redrive of a run deleted since (retention)
-        yield [CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], AttemptFailed(
-            "States.Runtime", f"The map run {payload['run']} no longer exists and cannot be redriven"))]
+    if isinstance(created, ExecutionDoesNotExist | ExecutionNotRedrivable):  # a redrive refused
+        cause = (created.reason if isinstance(created, ExecutionNotRedrivable)
+                 else f"The map run {payload['run']} no longer exists and cannot be redriven")  # (retention)
+        yield [CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], AttemptFailed("States.Runtime", cause))]
         return
     started, = yield [StartAttempt(dispatch.execution_arn, payload["scheduled_id"])]
     if started is not True:
         yield [StopExecution(payload["run"], "States.Aborted", STOPPED_BY_PARENT)]
         yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
+
+
+def _fill_map_run(dispatch: Dispatch) -> Stages:
+    """The ItemReader's items (or its failure) reached the parent: the run reading them gets them (created now if
+    its creation is still on its way: the payload carries all of it), then acknowledge."""
+    yield [StartMapRun(dispatch.payload["run"], dispatch.payload)]
+    yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
 
 def _start_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages:

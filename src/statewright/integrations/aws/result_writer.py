@@ -46,13 +46,13 @@ class ResultWriter:
         await self.dispatcher.report(written, REPORT_S)
 
 
-def write(client: Any, payload: dict[str, Any]) -> None:
+def write(client: Any, payload: dict[str, Any], file_bytes_max: int = FILE_BYTES_MAX) -> None:
     """Every result file, then the manifest. Blocks: on a pool thread."""
     bucket, prefix = payload["bucket"], payload["prefix"]
     files: dict[str, list[dict[str, Any]]] = {}
     for status in STATUSES:
         files[status] = []
-        for number, body in enumerate(_parts(payload[status], payload["output_type"])):
+        for number, body in enumerate(_parts(payload[status], payload["output_type"], file_bytes_max)):
             key = f"{prefix}{status}_{number}.json"
             client.put_object(Bucket=bucket, Key=key, Body=body)
             files[status].append({"Key": key, "Size": len(body)})
@@ -60,14 +60,15 @@ def write(client: Any, payload: dict[str, Any]) -> None:
     client.put_object(Bucket=bucket, Key=f"{prefix}manifest.json", Body=dumps(manifest).encode())
 
 
-def _parts(records: list[str], output_type: str) -> list[bytes]:
-    """The records as files of at most FILE_BYTES_MAX each: a JSON array, or a line each (JSONL)."""
+def _parts(records: list[str], output_type: str, file_bytes_max: int) -> list[bytes]:
+    """The records as files of at most ``file_bytes_max`` each (one record larger than that is a file alone): a
+    JSON array, or a line each (JSONL)."""
     parts: list[bytes] = []
     current: list[bytes] = []
     size = 0
     for record in records:
         encoded = record.encode()
-        if current and size + len(encoded) + 2 > FILE_BYTES_MAX:
+        if current and size + len(encoded) + 2 > file_bytes_max:
             parts.append(_joined(current, output_type))
             current, size = [], 0
         current.append(encoded)
