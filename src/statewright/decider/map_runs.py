@@ -7,12 +7,15 @@ execution, on the shard its ARN hashes to. Its children are ordinary executions 
 them is a dispatch written in the commit that decides it, which the engine applies itself (engine/transfers.py):
 
 - ``maprun``: the parent's Map entered (its MapRunStarted event is the attempt's scheduled id): create the run
-  (idempotently by its ARN), then mark the parent's attempt started;
+  (idempotently by its ARN; reading, when an ItemReader reads its items), then mark the parent's attempt started;
+- ``mapitems``: the parent read the items (``mapread``) and made the children's inputs of them: the run reading
+  gets them (or the read's failure, which fails it);
 - ``mapchild``: the run starts child ``i`` (idempotently by its name, derived from the run and ``i``), then the
   dispatch goes;
 - ``parent`` (a child's, with ``map_run``): a child closed: the run counts it, then the dispatch goes;
 - ``maprundone``: the run closed: complete the parent's attempt (Retry and Catch apply as to any result);
-- ``mapread`` and ``mapwrite`` (integrations/aws): the ItemReader's read, the ResultWriter's files;
+- ``mapread`` and ``mapwrite`` (integrations/aws): the ItemReader's read (reported to the parent, whose
+  ItemsPointer, ItemSelector and ItemBatcher make the inputs), the ResultWriter's files;
 - ``stop``: a closing parent stops its run; a closing run stops its running children.
 
 So a crash anywhere repeats a stage, never loses one, and a repeated stage changes nothing. The parent's history
