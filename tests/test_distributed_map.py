@@ -92,7 +92,7 @@ def test_the_map_run_apis_describe_the_run_and_its_children(sfn, make_machine):
     assert runs[0]["stateMachineArn"] == f"{machine}/apis"
     run_described = sfn.describe_map_run(mapRunArn=map_run)
     counts = {"pending": 0, "running": 0, "succeeded": 5, "failed": 0, "timedOut": 0, "aborted": 0, "total": 5,
-              "resultsWritten": 5}
+              "resultsWritten": 5, "failuresNotRedrivable": 0, "pendingRedrive": 0}
     assert run_described["status"] == "SUCCEEDED"
     assert run_described["maxConcurrency"] == 3
     assert run_described["toleratedFailureCount"] == 0 and run_described["toleratedFailurePercentage"] == 0.0
@@ -102,6 +102,7 @@ def test_the_map_run_apis_describe_the_run_and_its_children(sfn, make_machine):
     assert len(kids) == 5 and {kid["status"] for kid in kids} == {"SUCCEEDED"}
     assert {kid["stateMachineArn"] for kid in kids} == {f"{machine}/apis"}
     assert {kid["mapRunArn"] for kid in kids} == {map_run}
+    assert {kid["itemCount"] for kid in kids} == {1}
     child = sfn.describe_execution(executionArn=kids[0]["executionArn"])
     assert child["mapRunArn"] == map_run and child["stateMachineArn"] == f"{machine}/apis"
     assert json.loads(child["output"])["twice"] == 2 * json.loads(child["input"])["v"]
@@ -188,6 +189,7 @@ def test_batches_are_children_and_items_are_counted_by_item(sfn, make_machine):
     run_described = sfn.describe_map_run(mapRunArn=map_run_of(events))
     assert run_described["executionCounts"]["total"] == 3 and run_described["executionCounts"]["succeeded"] == 3
     assert run_described["itemCounts"]["total"] == 5 and run_described["itemCounts"]["succeeded"] == 5
+    assert sorted(kid["itemCount"] for kid in children(sfn, map_run_of(events))) == [1, 2, 2]
 
 
 def test_stopping_the_parent_aborts_the_run_and_its_children(sfn, make_machine):
@@ -195,10 +197,17 @@ def test_stopping_the_parent_aborts_the_run_and_its_children(sfn, make_machine):
         {"W": {"Type": "Wait", "Seconds": 300, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=2)}})
     arn, map_run = start_run(sfn, machine, list(range(5)))
     _when(lambda: len([kid for kid in children(sfn, map_run) if kid["status"] == "RUNNING"]) == 2 or None)
+    # Nothing is written while the run runs (AWS: resultsWritten 0)
+    assert sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]["resultsWritten"] == 0
     sfn.stop_execution(executionArn=arn, error="Enough", cause="stopped by the test")
     assert _when(lambda: sfn.describe_map_run(mapRunArn=map_run)["status"] == "ABORTED" or None)
     assert _when(lambda: {kid["status"] for kid in children(sfn, map_run)} == {"ABORTED"} or None)
     assert len(children(sfn, map_run)) == 2  # the other three never started
+    counts = sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]
+    assert (counts["aborted"], counts["pending"], counts["running"], counts["resultsWritten"]) == (2, 3, 0, 0)
+    with pytest.raises(sfn.exceptions.ValidationException, match="only a running Map Run"):
+        sfn.update_map_run(mapRunArn=map_run, maxConcurrency=5)
+    assert sfn.describe_map_run(mapRunArn=map_run)["maxConcurrency"] == 2
 
 
 def test_update_map_run_raises_max_concurrency_mid_run(sfn, make_machine):
@@ -233,6 +242,11 @@ def test_redriving_the_parent_redrives_its_run_keeping_what_succeeded(sfn, make_
     assert (failed["status"], failed["error"]) == ("FAILED", "States.ExceedToleratedFailureThreshold")
     map_run = map_run_of(history(sfn, arn))
     assert sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]["pending"] == 1  # the third never started
+    # The failed child is redriven by its run, through its parent, never directly
+    broken = next(kid for kid in children(sfn, map_run) if kid["status"] == "FAILED")
+    assert sfn.describe_execution(executionArn=broken["executionArn"])["redriveStatus"] == "REDRIVABLE_BY_MAP_RUN"
+    with pytest.raises(sfn.exceptions.ExecutionNotRedrivable, match="redrive its parent execution"):
+        sfn.redrive_execution(executionArn=broken["executionArn"])
 
     sfn.redrive_execution(executionArn=arn)
     assert sorted([answer(fail=False), answer(fail=False)]) == [1, 2]
@@ -568,6 +582,25 @@ def test_failed_children_go_to_their_own_file_as_whole_records(aws_sfn, s3):
     (record,) = [json.loads(line) for line in failed.decode().splitlines()]
     assert (record["Status"], record["Error"], record["Cause"]) == ("FAILED", "ItemBroke", "asked to")
     assert "Output" not in record and record["RedriveStatus"] == "REDRIVABLE_BY_MAP_RUN"
+
+
+def test_a_child_the_failing_run_stopped_is_written_as_aborted_once_it_closed(aws_sfn, s3):
+    machine = writer_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:putObject",
+                                       "Parameters": {"Bucket": "items", "Prefix": "stopped"}},
+                             processor={"W": {"Type": "Choice", "Default": "Nap",
+                                              "Choices": [{"Variable": "$.fail", "BooleanEquals": True,
+                                                           "Next": "F"}]},
+                                        "Nap": {"Type": "Wait", "Seconds": 300, "End": True},
+                                        "F": {"Type": "Fail", "Error": "ItemBroke"}}, MaxConcurrency=2)
+    described, events = run(aws_sfn, machine, {"items": [{"fail": False}, {"fail": True}]})
+    assert (described["status"], described["error"]) == ("FAILED", "States.ExceedToleratedFailureThreshold")
+    map_run = map_run_of(events)
+    manifest = s3_json(s3, f"stopped/{map_run.rsplit(':', 1)[1]}/manifest.json")
+    records = [record for file in manifest["ResultFiles"]["FAILED"] for record in s3_json(s3, file["Key"])]
+    assert sorted((record["Status"], json.loads(record["Input"])["fail"]) for record in records) == [
+        ("ABORTED", False), ("FAILED", True)]
+    counts = aws_sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]
+    assert (counts["failed"], counts["aborted"], counts["running"], counts["resultsWritten"]) == (1, 1, 0, 2)
 
 
 def test_flatten_splices_the_children_arrays_into_the_result_files(aws_sfn, s3):

@@ -252,8 +252,8 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
         "inputDetails": {"included": True},
     }
     _qualifiers(described, execution.version_arn, execution.alias_arn)
-    if execution.parent is not None and "map_run" in execution.parent:
-        described["mapRunArn"] = execution.parent["map_run"]
+    if execution.map_run is not None:
+        described["mapRunArn"] = execution.map_run
     _redrives(described, execution.redrive_count, execution.redrive_ms)
     if execution.stop_ms is not None:
         described["stopDate"] = seconds(execution.stop_ms)
@@ -281,7 +281,7 @@ async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
     cursor, redriven = paging.decode(params.get("nextToken")), _REDRIVEN.get(params.get("redriveFilter"))
     try:
         if map_run_arn is not None:  # its children, listed under it (map_runs.py)
-            await map_runs.load(service, map_run_arn)
+            run = (await map_runs.load(service, map_run_arn)).run
             page = await service.store_call(functools.partial(service.store.list_executions, map_run_arn, status,
                                                               limit, cursor, redriven=redriven))
         else:
@@ -295,6 +295,7 @@ async def list_executions(service: Service, params: dict, scope: Scope) -> dict:
                 "status": summary.status, "startDate": seconds(summary.start_ms)}
         if map_run_arn is not None:
             item["stateMachineArn"], item["mapRunArn"] = decider_map_runs.machine_of(map_run_arn), map_run_arn
+            item["itemCount"] = decider_map_runs.item_count(map_run_arn, run, summary.name)
         _qualifiers(item, summary.version_arn, summary.alias_arn)
         _redrives(item, summary.redrive_count, summary.redrive_ms)
         if summary.stop_ms is not None:

@@ -85,6 +85,10 @@ async def update_map_run(service: Service, params: dict, scope: Scope) -> dict:
         raise AwsError("ValidationException", "at least one of the parameters maxConcurrency, "
                        "toleratedFailurePercentage, or toleratedFailureCount must be provided")
     percentage = params.get("toleratedFailurePercentage")
+    state = await load(service, arn)
+    if not state.is_open:  # (inferred: AWS documents no answer for a closed run)
+        raise AwsError("ValidationException", f"Map Run {arn} is {state.status}: only a running Map Run can be "
+                       "updated")
     try:
         await service.run(commands.UpdateMapRun(arn, params.get("maxConcurrency"),
                                                 params.get("toleratedFailureCount"),

@@ -55,9 +55,21 @@ def not_redrivable(execution: ExecutionState, now_ms: int, redrivable_ms: int) -
 
 
 def redrive_status(execution: ExecutionState, now_ms: int, redrivable_ms: int) -> tuple[str, str | None]:
-    """DescribeExecution's redriveStatus and redriveStatusReason (None: AWS gives no reason)."""
+    """DescribeExecution's redriveStatus and redriveStatusReason (None: AWS gives no reason). A map run's child
+    is redriven by its run, when its parent is redriven (AWS's DescribeExecution: ``REDRIVABLE_BY_MAP_RUN``)."""
     reason = not_redrivable(execution, now_ms, redrivable_ms)
-    return ("REDRIVABLE", None) if reason is None else ("NOT_REDRIVABLE", reason)
+    if reason is not None:
+        return "NOT_REDRIVABLE", reason
+    return ("REDRIVABLE" if execution.map_run is None else "REDRIVABLE_BY_MAP_RUN"), None
+
+
+def redriven_by_its_map_run(execution: ExecutionState) -> str | None:
+    """Why RedriveExecution refuses a map run's child (None: not one): its run redrives it (AWS's RedriveExecution
+    page; the reason's wording is ours)."""
+    if execution.map_run is None:
+        return None
+    return (f"Execution is a child of the map run {execution.map_run}: redrive its parent execution, whose map "
+            f"run redrives it")
 
 
 SCHEMA_VERSION = 3
@@ -167,6 +179,9 @@ class MapRun:
     closing: list[Any] | None = None  # [status, error, cause] decided while its results are written
     redo: list[int] = field(default_factory=list)  # a redrive's children to redrive (not started again yet)
     reading: bool = False  # its parent reads its items (an ItemReader): nothing starts until they come
+    stopped: list[int] = field(default_factory=list)  # children it stopped (counted aborted) whose close may tell
+    not_redrivable: int = 0  # children that did not succeed and cannot be redriven (DescribeMapRun)
+    written: int = 0  # children whose part of the results was delivered (written, or the Map's output)
 
     def copy(self) -> MapRun:
         """A copy a decision may change; ``inputs``, ``sizes`` and ``items`` are replaced, never changed in place."""
@@ -175,6 +190,7 @@ class MapRun:
         clone.results = dict(self.results)
         clone.failures = dict(self.failures)
         clone.redo = list(self.redo)
+        clone.stopped = list(self.stopped)
         return clone
 
 
@@ -277,9 +293,14 @@ class ExecutionState:
         run, its parent execution (ListMapRuns)."""
         if self.run is not None:
             return self.run.parent_arn
+        return self.map_run or self.state_machine_arn
+
+    @property
+    def map_run(self) -> str | None:
+        """The map run that started it (None: not a map run's child)."""
         if self.parent is not None and "map_run" in self.parent:
             return self.parent["map_run"]
-        return self.state_machine_arn
+        return None
 
 
 def _flow_row(flow: Flow) -> tuple[Any, ...]:

@@ -295,6 +295,7 @@ def redrive(state: ExecutionState, request: dict[str, Any], now_ms: int) -> Deci
     run.scheduled_id = request["scheduled_id"]
     run.redo = [index for index in range(run.next_index) if str(index) not in run.results]
     run.failures, run.failed, run.timed_out, run.aborted = {}, 0, 0, 0
+    run.stopped, run.not_redrivable, run.written = [], 0, 0
     run.items = {key: count for key, count in run.items.items() if key == "succeeded"}
     _go_on(decision, now_ms)
     return decision
@@ -302,24 +303,26 @@ def redrive(state: ExecutionState, request: dict[str, Any], now_ms: int) -> Deci
 
 def child_closed(state: ExecutionState, index: int, described: dict[str, Any], now_ms: int) -> Decision | None:
     """A child closed (``described``: as DescribeExecution describes it to a parent, describe_for_parent): count
-    it, start the next ones or close the run. None: the run counted it already (or closed)."""
-    if not state.is_open or index not in state.run.running:
+    it, start the next ones or close the run. A child the run stopped was counted aborted: its close corrects that
+    (it may have failed or succeeded first) and gives its record to the results, which are written once every
+    stopped child told. None: the run counted it already."""
+    run = state.run
+    stopped = index in run.stopped
+    if not stopped and (not state.is_open or index not in run.running):
         return None
     decision = Decision(state.copy())
     run = decision.state.run
-    run.running.remove(index)
     status = described["Status"]
-    if status == SUCCEEDED:
-        run.succeeded += 1
-    elif status == TIMED_OUT:
-        run.timed_out += 1
-    elif status == ABORTED:
-        run.aborted += 1
+    if stopped:
+        run.stopped.remove(index)
+        if status != ABORTED:
+            _count(run, index, ABORTED, -1)
+            _count(run, index, status)
     else:
-        run.failed += 1
-    if run.sizes:  # a batch's items share its outcome
-        outcome = _OUTCOMES.get(status, "failed")
-        run.items = {**run.items, outcome: run.items.get(outcome, 0) + run.sizes[index]}
+        run.running.remove(index)
+        _count(run, index, status)
+    if status != SUCCEEDED and described.get("RedriveStatus") == "NOT_REDRIVABLE":
+        run.not_redrivable += 1
     # Each child's part of the results: its output (COMPACT, FLATTEN), or its whole record (NONE, and a failed
     # child whatever the Transformation: AWS's ResultWriter (Map) page)
     if status != SUCCEEDED:
@@ -328,8 +331,26 @@ def child_closed(state: ExecutionState, index: int, described: dict[str, Any], n
         run.results[str(index)] = dumps(_record(described))
     else:
         run.results[str(index)] = described.get("Output", "null")
-    _go_on(decision, now_ms)
+    if not stopped:
+        _go_on(decision, now_ms)
+    elif run.closing is not None and not run.stopped:
+        _write(decision)
     return decision
+
+
+def _count(run: MapRun, index: int, status: str, by: int = 1) -> None:
+    """Count child ``index`` closed with ``status`` (``by`` -1: no longer)."""
+    if status == SUCCEEDED:
+        run.succeeded += by
+    elif status == TIMED_OUT:
+        run.timed_out += by
+    elif status == ABORTED:
+        run.aborted += by
+    else:
+        run.failed += by
+    if run.sizes:  # a batch's items share its outcome
+        outcome = _OUTCOMES.get(status, "failed")
+        run.items = {**run.items, outcome: run.items.get(outcome, 0) + by * run.sizes[index]}
 
 
 def _record(described: dict[str, Any]) -> dict[str, Any]:
@@ -342,15 +363,16 @@ def _record(described: dict[str, Any]) -> dict[str, Any]:
             record[key] = format_ms(record[key])
     if record["Status"] != SUCCEEDED:
         record.pop("Output", None)
-        record.pop("RedriveStatusReason", None)
         record["OutputDetails"] = {"Included": True}
-        record["RedriveStatus"] = "REDRIVABLE_BY_MAP_RUN"
     return dict(sorted(record.items()))
 
 
 def update(state: ExecutionState, max_concurrency: int | None, tolerated_count: int | None,
-           tolerated_percentage: float | None, now_ms: int) -> Decision:
-    """UpdateMapRun: new bounds take effect at once (more children start, or the run fails now)."""
+           tolerated_percentage: float | None, now_ms: int) -> Decision | None:
+    """UpdateMapRun: new bounds take effect at once (more children start, or the run fails now). None: the run
+    closed, nothing to update."""
+    if not state.is_open:
+        return None
     decision = Decision(state.copy())
     run = decision.state.run
     if max_concurrency is not None:
@@ -359,7 +381,7 @@ def update(state: ExecutionState, max_concurrency: int | None, tolerated_count: 
         run.tolerated_count = tolerated_count
     if tolerated_percentage is not None:
         run.tolerated_percentage = tolerated_percentage
-    if decision.state.is_open and run.closing is None and not run.reading:
+    if run.closing is None and not run.reading:
         _go_on(decision, now_ms)
     return decision
 
@@ -385,6 +407,8 @@ def written(state: ExecutionState, error: str | None, cause: str | None, now_ms:
     status, closing_error, closing_cause = run.closing
     if error is not None and status == SUCCEEDED:
         status, closing_error, closing_cause = FAILED, error, cause
+    if error is None:
+        run.written = len(run.results) + len(run.failures)
     _close(decision, status, now_ms, closing_error, closing_cause)
     decision.effects.dispatches_removed.append("write")
     return decision
@@ -416,8 +440,15 @@ def _finish(decision: Decision, status: str, now_ms: int, error: str | None = No
         _close(decision, status, now_ms, error, cause)
         return
     run.closing = [status, error, cause]
-    state = decision.state
     _stop_running(decision)
+    if not run.stopped:  # else once the children it stopped told how they closed (child_closed)
+        _write(decision)
+
+
+def _write(decision: Decision) -> None:
+    """Dispatch the writing of the results."""
+    state = decision.state
+    run = state.run
     # Children never started (the run failed): their inputs (the record AWS writes for them is not documented)
     pending = _inputs(run.inputs)[run.next_index:]
     decision.effects.dispatches_added.append(("write", {
@@ -428,13 +459,17 @@ def _finish(decision: Decision, status: str, now_ms: int, error: str | None = No
 
 
 def _stop_running(decision: Decision) -> None:
-    """No more children: those running stop now, counted as aborted (their closes are not awaited)."""
+    """No more children: those running stop now, counted as aborted until they tell how they closed (one may
+    have failed or succeeded on its own meanwhile: child_closed). A child not started yet tells it was aborted."""
     state = decision.state
     run = state.run
     for index in run.running:
+        name = child_name(state.arn, index)
         decision.effects.dispatches_added.append((f"stop-{index}", {
-            "kind": DispatchKind.STOP, "target": child_arn(state, child_name(state.arn, index))}))
-    run.aborted += len(run.running)
+            "kind": DispatchKind.STOP, "target": child_arn(state, name), "map_run": state.arn, "index": index,
+            "machine": state.state_machine_arn, "name": name}))
+        _count(run, index, ABORTED)
+    run.stopped.extend(run.running)
     run.running = []
 
 
@@ -489,6 +524,20 @@ def _redrive_child(decision: Decision, index: int) -> None:
         "token": f"{state.arn}|{state.redrive_count}", "run": state.arn, "index": index}))
 
 
+def item_count(run_arn: str, run: MapRun, name: str) -> int:
+    """The items child ``name`` runs on (ListExecutions by map run: its itemCount): its batch's, or one."""
+    if not run.sizes:
+        return 1
+    index = _child_indexes(run_arn, len(run.sizes)).get(name)
+    return 1 if index is None else run.sizes[index]
+
+
+@functools.lru_cache(maxsize=8)
+def _child_indexes(run_arn: str, children: int) -> dict[str, int]:
+    """A batching run's children by name (their names are derived from their indexes, not the other way)."""
+    return {child_name(run_arn, index): index for index in range(children)}
+
+
 def child_name(run_arn: str, index: int) -> str:
     return named_uuid(f"{run_arn}|{index}")
 
@@ -516,6 +565,8 @@ def _close(decision: Decision, status: str, now_ms: int, error: str | None = Non
     state.status, state.stop_ms, state.error, state.cause = status, now_ms, error, cause
     run.closing = None
     _stop_running(decision)
+    if status == SUCCEEDED and run.destination is None:  # the results are the Map's output
+        run.written = len(run.results) + len(run.failures)
     if not tell_parent:
         return
     result: dict[str, Any] = {"error": error, "cause": cause} if status != SUCCEEDED else {"output": _output(state)}
@@ -543,12 +594,13 @@ def results_prefix(state: ExecutionState) -> str:
 
 
 def counts(state: ExecutionState) -> dict[str, int]:
-    """DescribeMapRun's executionCounts."""
+    """DescribeMapRun's executionCounts. resultsWritten counts the children whose part of the results was
+    delivered: none while the run runs, all that closed once it succeeded (AWS, as LocalStack recorded it and as
+    a user measured a running run)."""
     run = state.run
-    closed = run.succeeded + run.failed + run.timed_out + run.aborted
-    return {"aborted": run.aborted, "failed": run.failed, "pending": run.total - run.next_index,
-            "resultsWritten": closed, "running": len(run.running), "succeeded": run.succeeded,
-            "timedOut": run.timed_out, "total": run.total}
+    return {"aborted": run.aborted, "failed": run.failed, "failuresNotRedrivable": run.not_redrivable,
+            "pending": run.total - run.next_index, "pendingRedrive": len(run.redo), "resultsWritten": run.written,
+            "running": len(run.running), "succeeded": run.succeeded, "timedOut": run.timed_out, "total": run.total}
 
 
 def item_counts(state: ExecutionState, executions: dict[str, int]) -> dict[str, int]:
@@ -561,5 +613,6 @@ def item_counts(state: ExecutionState, executions: dict[str, int]) -> dict[str, 
     counts["total"] = sum(run.sizes)
     counts["pending"] = sum(run.sizes[run.next_index:])
     counts["running"] = sum(run.sizes[index] for index in run.running)
-    counts["resultsWritten"] = sum(run.items.values())
+    counts["pendingRedrive"] = sum(run.sizes[index] for index in run.redo)
+    counts["resultsWritten"] = sum(run.sizes[int(key)] for key in {**run.results, **run.failures}) if run.written else 0
     return counts

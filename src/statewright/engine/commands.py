@@ -99,10 +99,11 @@ class StopExecution:
 @dataclass(frozen=True, slots=True)
 class RedriveExecution:
     """Reply: the redrive time (ms; that of the earlier redrive a repeated client token made), or
-    ExecutionDoesNotExist, or ExecutionNotRedrivable."""
+    ExecutionDoesNotExist, or ExecutionNotRedrivable. ``by_map_run``: a map run redrives its child (only it may)."""
 
     arn: str
     client_token: str | None = None
+    by_map_run: bool = False
 
 
 @dataclass(frozen=True, slots=True)

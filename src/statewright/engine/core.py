@@ -30,7 +30,7 @@ from .. import decider
 from ..asl.budget import SliceSpent
 from ..asl.definition import ResourceCheck
 from ..decider import map_runs
-from ..decider.execution import REDRIVABLE_MS, ExecutionState, not_redrivable
+from ..decider.execution import REDRIVABLE_MS, ExecutionState, not_redrivable, redriven_by_its_map_run
 from ..decider.mocks import MockConfig
 from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
@@ -511,6 +511,8 @@ class Core:
         if earlier_ms is not None:  # the same request again: answered as it was
             return earlier_ms
         reason = not_redrivable(current, now_ms, self.redrivable_ms)
+        if reason is None and not command.by_map_run:
+            reason = redriven_by_its_map_run(current)
         if reason is not None:
             return ExecutionNotRedrivable(command.arn, reason)
         # A compacted history is read from its object, on this thread as rows are (rarely: only a Wait that was

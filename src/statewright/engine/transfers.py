@@ -239,12 +239,15 @@ def _redrive_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stag
     """A redriven map run's child that had not succeeded is redriven (once: the redrive's client token); one that
     cannot be (deleted, or no longer redrivable) is reported to the run as it stands."""
     payload = dispatch.payload
-    redriven, = yield [RedriveExecution(payload["arn"], payload["token"])]
+    redriven, = yield [RedriveExecution(payload["arn"], payload["token"], by_map_run=True)]
     if isinstance(redriven, ExecutionNotRedrivable | ExecutionDoesNotExist):
         child = context.execution(payload["arn"])
         described = ({"Status": "FAILED", "Error": "States.Runtime", "Cause": f"The child execution "
                       f"{payload['arn']} no longer exists and cannot be redriven"} if child is None
                      else describe_for_parent(child))
+        described["RedriveStatus"] = "NOT_REDRIVABLE"
+        if isinstance(redriven, ExecutionNotRedrivable):
+            described["RedriveStatusReason"] = redriven.reason
         if described["Status"] == "RUNNING":  # it is closing (stopped by the run): its close will report
             described = {**described, "Status": "FAILED", "Error": "States.Runtime",
                          "Cause": f"The child execution {payload['arn']} was still running and cannot be redriven"}
@@ -271,8 +274,14 @@ def _complete_map(dispatch: Dispatch) -> Stages:
 
 
 def _stop_child(dispatch: Dispatch) -> Stages:
-    """A parent closed while a child it waits on runs: stop the child, then acknowledge."""
-    yield [StopExecution(dispatch.payload["target"], "States.Aborted", STOPPED_BY_PARENT)]
+    """A parent closed while a child it waits on runs: stop the child, then acknowledge. A map run's child that
+    was never started tells its run it was aborted, as a started one tells when it closes."""
+    payload = dispatch.payload
+    stopped, = yield [StopExecution(payload["target"], "States.Aborted", STOPPED_BY_PARENT)]
+    if isinstance(stopped, ExecutionDoesNotExist) and "map_run" in payload:
+        yield [MapRunChildClosed(payload["map_run"], payload["index"], {
+            "ExecutionArn": payload["target"], "Name": payload["name"], "StateMachineArn": payload["machine"],
+            "Status": "ABORTED"})]
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
 

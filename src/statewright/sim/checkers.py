@@ -442,15 +442,25 @@ def map_run_problems(histories: Histories, parent_arn: str, parent_events: list[
         problems.append(f"{where}: {most} children ran at once; MaxConcurrency is {limit}")
     gone = sum(1 for index in range(run.total)
                if f"{map_runs.child_arn(run_state, map_runs.child_name(run_arn, index))}" in expired)
+    counted = {"SUCCEEDED": run.succeeded, "FAILED": run.failed, "TIMED_OUT": run.timed_out,
+               "ABORTED": run.aborted}
     if run_state.status == "SUCCEEDED" and not gone:
-        counted = {"SUCCEEDED": run.succeeded, "FAILED": run.failed, "TIMED_OUT": run.timed_out,
-                   "ABORTED": run.aborted}
         if run.next_index != run.total or run.running or len(children) != run.total or any(
                 statuses[status] != count for status, count in counted.items()):
             problems.append(f"{where}: succeeded counting {counted} of {run.total} children, "
                             f"{run.next_index} started and {len(run.running)} running; its children: "
                             f"{dict(statuses)}")
-    elif liveness and run_state.status not in CLOSED:
+    elif liveness and run_state.status in CLOSED and not gone and not run.stopped and not run.redo:
+        # Closed otherwise, once every child it stopped told how it closed: each child counted as it ended (one
+        # stopped before it started counts aborted)
+        ended = Counter(statuses)
+        ended["ABORTED"] += run.next_index - len(children)
+        if run.running or any(ended[status] != count for status, count in counted.items()):
+            problems.append(f"{where}: closed {run_state.status} counting {counted}, {len(run.running)} running; "
+                            f"its children: {dict(ended)}")
+    if liveness and run.stopped:
+        problems.append(f"{where}: children it stopped never told how they closed: {run.stopped}")
+    if liveness and run_state.status not in CLOSED:
         problems.append(f"{where}: still {run_state.status} after every fault stopped and time ran on")
     return problems
 
