@@ -465,6 +465,51 @@ def test_items_are_the_objects_an_s3_inventory_manifest_lists(aws_sfn, s3):
     assert json.loads(described["output"])[0] == {"Bucket": "items", "Key": "photos/a.jpg", "Size": "12"}
 
 
+@pytest.fixture(scope="module")
+def paged_sfn(tmp_path_factory, moto):
+    """A server whose ItemReader reads 40 bytes of an object, or 2 objects of a listing, at a time."""
+    server = ServerProcess(tmp_path_factory.mktemp("paged") / "data", env=server_env(moto), extra_args=(
+        "--item-reader-page-bytes", "40", "--item-reader-page-items", "2")).start()
+    yield server.client()
+    server.stop()
+
+
+def test_an_object_read_in_pages_gives_every_row_once_in_order(paged_sfn, s3):
+    rows = [{"n": n, "pad": "x" * (n % 3)} for n in range(12)] + [{"n": 12, "long": "y" * 100}]  # one past a page
+    s3.put_object(Bucket="items", Key="paged.jsonl", Body="".join(json.dumps(row) + "\n" for row in rows).encode())
+    machine = reader_machine(paged_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                         "ReaderConfig": {"InputType": "JSONL"},
+                                         "Parameters": {"Bucket": "items", "Key": "paged.jsonl"}},
+                             ItemSelector={"n.$": "$$.Map.Item.Value.n", "index.$": "$$.Map.Item.Index"},
+                             ItemBatcher={"MaxItemsPerBatch": 2}, MaxConcurrency=3)
+    described, events = run(paged_sfn, machine, {})
+    assert described["status"] == "SUCCEEDED", described
+    items = [item for batch in json.loads(described["output"]) for item in batch["Items"]]
+    assert items == [{"n": n, "index": n} for n in range(13)]  # the index goes on across pages
+    counts = paged_sfn.describe_map_run(mapRunArn=map_run_of(events))["itemCounts"]
+    assert (counts["total"], counts["succeeded"]) == (13, 13)
+
+
+def test_a_csv_read_in_pages_keeps_its_header_and_its_quoted_line_breaks(paged_sfn, s3):
+    body = "id,text\n" + "".join(f'{n},"line {n}\nand more"\n' for n in range(6))
+    s3.put_object(Bucket="items", Key="paged.csv", Body=body.encode())
+    machine = reader_machine(paged_sfn, {"Resource": "arn:aws:states:::s3:getObject",
+                                         "ReaderConfig": {"InputType": "CSV", "CSVHeaderLocation": "FIRST_ROW",
+                                                          "MaxItems": 5},
+                                         "Parameters": {"Bucket": "items", "Key": "paged.csv"}})
+    described, _ = run(paged_sfn, machine, {})
+    assert json.loads(described["output"]) == [{"id": str(n), "text": f"line {n}\nand more"} for n in range(5)]
+
+
+def test_a_listing_read_in_pages_gives_every_object_once(paged_sfn, s3):
+    for n in range(5):
+        s3.put_object(Bucket="items", Key=f"pages/{n}.txt", Body=b"hi")
+    machine = reader_machine(paged_sfn, {"Resource": "arn:aws:states:::s3:listObjectsV2",
+                                         "Parameters": {"Bucket": "items", "Prefix": "pages/"}})
+    described, _ = run(paged_sfn, machine, {})
+    assert [item["Key"] for item in json.loads(described["output"])] == [f"pages/{n}.txt" for n in range(5)]
+
+
 @pytest.mark.slow
 def test_s3_out_of_reach_is_waited_for_and_the_run_goes_on(tmp_path):
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there yet

@@ -111,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--evaluation-items-max", type=_positive, default=limits.evaluation_items_max, metavar="N",
                      help="array items and string characters evaluation may build in one transition step "
                           f"(default {limits.evaluation_items_max})")
+    run.add_argument("--item-reader-page-bytes", type=_positive, default=limits.item_reader_page_bytes,
+                     metavar="N", help="bytes of a JSONL or CSV object a distributed Map reads at a time "
+                                       f"(default {limits.item_reader_page_bytes})")
+    run.add_argument("--item-reader-page-items", type=_positive, default=limits.item_reader_page_items,
+                     metavar="N", help="objects of an S3 listing a distributed Map reads at a time "
+                                       f"(default {limits.item_reader_page_items})")
     run.add_argument("--apply-states-max", type=_positive, default=limits.apply_states_max, metavar="N",
                      help="states one execution runs in one transition step before it continues in a later tick "
                           f"(default {limits.apply_states_max})")
@@ -205,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                                 evaluation_items_max=args.evaluation_items_max,
                                 apply_states_max=args.apply_states_max, apply_steps_max=args.apply_steps_max,
                                 evaluation_slice_steps=max(args.evaluation_slice_steps, args.apply_steps_max),
-                                heavy_pause_ms=args.heavy_pause_ms)
+                                heavy_pause_ms=args.heavy_pause_ms,
+                                item_reader_page_bytes=args.item_reader_page_bytes,
+                                item_reader_page_items=args.item_reader_page_items)
     http = HttpLimits(args.keep_alive_ms, args.request_head_timeout_ms, args.request_body_timeout_ms,
                       args.connections_max, args.connections_per_address_max, args.first_byte_timeout_ms)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,

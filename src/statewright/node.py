@@ -246,7 +246,7 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     HttpTasks(dispatcher, connections, limits)
     aws_clients = AwsClients(limits)
     aws = AwsTasks(dispatcher, aws_clients, functions, assume_machine_role)
-    ItemReader(dispatcher, aws_clients)
+    ItemReader(dispatcher, aws_clients, limits)
     ResultWriter(dispatcher, aws_clients)
     logs = ExecutionLogs(aws_clients, lambda machine_arn: service.logging_of(machine_arn))
     # Retention, into the payload store (a directory beside SQLite's file, a table of PostgreSQL's database, which

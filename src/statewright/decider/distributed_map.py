@@ -68,18 +68,21 @@ def enter(step: Step, flow_id: str, state: MapState, data: Any, read: str | None
     return tolerance
 
 
-def prepare(step: Step, flow_id: str, state: MapState, data: Any,
-            read: str | None) -> tuple[list[Any], int, Tolerance]:
+def prepare(step: Step, flow_id: str, state: MapState, data: Any, read: str | None,
+            progress: dict[str, Any] | None = None) -> tuple[list[Any], int, Tolerance]:
     """The Map's iterations' inputs (each child execution's: an item, or a batch), its MaxConcurrency and its
-    tolerated failures, in the order AWS documents them."""
+    tolerated failures, in the order AWS documents them. ``read``: what its ItemReader read, all of it or, with
+    ``progress`` (the read so far: its ``page``, the ``items`` before it, a CSV's ``headers``), a page of it;
+    ``progress`` is brought up to date (``done``: MaxItems reached). A page's items are batched on their own."""
     distributed = state.distributed
     context = step.scope(flow_id, state.name)
     reader = distributed.reader
     items_of = None
     if reader is not None:
         assert read is not None, "a distributed Map's ItemReader needs the data it read"
-        items_of = partial(_read, step, flow_id, state, reader, context, read)
-    effective, inputs, limit = fan_out.map_inputs(step, flow_id, state, data, context, items_of)
+        items_of = partial(_read, step, flow_id, state, reader, context, read, progress)
+    first = 0 if progress is None else progress["items"]
+    effective, inputs, limit = fan_out.map_inputs(step, flow_id, state, data, context, items_of, first)
     if distributed.batcher is not None:
         inputs = step.note("afterItemBatcher", _batches(step, flow_id, state, distributed.batcher, effective,
                                                         context, inputs))
@@ -117,13 +120,24 @@ def _noted(step: Step, name: str, value: int | float | None) -> Any:
 
 
 def _read(step: Step, flow_id: str, state: MapState, reader: ItemReader, context: Any, text: str,
-          effective: Any) -> list[Any]:
-    """The items of the data an ItemReader read, at most MaxItems of them."""
-    items = _csv(reader, text) if reader.input_type == "CSV" else _json(reader, text)
+          progress: dict[str, Any] | None, effective: Any) -> list[Any]:
+    """The items of the data an ItemReader read (or of a page of it: ``progress``), at most MaxItems of them in
+    all."""
+    first = 0 if progress is None else progress["items"]
+    if reader.input_type == "CSV":
+        given = None if progress is None or progress["page"] == 0 else progress["headers"]
+        items, headers = _csv(reader, text, given)
+        if progress is not None:
+            progress["headers"] = headers
+    else:
+        items = _json(reader, text)
     limit = _given(step, flow_id, state, "MaxItems", reader.max_items, reader.max_items_path, effective, context,
                    _positive)
     if limit is not None:
-        items = items[:limit]
+        items = items[:max(limit - first, 0)]
+    if progress is not None:
+        progress["items"] = first + len(items)
+        progress["done"] = limit is not None and first + len(items) >= limit
     if reader.items_pointer is not None:
         return step.note("afterItemsPointer", items)
     return items if state.query_language == "JSONata" else step.note("afterItemsPath", items)
@@ -159,13 +173,14 @@ def _pointed(value: Any, pointer: str) -> Any:
     return value
 
 
-def _csv(reader: ItemReader, text: str) -> list[dict[str, str]]:
-    """Each row an object of its fields, as strings, by the headers (CSVHeaders, or the first row)."""
+def _csv(reader: ItemReader, text: str, given: list[str] | None) -> tuple[list[dict[str, str]], list[str]]:
+    """Each row an object of its fields, as strings, by the headers (CSVHeaders, or the first row: ``given``, read
+    from a page before); and the headers."""
     try:
         rows = [row for row in csv.reader(io.StringIO(text), delimiter=reader.csv_delimiter) if row]
     except csv.Error as exc:
         raise StatesError(READER_FAILED, f"The data read is not valid CSV: {exc}") from None
-    headers = reader.csv_headers
+    headers = reader.csv_headers or given
     if headers is None:
         if not rows:
             raise StatesError(READER_FAILED, "The data read has no header row")
@@ -174,7 +189,7 @@ def _csv(reader: ItemReader, text: str) -> list[dict[str, str]]:
         if len(row) != len(headers):
             raise StatesError(READER_FAILED, f"Row {number} of the data read has {len(row)} fields; the headers "
                               f"name {len(headers)}")
-    return [dict(zip(headers, row, strict=True)) for row in rows]
+    return [dict(zip(headers, row, strict=True)) for row in rows], headers
 
 
 # -- batching

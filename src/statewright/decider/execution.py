@@ -182,6 +182,8 @@ class MapRun:
     stopped: list[int] = field(default_factory=list)  # children it stopped (counted aborted) whose close may tell
     not_redrivable: int = 0  # children that did not succeed and cannot be redriven (DescribeMapRun)
     written: int = 0  # children whose part of the results was delivered (written, or the Map's output)
+    pages: int = 0  # pages of the children's inputs it has (an ItemReader's read comes a page at a time)
+    early: dict[str, Any] = field(default_factory=dict)  # pages that came before their turn, by number
 
     def copy(self) -> MapRun:
         """A copy a decision may change; ``inputs``, ``sizes`` and ``items`` are replaced, never changed in place."""

@@ -52,17 +52,17 @@ def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, 
 
 
 def map_inputs(step: Step, flow_id: str, state: MapState, data: Any, context: Any,
-               read: Callable[[Any], list[Any]] | None = None) -> tuple[Any, list[Any], int]:
+               read: Callable[[Any], list[Any]] | None = None, first: int = 0) -> tuple[Any, list[Any], int]:
     """A Map's effective input (after InputPath; a JSONata state's input), its iterations' inputs and its
     MaxConcurrency. ``read``: a distributed Map's ItemReader, which makes the items of the effective input (they
-    are not selected by ItemsPath or Items)."""
+    are not selected by ItemsPath or Items); ``first``: the index of its first item (a page after the first)."""
     if state.query_language == "JSONata":
         items = None if read is None else read(data)
-        inputs, limit = jsonata_states.map_inputs(step, flow_id, state, data, items)
+        inputs, limit = jsonata_states.map_inputs(step, flow_id, state, data, items, first)
         return data, inputs, limit
     effective = step.note("afterInputPath", select(state.input_path, data, context))
     items = _map_items(step, state, effective, context) if read is None else read(effective)
-    inputs = _selected(step, flow_id, state, effective, items)
+    inputs = _selected(step, flow_id, state, effective, items, first)
     limit = step.note("maxConcurrency", _map_concurrency(state, effective, context))
     return effective, inputs, _allowed(limit)
 
@@ -141,7 +141,8 @@ def _map_items(step: Step, state: MapState, effective: Any, context: Any) -> lis
     return items
 
 
-def _selected(step: Step, flow_id: str, state: MapState, effective: Any, items: list[Any]) -> list[Any]:
+def _selected(step: Step, flow_id: str, state: MapState, effective: Any, items: list[Any],
+              first: int = 0) -> list[Any]:
     """Each iteration's input: the item, or the ItemSelector rendered with $$.Map.Item."""
     if state.item_selector is None:
         return items
@@ -149,7 +150,7 @@ def _selected(step: Step, flow_id: str, state: MapState, effective: Any, items: 
     return step.note("afterItemSelector", [
         state.item_selector.render(effective, step.scope(flow_id, state.name, (i, item)),
                                    lambda i=i: step.seed(flow) + i.to_bytes(4, "big"))
-        for i, item in enumerate(items)])
+        for i, item in enumerate(items, first)])
 
 
 def stalls(step: Step, flow_id: str, state: MapState, data: Any) -> bool:

@@ -116,7 +116,7 @@ def branch_inputs(step: Step, flow_id: str, state: ParallelState, data: Any) -> 
 
 
 def map_inputs(step: Step, flow_id: str, state: MapState, data: Any,
-               items: list[Any] | None) -> tuple[list[Any], int]:
+               items: list[Any] | None, first: int = 0) -> tuple[list[Any], int]:
     """A Map's iteration inputs (Items, or the ``items`` a distributed Map's ItemReader read, through
     ItemSelector) and its MaxConcurrency. Not shown as afterItemsPath: AWS's InspectionData leaves it out for
     JSONata (its documentation, and its TestState answers as recorded by LocalStack's snapshots)."""
@@ -131,7 +131,7 @@ def map_inputs(step: Step, flow_id: str, state: MapState, data: Any,
     if selector is not None:
         items = step.note("afterItemSelector", [
             step.evaluate_expression(flow_id, state, selector, data, "ItemSelector", (index, item))
-            for index, item in enumerate(items)])
+            for index, item in enumerate(items, first)])
     return items, step.note("maxConcurrency", max_concurrency(step, flow_id, state, data))
 
 

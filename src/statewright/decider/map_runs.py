@@ -80,10 +80,24 @@ def enter(step: Step, flow_id: str, state: MapState, data: Any) -> Outcome:
     scheduled_id = _run_started(step, flow_id, state, 0)
     _dispatch_run(step, DispatchKind.MAP_RUN, "run", {
         **_request(step, flow_id, state, limit, tolerance, destination), "reading": True})
-    step.add_dispatch(str(scheduled_id), {
-        "kind": DispatchKind.MAP_READ, "execution": step.execution.arn, "scheduled_id": scheduled_id,
-        "action": reader.action, "parameters": where, "input_type": reader.input_type})
+    # The read's progress, kept with the attempt: the page awaited, the items before it, where they are read from
+    step.flows[flow_id].task.job = {"page": 0, "items": 0, "where": where}
+    _dispatch_read(step, state, scheduled_id, 0, where, None)
     return WAIT
+
+
+def _dispatch_read(step: Step, state: MapState, scheduled_id: int, page: int, where: Any,
+                   cursor: dict[str, Any] | None) -> None:
+    """The ItemReader's read of a page (from ``cursor``; the first from the start)."""
+    reader = state.distributed.reader
+    step.add_dispatch(_read_id(scheduled_id, page), {
+        "kind": DispatchKind.MAP_READ, "execution": step.execution.arn, "scheduled_id": scheduled_id,
+        "action": reader.action, "parameters": where, "input_type": reader.input_type, "page": page,
+        "cursor": cursor})
+
+
+def _read_id(scheduled_id: int, page: int) -> str:
+    return str(scheduled_id) if page == 0 else f"{scheduled_id}-read-{page}"
 
 
 def _redrive(step: Step, flow_id: str, run_arn: str) -> Outcome:
@@ -161,6 +175,10 @@ def _dispatch_run(step: Step, kind: DispatchKind, prefix: str, request: dict[str
     step.add_dispatch(f"{prefix}-{request['scheduled_id']}", {"kind": kind, **request})
 
 
+def _items_id(scheduled_id: int, page: int) -> str:
+    return f"items-{scheduled_id}" if page == 0 else f"items-{scheduled_id}-{page}"
+
+
 def machine_of(map_run_arn: str) -> str:
     """The state machine ARN a map run's children run as (``...:stateMachine:<name>/<label>``)."""
     return map_run_arn.rsplit(":", 1)[0].replace(":mapRun:", ":stateMachine:", 1)
@@ -184,28 +202,40 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
     flow = step.flows[flow_id]
     state = step.state_of(flow)
     task = flow.task
-    if isinstance(result, AttemptSubmitted):  # the ItemReader read the items: the run gets them
-        if task.submitted:
-            return WAIT  # a repeated report of the read
-        step.remove_dispatch(str(task.scheduled_id))
+    if isinstance(result, AttemptSubmitted):  # the ItemReader read a page: the run gets its items
+        read = result.output
+        progress = task.job
+        page = read.get("page", 0)
+        if task.submitted or progress is None or page != progress["page"]:
+            return WAIT  # a repeated report of a read
+        step.remove_dispatch(_read_id(task.scheduled_id, page))
+        progress = dict(progress)
         try:
-            inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, flow.data,
-                                                               result.output["read"])
+            inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, flow.data, read["read"],
+                                                               progress)
             destination = _destination(step, flow_id, state, flow.data)
             request = {**_request(step, flow_id, state, limit, tolerance, destination), **_items(state, inputs)}
         except StatesError as failure:
             result = AttemptFailed(failure.error, failure.cause)
         else:
-            task.submitted = True
-            _dispatch_run(step, DispatchKind.MAP_ITEMS, "items", request)
+            more = read.get("next") is not None and not progress["done"]
+            step.add_dispatch(_items_id(task.scheduled_id, page), {"kind": DispatchKind.MAP_ITEMS, **request,
+                                                                   "page": page, "more": more})
+            if more:
+                progress["page"] = page + 1
+                task.job = progress
+                _dispatch_read(step, state, task.scheduled_id, page + 1, progress["where"], read["next"])
+            else:
+                task.submitted, task.job = True, None
             return WAIT
     reading = state.distributed.reader is not None and not task.submitted
     if reading and isinstance(result, AttemptFailed):  # the items could not be read: the run fails with the Map
-        step.remove_dispatch(str(task.scheduled_id))
+        if task.job is not None:
+            step.remove_dispatch(_read_id(task.scheduled_id, task.job["page"]))
         limit, tolerance = distributed_map.settings(step, flow_id, state, flow.data)
         request = _request(step, flow_id, state, limit, tolerance, _destination(step, flow_id, state, flow.data))
-        _dispatch_run(step, DispatchKind.MAP_ITEMS, "items", {**request, "error": result.error,
-                                                              "cause": result.cause})
+        step.add_dispatch(f"items-{task.scheduled_id}-failed", {"kind": DispatchKind.MAP_ITEMS, **request,
+                                                                "error": result.error, "cause": result.cause})
     started_id, flow.task = task.scheduled_id, None
     if isinstance(result, AttemptSucceeded):
         step.emit("MapRunSucceeded", None, None)
@@ -244,31 +274,53 @@ def create(arn: str, shard_id: int, request: dict[str, Any], now_ms: int) -> Dec
                            request["role_arn"], "", now_ms, shard_id, processor=request["processor"], run=run)
     decision = Decision(state)
     if not request.get("reading"):
-        _fill(decision, request, now_ms)
+        _take(decision, request, now_ms)
     return decision
 
 
 def filled(state: ExecutionState, request: dict[str, Any], now_ms: int) -> Decision | None:
-    """The parent read the run's items (``request``: its ``mapitems`` dispatch, with ``inputs``, or with the
-    ``error`` the read failed with): its children start, or it fails. None: it is not reading (any more)."""
-    if not state.is_open or not state.run.reading or request.get("reading"):
+    """The parent read a page of the run's items (``request``: its ``mapitems`` dispatch, with ``inputs``, or with
+    the ``error`` the read failed with): their children start, or it fails. None: it is not reading (any more),
+    or has that page."""
+    run = state.run
+    page = request.get("page", 0)
+    if not state.is_open or not run.reading or request.get("reading") or (
+            "error" not in request and (page < run.pages or str(page) in run.early)):
         return None
     decision = Decision(state.copy())
-    _fill(decision, request, now_ms)
+    _take(decision, request, now_ms)
     return decision
 
 
-def _fill(decision: Decision, request: dict[str, Any], now_ms: int) -> None:
+def _take(decision: Decision, request: dict[str, Any], now_ms: int) -> None:
+    """A page of items, in its turn: one that came early waits for those before it (their transfers are
+    independent), then goes on with them."""
     run = decision.state.run
-    run.reading = False
     if "error" in request:
+        run.reading = False
         _close(decision, FAILED, now_ms, request["error"], request["cause"], tell_parent=False)
         return
-    run.inputs = request["inputs"]
-    inputs = _inputs(run.inputs)
-    run.total = len(inputs)
-    run.sizes = [len(batch["Items"]) for batch in inputs] if request["batched"] else []
+    page = request.get("page", 0)
+    if page > run.pages:
+        run.early = {**run.early, str(page): request}
+        return
+    _fill(run, request)
+    while run.reading and str(run.pages) in run.early:
+        early = dict(run.early)
+        _fill(run, early.pop(str(run.pages)))
+        run.early = early
     _go_on(decision, now_ms)
+
+
+def _fill(run: MapRun, request: dict[str, Any]) -> None:
+    added = _inputs(request["inputs"])
+    if added:
+        run.inputs = request["inputs"] if run.total == 0 else f"{run.inputs[:-1]},{request['inputs'][1:]}"
+    run.total += len(added)
+    if request["batched"]:
+        run.sizes = run.sizes + [len(batch["Items"]) for batch in added]
+    run.pages += 1
+    run.reading = bool(request.get("more"))
 
 
 def not_redrivable(state: ExecutionState) -> str | None:
@@ -381,7 +433,7 @@ def update(state: ExecutionState, max_concurrency: int | None, tolerated_count: 
         run.tolerated_count = tolerated_count
     if tolerated_percentage is not None:
         run.tolerated_percentage = tolerated_percentage
-    if run.closing is None and not run.reading:
+    if run.closing is None:
         _go_on(decision, now_ms)
     return decision
 
@@ -426,7 +478,7 @@ def _go_on(decision: Decision, now_ms: int) -> None:
         while run.next_index < run.total and len(run.running) < run.max_concurrency:
             _start_child(decision, run.next_index, inputs[run.next_index])
             run.next_index += 1
-    if not run.running and not run.redo and run.next_index >= run.total:
+    if not run.running and not run.redo and run.next_index >= run.total and not run.reading:
         _finish(decision, SUCCEEDED, now_ms)
 
 
@@ -499,11 +551,13 @@ def _shaped(run: MapRun, text: str) -> list[str]:
 
 
 def _exceeded(run: MapRun) -> bool:
-    """More children failed than the run tolerates (declaring neither kind tolerates none, as AWS's defaults)."""
+    """More children failed than the run tolerates (declaring neither kind tolerates none, as AWS's defaults). A
+    percentage is of all the children: while the items are read, their number is not known yet (inferred)."""
     failures = run.failed + run.timed_out + run.aborted
     if run.tolerated_count is None and run.tolerated_percentage is None:
         return failures > 0
-    return distributed_map.Tolerance(run.tolerated_count, run.tolerated_percentage).exceeded(failures, run.total)
+    percentage = None if run.reading else run.tolerated_percentage
+    return distributed_map.Tolerance(run.tolerated_count, percentage).exceeded(failures, run.total)
 
 
 def _start_child(decision: Decision, index: int, child_input: Any) -> None:

@@ -77,6 +77,12 @@ class Limits:
     # How long an execution that stopped on apply_steps_max (or ran out of budget) waits before it goes on: its
     # evaluation takes at most a small share of the engine thread, whatever its loop does.
     heavy_pause_ms: int = 250
+    # A distributed Map's ItemReader reads its source a page at a time (the run gets each page's items, and its
+    # children start, before the next is read): at most this many bytes of a JSONL or CSV object (cut at the last
+    # whole row; a longer row is read whole), or this many objects of a listing. A JSON or Parquet object is one
+    # page, a manifest's CSV file one page each.
+    item_reader_page_bytes: int = 8 * 1024 * 1024
+    item_reader_page_items: int = 10_000
     # TestState calls evaluating at once, each on a thread of its own off the event loop; more wait their turn.
     test_states_concurrent_max: int = 2
 
