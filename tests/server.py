@@ -31,7 +31,7 @@ PORTS_FIRST = 10_000  # the suite's ports: from here up to the ephemeral range
 PORT_PICKS_MAX = 1_000
 START_TRIES = 3  # a server started on a port taken meanwhile starts again on another, up to this many times
 START_TIMEOUT_S = 30.0
-SERVING = b"statewright: data in "  # what serve prints once it listens (api/server.py)
+SERVING = (b"statewright: data in ", b'"event": "store"')  # what serve logs once it listens, as text or JSON
 _pick = random.SystemRandom()
 
 
@@ -90,12 +90,12 @@ class ServerProcess(StatewrightServer):
     def _wait_serving(self, logged: int) -> None:
         """Until this process says where its data is (it prints that once it listens), or exits (a bounded wait)."""
         deadline = time.monotonic() + START_TIMEOUT_S
-        while SERVING not in self._log_since(logged):
+        while not any(marker in self._log_since(logged) for marker in SERVING):
             if self.process.poll() is not None:
                 raise RuntimeError(f"statewright exited: {self._log_since(logged).decode(errors='replace')}")
             if time.monotonic() > deadline:
                 self.kill()
-                raise RuntimeError(f"statewright never said {SERVING.decode()!r}; see {self.log_path}")
+                raise RuntimeError(f"statewright never said {SERVING[0].decode()!r}; see {self.log_path}")
             time.sleep(0.02)
 
     def _port_taken(self, logged: int) -> bool:

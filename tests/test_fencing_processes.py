@@ -180,6 +180,7 @@ def test_a_commit_that_reaches_the_database_after_its_shard_moved_is_refused_by_
         time.sleep(0.1)
     call["thread"].join(30)
     assert call.get("done"), "A never answered the stop"
+    assert b"writes refused by the range id" in pair.a.log_path.read_bytes()  # said in A's log
     # The refused write changed nothing: the execution still waits until the client's retry stops it, once.
     assert pair.sfn_b.describe_execution(executionArn=arn)["status"] in ("RUNNING", "ABORTED")
     stop_again(pair.sfn_b, arn)

@@ -11,7 +11,7 @@ import sys
 import urllib.error
 from pathlib import Path
 
-from . import clock_client
+from . import clock_client, logs
 from .api.clock import iso, parse_duration
 from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
                               "boto3 or the AWS CLI at it with endpoint_url / --endpoint-url.")
     run.add_argument("--host", default=defaults.host, help=f"address to listen on (default {defaults.host})")
     run.add_argument("--port", type=int, default=defaults.port, help=f"port to listen on (default {defaults.port})")
+    run.add_argument("--log-format", choices=logs.FORMATS, default=defaults.log_format,
+                     help="text lines, or JSON lines with stable keys for log shippers (default text)")
+    run.add_argument("--log-level", choices=logs.LEVELS, default=defaults.log_level, type=str.upper,
+                     help=f"the least severe lines logged (default {defaults.log_level})")
     run.add_argument("--data-dir", type=Path, default=defaults.data_dir,
                      help=f"directory for the SQLite database; created if missing (default {defaults.data_dir})")
     run.add_argument("--store", default=os.environ.get("STATEWRIGHT_STORE") or None, metavar="URL",
@@ -222,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                               args.assume_machine_role, args.redrivable_days,
                               status_events_bus=args.status_events_bus, webhooks=args.webhooks,
                               retention_days=args.retention_days, compact_after_days=args.compact_after_days,
-                              payload_store=args.payload_store))
+                              payload_store=args.payload_store, log_level=args.log_level,
+                              log_format=args.log_format))
 
 
 def _positive(text: str) -> int:

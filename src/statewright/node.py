@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 import uvicorn
 
+from . import logs
 from .api.app import App
 from .api.clock import VirtualClock, iso
 from .api.retention import Retention
@@ -63,6 +64,7 @@ from .integrations.execution_logs import ExecutionLogs
 from .integrations.http import Connections, HttpTasks
 from .integrations.payload_store import open_payload_store
 from .integrations.status_events import StatusEvents, read_webhooks
+from .logs import event
 from .store import open_store
 from .store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
 from .store.payloads import Histories
@@ -72,6 +74,8 @@ REGION = "us-east-1"  # the region of requests not signed for one unless --regio
 RECOUNT_OPEN_S = 30.0  # a cluster node counts RUNNING executions this often (the others commit too)
 # A node built by ``build_node`` alone (in a test's process) keeps closed executions 90 days and never compacts.
 NO_COMPACTION = RetentionSettings(compact_after_ms=None)
+
+log = logging.getLogger("statewright")
 
 
 @dataclass(slots=True)
@@ -103,6 +107,8 @@ class ServerConfig:
     compact_after_days: float = COMPACT_AFTER_DAYS  # --compact-after-days: then its history goes to the payload store
     # --payload-store: s3://bucket/prefix or a directory (default: the store's own, store/payloads.py)
     payload_store: str | None = None
+    log_level: str = "INFO"  # --log-level
+    log_format: str = "text"  # --log-format: text or json (logs.py)
 
 
 class DataDirInUse(Exception):
@@ -120,8 +126,7 @@ class DataDirUnusable(Exception):
 def serve(config: ServerConfig) -> int:
     """``statewright serve``: build the node ``config`` describes and serve it until SIGTERM or SIGINT; the exit
     status (1, with what to do on stderr, when the configuration or the store cannot be used)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per membership poke otherwise
+    logs.configure(config.log_level, config.log_format)
     address = config.advertise or f"http://{_reachable_host(config.host)}:{config.port}"
     # The store, and the files the configuration names, read before anything starts.
     try:
@@ -197,6 +202,8 @@ def serve(config: ServerConfig) -> int:
         server.run(sockets=[listening])
     finally:
         engine.stop()
+        event(log, "stopped", "stopped: the engine's last tick committed; %d dispatches stay in the outbox for the "
+              "next start", len(engine.outbox), dispatches=len(engine.outbox))
         collector.uninstall()
         service.close()
         store.close()
@@ -366,24 +373,36 @@ def _reachable_host(host: str) -> str:
 
 def _report(config: ServerConfig, service: Service, store: Store, where: str, address: str, functions: LocalFunctions,
             mocks: MockConfig | None, virtual: VirtualClock | None) -> None:
-    """What the node serves, printed as it starts."""
-    print(f"statewright: data in {where}", flush=True)
+    """What the node serves and the settings that matter, logged as it starts."""
+    limits = config.limits
+    event(log, "store", "data in %s", where, store=where, shards=config.shards)
     for advice in store.advice():
-        print(f"statewright: warning: {advice}", flush=True)
+        event(log, "advice", "warning: %s", advice, level=logging.WARNING)
     if config.store:
-        print(f"statewright: cluster node {address} (leases {config.leases.lease_ms} ms, renewed every "
-              f"{config.leases.renew_ms} ms)", flush=True)
+        event(log, "cluster", "cluster node %s (leases %d ms, renewed every %d ms)", address,
+              config.leases.lease_ms, config.leases.renew_ms, node=address, lease_ms=config.leases.lease_ms,
+              renew_ms=config.leases.renew_ms)
     if len(functions):
-        print(f"statewright: {len(functions)} Lambda functions served at the URLs in {config.functions}", flush=True)
+        event(log, "functions", "%d Lambda functions served at the URLs in %s", len(functions), config.functions,
+              functions=len(functions), file=str(config.functions))
     if mocks is not None:
-        print(f"statewright: mocked responses from {config.mock_config} ({len(mocks.cases)} state machines with "
-              f"test cases); start executions on STATE_MACHINE_ARN#TestCase", flush=True)
-    print(f"statewright: closed executions kept {config.retention_days:g} days, their histories compacted into "
-          f"{service.retention.payloads_location} after {config.compact_after_days:g} days", flush=True)
+        event(log, "mocks", "mocked responses from %s (%d state machines with test cases); start executions on "
+              "STATE_MACHINE_ARN#TestCase", config.mock_config, len(mocks.cases), file=str(config.mock_config))
+    event(log, "retention", "closed executions kept %g days, their histories compacted into %s after %g days",
+          config.retention_days, service.retention.payloads_location, config.compact_after_days,
+          retention_days=config.retention_days, compact_after_days=config.compact_after_days)
+    event(log, "limits", "limits: %d commands may wait, %d HTTP calls at once, evaluation %d steps / %d ms a step, "
+          "%d connections (%d from one address)", limits.inbox_commands_max, limits.http_calls_concurrent_max,
+          limits.evaluation_steps_max, limits.evaluation_ms_max, config.http.connections_max,
+          config.http.connections_per_address_max, inbox_commands_max=limits.inbox_commands_max,
+          http_calls_concurrent_max=limits.http_calls_concurrent_max,
+          evaluation_steps_max=limits.evaluation_steps_max, evaluation_ms_max=limits.evaluation_ms_max,
+          connections_max=config.http.connections_max)
     if virtual is not None:
-        print(f"statewright: virtual clock at {iso(virtual())}; move it with `statewright clock advance 1d "
-              f"--endpoint-url http://{config.host}:{config.port}`", flush=True)
-    print(f"statewright: serving the Step Functions API on http://{config.host}:{config.port}", flush=True)
+        event(log, "clock", "virtual clock at %s; move it with `statewright clock advance 1d --endpoint-url "
+              "http://%s:%d`", iso(virtual()), config.host, config.port, clock=iso(virtual()))
+    event(log, "serving", "serving the Step Functions API on http://%s:%d", config.host, config.port,
+          url=f"http://{config.host}:{config.port}")
 
 
 class _Server(uvicorn.Server):
@@ -410,10 +429,14 @@ class _Server(uvicorn.Server):
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._on_exit)
         super().handle_exit(sig, frame)
+        # uvicorn raises the signal again once it has shut down, which would end the process before ``serve``
+        # stops the engine and closes the store: the stop is graceful, the exit status 0.
+        self._captured_signals.clear()
 
 
 def _on_exit(service: Service) -> None:
     """SIGTERM or SIGINT, on the event loop: answer waiting long polls now, and hand the shards over at once (on
     a thread: the engine drains meanwhile) rather than after uvicorn has closed every connection."""
+    event(log, "stopping", "stopping: waiting long polls answered empty, shards handed over, the engine drains")
     service.matcher.release()
     threading.Thread(target=service.leave, name="statewright-leave", daemon=True).start()

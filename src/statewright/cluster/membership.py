@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from ..logs import event
+from ..logs import shards as shard_list
 from ..store.base import NodeRecord, ShardLease, Store, StoreUnavailable
 
 log = logging.getLogger("statewright.cluster")
@@ -188,9 +190,10 @@ class Membership:
         renewed = self.store.renew_leases(self.node_id, serving, until_ms)
         lost = set(serving) - renewed
         for shard in lost:
-            log.error("lost the lease of shard %d to another node", shard)
             del self.held[shard]
         if lost:
+            event(log, "shards_lost", "lost the leases of %s to another node: it took them while this one could not "
+                  "renew", shard_list(lost), level=logging.ERROR, shards=sorted(lost), cause="taken")
             self.hooks.counted("lost", len(lost))
             self.hooks.drop(lost)
         self._forget_expired(now_ms)  # renewed too late: the engine stopped serving them; take them afresh
@@ -205,9 +208,11 @@ class Membership:
             if now_ms >= self.settings.serve_until_ms(until_ms):
                 del self.held[shard]
     def _hand_over(self, shards: set[int]) -> None:
-        for shard in shards - self._dropping.keys():
+        handed = shards - self._dropping.keys()
+        dropped = self.hooks.drop(handed) if handed else None  # one drop for them all: one line in the log
+        for shard in handed:
             range_id, _ = self.held.pop(shard)
-            self._dropping[shard] = (range_id, self.hooks.drop({shard}))
+            self._dropping[shard] = (range_id, dropped)
         for shard, (range_id, dropped) in list(self._dropping.items()):
             try:
                 dropped.result(timeout=self.wait_for_drops_s)
@@ -228,11 +233,18 @@ class Membership:
             else:
                 free.append(shard)
         taken = self.store.acquire_shards(free, self.node_id, until_ms, now_ms) if free else {}
+        causes: dict[str, list[int]] = {}
         for shard in free:
             if shard not in taken:
                 waiting = True
                 continue
-            log.info("took shard %d at range id %d", shard, taken[shard])
+            owner = self._leases[shard].owner
+            cause = ("free" if owner is None else "this node's own, from before" if owner == self.node_id
+                     else f"{owner}'s lease ran out")
+            causes.setdefault(cause, []).append(shard)
             self.held[shard] = (taken[shard], until_ms)
             self.hooks.gained(shard, taken[shard], self.settings.serve_until_ms(until_ms))
+        for cause, shards in causes.items():
+            event(log, "shards_gained", "took %s: %s", shard_list(shards), cause, shards=shards, cause=cause,
+                  range_ids=[taken[shard] for shard in shards])
         return waiting

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +32,8 @@ from ..asl.definition import ResourceCheck
 from ..decider import map_runs
 from ..decider.execution import REDRIVABLE_MS, ExecutionState, not_redrivable, redriven_by_its_map_run
 from ..decider.mocks import MockConfig
+from ..logs import event
+from ..logs import shards as shard_list
 from ..metrics import Metrics
 from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
 from ..store.payloads import Histories
@@ -148,6 +150,7 @@ class Core:
         self.heavy = HeavyRouting(None if heavy_lane is None else heavy_lane(self.services, limits, self.inbox.decided),
                                   self.metrics)
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
+        self._store_down_since_ms: int | None = None  # when the store went out of reach (None: it answers)
         self._turn = 0  # ticks gathered so far
 
     def _serve(self, shard: int, range_id: int, serve_until_ms: int | None, now_ms: int) -> None:
@@ -157,9 +160,18 @@ class Core:
         self.outbox.reread(shard)
         self.metrics.shards_owned.set(len(self.range_ids))
 
-    def _unserve(self, shard: int, why: str) -> None:
+    def _unserve_all(self, shards: Iterable[int], why: str, level: int = logging.INFO) -> None:
+        """Stop serving these shards, said in one line."""
+        shards = sorted(shards)
+        if not shards:
+            return
+        event(log, "shards_unserved", "no longer serving %s: %s", shard_list(shards), why, level=level,
+              shards=shards, cause=why)
+        for shard in shards:
+            self._unserve(shard)
+
+    def _unserve(self, shard: int) -> None:
         """Forget everything of a shard this engine no longer serves; its next owner reads the rows."""
-        log.info("no longer serving shard %d: %s", shard, why)
         self.shards.unserve(shard)
         self.outbox.forget(shard)
         self._executions.forget_shard(shard)
@@ -177,8 +189,7 @@ class Core:
         self.metrics.at_tick()
         started_s = 0.0 if self._tick_clock is None else self._tick_clock()
         self._take_changes(now_ms)
-        for shard in self.shards.expired(now_ms):
-            self._unserve(shard, "its lease was not renewed in time")
+        self._unserve_all(self.shards.expired(now_ms), "its lease was not renewed in time", logging.WARNING)
         store_ok = now_ms >= self._store_retry_at_ms
         reruns: list[StartExecution] = []
         if store_ok:
@@ -281,8 +292,18 @@ class Core:
         return window.pop_due(now_ms, limit)
 
     def _store_failed(self, now_ms: int, what: str, exc: Exception) -> None:
-        log.error("store unavailable %s: %s", what, exc)
+        if self._store_down_since_ms is None:
+            self._store_down_since_ms = now_ms
+            event(log, "store_unreachable", "the store is out of reach (%s: %s); trying again every %d ms", what,
+                  exc, STORE_RETRY_MS, level=logging.ERROR, doing=what, error=str(exc))
         self._store_retry_at_ms = now_ms + STORE_RETRY_MS
+
+    def _store_answered(self, now_ms: int) -> None:
+        """The store served a read or a commit: if it was out of reach, say it is back."""
+        if self._store_down_since_ms is not None:
+            event(log, "store_back", "the store is back after %.1f s", (now_ms - self._store_down_since_ms) / 1000,
+                  down_s=(now_ms - self._store_down_since_ms) / 1000)
+            self._store_down_since_ms = None
 
     def _take_changes(self, now_ms: int) -> None:
         changes = self.inbox.take_changes()
@@ -599,8 +620,7 @@ class Core:
             log.error("writing express starts failed: %s", exc)
             return {command.arn: EngineUnavailable("the start could not be recorded; retry the request")
                     for command in batch.express_starting}
-        for shard in lost & self.range_ids.keys():
-            self._unserve(shard, "another node took it")
+        self._unserve_all(lost & self.range_ids.keys(), "another node took it", logging.ERROR)
         unstarted: dict[str, Exception] = {}
         for command in batch.express_starting:
             if self.shards.of(command.arn) in lost:
@@ -633,10 +653,14 @@ class Core:
             self._reread({write.shard_id for write in batch.writes}, batch.states)
             return self._landed_anyway(batch, isinstance(exc, CommitOutcomeUnknown), now_ms)
         self.metrics.committed(batch.writes, result, time.perf_counter() - started)
-        for shard in result.lost_shards & self.range_ids.keys():
-            log.error("shard %d was taken by another node", shard)
-            self.metrics.fenced_writes.inc(sum(1 for write in batch.writes if write.shard_id == shard))
-            self._unserve(shard, "another node took it")
+        self._store_answered(now_ms)
+        lost = result.lost_shards & self.range_ids.keys()
+        if lost:
+            fenced = sum(1 for write in batch.writes if write.shard_id in lost)
+            event(log, "fenced", "%d writes refused by the range id: another node took %s", fenced,
+                  shard_list(lost), level=logging.ERROR, writes=fenced, shards=sorted(lost))
+            self.metrics.fenced_writes.inc(fenced)
+            self._unserve_all(lost, "another node took it", logging.ERROR)
         failures: dict[int, Exception] = {}
         removed: list[tuple[str, str]] | None = None if self.edges.removed is None else []
         for index, (write, state) in enumerate(zip(batch.writes, batch.states, strict=True)):
@@ -718,6 +742,7 @@ class Core:
                 except StoreUnavailable as exc:  # the cursor did not move; try again after a pause
                     self._store_failed(now_ms, f"reading the outbox of shard {shard}", exc)
                     return
+                self._store_answered(now_ms)
 
 
 def _write(state: ExecutionState, blob: bytes, expected_version: int, effects: Any, group: int) -> ExecutionWrite:

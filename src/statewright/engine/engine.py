@@ -55,8 +55,7 @@ class Engine(Core):
         done: Future = Future()
 
         def drop(now_ms: int) -> None:
-            for shard in shards & self.range_ids.keys():
-                self._unserve(shard, "handed over")
+            self._unserve_all(shards & self.range_ids.keys(), "handed over")
             done.set_result(None)
         self.inbox.change_ownership(drop)
         return done
