@@ -130,7 +130,12 @@ class Link:
         near.setblocking(False)
         far.setblocking(False)
         with self._lock:
-            self._pairs.append(_Pair(near, far))
+            refusing = self._refusing  # cut while this one was being connected
+            if not refusing:
+                self._pairs.append(_Pair(near, far))
+        if refusing:
+            _close(near)
+            _close(far)
 
     def _read(self, pair: _Pair, from_near: bool) -> None:
         sock = pair.near if from_near else pair.far

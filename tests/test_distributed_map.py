@@ -481,10 +481,12 @@ def test_an_object_read_in_pages_gives_every_row_once_in_order(paged_sfn, s3):
                                          "ReaderConfig": {"InputType": "JSONL"},
                                          "Parameters": {"Bucket": "items", "Key": "paged.jsonl"}},
                              ItemSelector={"n.$": "$$.Map.Item.Value.n", "index.$": "$$.Map.Item.Index"},
-                             ItemBatcher={"MaxItemsPerBatch": 2}, MaxConcurrency=3)
+                             ItemBatcher={"MaxItemsPerBatch": 4}, MaxConcurrency=3)
     described, events = run(paged_sfn, machine, {})
     assert described["status"] == "SUCCEEDED", described
-    items = [item for batch in json.loads(described["output"]) for item in batch["Items"]]
+    batches = json.loads(described["output"])
+    assert [len(batch["Items"]) for batch in batches] == [4, 4, 4, 1]  # a batch goes on over the pages
+    items = [item for batch in batches for item in batch["Items"]]
     assert items == [{"n": n, "index": n} for n in range(13)]  # the index goes on across pages
     counts = paged_sfn.describe_map_run(mapRunArn=map_run_of(events))["itemCounts"]
     assert (counts["total"], counts["succeeded"]) == (13, 13)

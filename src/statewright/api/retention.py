@@ -41,6 +41,7 @@ class Retention:
         self._store_call: Callable[..., Awaitable[Any]] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._sweeping: asyncio.Task | None = None
+        self._failing = False  # the last sweep failed on the store: the next failure is not said again
 
     @property
     def compacts(self) -> bool:
@@ -78,9 +79,12 @@ class Retention:
         try:
             assert self._store_call is not None
             busy = await self._store_call(self.sweep, self._engine.clock())
-        except StoreUnavailable as exc:  # the store or the payload store: try again next time
+            self._failing = False
+        except StoreUnavailable as exc:  # the store or the payload store: try again next time (said once)
             self._engine.metrics.retention_failures.inc()
-            log.warning("retention sweep failed, retrying: %s", exc)
+            if not self._failing:
+                log.warning("retention sweep failed, retrying until it works: %s", exc)
+            self._failing = True
         except Exception:
             self._engine.metrics.retention_failures.inc()
             log.exception("retention sweep failed, retrying")

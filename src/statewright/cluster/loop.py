@@ -76,7 +76,7 @@ class MembershipLoop:
             try:
                 self.refresh()
             except Exception as exc:  # the store is away: the last read stands until the next step
-                log.warning("could not read the task token keys again: %s", exc)
+                log.debug("could not read the task token keys again: %s", exc)  # the store said it
             if first or self.membership.released_any():  # joined, or released shards: the others move now
                 first = False
                 self.poke(self.others())

@@ -148,7 +148,7 @@ class Membership:
             self._renew(now_ms, until_ms)
             self.refresh()
         except StoreUnavailable as exc:  # the engine stops serving the shards itself before their leases end
-            log.warning("could not renew leases: %s", exc)
+            log.debug("could not renew leases: %s", exc)  # the store said it is out of reach
             self.hooks.counted("failed", len(self.held))
             self._forget_expired(now_ms)
             return self.settings.renew_ms

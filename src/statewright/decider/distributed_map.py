@@ -72,8 +72,9 @@ def prepare(step: Step, flow_id: str, state: MapState, data: Any, read: str | No
             progress: dict[str, Any] | None = None) -> tuple[list[Any], int, Tolerance]:
     """The Map's iterations' inputs (each child execution's: an item, or a batch), its MaxConcurrency and its
     tolerated failures, in the order AWS documents them. ``read``: what its ItemReader read, all of it or, with
-    ``progress`` (the read so far: its ``page``, the ``items`` before it, a CSV's ``headers``), a page of it;
-    ``progress`` is brought up to date (``done``: MaxItems reached). A page's items are batched on their own."""
+    ``progress`` (the read so far: its ``page``, the ``items`` before it, a CSV's ``headers``, whether this page
+    is the ``last``, the items of a batch the pages before left open: ``carry``), a page of it; ``progress`` is
+    brought up to date (``done``: MaxItems reached). A batch goes on over the pages, as if they were one."""
     distributed = state.distributed
     context = step.scope(flow_id, state.name)
     reader = distributed.reader
@@ -84,8 +85,12 @@ def prepare(step: Step, flow_id: str, state: MapState, data: Any, read: str | No
     first = 0 if progress is None else progress["items"]
     effective, inputs, limit = fan_out.map_inputs(step, flow_id, state, data, context, items_of, first)
     if distributed.batcher is not None:
-        inputs = step.note("afterItemBatcher", _batches(step, flow_id, state, distributed.batcher, effective,
-                                                        context, inputs))
+        carried = [] if progress is None else progress.get("carry", [])
+        batches = _batches(step, flow_id, state, distributed.batcher, effective, context, carried + inputs)
+        if progress is not None:  # the last batch may fill up with the next page's items
+            final = progress["last"] or progress["done"]
+            progress["carry"] = [] if final or not batches else batches.pop()["Items"]
+        inputs = step.note("afterItemBatcher", batches)
     return inputs, limit, _tolerance(step, flow_id, state, effective, context)
 
 

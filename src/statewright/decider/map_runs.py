@@ -209,7 +209,7 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
         if task.submitted or progress is None or page != progress["page"]:
             return WAIT  # a repeated report of a read
         step.remove_dispatch(_read_id(task.scheduled_id, page))
-        progress = dict(progress)
+        progress = {**progress, "last": read.get("next") is None}
         try:
             inputs, limit, tolerance = distributed_map.prepare(step, flow_id, state, flow.data, read["read"],
                                                                progress)
@@ -218,7 +218,7 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
         except StatesError as failure:
             result = AttemptFailed(failure.error, failure.cause)
         else:
-            more = read.get("next") is not None and not progress["done"]
+            more = not progress["last"] and not progress["done"]
             step.add_dispatch(_items_id(task.scheduled_id, page), {"kind": DispatchKind.MAP_ITEMS, **request,
                                                                    "page": page, "more": more})
             if more:

@@ -150,7 +150,6 @@ class Core:
         self.heavy = HeavyRouting(None if heavy_lane is None else heavy_lane(self.services, limits, self.inbox.decided),
                                   self.metrics)
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
-        self._store_down_since_ms: int | None = None  # when the store went out of reach (None: it answers)
         self._turn = 0  # ticks gathered so far
 
     def _serve(self, shard: int, range_id: int, serve_until_ms: int | None, now_ms: int) -> None:
@@ -292,18 +291,9 @@ class Core:
         return window.pop_due(now_ms, limit)
 
     def _store_failed(self, now_ms: int, what: str, exc: Exception) -> None:
-        if self._store_down_since_ms is None:
-            self._store_down_since_ms = now_ms
-            event(log, "store_unreachable", "the store is out of reach (%s: %s); trying again every %d ms", what,
-                  exc, STORE_RETRY_MS, level=logging.ERROR, doing=what, error=str(exc))
+        # (The store says once that it is out of reach, and once that it is back: store/reachability.py.)
+        log.debug("store unavailable %s: %s", what, exc)
         self._store_retry_at_ms = now_ms + STORE_RETRY_MS
-
-    def _store_answered(self, now_ms: int) -> None:
-        """The store served a read or a commit: if it was out of reach, say it is back."""
-        if self._store_down_since_ms is not None:
-            event(log, "store_back", "the store is back after %.1f s", (now_ms - self._store_down_since_ms) / 1000,
-                  down_s=(now_ms - self._store_down_since_ms) / 1000)
-            self._store_down_since_ms = None
 
     def _take_changes(self, now_ms: int) -> None:
         changes = self.inbox.take_changes()
@@ -653,7 +643,6 @@ class Core:
             self._reread({write.shard_id for write in batch.writes}, batch.states)
             return self._landed_anyway(batch, isinstance(exc, CommitOutcomeUnknown), now_ms)
         self.metrics.committed(batch.writes, result, time.perf_counter() - started)
-        self._store_answered(now_ms)
         lost = result.lost_shards & self.range_ids.keys()
         if lost:
             fenced = sum(1 for write in batch.writes if write.shard_id in lost)
@@ -742,7 +731,6 @@ class Core:
                 except StoreUnavailable as exc:  # the cursor did not move; try again after a pause
                     self._store_failed(now_ms, f"reading the outbox of shard {shard}", exc)
                     return
-                self._store_answered(now_ms)
 
 
 def _write(state: ExecutionState, blob: bytes, expected_version: int, effects: Any, group: int) -> ExecutionWrite:

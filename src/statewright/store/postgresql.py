@@ -33,6 +33,7 @@ from .base import CommitResult, Dispatch, ExecutionWrite, OpenCount, Store
 from .dialect import POSTGRESQL
 from .errors import CommitFailed, CommitOutcomeUnknown, StoreUnavailable
 from .postgresql_schema import MIGRATIONS
+from .reachability import Reachability
 from .retention import ClosedExecution
 from .schema import migrate, settle_shard_count
 from .shards import NodeRecord, ShardLease
@@ -65,6 +66,7 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
         self.location = (f"postgresql://{params.get('user', '')}@{params.get('host', '')}:"
                          f"{params.get('port', 5432)}/{params.get('dbname', '')}")
         self._local = threading.local()
+        self.reachability = Reachability(self.location)
         self._connections: set[psycopg.Connection] = set()
         # The server processes of those connections: a notification one of them sent is this store's own commit.
         self._backends: set[int] = set()
@@ -118,7 +120,7 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection]:
-        with _unavailable():
+        with _unavailable(self.reachability):
             db = self._db()
             with db.transaction():
                 yield db
@@ -127,11 +129,11 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
 
     def _rows(self, sql: str, params: Sequence[Any] = (), *, prepare: bool | None = None) -> list[tuple]:
         """``prepare``: psycopg's (None: prepared once run often; False: planned at every call)."""
-        with _unavailable():
+        with _unavailable(self.reachability):
             return self._db().execute(sql, params, binary=True, prepare=prepare).fetchall()
 
     def _execute(self, sql: str, params: Sequence[Any]) -> None:
-        with _unavailable():
+        with _unavailable(self.reachability):
             self._db().execute(sql, params)
 
     def close(self) -> None:
@@ -299,7 +301,9 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
             if "statewright_commit" in (exc.diag.context or "") or (
                     exc.sqlstate is not None and exc.sqlstate[:2] not in ("08", "57")):
                 raise CommitFailed(str(exc)) from exc
+            self.reachability.failed(exc)
             raise CommitOutcomeUnknown(str(exc)) from exc
+        self.reachability.answered()
         return True
 
     def _commit_carefully(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int],
@@ -429,7 +433,7 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
         return self._rows(_COUNT_OPEN)[0][0]
 
     def open_count(self) -> OpenCount:
-        with _unavailable():
+        with _unavailable(self.reachability):
             return _PostgresOpenCount(self)
 
     def read_history(self, arn: str, after_event_id: int, limit: int, reverse: bool) -> list[dict[str, Any]]:
@@ -518,8 +522,10 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
                         for notice in db.notifies(timeout=WATCH_WAIT_S):
                             if notice.pid not in self._backends:
                                 seen(notice.payload)
-            except psycopg.Error as exc:
-                log.warning("watching for activity tasks failed (retrying): %s", exc)
+            except psycopg.Error as exc:  # the store says it is out of reach once, for all its callers
+                log.debug("watching for activity tasks failed (retrying): %s", exc)
+                if isinstance(exc, psycopg.OperationalError):
+                    self.reachability.failed(exc)
                 stopped.wait(WATCH_RETRY_S)
 
 
@@ -555,13 +561,13 @@ class _PostgresOpenCount(OpenCount):
     def snapshot(self) -> None:
         # Its transaction waits idle between the snapshot (the engine thread) and the count (another thread), and
         # holds no row lock: the idle-in-transaction limit of the other connections does not apply to it.
-        with _unavailable():
+        with _unavailable(self._store.reachability):
             self._db.execute("SET idle_in_transaction_session_timeout = 0; "
                              "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")  # one round trip
 
     def count(self) -> int:
         try:
-            with _unavailable():
+            with _unavailable(self._store.reachability):
                 return self._db.execute(_COUNT_OPEN).fetchone()[0]
         finally:
             self.close()
@@ -571,13 +577,15 @@ class _PostgresOpenCount(OpenCount):
 
 
 @contextmanager
-def _unavailable() -> Iterator[None]:
+def _unavailable(reachability: Reachability) -> Iterator[None]:
     try:
         yield
     # Refused, gone, shut down, a lost connection, or a session the server ended (an InternalError, by its
     # SQLSTATE class): the database cannot answer now; the next call reconnects.
     except (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout) as exc:
+        reachability.failed(exc)
         raise StoreUnavailable(str(exc)) from exc
+    reachability.answered()
 
 
 def _lock_in_order(db: psycopg.Connection, shards: list[int]) -> None:
