@@ -7,11 +7,12 @@ import dataclasses
 import json
 import logging
 import os
+import sqlite3
 import sys
 import urllib.error
 from pathlib import Path
 
-from . import clock_client, logs
+from . import backup, clock_client, logs
 from .api.clock import iso, parse_duration
 from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
@@ -163,6 +164,22 @@ def main(argv: list[str] | None = None) -> int:
                       help=f"the server's data directory (default {defaults.data_dir})")
     keys.add_argument("--store", default=os.environ.get("STATEWRIGHT_STORE") or None, metavar="URL",
                       help="the server's postgresql:// URL, if it keeps its data there (default $STATEWRIGHT_STORE)")
+    saved = commands.add_parser(
+        "backup", help="copy a SQLite data directory, while its server serves it",
+        description="Copy the server's database (SQLite's online backup: a snapshot of one moment, the server "
+                    "going on meanwhile) and its compacted histories into a new directory. On PostgreSQL, use "
+                    "pg_dump or point-in-time recovery instead (README).")
+    saved.add_argument("--data-dir", type=Path, default=defaults.data_dir,
+                       help=f"the server's data directory (default {defaults.data_dir})")
+    saved.add_argument("--to", type=Path, required=True, metavar="PATH", help="a new or empty directory")
+    put_back = commands.add_parser(
+        "restore", help="put a backup into an empty data directory",
+        description="Copy a backup into a data directory that holds no data, then start the server on it: "
+                    "executions go on from where the backup was taken.")
+    put_back.add_argument("--from", dest="source", type=Path, required=True, metavar="PATH",
+                          help="the backup's directory (statewright backup --to)")
+    put_back.add_argument("--data-dir", type=Path, default=defaults.data_dir,
+                          help=f"the data directory to restore into (default {defaults.data_dir})")
     clock = commands.add_parser(
         "clock", help="read or move a server's virtual clock",
         description="Read or move forward the clock of a server started with --clock virtual. Advancing fires, in "
@@ -198,6 +215,15 @@ def main(argv: list[str] | None = None) -> int:
         return _simulate(parser, args)
     if args.command == "clock":
         return _clock(parser, args)
+    if args.command in ("backup", "restore"):
+        try:
+            said = (backup.backup(args.data_dir.expanduser(), args.to.expanduser()) if args.command == "backup"
+                    else backup.restore(args.source.expanduser(), args.data_dir.expanduser()))
+        except (backup.BackupRefused, OSError, sqlite3.Error) as exc:
+            print(f"statewright: {exc}", file=sys.stderr)
+            return 1
+        print(f"statewright: {said}")
+        return 0
     if args.shards < 1:
         parser.error("--shards must be at least 1")
     if args.store and not is_postgres_url(args.store):

@@ -290,7 +290,7 @@ def _open(config: ServerConfig, address: str) -> tuple[Store, int | None, str]:
     data_dir = config.data_dir.expanduser().resolve()
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        lock = _lock_data_dir(data_dir)
+        lock = lock_data_dir(data_dir)
     except OSError as exc:  # read-only, not a directory, no permission: say so, and what to do
         raise DataDirUnusable(data_dir, exc.strerror or str(exc)) from None
     try:
@@ -304,7 +304,7 @@ def _open(config: ServerConfig, address: str) -> tuple[Store, int | None, str]:
     return store, lock, f"{data_dir} ({store.shard_count()} shards, SQLite)"
 
 
-def _lock_data_dir(data_dir: Path) -> int:
+def lock_data_dir(data_dir: Path) -> int:
     """Hold an exclusive lock on the data directory for the life of the process."""
     descriptor = os.open(data_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
