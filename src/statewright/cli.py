@@ -12,7 +12,7 @@ import sys
 import urllib.error
 from pathlib import Path
 
-from . import backup, clock_client, logs
+from . import backup, clock_client, logs, migrate
 from .api.clock import iso, parse_duration
 from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
@@ -180,6 +180,26 @@ def main(argv: list[str] | None = None) -> int:
                           help="the backup's directory (statewright backup --to)")
     put_back.add_argument("--data-dir", type=Path, default=defaults.data_dir,
                           help=f"the data directory to restore into (default {defaults.data_dir})")
+    imported = commands.add_parser(
+        "import", help="copy state machines and activities from another Step Functions endpoint into this server",
+        description="Copy every state machine (definition, type, role, logging and tracing settings, tags, versions "
+                    "and aliases) and activity (with its tags) from another Step Functions endpoint (AWS itself, or "
+                    "any emulator) into this server, through boto3 and its credentials. State machines this "
+                    "server has already are left as they are. Executions are not copied.")
+    imported.add_argument("--from-endpoint", metavar="URL", default=None,
+                          help="the endpoint to copy from (default: AWS's own, for --from-region)")
+    imported.add_argument("--from-region", default=None, help="its region (default: boto3's, else us-east-1)")
+    exported = commands.add_parser(
+        "export", help="copy this server's state machines and activities to another Step Functions endpoint",
+        description="The other way from import: every state machine and activity of this server copied to "
+                    "another endpoint (AWS itself, or any emulator), through boto3 and its credentials.")
+    exported.add_argument("--to-endpoint", metavar="URL", default=None,
+                          help="the endpoint to copy to (default: AWS's own, for --to-region)")
+    exported.add_argument("--to-region", default=None, help="its region (default: boto3's, else us-east-1)")
+    for command in (imported, exported):
+        command.add_argument("--endpoint-url", default="http://127.0.0.1:8083", metavar="URL",
+                             help="this server (default http://127.0.0.1:8083)")
+        command.add_argument("--region", default="us-east-1", help="this server's region (default us-east-1)")
     clock = commands.add_parser(
         "clock", help="read or move a server's virtual clock",
         description="Read or move forward the clock of a server started with --clock virtual. Advancing fires, in "
@@ -215,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         return _simulate(parser, args)
     if args.command == "clock":
         return _clock(parser, args)
+    if args.command in ("import", "export"):
+        return _migrate(args)
     if args.command in ("backup", "restore"):
         try:
             said = (backup.backup(args.data_dir.expanduser(), args.to.expanduser()) if args.command == "backup"
@@ -254,6 +276,36 @@ def main(argv: list[str] | None = None) -> int:
                               retention_days=args.retention_days, compact_after_days=args.compact_after_days,
                               payload_store=args.payload_store, log_level=args.log_level,
                               log_format=args.log_format))
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    """import and export: through botocore's clients, the other endpoint with the usual credentials (environment,
+    profile, role), this server with them too or, without any, with placeholders (it checks none by default)."""
+    import botocore.session
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    session = botocore.session.get_session()
+    region = session.get_config_variable("region") or "us-east-1"
+    placeholders = {} if session.get_credentials() else {"aws_access_key_id": "statewright",
+                                                         "aws_secret_access_key": "statewright"}
+    here = session.create_client("stepfunctions", endpoint_url=args.endpoint_url, region_name=args.region,
+                                 **placeholders)
+    if args.command == "import":
+        source = session.create_client("stepfunctions", endpoint_url=args.from_endpoint,
+                                       region_name=args.from_region or region)
+        target = here
+    else:
+        source = here
+        target = session.create_client("stepfunctions", endpoint_url=args.to_endpoint,
+                                       region_name=args.to_region or region)
+    try:
+        report = migrate.copy(source, target)
+    except (ClientError, BotoCoreError) as exc:
+        print(f"statewright: {args.command} stopped: {exc}", file=sys.stderr)
+        return 1
+    for line in report.lines():
+        print(f"statewright: {line}")
+    return 0
 
 
 def _positive(text: str) -> int:
