@@ -20,7 +20,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from .node import DataDirInUse, lock_data_dir
+from .data_dir import DataDirInUse, lock_data_dir
 
 DATABASE = "statewright.db"
 PAYLOADS = "payloads"

@@ -15,7 +15,6 @@ Imports every layer; only cli.py, testing/, sim/ and the tests import it.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import gc
 import logging
 import os
@@ -44,6 +43,7 @@ from .cluster.loop import MembershipLoop
 from .cluster.membership import EngineHooks, LeaseSettings, Membership
 from .cluster.peers import poke, secret_check
 from .collector import Collector
+from .data_dir import DataDirInUse, lock_data_dir
 from .decider.execution import DAY_MS, REDRIVABLE_MS
 from .decider.mocks import InvalidMockConfig, MockConfig
 from .engine.core import wall_clock_ms
@@ -109,10 +109,6 @@ class ServerConfig:
     payload_store: str | None = None
     log_level: str = "INFO"  # --log-level
     log_format: str = "text"  # --log-format: text or json (logs.py)
-
-
-class DataDirInUse(Exception):
-    pass
 
 
 class DataDirUnusable(Exception):
@@ -302,18 +298,6 @@ def _open(config: ServerConfig, address: str) -> tuple[Store, int | None, str]:
         os.close(lock)
         raise
     return store, lock, f"{data_dir} ({store.shard_count()} shards, SQLite)"
-
-
-def lock_data_dir(data_dir: Path) -> int:
-    """Hold an exclusive lock on the data directory for the life of the process."""
-    descriptor = os.open(data_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        raise DataDirInUse(f"another statewright process is serving {data_dir}; stop it or pass another "
-                           f"--data-dir") from None
-    return descriptor
 
 
 def _cluster_refusal(config: ServerConfig, store: Store, address: str) -> str | None:
