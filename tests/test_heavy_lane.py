@@ -446,3 +446,26 @@ def test_a_nested_childs_result_past_the_slice_is_decided_in_the_lane_and_acknow
     assert lane_steps(engine, "sliced") == 1  # the engine thread gave the child's result one slice
     assert [dispatch for shard in range(2) for dispatch in store.pending_dispatches(shard)
             if dispatch.execution_arn == kid] == []
+
+
+def test_a_nested_start_whose_next_states_are_heavy_is_decided_in_the_lane(store):
+    """A startExecution without .sync: the child's start is the task's result, and what follows it in the parent
+    gets a slice of the engine thread, then the lane, as any task result does."""
+    child = "arn:aws:states:us-east-1:123456789012:stateMachine:plain-child"
+    store.create_state_machine(StateMachineRecord(child, "plain-child", "STANDARD", json.dumps(
+        {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}), "role", "r1", 0, 0, {}, {}))
+    definition = {"QueryLanguage": "JSONata", "StartAt": "Nested", "States": {
+        "Nested": {"Type": "Task", "Resource": "arn:aws:states:::states:startExecution",
+                   "Arguments": {"StateMachineArn": child, "Name": "kid"},
+                   "Output": {"started": "{% $exists($states.result.ExecutionArn) %}", "sum": SUM_5000},
+                   "End": True}}}
+    clock = Clock()
+    engine = sliced_engine(store, clock, definition)
+    try:
+        arn, _ = start_sliced(engine, "parent")
+        state = run(engine, clock, arn)
+    finally:
+        engine.stop()
+    assert state["status"] == "SUCCEEDED" and json.loads(state["output"]) == {"started": True, "sum": 12502500}
+    assert lane_steps(engine, "sliced") == 1  # the engine thread gave the start's result one slice
+    assert [event["type"] for event in history(store, arn)][2:5] == ["TaskScheduled", "TaskStarted", "TaskSucceeded"]

@@ -104,8 +104,13 @@ def _start_child(dispatch: Dispatch, context: TransferContext) -> Stages:
     else:
         response = {"ExecutionArn": command.arn, "StartDate": start_ms}
         result = AttemptSucceeded(dumps(response)) if payload["pattern"] == "" else AttemptSubmitted(response)
+    if not isinstance(result, AttemptSubmitted):
+        # The start's answer is the task's result: alone in its stage (its start lands with it), so the states that
+        # follow it are decided on a slice of the engine thread, or in the heavy lane, as any task result's
+        yield [CompleteAttempt(parent_arn, scheduled_id, result)]
+        return
     started, _ = yield [StartAttempt(parent_arn, scheduled_id), CompleteAttempt(parent_arn, scheduled_id, result)]
-    if started is not True and isinstance(result, AttemptSubmitted):
+    if started is not True:
         # The parent moved on (stopped, timed out, failed elsewhere) while its child started: nothing waits on the
         # child now, and nothing else would stop it.
         yield [StopExecution(command.arn, "States.Aborted", STOPPED_BY_PARENT)]
