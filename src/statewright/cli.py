@@ -99,41 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                           "for another S3) or a directory (default: payloads/ in the data directory; with --store, "
                           "a table of that database)")
     limits = defaults.limits
-    run.add_argument("--inbox-commands-max", type=_positive, default=limits.inbox_commands_max, metavar="N",
-                     help="commands that may wait for the engine; past them requests get ThrottlingException "
-                          f"(default {limits.inbox_commands_max})")
-    run.add_argument("--http-calls-concurrent-max", type=_positive, default=limits.http_calls_concurrent_max,
-                     metavar="N", help="HTTP Task calls in flight at once; more wait their turn "
-                                       f"(default {limits.http_calls_concurrent_max})")
-    run.add_argument("--activity-backlog-tasks-max", type=_positive, default=limits.activity_backlog_tasks_max,
-                     metavar="N", help="activity tasks held in memory for workers, all activities together; more "
-                                       f"wait in the database (default {limits.activity_backlog_tasks_max})")
-    run.add_argument("--evaluation-steps-max", type=_positive, default=limits.evaluation_steps_max, metavar="N",
-                     help="JSONata, intrinsic and JSONPath steps one transition step may evaluate; past them the "
-                          f"state fails (default {limits.evaluation_steps_max})")
-    run.add_argument("--evaluation-ms-max", type=_positive, default=limits.evaluation_ms_max, metavar="MS",
-                     help=f"wall time of evaluation in one transition step (default {limits.evaluation_ms_max})")
-    run.add_argument("--evaluation-items-max", type=_positive, default=limits.evaluation_items_max, metavar="N",
-                     help="array items and string characters evaluation may build in one transition step "
-                          f"(default {limits.evaluation_items_max})")
-    run.add_argument("--item-reader-page-bytes", type=_positive, default=limits.item_reader_page_bytes,
-                     metavar="N", help="bytes of a JSONL or CSV object a distributed Map reads at a time "
-                                       f"(default {limits.item_reader_page_bytes})")
-    run.add_argument("--item-reader-page-items", type=_positive, default=limits.item_reader_page_items,
-                     metavar="N", help="objects of an S3 listing a distributed Map reads at a time "
-                                       f"(default {limits.item_reader_page_items})")
-    run.add_argument("--apply-states-max", type=_positive, default=limits.apply_states_max, metavar="N",
-                     help="states one execution runs in one transition step before it continues in a later tick "
-                          f"(default {limits.apply_states_max})")
-    run.add_argument("--apply-steps-max", type=_positive, default=limits.apply_steps_max, metavar="N",
-                     help="evaluation steps after which an execution enters no more states in this tick "
-                          f"(default {limits.apply_steps_max})")
-    run.add_argument("--evaluation-slice-steps", type=_positive, default=limits.evaluation_slice_steps, metavar="N",
-                     help="evaluation steps a transition step may spend on the engine thread; past them it is "
-                          f"decided in the heavy lane (default {limits.evaluation_slice_steps})")
-    run.add_argument("--heavy-pause-ms", type=_positive, default=limits.heavy_pause_ms, metavar="MS",
-                     help="how long an execution that stopped on --apply-steps-max waits before it goes on "
-                          f"(default {limits.heavy_pause_ms})")
+    for field, metavar, what in LIMIT_OPTIONS:
+        run.add_argument("--" + field.replace("_", "-"), type=_positive, default=getattr(limits, field),
+                         metavar=metavar, help=f"{what} (default {getattr(limits, field)})")
     http = defaults.http
     run.add_argument("--connections-max", type=_positive, default=http.connections_max, metavar="N",
                      help="HTTP connections open at once; past them the longest idle one is closed, or the new one "
@@ -255,17 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         leases = LeaseSettings(args.lease_ms, args.lease_renew_ms)
     except ValueError as exc:
         parser.error(f"--lease-ms / --lease-renew-ms: {exc}")
-    tuned = dataclasses.replace(limits, inbox_commands_max=args.inbox_commands_max,
-                                http_calls_concurrent_max=args.http_calls_concurrent_max,
-                                activity_backlog_tasks_max=args.activity_backlog_tasks_max,
-                                evaluation_steps_max=args.evaluation_steps_max,
-                                evaluation_ms_max=args.evaluation_ms_max,
-                                evaluation_items_max=args.evaluation_items_max,
-                                apply_states_max=args.apply_states_max, apply_steps_max=args.apply_steps_max,
-                                evaluation_slice_steps=max(args.evaluation_slice_steps, args.apply_steps_max),
-                                heavy_pause_ms=args.heavy_pause_ms,
-                                item_reader_page_bytes=args.item_reader_page_bytes,
-                                item_reader_page_items=args.item_reader_page_items)
+    tuned = dataclasses.replace(limits, **{field: getattr(args, field) for field, _, _ in LIMIT_OPTIONS})
+    # The slice is at least the steps after which a step stops entering states, or no step would ever stop in time
+    tuned = dataclasses.replace(tuned, evaluation_slice_steps=max(tuned.evaluation_slice_steps, tuned.apply_steps_max))
     http = HttpLimits(args.keep_alive_ms, args.request_head_timeout_ms, args.request_body_timeout_ms,
                       args.connections_max, args.connections_per_address_max, args.first_byte_timeout_ms)
     return serve(ServerConfig(args.host, args.port, args.data_dir, args.shards, args.account_id, args.region,
@@ -306,6 +266,27 @@ def _migrate(args: argparse.Namespace) -> int:
     for line in report.lines():
         print(f"statewright: {line}")
     return 0
+
+
+# serve's options for the engine's limits (engine/limits.py): the field, its unit, what it bounds and what then
+LIMIT_OPTIONS = [
+    ("inbox_commands_max", "N", "commands that may wait for the engine; past them requests get ThrottlingException"),
+    ("http_calls_concurrent_max", "N", "HTTP Task calls in flight at once; more wait their turn"),
+    ("activity_backlog_tasks_max", "N", "activity tasks held in memory for workers, all activities together; more "
+                                        "wait in the database"),
+    ("evaluation_steps_max", "N", "JSONata, intrinsic and JSONPath steps one transition step may evaluate; past them "
+                                  "the state fails"),
+    ("evaluation_ms_max", "MS", "wall time of evaluation in one transition step"),
+    ("evaluation_items_max", "N", "array items and string characters evaluation may build in one transition step"),
+    ("item_reader_page_bytes", "N", "bytes of a JSONL or CSV object a distributed Map reads at a time"),
+    ("item_reader_page_items", "N", "objects of an S3 listing a distributed Map reads at a time"),
+    ("apply_states_max", "N", "states one execution runs in one transition step before it continues in a later "
+                              "tick"),
+    ("apply_steps_max", "N", "evaluation steps after which an execution enters no more states in this tick"),
+    ("evaluation_slice_steps", "N", "evaluation steps a transition step may spend on the engine thread; past them "
+                                    "it is decided in the heavy lane"),
+    ("heavy_pause_ms", "MS", "how long an execution that stopped on --apply-steps-max waits before it goes on"),
+]
 
 
 def _positive(text: str) -> int:
