@@ -23,11 +23,11 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
+from cluster_harness import LEASE_MS, RENEW_MS, SECRET, SETTLE_S, SHARDS, client, metrics
 from link import Link
 from server import ROLE_ARN, ServerProcess, wait_closed
 from statewright.cluster.membership import assignment
 from statewright.engine.shards import shard_for
-from test_cluster_processes import LEASE_MS, RENEW_MS, SECRET, SETTLE_S, SHARDS, client, metrics
 
 pytestmark = pytest.mark.slow  # two real nodes on PostgreSQL: not in the fast tier
 

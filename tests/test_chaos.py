@@ -1,0 +1,23 @@
+"""A short seeded chaos run (./dev chaos, tools/chaos.py) as CI runs it: three nodes on PostgreSQL under the mixed
+workload, every kind of fault but the pause (test_cluster_processes.py pauses a node past its lease), then the check
+of every acknowledged execution."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # three real nodes on PostgreSQL, with faults: not in the fast tier
+
+TOOL = Path(__file__).resolve().parent.parent / "tools" / "chaos.py"
+
+
+def test_a_short_chaos_run_loses_and_doubles_nothing(tmp_path, postgres_database):
+    spec = importlib.util.spec_from_file_location("chaos", TOOL)
+    chaos = sys.modules["chaos"] = importlib.util.module_from_spec(spec)  # (its dataclasses look it up)
+    spec.loader.exec_module(chaos)
+    outcome = chaos.run(0.3, 3, tmp_path, postgres_database, say=lambda line: None,
+                        kinds=("kill", "store-cut", "peers-cut", "runaway"), span_s=(1.0, 2.5))
+    assert sum(outcome.faults.values()) >= 3 and outcome.executions > 0, outcome.line()
+    assert (outcome.lost, outcome.doubled, outcome.problems) == ([], [], []), outcome.line()
