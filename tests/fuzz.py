@@ -3,7 +3,15 @@
 
 Requests start from a valid one (members drawn from the model's shapes, names and ARNs of a few real resources)
 and are then broken one way each: a member missing, null, of the wrong type, nested thousands deep, huge, full of
-control characters and unicode, the JSON body mutated byte by byte, or the X-Amz-Target header mangled.
+control characters and unicode, the JSON body mutated byte by byte, or the X-Amz-Target header mangled. A
+``grammar`` request carries a definition generated from the language's grammar (the simulator's generator: every
+state type, JSONPath and JSONata, intrinsics, variables, Retry and Catch, Parallel and Map), valid or broken
+subtly in one place (a field missing, of the wrong type or unknown, a path, expression or intrinsic cut short, a
+Next to nowhere), to ValidateStateMachineDefinition, CreateStateMachine or TestState (with a generated input).
+
+Every answer is timed: ``./dev fuzz`` fails on one slower than a second (the suite reports nothing of time). A
+request that once broke a rule is kept in ``fuzz_regressions.jsonl`` (``./dev fuzz --keep`` adds them), which the
+suite replays.
 
 ``tests/test_fuzz.py`` runs a fixed seed in the suite; ``./dev fuzz`` (this file as a script) runs a long one
 against a fresh server and prints the counts. The machines the fuzz starts are Pass and Choice machines: deep
@@ -19,6 +27,7 @@ import json
 import random
 import sys
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +55,11 @@ STATE = {"Type": "Pass", "Parameters": {"x.$": "$.x"}, "End": True}
 STRANGE = ["\x00", "\x01\x02", "\u202e", "\ufeff", "😀" * 3, "\ud800", "\udfff", "\u0000\u001f", "a\r\nb", "%00",
            "'\"", "<>{}[]", "\\", "$.x", "{% 1 %}", "名前", "\uffff"]
 HUGE_LENGTHS = [1_000, 40_000, 300_000]
-KINDS = ["valid", "missing", "null", "wrong_type", "deep", "huge", "strange", "mutated_body", "target"]
+KINDS = ["valid", "missing", "null", "wrong_type", "deep", "huge", "strange", "mutated_body", "target", "grammar",
+         "grammar"]
+GRAMMAR_OPERATIONS = ["ValidateStateMachineDefinition", "CreateStateMachine", "TestState"]
+SLOW_S = 1.0  # an answer slower than this breaks ./dev fuzz's rule
+REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions.jsonl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +75,9 @@ class Request:
 class Report:
     counts: Counter = field(default_factory=Counter)  # (operation, status)
     failures: list[str] = field(default_factory=list)  # what broke a rule, with the request
+    broken: list[Request] = field(default_factory=list)  # the requests that broke one (to keep)
+    slowest: dict = field(default_factory=dict)  # operation -> its slowest answer, s
+    slow: list[str] = field(default_factory=list)  # answers slower than SLOW_S
 
     def by_status(self) -> Counter:
         totals: Counter = Counter()
@@ -75,6 +91,8 @@ class Report:
         for operation in sorted({operation for operation, _ in self.counts}):
             lines.append(f"{operation:34}" + "".join(f"{self.counts[operation, status]:8}" for status in statuses))
         lines.append(f"{'all':34}" + "".join(f"{self.by_status()[status]:8}" for status in statuses))
+        lines.append("slowest answer by operation, ms: " + ", ".join(
+            f"{operation} {seconds * 1000:.0f}" for operation, seconds in sorted(self.slowest.items())))
         return "\n".join(lines)
 
 
@@ -83,6 +101,7 @@ class Fuzzer:
 
     def __init__(self, seed: int) -> None:
         self.random = random.Random(seed)
+        self.grammar = Grammar(self.random)
         model = service_model()
         self.shapes = model["shapes"]
         self.operations = sorted(model["operations"])
@@ -92,6 +111,10 @@ class Fuzzer:
         rnd = self.random
         operation = rnd.choice(self.operations)
         kind = rnd.choice(KINDS)
+        if kind == "grammar":
+            operation = rnd.choice(GRAMMAR_OPERATIONS)
+            params = self.grammar.params(operation)
+            return Request(operation, kind, f"AWSStepFunctions.{operation}", json.dumps(params).encode(), params)
         params = self.valid(operation)
         target = f"AWSStepFunctions.{operation}"
         if kind in ("missing", "null", "wrong_type", "deep", "huge", "strange") and params:
@@ -225,6 +248,71 @@ class Fuzzer:
         return bytes(data)
 
 
+class Grammar:
+    """Definitions from the language's grammar (the simulator's generator), valid or broken in one place."""
+
+    BROKEN_TEXT = [("$.", "$.["), ("$.", "$..a["), ("{%", "{% ("), ("%}", ""), ("(", "(("), (")", ""),
+                   ("States.", "States.Nope"), ("$states", "$stats"), (".$", ".$$")]
+
+    def __init__(self, rnd: random.Random) -> None:
+        self.random = rnd
+
+    def params(self, operation: str) -> dict:
+        from statewright.sim import workload  # the generator (statewright's own, importable wherever it runs)
+
+        rnd = self.random
+        spec = workload.generate(rnd, [ACTIVITY_ARN], [MACHINE_ARN])
+        definition = spec.definition
+        if rnd.random() < 0.6:
+            definition = self.broken(definition)
+        text = json.dumps(definition)
+        if operation == "ValidateStateMachineDefinition":
+            return {"definition": text, **({"severity": rnd.choice(["ERROR", "WARNING"])} if rnd.random() < 0.3
+                                           else {})}
+        if operation == "CreateStateMachine":
+            return {"name": f"grammar-{rnd.randint(0, 30)}", "definition": text, "roleArn": ROLE}
+        states = sorted(definition.get("States", {})) if isinstance(definition.get("States"), dict) else []
+        return {"definition": text, "roleArn": ROLE, "stateName": rnd.choice(states) if states else "Nope",
+                "input": json.dumps(workload.generate_input(rnd, spec)),
+                "inspectionLevel": rnd.choice(["INFO", "DEBUG", "TRACE"])}
+
+    def broken(self, definition: dict) -> dict:
+        """``definition`` with one subtle fault."""
+        rnd = self.random
+        copy = json.loads(json.dumps(definition))
+        places = list(_places(copy))
+        container, key = rnd.choice(places)
+        value = container[key]
+        action = rnd.random()
+        if action < 0.25 and isinstance(container, dict):
+            del container[key]
+        elif action < 0.45:
+            container[key] = rnd.choice([None, 7, -1, 2.5, True, "text", [], {}, [1, "a"], 10**20])
+        elif action < 0.8 and isinstance(value, str):
+            old, new = rnd.choice([pair for pair in self.BROKEN_TEXT if pair[0] in value] or [("", "x")])
+            container[key] = value.replace(old, new, 1) if old else value + new
+        elif isinstance(container, dict) and key in ("Next", "Default", "StartAt"):
+            container[key] = "Nowhere"
+        elif isinstance(container, dict):
+            container[rnd.choice(["Foo", "Output", "Parameters", "Arguments", "ResultPath", "Assign"])] = rnd.choice(
+                ["$.x", "{% 1 %}", {"a.$": "$"}, 3])
+        else:
+            container[key] = {"Type": rnd.choice(["Pass", "Passs", "Task", "Map"])}
+        return copy
+
+
+def _places(value: Any) -> Any:
+    """Every (container, key) in ``value``, depth first."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield value, key
+            yield from _places(item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield value, index
+            yield from _places(item)
+
+
 class Target:
     """A server at 127.0.0.1:``port``: sends requests on a kept-alive connection and checks the answers."""
 
@@ -272,10 +360,16 @@ class Target:
             {"stateMachineArn": MACHINE_ARN, "name": "first"}).encode())
 
     def send(self, request: Request, report: Report) -> None:
+        began = time.perf_counter()
         status, data = self.call(request.target, request.body)
+        took = time.perf_counter() - began
+        report.slowest[request.operation] = max(took, report.slowest.get(request.operation, 0.0))
+        if took > SLOW_S:
+            report.slow.append(f"{took * 1000:.0f} ms for {describe(request)}")
         report.counts[request.operation, status] += 1
         if status == "closed" or status >= 500:
             report.failures.append(f"{status} for {describe(request)}: {data[:300]!r}")
+            report.broken.append(request)
             return
         if status != 200:
             try:
@@ -285,6 +379,7 @@ class Target:
                 shaped = False
             if not shaped:
                 report.failures.append(f"{status} not in AWS's shape for {describe(request)}: {data[:300]!r}")
+                report.broken.append(request)
             return
         self.note_write(request)
 
@@ -363,18 +458,40 @@ def describe(request: Request) -> str:
     return f"{request.operation} ({request.kind}, target {request.target!r}) body {request.body[:200]!r}"
 
 
-def run(port: int, requests: int, seed: int) -> Report:
-    """Send ``requests`` fuzzed requests from ``seed``; the report counts them and lists every broken rule."""
+def run(port: int, requests: int, seed: int, replay: list[Request] | None = None) -> Report:
+    """Send ``requests`` fuzzed requests from ``seed`` (or the ``replay`` given); the report counts them and lists
+    every broken rule."""
     fuzzer, target, report = Fuzzer(seed), Target(port), Report()
     try:
-        for index in range(requests):
+        for index in range(len(replay) if replay is not None else requests):
             if index % 200 == 0:
                 target.setup()
-            target.send(fuzzer.request(), report)
+            target.send(replay[index] if replay is not None else fuzzer.request(), report)
         report.failures += target.partial_writes()
     finally:
         target.close()
     return report
+
+
+def regressions() -> list[Request]:
+    """The requests that once broke a rule (fuzz_regressions.jsonl: target and body, as sent)."""
+    kept = []
+    for line in REGRESSIONS.read_text().splitlines() if REGRESSIONS.exists() else []:
+        case = json.loads(line)
+        body = case["body"].encode("utf-8", "surrogatepass")
+        kept.append(Request(case["operation"], "regression", case["target"], body, _as_params(body)))
+    return kept
+
+
+def keep(requests: list[Request]) -> int:
+    """Add ``requests`` to the regressions; how many were new."""
+    known = {(request.target, request.body) for request in regressions()}
+    new = [request for request in requests if (request.target, request.body) not in known]
+    with REGRESSIONS.open("a") as file:
+        for request in new:
+            file.write(json.dumps({"operation": request.operation, "target": request.target,
+                                   "body": request.body.decode("utf-8", "surrogatepass")}) + "\n")
+    return len(new)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -383,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
                                      "counts by status and operation, and every 5xx or partial write.")
     parser.add_argument("--requests", type=int, default=100_000, help="how many requests (default 100000)")
     parser.add_argument("--seed", type=int, default=0, help="the seed the requests come from (default 0)")
+    parser.add_argument("--keep", action="store_true", help="add the requests that broke a rule to "
+                                                            "tests/fuzz_regressions.jsonl, which the suite replays")
     args = parser.parse_args(argv)
     from server import ServerProcess  # tests/server.py: this file runs as a script from tests/
 
@@ -393,10 +512,13 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
     print(report.render())
-    print(f"{args.requests} requests from seed {args.seed}: {len(report.failures)} broke a rule")
-    for failure in report.failures[:50]:
+    print(f"{args.requests} requests from seed {args.seed}: {len(report.failures)} broke a rule, "
+          f"{len(report.slow)} answered in more than {SLOW_S:g} s")
+    for failure in (report.failures + report.slow)[:50]:
         print("  " + failure)
-    return 1 if report.failures else 0
+    if args.keep and report.broken:
+        print(f"kept {keep(report.broken)} new cases in {REGRESSIONS}")
+    return 1 if report.failures or report.slow else 0
 
 
 if __name__ == "__main__":

@@ -29,3 +29,22 @@ def test_fuzzed_requests_get_no_5xx_and_leave_no_partial_write(tmp_path):
 def test_one_seed_gives_the_same_requests():
     first, second = fuzz.Fuzzer(SEED), fuzz.Fuzzer(SEED)
     assert [first.request() for _ in range(200)] == [second.request() for _ in range(200)]
+
+
+def test_every_request_that_once_broke_a_rule_is_answered_within_the_rules(tmp_path):
+    kept = fuzz.regressions()
+    assert kept, "tests/fuzz_regressions.jsonl holds the cases kept so far"
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        report = fuzz.run(server.port, 0, SEED, replay=kept)
+    finally:
+        server.stop()
+    assert report.failures == []
+    assert sum(report.counts.values()) == len(kept)
+
+
+def test_keep_adds_only_new_cases(tmp_path, monkeypatch):
+    monkeypatch.setattr(fuzz, "REGRESSIONS", tmp_path / "kept.jsonl")
+    cases = [fuzz.Fuzzer(SEED).request() for _ in range(3)]
+    assert fuzz.keep(cases) == 3 and fuzz.keep(cases[:2]) == 0
+    assert [(case.target, case.body) for case in fuzz.regressions()] == [(case.target, case.body) for case in cases]
