@@ -175,7 +175,7 @@ def serve(config: ServerConfig) -> int:
         status_events={"bus": config.status_events_bus, "webhooks": webhooks},
         cluster=join if config.store else None,
         retention=RetentionSettings(round(config.retention_days * DAY_MS), round(config.compact_after_days * DAY_MS)),
-        payload_store=config.payload_store)
+        payload_store=config.payload_store, own_endpoint=f"http://{_local_host(config.host)}:{config.port}")
     engine, service, membership = node.engine, node.service, node.membership
     # The process's full collections, while the engine has nothing to do
     collector = Collector(observed=engine.metrics.gc_full_pass_seconds.observe)
@@ -229,11 +229,13 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                region: str = REGION, limits: Limits | None = None, connections: Connections | None = None,
                functions: LocalFunctions | None = None, assume_machine_role: bool = False,
                status_events: dict[str, Any] | None = None, cluster: Callable[[Engine], Cluster] | None = None,
-               retention: RetentionSettings = NO_COMPACTION, payload_store: str | None = None) -> Node:
+               retention: RetentionSettings = NO_COMPACTION, payload_store: str | None = None,
+               own_endpoint: str | None = None) -> Node:
     """The integrations, then the engine (``engine(edges, histories)``) with its edges leading to them, then the
     service behind the API (start the engine after this). ``cluster``: several nodes, their membership and
     forwarder built over the engine. ``status_events``: where the engine's status change events go ({"bus": ...,
-    "webhooks": [...]}); ``payload_store``: where compacted histories go (None: the store's own)."""
+    "webhooks": [...]}); ``payload_store``: where compacted histories go (None: the store's own);
+    ``own_endpoint``: this node's API, where the workflows' Step Functions calls go."""
     limits = limits or Limits()
     # What the integrations hand the engine and the service goes through names bound below (the engine needs its
     # edges to be built, the service the engine): commands (integrations' ones are tied to dispatches the outbox
@@ -247,7 +249,7 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     dispatcher.register("activity", matcher.offer)
     connections = connections or Connections()
     HttpTasks(dispatcher, connections, limits)
-    aws_clients = AwsClients(limits)
+    aws_clients = AwsClients(limits, own_endpoint=own_endpoint)
     aws = AwsTasks(dispatcher, aws_clients, functions, assume_machine_role)
     ItemReader(dispatcher, aws_clients, limits)
     ResultWriter(dispatcher, aws_clients)
@@ -348,6 +350,11 @@ def _listen(host: str, port: int) -> socket.socket:
         listening.close()
         raise
     return listening
+
+
+def _local_host(host: str) -> str:
+    """The host this process reaches its own API at."""
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
 def _reachable_host(host: str) -> str:

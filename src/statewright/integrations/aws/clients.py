@@ -2,7 +2,10 @@
 way every AWS tool finds them, and the threads the calls run on.
 
 Endpoints and credentials come from botocore's own configuration chain: ``AWS_ENDPOINT_URL`` and
-``AWS_ENDPOINT_URL_<SERVICE>`` (or ``endpoint_url`` in a profile), ``AWS_PROFILE``, the credentials chain. The
+``AWS_ENDPOINT_URL_<SERVICE>`` (or ``endpoint_url`` in a profile), ``AWS_PROFILE``, the credentials chain. Step
+Functions itself (``aws-sdk:sfn:*``) is this server unless ``AWS_ENDPOINT_URL_SFN`` names another: a workflow's
+SendTaskSuccess, StartExecution or DescribeExecution reaches the statewright that runs it, not a second, empty Step
+Functions at ``AWS_ENDPOINT_URL`` (which a user points at an emulator of the other services). The
 region is the caller's (an execution's ARN names it). A role to act as (a Task's ``Credentials.RoleArn``, or the
 state machine's role when ``--assume-machine-role`` is on) is assumed through STS at the configured endpoint, and its
 credentials are kept until five minutes before they expire.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 import uuid
@@ -41,9 +45,12 @@ ROLE_REFRESH_MARGIN_S = 300.0  # they are assumed again this long before they ex
 class AwsClients:
     """botocore clients by (service, region, role, read timeout); shared by every integration of one server."""
 
-    def __init__(self, limits: Limits | None = None, session: botocore.session.Session | None = None) -> None:
+    def __init__(self, limits: Limits | None = None, session: botocore.session.Session | None = None,
+                 own_endpoint: str | None = None) -> None:
+        """``own_endpoint``: this server's API, which Step Functions calls reach (None: as botocore finds it)."""
         limits = limits or Limits()
         self._session = session or botocore.session.Session()
+        self._own_endpoint = own_endpoint
         self._per_service = limits.aws_calls_per_service_max
         self._threads = ThreadPoolExecutor(limits.aws_calls_concurrent_max, thread_name_prefix="statewright-aws")
         self._lock = threading.Lock()  # botocore sessions are not thread-safe; clients are
@@ -64,8 +71,17 @@ class AwsClients:
                                 read_timeout=read_timeout_s, max_pool_connections=self._per_service,
                                 user_agent_extra="statewright")
                 client = self._clients[key] = self._session.create_client(service, region_name=region, config=config,
-                                                                          **keys)
+                                                                          **keys, **self._own(service, keys))
             return client
+
+    def _own(self, service: str, keys: dict[str, str]) -> dict[str, str]:
+        """For Step Functions: this server's endpoint, unless AWS_ENDPOINT_URL_SFN names another (and placeholder
+        credentials when none are configured: this server checks none by default)."""
+        if service != "stepfunctions" or self._own_endpoint is None or os.environ.get("AWS_ENDPOINT_URL_SFN"):
+            return {}
+        placeholders = {} if keys or self._session.get_credentials() else {
+            "aws_access_key_id": "statewright", "aws_secret_access_key": "statewright"}
+        return {"endpoint_url": self._own_endpoint, **placeholders}
 
     def _role_keys(self, role_arn: str, region: str) -> dict[str, str]:
         cached = self._roles.get((role_arn, region))
