@@ -163,9 +163,12 @@ def test_aws_sdk_takes_pascal_case_for_a_camel_case_api_and_answers_in_pascal_ca
 
 def test_credentials_role_is_assumed_through_sts(sfn):
     role = f"arn:aws:iam::{ACCOUNT}:role/worker"
-    result = output(run(sfn, task("arn:aws:states:::aws-sdk:sts:getCallerIdentity", {},
-                                  Credentials={"RoleArn.$": "$.role"}), {"role": role}))
-    assert result["Arn"].startswith(f"arn:aws:sts::{ACCOUNT}:assumed-role/worker/")
+    described = run(sfn, task("arn:aws:states:::aws-sdk:sts:getCallerIdentity", {},
+                              Credentials={"RoleArn.$": "$.role"}), {"role": role})
+    assert output(described)["Arn"].startswith(f"arn:aws:sts::{ACCOUNT}:assumed-role/worker/")
+    # The history says which role the call was made as (AWS's recordings: taskCredentials in TaskScheduled)
+    (scheduled,) = [event for event in described["events"] if event["type"] == "TaskScheduled"]
+    assert scheduled["taskScheduledEventDetails"]["taskCredentials"] == {"roleArn": role}
     unassumed = output(run(sfn, task("arn:aws:states:::aws-sdk:sts:getCallerIdentity", {})))
     assert "assumed-role" not in unassumed["Arn"]
 

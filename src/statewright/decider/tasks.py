@@ -62,6 +62,8 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
         details["timeoutInSeconds"] = timeout_s
     if heartbeat_s is not None:
         details["heartbeatInSeconds"] = heartbeat_s
+    if role_arn is not None:  # the role the call is made as, whichever form of Credentials gave it (AWS's recordings)
+        details["taskCredentials"] = {"roleArn": role_arn}
     assert step.emit(*event, details) == scheduled_id
     task = flow.task = TaskAttempt(scheduled_id, heartbeat_ms=None if heartbeat_s is None else heartbeat_s * 1000)
     deadline_ms = None if timeout_s is None else timeout_s * 1000
