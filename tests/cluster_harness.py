@@ -50,6 +50,13 @@ FAN_OUT = {"StartAt": "Par", "States": {
             "ItemProcessor": {"StartAt": "I", "States": {
                 "I": {"Type": "Pass", "Parameters": {"item.$": "$"}, "End": True}}}}}}
 HOLDER = {"StartAt": "H", "States": {"H": {"Type": "Pass", "End": True}}}  # holds the callback's token in its input
+# A distributed Map: each item a child execution of a map run, two at a time
+DMAP = {"StartAt": "Fan", "States": {"Fan": {
+    "Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": 2, "ResultPath": "$.fanned", "End": True,
+    "ItemSelector": {"v.$": "$$.Map.Item.Value", "i.$": "$$.Map.Item.Index"},
+    "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}, "StartAt": "Twice",
+                      "States": {"Twice": {"Type": "Pass", "Parameters": {"twice.$": "States.MathAdd($.v, $.v)",
+                                                                          "i.$": "$.i"}, "End": True}}}}}}
 
 
 def activity_machine(activity_arn: str) -> dict:
@@ -80,6 +87,7 @@ def chain_output(n: int) -> dict:
 
 
 KINDS = ("chain", "wait", "activity", "callback", "fan_out", "nested")
+WITH_DMAP = (*KINDS, "dmap")  # the chaos run's
 
 
 def job(kind: str, n: int) -> tuple[dict, dict]:
@@ -97,6 +105,10 @@ def job(kind: str, n: int) -> tuple[dict, dict]:
     if kind == "fan_out":
         given = {"n": n, "items": [1, 2, 3]}
         return given, {**given, "par": ["x", {"n": n}], "mapped": [{"item": 1}, {"item": 2}, {"item": 3}]}
+    if kind == "dmap":
+        given = {"n": n, "items": [n, n + 1, n + 2, n + 3]}
+        fanned = [{"twice": 2 * value, "i": index} for index, value in enumerate(given["items"])]
+        return given, {**given, "fanned": fanned}
     return {"n": n}, {"n": n, "child": {"out": chain_output(n), "status": "SUCCEEDED"}}
 
 
@@ -224,8 +236,9 @@ class Workload:
     """Starts executions of every kind at a steady trickle on the up nodes; activity workers poll every node (or
     only ``poll_nodes``); a thread answers the callbacks. ``check`` waits for all of them and checks them."""
 
-    def __init__(self, cluster: Cluster, poll_nodes: set[int] | None = None) -> None:
+    def __init__(self, cluster: Cluster, poll_nodes: set[int] | None = None, kinds: tuple[str, ...] = KINDS) -> None:
         self.cluster = cluster
+        self.kinds = kinds
         self.prefix = uuid.uuid4().hex[:8]
         sfn = cluster.client(0)
         self.activity = sfn.create_activity(name=f"work-{self.prefix}")["activityArn"]  # every node hears of it
@@ -238,6 +251,8 @@ class Workload:
             "callback": self._machine(sfn, "callback", callback_machine(holder)),
             "fan_out": self._machine(sfn, "fan_out", FAN_OUT),
             "nested": self._machine(sfn, "nested", nested_machine(chain))}
+        if "dmap" in kinds:
+            self.machines["dmap"] = self._machine(sfn, "dmap", DMAP)
         self.acknowledged: dict[str, tuple[str, dict]] = {}  # execution ARN -> (kind, expected output)
         self.callbacks: list[tuple[str, int]] = []  # (holder execution ARN, n) still to answer
         self.errors: list[str] = []
@@ -271,7 +286,7 @@ class Workload:
     def start_one(self, kind: str | None = None, name: str | None = None) -> str:
         """Start one execution (retrying the same name and input on another node until one acknowledges it)."""
         n = next(self._counter)
-        kind = kind or KINDS[n % len(KINDS)]
+        kind = kind or self.kinds[n % len(self.kinds)]
         given, expected = job(kind, n)
         name = name or f"{kind}-{n}-{self.prefix}"
         machine = self.machines[kind]

@@ -270,7 +270,7 @@ class Grammar:
             return {"definition": text, **({"severity": rnd.choice(["ERROR", "WARNING"])} if rnd.random() < 0.3
                                            else {})}
         if operation == "CreateStateMachine":
-            return {"name": f"grammar-{rnd.randint(0, 30)}", "definition": text, "roleArn": ROLE}
+            return {"name": f"grammar-{rnd.randint(0, 2000)}", "definition": text, "roleArn": ROLE}
         states = sorted(definition.get("States", {})) if isinstance(definition.get("States"), dict) else []
         return {"definition": text, "roleArn": ROLE, "stateName": rnd.choice(states) if states else "Nope",
                 "input": json.dumps(workload.generate_input(rnd, spec)),

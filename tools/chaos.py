@@ -1,6 +1,6 @@
 """``./dev chaos --minutes M --seed S``: three statewright nodes on one PostgreSQL database under the mixed workload of
-the cluster tests (chains, Waits, activities, callbacks, Parallel and Map, nested executions), with a seeded schedule
-of faults, then a check of every acknowledged execution.
+the cluster tests (chains, Waits, activities, callbacks, Parallel and Map, nested executions, distributed Maps whose
+children spread over the nodes), with a seeded schedule of faults, then a check of every acknowledged execution.
 
 Faults, one at a time, each on a node the schedule picks, for a span it picks:
 - ``kill``: SIGKILL, then the node started again on its data;
@@ -40,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))
 
-from cluster_harness import LEASE_MS, Cluster, Workload  # noqa: E402  (the tests' harness)
+from cluster_harness import LEASE_MS, WITH_DMAP, Cluster, Workload  # noqa: E402  (the tests' harness)
 from link import Link  # noqa: E402
 from postgres import create_schema  # noqa: E402
 from server import ROLE_ARN, free_port  # noqa: E402
@@ -80,7 +80,7 @@ def run(minutes: float, seed: int, work: Path, database: str = "postgresql://pos
     cluster = Cluster(work, store, stores=[_through(store, link.port) for link in store_links],
                       advertised=[f"http://127.0.0.1:{link.port}" for link in inbound], ports=ports).start()
     outcome = Outcome()
-    workload = Workload(cluster)
+    workload = Workload(cluster, kinds=WITH_DMAP)
     runaway = workload.cluster.client(0).create_state_machine(
         name=f"runaway-{uuid.uuid4().hex[:8]}", definition=json.dumps(RUNAWAY), roleArn=ROLE_ARN)["stateMachineArn"]
     runaways: list[str] = []
