@@ -69,7 +69,8 @@ class Outcome:
 
 
 def run(minutes: float, seed: int, work: Path, database: str = "postgresql://postgres@127.0.0.1:5432/test",
-        say=print, kinds: tuple[str, ...] = FAULTS, span_s: tuple[float, float] = SPAN_S) -> Outcome:
+        say=print, kinds: tuple[str, ...] = FAULTS, span_s: tuple[float, float] = SPAN_S,
+        calm_s: tuple[float, float] = CALM_S) -> Outcome:
     """The chaos run: ``minutes`` of faults of ``kinds`` from ``seed``'s schedule, then the check."""
     draw = random.Random(seed)
     store = create_schema(database)
@@ -89,7 +90,7 @@ def run(minutes: float, seed: int, work: Path, database: str = "postgresql://pos
         trickle = workload.trickle(10**9, pause_s=0.1, until=enough)
         ends = time.monotonic() + minutes * 60
         while time.monotonic() < ends:
-            time.sleep(draw.uniform(*CALM_S))
+            time.sleep(draw.uniform(*calm_s))
             kind, node, span = draw.choice(kinds), draw.randrange(3), draw.uniform(*span_s)
             say(f"chaos: {kind} node {node} for {span:.1f} s ({len(workload.acknowledged)} started so far)")
             _fault(cluster, kind, node, span, store_links, inbound, runaway, runaways)
