@@ -360,3 +360,30 @@ def test_a_map_run_redriven_as_often_as_aws_allows_fails_its_map_with_states_run
     described = settle()
     assert (described["status"], described["error"]) == ("FAILED", "States.Runtime")
     assert "redriven 1 times" in described["cause"]
+
+
+def test_a_map_still_reading_its_items_when_a_sibling_fails_is_abandoned_and_its_run_stopped(store):
+    """The Map waits on its ItemReader's first page (no integration answers here) when the other branch fails:
+    the Parallel fails, and the Map, abandoned with its read under way, stops its run."""
+    machine = f"{MACHINE}-reading"
+    reader = {"Resource": "arn:aws:states:::s3:getObject", "ReaderConfig": {"InputType": "JSONL"},
+              "Parameters": {"Bucket": "b", "Key": "k"}}
+    store.create_state_machine(StateMachineRecord(machine, "reading", "STANDARD", json.dumps({
+        "StartAt": "Both", "States": {"Both": {"Type": "Parallel", "End": True, "Branches": [
+            {"StartAt": "M", "States": {"M": {
+                "Type": "Map", "ItemReader": reader, "End": True,
+                "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                                  "StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}}}},
+            {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 1, "Next": "F"},
+                                        "F": {"Type": "Fail", "Error": "Sibling"}}}]}}}), "role", "r1", 0, 0, {}, {}))
+    clock = VirtualClock()
+    engine = make_engine(store, clock)
+    arn = f"{MACHINE.replace(':stateMachine:', ':execution:')}-reading:p"
+    engine.submit(StartExecution(arn, machine, "p", "r1", "role", "{}"))
+    for _ in range(10):
+        clock.now_ms += 500
+        engine.tick(clock.now_ms)
+    described = status(store, arn)
+    assert (described["status"], described["error"]) == ("FAILED", "Sibling")
+    (run_arn,) = [row.arn for row in store.list_executions(arn, None, 10, None).items]
+    assert status(store, run_arn)["status"] == "ABORTED"  # the run was stopped with its Map

@@ -202,6 +202,7 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
     flow = step.flows[flow_id]
     state = step.state_of(flow)
     task = flow.task
+    read_failed = isinstance(result, AttemptFailed) and result.error == distributed_map.READER_FAILED
     if isinstance(result, AttemptSubmitted):  # the ItemReader read a page: the run gets its items
         read = result.output
         progress = task.job
@@ -215,8 +216,8 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
                                                                progress)
             destination = _destination(step, flow_id, state, flow.data)
             request = {**_request(step, flow_id, state, limit, tolerance, destination), **_items(state, inputs)}
-        except StatesError as failure:
-            result = AttemptFailed(failure.error, failure.cause)
+        except StatesError as failure:  # the page's items could not be made: a failed read
+            result, read_failed = AttemptFailed(failure.error, failure.cause), True
         else:
             more = not progress["last"] and not progress["done"]
             step.add_dispatch(_items_id(task.scheduled_id, page), {"kind": DispatchKind.MAP_ITEMS, **request,
@@ -229,9 +230,9 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
                 task.submitted, task.job = True, None
             return WAIT
     reading = state.distributed.reader is not None and not task.submitted
-    if reading and isinstance(result, AttemptFailed):  # the items could not be read: the run fails with the Map
-        if task.job is not None:
-            step.remove_dispatch(_read_id(task.scheduled_id, task.job["page"]))
+    if reading and task.job is not None and isinstance(result, AttemptFailed):  # the read stops here
+        step.remove_dispatch(_read_id(task.scheduled_id, task.job["page"]))
+    if reading and read_failed:  # the items could not be read: the run fails with the Map
         limit, tolerance = distributed_map.settings(step, flow_id, state, flow.data)
         request = _request(step, flow_id, state, limit, tolerance, _destination(step, flow_id, state, flow.data))
         step.add_dispatch(f"items-{task.scheduled_id}-failed", {"kind": DispatchKind.MAP_ITEMS, **request,
@@ -253,6 +254,8 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
     # A run that had its items: a redrive of the execution redrives it (the halted flow keeps its ARN); one that
     # never had them is started anew, as AWS starts a new Map Run for a Map whose ItemReader failed (its
     # "Redriving Map Runs" page)
+    # A run that failed while its items were still read (more failures than tolerated) is not redriven either: the
+    # pages on their way to it are dropped once it closed, so a redrive reads the items again into a new run
     if task.started and not reading:
         flow.task = task
         step.halt(flow_id)
@@ -328,6 +331,9 @@ def not_redrivable(state: ExecutionState) -> str | None:
     Map fails with States.Runtime (its "Redriving Map Runs" page; the cause's wording is ours)."""
     if state.redrive_count >= REDRIVES_MAX:
         return f"The map run {state.arn} was redriven {state.redrive_count} times, AWS's limit"
+    if state.run.stopped:  # their closes would come to a run that no longer counts them (ours)
+        return (f"The map run {state.arn} has {len(state.run.stopped)} children it stopped that have not closed "
+                "yet: redrive again once they have")
     return None
 
 
@@ -512,14 +518,19 @@ def _write(decision: Decision) -> None:
 
 def _stop_running(decision: Decision) -> None:
     """No more children: those running stop now, counted as aborted until they tell how they closed (one may
-    have failed or succeeded on its own meanwhile: child_closed). A child not started yet tells it was aborted."""
+    have failed or succeeded on its own meanwhile: child_closed). A stop that finds its child not started yet
+    starts it first (``start``: the same start as its own, which a start on its way then finds done), so every
+    stopped child exists, closes ABORTED and tells the run: none is left running unseen."""
     state = decision.state
     run = state.run
+    inputs = _inputs(run.inputs) if run.running else []
     for index in run.running:
         name = child_name(state.arn, index)
         decision.effects.dispatches_added.append((f"stop-{index}", {
-            "kind": DispatchKind.STOP, "target": child_arn(state, name), "map_run": state.arn, "index": index,
-            "machine": state.state_machine_arn, "name": name}))
+            "kind": DispatchKind.STOP, "target": child_arn(state, name), "start": {
+                "machine": state.state_machine_arn, "name": name, "revision_id": state.revision_id,
+                "role_arn": state.role_arn, "input": dumps(inputs[index]),
+                "parent": {"map_run": state.arn, "index": index}, "processor": state.processor}}))
         _count(run, index, ABORTED)
     run.stopped.extend(run.running)
     run.running = []

@@ -241,7 +241,7 @@ def end(step: Step, flow_id: str, abandoned: bool = False) -> None:
     """Forget the pending attempt: its timers and any dispatch still waiting go with it. ``abandoned``: it ends
     before its result came (a deadline, a sibling's failure), so an AWS job it polls is stopped."""
     flow = step.flows[flow_id]
-    if flow.task.job is not None:
+    if flow.task.job is not None and flow.task.child is None:  # (a distributed Map's job is its read's progress)
         if abandoned:
             step.abandon_job(flow)
         else:  # the result came from the latest poll (or a callback): its dispatch goes

@@ -227,6 +227,12 @@ def _start_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages
     if payload.get("redrive"):
         yield from _redrive_map_run_child(dispatch, context)
         return
+    run = context.execution(dispatch.execution_arn)  # the run, served here: is the child still wanted?
+    if run is not None and run.run is not None and payload["parent"]["index"] not in run.run.running:
+        # Stopped before it started (its stop told the run it was aborted): starting it now would leave it
+        # running with no one to stop it
+        yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
+        return
     command = StartExecution(payload["arn"], payload["machine"], payload["name"], payload["revision_id"],
                              payload["role_arn"], payload["input"], payload["parent"],
                              processor=payload["processor"])
@@ -279,14 +285,16 @@ def _complete_map(dispatch: Dispatch) -> Stages:
 
 
 def _stop_child(dispatch: Dispatch) -> Stages:
-    """A parent closed while a child it waits on runs: stop the child, then acknowledge. A map run's child that
-    was never started tells its run it was aborted, as a started one tells when it closes."""
+    """A parent closed while a child it waits on runs: stop the child, then acknowledge. A map run's child not
+    started yet (its start may be on its way) is started first, with the same start (``start``), then stopped: it
+    closes ABORTED and tells its run, as any stopped child does, and a start still on its way finds it there."""
     payload = dispatch.payload
     stopped, = yield [StopExecution(payload["target"], "States.Aborted", STOPPED_BY_PARENT)]
-    if isinstance(stopped, ExecutionDoesNotExist) and "map_run" in payload:
-        yield [MapRunChildClosed(payload["map_run"], payload["index"], {
-            "ExecutionArn": payload["target"], "Name": payload["name"], "StateMachineArn": payload["machine"],
-            "Status": "ABORTED"})]
+    if isinstance(stopped, ExecutionDoesNotExist) and "start" in payload:
+        start = payload["start"]
+        yield [StartExecution(payload["target"], start["machine"], start["name"], start["revision_id"],
+                              start["role_arn"], start["input"], start["parent"], processor=start["processor"])]
+        yield [StopExecution(payload["target"], "States.Aborted", STOPPED_BY_PARENT)]
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
 

@@ -27,12 +27,15 @@ class Reachability:
     def failed(self, error: Exception) -> None:
         now = time.monotonic()
         with self._lock:
-            if self._down_since is not None:
+            if self._down_since is not None and (self._said or now - self._down_since <= AFTERMATH_S):
                 return
-            self._down_since = now
-            # Each thread's connection learns that the outage broke it at its first use after it: not news
-            self._said = now - self._back_at > AFTERMATH_S
-        if self._said:
+            if self._down_since is None:
+                self._down_since = now
+            # Each thread's connection learns that the outage broke it at its first use after it: not news, unless
+            # it goes on (a new outage soon after the last)
+            said_now = not self._said and (now - self._back_at > AFTERMATH_S or now - self._down_since > AFTERMATH_S)
+            self._said = self._said or said_now
+        if said_now:
             event(log, "store_unreachable", "the store is out of reach (%s): every caller retries until it is back",
                   error, level=logging.ERROR, store=self._where, error=str(error))
 
@@ -41,7 +44,7 @@ class Reachability:
             return
         now = time.monotonic()
         with self._lock:
-            since, said, self._down_since = self._down_since, self._said, None
+            since, said, self._down_since, self._said = self._down_since, self._said, None, False
             if since is not None and said:
                 self._back_at = now
         if since is not None and said:
