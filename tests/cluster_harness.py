@@ -405,24 +405,20 @@ class Workload:
             1 for k, _ in self.acknowledged.values() if k == "callback")
 
     def history(self, arn: str) -> list[dict]:
-        events, token = [], None
-        while True:
-            page = self.cluster.any_node("get_execution_history", executionArn=arn, maxResults=1000,
-                                         **({"nextToken": token} if token else {}))
-            events += page["events"]
-            token = page.get("nextToken")
-            if not token:
-                return events
+        return self._all_pages("get_execution_history", "events", executionArn=arn)
 
     def list_executions(self, machine: str) -> list[dict]:
-        listed, token = [], None
+        return self._all_pages("list_executions", "executions", stateMachineArn=machine)
+
+    def _all_pages(self, operation: str, key: str, **params) -> list[dict]:
+        found, token = [], None
         while True:
-            page = self.cluster.any_node("list_executions", stateMachineArn=machine, maxResults=1000,
+            page = self.cluster.any_node(operation, maxResults=1000, **params,
                                          **({"nextToken": token} if token else {}))
-            listed += page["executions"]
+            found += page[key]
             token = page.get("nextToken")
             if not token:
-                return listed
+                return found
 
     def close(self) -> None:
         self.stopping.set()

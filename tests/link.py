@@ -13,6 +13,7 @@ import contextlib
 import selectors
 import socket
 import threading
+from urllib.parse import urlsplit, urlunsplit
 
 _CHUNK = 65536
 
@@ -165,6 +166,13 @@ class Link:
                 self._pairs.remove(pair)
         _close(pair.near)
         _close(pair.far)
+
+
+def through(url: str, port: int) -> str:
+    """A database URL whose host's port is ``port``: the same database, reached through a link listening there."""
+    parts = urlsplit(url)
+    credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    return urlunsplit(parts._replace(netloc=f"{credentials}{parts.hostname or '127.0.0.1'}:{port}"))
 
 
 def _send(sock: socket.socket, waiting: bytearray) -> None:

@@ -18,13 +18,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
 from cluster_harness import LEASE_MS, RENEW_MS, SECRET, SETTLE_S, SHARDS, client, metrics
-from link import Link
+from link import Link, through
 from server import ROLE_ARN, ServerProcess, wait_closed
 from statewright.cluster.membership import assignment
 from statewright.engine.shards import shard_for
@@ -35,14 +35,6 @@ NAP = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": 
 IN_LINK_S = 0.5  # time for A's commit to follow its first bytes into the held link
 
 
-def _through(store: str, port: int) -> str:
-    """The store URL with its host's port replaced by the link's."""
-    parts = urlsplit(store)
-    host = parts.hostname or "127.0.0.1"
-    credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-    return urlunsplit(parts._replace(netloc=f"{credentials}{host}:{port}"))
-
-
 class Pair:
     """Node A (through ``link``) and node B (direct), 8 shards between them."""
 
@@ -50,7 +42,7 @@ class Pair:
         self.link = Link(urlsplit(store).port or 5432)
         args = ("--cluster-secret", SECRET, "--lease-ms", str(LEASE_MS), "--lease-renew-ms", str(RENEW_MS))
         self.a = ServerProcess(tmp_path / "a", shards=SHARDS, extra_args=(
-            "--store", _through(store, self.link.port), *args))
+            "--store", through(store, self.link.port), *args))
         self.b = ServerProcess(tmp_path / "b", shards=SHARDS, extra_args=("--store", store, *args))
         self.sfn_a, self.sfn_b = None, None
 

@@ -7,10 +7,9 @@ from urllib.parse import urlsplit
 import pytest
 from botocore.exceptions import ClientError
 
-from link import Link
+from link import Link, through
 from server import ROLE_ARN, ServerProcess, free_port
 from statewright.testing import StatewrightServer
-from test_fencing_processes import _through
 
 PASS = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
 
@@ -42,7 +41,7 @@ def test_text_lines_say_the_same_and_a_level_leaves_out_what_is_below_it(tmp_pat
 
 def test_the_store_out_of_reach_and_back_is_said_once_each(tmp_path, postgres_schema):
     link = Link(urlsplit(postgres_schema).port or 5432)
-    server = ServerProcess(tmp_path / "data", extra_args=("--store", _through(postgres_schema, link.port),
+    server = ServerProcess(tmp_path / "data", extra_args=("--store", through(postgres_schema, link.port),
                                                           "--cluster-secret", "logs-test")).start()
     try:
         sfn = server.client()

@@ -35,13 +35,13 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))
 
 from cluster_harness import LEASE_MS, WITH_DMAP, Cluster, Workload  # noqa: E402  (the tests' harness)
-from link import Link  # noqa: E402
+from link import Link, through  # noqa: E402
 from postgres import create_schema  # noqa: E402
 from server import ROLE_ARN, free_port  # noqa: E402
 
@@ -78,7 +78,7 @@ def run(minutes: float, seed: int, work: Path, database: str = "postgresql://pos
     ports = [free_port() for _ in range(3)]
     store_links = [Link(db_port) for _ in ports]
     inbound = [Link(port) for port in ports]
-    cluster = Cluster(work, store, stores=[_through(store, link.port) for link in store_links],
+    cluster = Cluster(work, store, stores=[through(store, link.port) for link in store_links],
                       advertised=[f"http://127.0.0.1:{link.port}" for link in inbound], ports=ports).start()
     outcome = Outcome()
     workload = Workload(cluster, kinds=WITH_DMAP)
@@ -172,12 +172,6 @@ def _audit(workload: Workload, outcome: Outcome, runaways: list[str]) -> None:
         if described["status"] != "FAILED" or described.get("error") != "States.QueryEvaluationError":
             outcome.problems.append(f"runaway {arn}: {described['status']} {described.get('error')}")
     outcome.runaways = len(runaways)
-
-
-def _through(store: str, port: int) -> str:
-    parts = urlsplit(store)
-    credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-    return urlunsplit(parts._replace(netloc=f"{credentials}{parts.hostname or '127.0.0.1'}:{port}"))
 
 
 def main(argv: list[str]) -> int:
