@@ -82,6 +82,15 @@ def test_children_run_each_item_and_the_output_is_theirs_in_order(sfn, make_mach
     assert f":mapRun:{machine_name}/fanout:" in map_run
 
 
+def test_the_legacy_iterator_spelling_runs_a_distributed_map_too(sfn, make_machine):
+    fan = distributed(DOUBLE, ItemsPath="$.items")
+    fan["Iterator"] = fan.pop("ItemProcessor")  # ProcessorConfig inside Iterator, as AWS takes it
+    machine = make_machine({"StartAt": "M", "States": {"M": fan}})
+    described, events = run(sfn, machine, {"items": [{"v": 1}, {"v": 2}]})
+    assert json.loads(described["output"]) == [{"v": 1, "twice": 2}, {"v": 2, "twice": 4}]
+    assert "MapRunStarted" in [event["type"] for event in events]
+
+
 def test_the_map_run_apis_describe_the_run_and_its_children(sfn, make_machine):
     machine = make_machine({"StartAt": "M", "States": {"M": distributed(DOUBLE, ItemsPath="$.items", Label="apis",
                                                                         MaxConcurrency=3)}})
@@ -699,3 +708,16 @@ def test_results_past_a_file_size_go_on_in_the_next_file(s3, output_type):
         written += ([json.loads(line) for line in body.decode().splitlines()] if output_type == "JSONL"
                     else json.loads(body))
     assert written == [json.loads(record) for record in records]
+
+
+def test_a_max_concurrency_past_awss_bound_runs_ten_thousand_children_at_most():
+    from statewright.decider import map_runs
+
+    request = {"execution": "arn:aws:states:us-east-1:123456789012:execution:m:p", "scheduled_id": 4,
+               "execution_type": "STANDARD", "max_concurrency": 20_000, "tolerated_count": None,
+               "tolerated_percentage": None, "transformation": "COMPACT", "output_type": "JSON", "destination": None,
+               "machine": "arn:aws:states:us-east-1:123456789012:stateMachine:m/l", "revision_id": "r",
+               "role_arn": ROLE, "processor": "M", "inputs": json.dumps(list(range(10_005))), "batched": False}
+    decision = map_runs.create("arn:aws:states:us-east-1:123456789012:mapRun:m/l:x", 0, request, 0)
+    starts = [dispatch for dispatch, _ in decision.effects.dispatches_added if dispatch.startswith("child-")]
+    assert len(starts) == map_runs.CONCURRENCY_MAX == 10_000 and len(decision.state.run.running) == 10_000

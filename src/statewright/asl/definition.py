@@ -641,11 +641,10 @@ class _Parser(RuleParsing, TaskParsing):
         if not isinstance(processor, dict):
             self.schema(expected("OBJECT"), f"{where}/{key}")
             return state
-        allowed = _MACHINE_FIELDS
-        mode, execution_type = "INLINE", "STANDARD"
-        if key == "ItemProcessor":
-            allowed = _MACHINE_FIELDS | {"ProcessorConfig"}
-            mode, execution_type = self.processor_config(processor, f"{where}/{key}")
+        # The legacy Iterator takes a ProcessorConfig too (AWS runs a distributed Map spelled so: LocalStack's
+        # AWS-validated test_map_state_legacy_config_distributed)
+        allowed = _MACHINE_FIELDS | {"ProcessorConfig"}
+        mode, execution_type = self.processor_config(processor, f"{where}/{key}")
         express, self.express = self.express, self.express or execution_type == "EXPRESS"  # Express children's
         try:  # rules (no activities, .sync or .waitForTaskToken) hold in an EXPRESS processor
             state.processor = self.machine(processor, f"{where}/{key}", allowed)

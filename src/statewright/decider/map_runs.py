@@ -477,11 +477,12 @@ def _go_on(decision: Decision, now_ms: int) -> None:
     if _exceeded(run):
         _finish(decision, FAILED, now_ms, distributed_map.THRESHOLD_EXCEEDED, distributed_map.THRESHOLD_CAUSE)
         return
-    while run.redo and len(run.running) < run.max_concurrency:  # a redrive's children first
+    most = min(run.max_concurrency, CONCURRENCY_MAX)  # a larger MaxConcurrency runs AWS's most at once
+    while run.redo and len(run.running) < most:  # a redrive's children first
         _redrive_child(decision, run.redo.pop(0))
-    if run.next_index < run.total and len(run.running) < run.max_concurrency:
+    if run.next_index < run.total and len(run.running) < most:
         inputs = _inputs(run.inputs)
-        while run.next_index < run.total and len(run.running) < run.max_concurrency:
+        while run.next_index < run.total and len(run.running) < most:
             _start_child(decision, run.next_index, inputs[run.next_index])
             run.next_index += 1
     if not run.running and not run.redo and run.next_index >= run.total and not run.reading:

@@ -475,8 +475,10 @@ def _declared_concurrency(store: Store, run_state: ExecutionState) -> int:
 def _definition(store: Store, execution: ExecutionState) -> dict[str, Any]:
     """The definition an execution runs: its revision's, or a map run's child's Map's ItemProcessor."""
     definition = orjson.loads(store.get_revision(execution.root_machine_arn, execution.revision_id)[0])
-    return definition if execution.processor is None else raw_state(definition, execution.processor)[
-        "ItemProcessor"]
+    if execution.processor is None:
+        return definition
+    state = raw_state(definition, execution.processor)
+    return state.get("ItemProcessor", state.get("Iterator"))
 
 
 def all_executions(store: Store, machine: str, status: str | None = None) -> list[str]:
