@@ -134,6 +134,13 @@ def test_express_children_are_listed_and_described_through_their_map_run(sfn, ma
     assert child["mapRunArn"] == map_run_of(events) and json.loads(child["output"])["twice"] in (2, 4)
 
 
+def test_results_inline_past_256_kib_fail_the_map_with_data_limit_exceeded(sfn, make_machine):
+    machine = make_machine({"StartAt": "M", "States": {"M": distributed(
+        {"P": {"Type": "Pass", "Result": "x" * 2_000, "End": True}}, ItemsPath="$.items", MaxConcurrency=200)}})
+    described, _ = run(sfn, machine, {"items": list(range(150))}, 60)  # 150 results of 2 KB: past 256 KiB
+    assert (described["status"], described["error"]) == ("FAILED", "States.DataLimitExceeded")
+
+
 def test_max_concurrency_is_never_exceeded(sfn, make_machine):
     machine = make_machine({"StartAt": "M", "States": {"M": distributed(
         {"W": {"Type": "Wait", "Seconds": 1, "End": True}}, start_at="W", ItemsPath="$.items", MaxConcurrency=2)}})
@@ -272,6 +279,8 @@ def test_redriving_the_parent_redrives_its_run_keeping_what_succeeded(sfn, make_
     assert (counts["succeeded"], counts["failed"], counts["total"]) == (3, 0, 3)
     kids = {kid["name"]: kid for kid in children(sfn, map_run)}
     assert len(kids) == 3 and sorted(kid["redriveCount"] for kid in kids.values()) == [0, 0, 1]
+    redriven = sfn.list_executions(mapRunArn=map_run, redriveFilter="REDRIVEN")["executions"]
+    assert [kid["redriveCount"] for kid in redriven] == [1]
 
 
 def test_test_state_and_an_execution_agree_on_the_children_inputs(sfn, make_machine):
@@ -431,11 +440,14 @@ def test_a_missing_object_fails_the_map_with_item_reader_failed(aws_sfn, s3):
     ("JSON", b'{"not": "a list"}', "must hold a JSON array"),
     ("PARQUET", b"not parquet at all", "not a Parquet file"),
     ("MANIFEST", b"[]", "not an S3 Inventory manifest"),
+    ("CSV", b"id,name,id\n1,a,2\n", "names the column 'id' twice"),
+    ("CSV", b"id,,name\n1,a,b\n", "names no column 2"),
 ])
 def test_an_object_that_is_not_its_input_type_fails_the_map(aws_sfn, s3, input_type, body, says):
     s3.put_object(Bucket="items", Key=f"object.{input_type}", Body=body)
     machine = reader_machine(aws_sfn, {"Resource": "arn:aws:states:::s3:getObject",
-                                       "ReaderConfig": {"InputType": input_type},
+                                       "ReaderConfig": {"InputType": input_type, **(
+                                           {"CSVHeaderLocation": "FIRST_ROW"} if input_type == "CSV" else {})},
                                        "Parameters": {"Bucket": "items", "Key": f"object.{input_type}"}})
     described, _ = run(aws_sfn, machine, {})
     assert described["error"] == "States.ItemReaderFailed"

@@ -190,6 +190,12 @@ def _csv(reader: ItemReader, text: str, given: list[str] | None) -> tuple[list[d
         if not rows:
             raise StatesError(READER_FAILED, "The data read has no header row")
         headers, rows = rows[0], rows[1:]
+        blank = next((index for index, header in enumerate(headers) if not header.strip()), None)
+        if blank is not None:
+            raise StatesError(READER_FAILED, f"The header row names no column {blank + 1}")
+        repeated = next((header for index, header in enumerate(headers) if header in headers[:index]), None)
+        if repeated is not None:
+            raise StatesError(READER_FAILED, f"The header row names the column '{repeated}' twice")
     for number, row in enumerate(rows, 1):
         if len(row) != len(headers):
             raise StatesError(READER_FAILED, f"Row {number} of the data read has {len(row)} fields; the headers "
