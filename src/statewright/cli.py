@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
                      help="text lines, or JSON lines with stable keys for log shippers (default text)")
     run.add_argument("--log-level", choices=logs.LEVELS, default=defaults.log_level, type=str.upper,
                      help=f"the least severe lines logged (default {defaults.log_level})")
+    run.add_argument("--otlp-endpoint", default=None, metavar="URL",
+                     help="send the traces of state machines whose tracingConfiguration is enabled to this "
+                          "OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 (default $OTEL_EXPORTER_OTLP_ENDPOINT, "
+                          "else none)")
     run.add_argument("--data-dir", type=Path, default=defaults.data_dir,
                      help=f"directory for the SQLite database; created if missing (default {defaults.data_dir})")
     run.add_argument("--store", default=os.environ.get("STATEWRIGHT_STORE") or None, metavar="URL",
@@ -235,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                               status_events_bus=args.status_events_bus, webhooks=args.webhooks,
                               retention_days=args.retention_days, compact_after_days=args.compact_after_days,
                               payload_store=args.payload_store, log_level=args.log_level,
-                              log_format=args.log_format))
+                              log_format=args.log_format, otlp_endpoint=args.otlp_endpoint))
 
 
 def _migrate(args: argparse.Namespace) -> int:

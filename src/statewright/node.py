@@ -46,6 +46,7 @@ from .collector import Collector
 from .data_dir import DataDirInUse, lock_data_dir
 from .decider.execution import DAY_MS, REDRIVABLE_MS
 from .decider.mocks import InvalidMockConfig, MockConfig
+from .engine.batch import Logged
 from .engine.core import wall_clock_ms
 from .engine.edges import Edges
 from .engine.engine import Engine
@@ -64,6 +65,7 @@ from .integrations.execution_logs import ExecutionLogs
 from .integrations.http import Connections, HttpTasks
 from .integrations.payload_store import open_payload_store
 from .integrations.status_events import StatusEvents, read_webhooks
+from .integrations.traces import CallSpans, ExecutionTraces, Tracing, endpoint_of
 from .logs import event
 from .store import open_store
 from .store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailable
@@ -109,6 +111,7 @@ class ServerConfig:
     payload_store: str | None = None
     log_level: str = "INFO"  # --log-level
     log_format: str = "text"  # --log-format: text or json (logs.py)
+    otlp_endpoint: str | None = None  # --otlp-endpoint: where traces go (default: $OTEL_EXPORTER_OTLP_ENDPOINT)
 
 
 class DataDirUnusable(Exception):
@@ -159,6 +162,9 @@ def serve(config: ServerConfig) -> int:
             store.close()
             return 1
 
+    otlp = endpoint_of(config.otlp_endpoint)
+    tracing = None if otlp is None else Tracing(otlp, address)
+
     def join(engine: Engine) -> Cluster:
         membership = _join(store, engine, address, config)
         return Cluster(Forwarder(membership.membership, config.cluster_secret, store.shard_count(), engine.metrics),
@@ -175,7 +181,8 @@ def serve(config: ServerConfig) -> int:
         status_events={"bus": config.status_events_bus, "webhooks": webhooks},
         cluster=join if config.store else None,
         retention=RetentionSettings(round(config.retention_days * DAY_MS), round(config.compact_after_days * DAY_MS)),
-        payload_store=config.payload_store, own_endpoint=f"http://{_local_host(config.host)}:{config.port}")
+        payload_store=config.payload_store, own_endpoint=f"http://{_local_host(config.host)}:{config.port}",
+        tracing=tracing)
     engine, service, membership = node.engine, node.service, node.membership
     # The process's full collections, while the engine has nothing to do
     collector = Collector(observed=engine.metrics.gc_full_pass_seconds.observe)
@@ -201,6 +208,8 @@ def serve(config: ServerConfig) -> int:
         event(log, "stopped", "stopped: the engine's last tick committed; %d dispatches stay in the outbox for the "
               "next start", len(engine.outbox), dispatches=len(engine.outbox))
         collector.uninstall()
+        if node.traces is not None:
+            node.traces.close()
         service.close()
         store.close()
         if lock is not None:
@@ -223,6 +232,7 @@ class Node:
     engine: Engine
     service: Service
     membership: MembershipLoop | None
+    traces: ExecutionTraces | None = None  # the history's spans (closed after the engine stops)
 
 
 def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, account_id: str = ACCOUNT_ID,
@@ -230,12 +240,13 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                functions: LocalFunctions | None = None, assume_machine_role: bool = False,
                status_events: dict[str, Any] | None = None, cluster: Callable[[Engine], Cluster] | None = None,
                retention: RetentionSettings = NO_COMPACTION, payload_store: str | None = None,
-               own_endpoint: str | None = None) -> Node:
+               own_endpoint: str | None = None, tracing: Tracing | None = None) -> Node:
     """The integrations, then the engine (``engine(edges, histories)``) with its edges leading to them, then the
     service behind the API (start the engine after this). ``cluster``: several nodes, their membership and
     forwarder built over the engine. ``status_events``: where the engine's status change events go ({"bus": ...,
     "webhooks": [...]}); ``payload_store``: where compacted histories go (None: the store's own);
-    ``own_endpoint``: this node's API, where the workflows' Step Functions calls go."""
+    ``own_endpoint``: this node's API, where the workflows' Step Functions calls go; ``tracing``: where traced
+    executions' spans go (None: nowhere, though their trace context still travels on their calls)."""
     limits = limits or Limits()
     # What the integrations hand the engine and the service goes through names bound below (the engine needs its
     # edges to be built, the service the engine): commands (integrations' ones are tied to dispatches the outbox
@@ -248,19 +259,22 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     matcher.on_room = lambda: built.room_again()  # tasks it refused while full wait in the outbox until then
     dispatcher.register("activity", matcher.offer)
     connections = connections or Connections()
-    HttpTasks(dispatcher, connections, limits)
+    spans = CallSpans(tracing)
+    HttpTasks(dispatcher, connections, limits, spans)
     aws_clients = AwsClients(limits, own_endpoint=own_endpoint)
-    aws = AwsTasks(dispatcher, aws_clients, functions, assume_machine_role)
+    aws = AwsTasks(dispatcher, aws_clients, functions, assume_machine_role, spans)
     ItemReader(dispatcher, aws_clients, limits)
     ResultWriter(dispatcher, aws_clients)
     logs = ExecutionLogs(aws_clients, lambda machine_arn: service.logging_of(machine_arn))
     # Retention, into the payload store (a directory beside SQLite's file, a table of PostgreSQL's database, which
     # every node reads, or the one configured). The engine reads compacted histories from the same place (a redrive).
     histories = Histories(store, open_payload_store(payload_store, store, aws_clients, region))
+    traces = None if tracing is None else ExecutionTraces(tracing, histories.whole)
     # The engine's edges, in one place: committed dispatches to the dispatcher, committed history events to the
-    # execution logs, replies through the service's event loop; several nodes: stages bound for another node's
-    # execution to the forwarder, removed dispatches to the matcher (which drops copies another node started).
-    edges = Edges(dispatch=dispatcher.submit, history=logs.offer,
+    # execution logs and the traces, replies through the service's event loop; several nodes: stages bound for
+    # another node's execution to the forwarder, removed dispatches to the matcher (which drops copies another
+    # node started).
+    edges = Edges(dispatch=dispatcher.submit, history=logs.offer if traces is None else _both(logs.offer, traces.offer),
                   replies=lambda replies: service.deliver_replies(replies),
                   forward=None if cluster is None else lambda commands: joined.forwarder.engine_hook(commands),
                   removed=None if cluster is None else lambda keys: service.removed(keys))
@@ -276,7 +290,15 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                       forwarder=None if joined is None else joined.forwarder, peers=peers,
                       membership_changed=None if membership is None else membership.wake,
                       leave=None if membership is None else membership.stop)
-    return Node(built, service, membership)
+    return Node(built, service, membership, traces)
+
+
+def _both(first: Callable[[list[Logged]], None], second: Callable[[list[Logged]], None]
+          ) -> Callable[[list[Logged]], None]:
+    def offer(logged: list[Logged]) -> None:
+        first(logged)
+        second(logged)
+    return offer
 
 
 def _open(config: ServerConfig, address: str) -> tuple[Store, int | None, str]:
@@ -389,6 +411,10 @@ def _report(config: ServerConfig, service: Service, store: Store, where: str, ad
           http_calls_concurrent_max=limits.http_calls_concurrent_max,
           evaluation_steps_max=limits.evaluation_steps_max, evaluation_ms_max=limits.evaluation_ms_max,
           connections_max=config.http.connections_max)
+    otlp = endpoint_of(config.otlp_endpoint)
+    if otlp is not None:
+        event(log, "traces", "traces of state machines with tracing enabled go to %s (OTLP/HTTP)", otlp,
+              endpoint=otlp)
     if virtual is not None:
         event(log, "clock", "virtual clock at %s; move it with `statewright clock advance 1d --endpoint-url "
               "http://%s:%d`", iso(virtual()), config.host, config.port, clock=iso(virtual()))

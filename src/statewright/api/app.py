@@ -35,6 +35,7 @@ from . import (  # noqa: F401  (modules register their handlers)
 )
 from .arns import Scope
 from .errors import AwsError, throttled
+from .executions import TRACE_HTTP_HEADER
 from .model import operation_names, validate_request
 from .service import HANDLERS, Service
 
@@ -44,6 +45,7 @@ BODY_BYTES_MAX = 2 * 1024 * 1024  # the largest legal request (a 1 MiB definitio
 DRAIN_BODY_BYTES = 64 * 1024 * 1024  # an oversized body is read (and dropped) up to this, so the client hears 413
 _TARGET_PREFIX = "AWSStepFunctions."
 _LONG_POLLS = frozenset({"GetActivityTask"})
+_STARTS = frozenset({"StartExecution", "StartSyncExecution"})
 _CREDENTIAL_REGION = re.compile(r"Credential=[^/,]*/[^/,]*/([^/,]*)/")  # AKID/date/REGION/service/aws4_request
 # Region names as AWS forms them (us-east-1, us-gov-west-1, ap-southeast-5): a region becomes part of every ARN.
 _REGION_NAME = re.compile(r"[a-z]{2}(?:-[a-z]{1,12}){1,3}-\d{1,2}")
@@ -128,6 +130,8 @@ class App:
         except orjson.JSONDecodeError as exc:
             raise AwsError("SerializationException", f"The request body is not valid JSON: {exc}") from None
         params = validate_request(operation, params)
+        if operation in _STARTS and b"x-amzn-trace-id" in headers:  # the X-Ray header an instrumented caller sends
+            params[TRACE_HTTP_HEADER] = headers[b"x-amzn-trace-id"].decode("latin-1")
         try:
             result = function(self.service, params, where)
             if inspect.isawaitable(result):

@@ -11,6 +11,7 @@ from typing import Any
 from ..asl.definition import parse_definition
 from ..asl.states import TaskState
 from ..decider import map_runs as decider_map_runs
+from ..decider import trace_context
 from ..decider.execution import ExecutionState, redrive_status
 from ..decider.step import without_data
 from ..engine import commands
@@ -35,6 +36,8 @@ from .service import EXPRESS, Service, Target, handler, seconds
 BILLED_MEMORY_MB = 64
 BILLED_STEP_MS = 100
 LOCAL_ID_TRIES_MAX = 64  # ids drawn for a new execution until one falls in a shard served here
+# Where the API hands a start the X-Amzn-Trace-Id HTTP header (app.py): a key no request member can have
+TRACE_HTTP_HEADER = ":x-amzn-trace-id"
 
 
 async def _load(service: Service, arn: str) -> ExecutionState:
@@ -168,7 +171,21 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
         raise type_not_supported()
     return commands.StartExecution(arn, machine_arn, name, machine.revision_id, machine.role_arn, text,
                                    version_arn=version_arn, alias_arn=alias_arn, test_case=test_case,
-                                   express=express, token=None if express else f"{_draws.getrandbits(64):016x}")
+                                   express=express, token=None if express else f"{_draws.getrandbits(64):016x}",
+                                   trace=_trace(service, machine, params))
+
+
+def _trace(service: Service, machine: StateMachineRecord, params: dict) -> str | None:
+    """The trace context of a new execution (None: untraced): its state machine's tracing is enabled, and the
+    caller's ``traceHeader`` (or X-Amzn-Trace-Id HTTP header) names the trace it joins, or a new one is made; a
+    header that says not to sample leaves it untraced."""
+    if not machine.tracing_configuration.get("enabled"):
+        return None
+    header = params.get("traceHeader") or params.get(TRACE_HTTP_HEADER)
+    given = trace_context.joined(header) if header else None
+    if given is False:
+        return None
+    return given or trace_context.new_trace(service.clock() // 1000, _draws.getrandbits(96))
 
 
 def _test_case(service: Service, given: str) -> tuple[str, str | None]:

@@ -236,6 +236,9 @@ class ExecutionState:
     start_token: str | None = None  # the token of the StartExecution call that started it (None in older blobs)
     processor: str | None = None  # a map run's child: the distributed Map whose ItemProcessor it runs
     run: MapRun | None = None  # a map run's row: its books (the row is not an execution then)
+    # Traced (tracingConfiguration enabled at its start): its trace context (decider/trace_context.py).
+    # Written only when set, so that a blob without it is what an earlier release wrote and reads.
+    trace: str | None = None
 
     @property
     def is_open(self) -> bool:
@@ -256,7 +259,8 @@ class ExecutionState:
             "redrive_ms": self.redrive_ms, "redrive_tokens": self.redrive_tokens,
             "halted": {flow_id: _flow_row(flow) for flow_id, flow in self.halted.items()},
             "start_token": self.start_token, "processor": self.processor,
-            "run": None if self.run is None else _MAP_RUN_FIELDS(self.run)})
+            "run": None if self.run is None else _MAP_RUN_FIELDS(self.run),
+            **({} if self.trace is None else {"trace": self.trace})})
 
     @classmethod
     def from_blob(cls, blob: bytes) -> ExecutionState:

@@ -42,7 +42,7 @@ from ..asl.errors import StatesError
 from ..asl.jsonio import dumps, loads
 from ..asl.states import MapState, ResultWriter
 from ..asl.timestamps import format_ms
-from . import distributed_map, retry_catch
+from . import distributed_map, retry_catch, trace_context
 from .effects import DispatchKind
 from .execution import ABORTED, FAILED, RUNNING, SUCCEEDED, TIMED_OUT, ExecutionState, MapRun, TaskAttempt
 from .outcomes import WAIT, AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded, End, Next, Outcome
@@ -163,7 +163,9 @@ def _request(step: Step, flow_id: str, state: MapState, limit: int, tolerance: d
         "processor": state.name, "execution_type": state.distributed.execution_type,
         "max_concurrency": limit or CONCURRENCY_MAX, "tolerated_count": tolerance.count,
         "tolerated_percentage": tolerance.percentage, "transformation": writer.transformation,
-        "output_type": writer.output_type, "destination": destination}
+        "output_type": writer.output_type, "destination": destination,
+        **({} if execution.trace is None else {"trace": trace_context.child_of(
+            execution.trace, execution.arn, task.scheduled_id)})}
 
 
 def _items(state: MapState, inputs: list[Any]) -> dict[str, Any]:
@@ -274,7 +276,8 @@ def create(arn: str, shard_id: int, request: dict[str, Any], now_ms: int) -> Dec
                  request["max_concurrency"], request["tolerated_count"], request["tolerated_percentage"],
                  request["transformation"], request["output_type"], request["destination"], reading=True)
     state = ExecutionState(arn, request["machine"], arn.rsplit(":", 1)[1], request["revision_id"],
-                           request["role_arn"], "", now_ms, shard_id, processor=request["processor"], run=run)
+                           request["role_arn"], "", now_ms, shard_id, processor=request["processor"], run=run,
+                           trace=request.get("trace"))
     decision = Decision(state)
     if not request.get("reading"):
         _take(decision, request, now_ms)
@@ -579,7 +582,8 @@ def _start_child(decision: Decision, index: int, child_input: Any) -> None:
     decision.effects.dispatches_added.append((f"child-{index}", {
         "kind": DispatchKind.MAP_CHILD, "arn": child_arn(state, name), "machine": state.state_machine_arn,
         "name": name, "revision_id": state.revision_id, "role_arn": state.role_arn, "input": dumps(child_input),
-        "parent": {"map_run": state.arn, "index": index}, "processor": state.processor}))
+        "parent": {"map_run": state.arn, "index": index}, "processor": state.processor,
+        **({} if state.trace is None else {"trace": state.trace})}))
 
 
 def _redrive_child(decision: Decision, index: int) -> None:

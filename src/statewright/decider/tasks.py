@@ -90,6 +90,8 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
         payload["machine_role"] = step.execution.role_arn  # assumed only when the server is told to (README)
     if mocked is not None:  # answered by the mock, not the resource (the dispatch carries the answer until it lands)
         payload["mocked"] = mocked
+    if step.execution.trace is not None:  # the attempt's span is named by its scheduled event (trace_context.py)
+        payload["trace"] = step.execution.trace
     step.add_dispatch(str(scheduled_id), payload)
     return WAIT
 

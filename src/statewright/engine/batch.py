@@ -24,7 +24,8 @@ HELD = object()  # what applying a command returns when an express run holds its
 # A reply's write index at or below this waits for the tick's express start rows instead: index EXPRESS_ROWS - i
 # for the i-th asynchronous express start of the batch.
 EXPRESS_ROWS = -2
-Logged = tuple[str, str, int, list[dict[str, Any]]]  # (state machine ARN, execution ARN, redrive count, events)
+# (state machine ARN, execution ARN, redrive count, events, trace context or None)
+Logged = tuple[str, str, int, list[dict[str, Any]], str | None]
 
 
 @dataclass(slots=True)

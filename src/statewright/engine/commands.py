@@ -85,6 +85,7 @@ class StartExecution:
     # as the first one was, even once the execution has closed.
     token: str | None = None
     processor: str | None = None  # a map run's child: the distributed Map whose ItemProcessor it runs
+    trace: str | None = None  # traced: its trace context (decider/trace_context.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,18 +259,23 @@ def _envelope(data: bytes, what: str) -> dict:
 
 
 def _fields(value: Any) -> dict:
+    """A command (or result) as a dict; a field whose default is None is left out while it is None, so that a
+    field added to a command is unseen by a node of the previous release until it is used (a rolling upgrade)."""
     kind = type(value)
     names = _FIELD_NAMES.get(kind)
     if names is None:
-        names = _FIELD_NAMES[kind] = tuple(field.name for field in fields(value))
+        names = _FIELD_NAMES[kind] = tuple((field.name, field.default is None) for field in fields(value))
     encoded = {"type": kind.__name__}
-    for name in names:
+    for name, optional in names:
         item = getattr(value, name)
+        if item is None and optional:
+            continue
         encoded[name] = _fields(item) if isinstance(item, AttemptResult) else item
     return encoded
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclasses.fields() is slow for a call per forwarded command
+# dataclasses.fields() is slow for a call per forwarded command: (name, whether its default is None) by type
+_FIELD_NAMES: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
 def _command(item: dict) -> Command:

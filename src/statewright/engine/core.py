@@ -500,7 +500,7 @@ class Core:
                                command.role_arn, command.input, now_ms, self.shards.of(command.arn),
                                parent=command.parent, version_arn=command.version_arn, alias_arn=command.alias_arn,
                                test_case=command.test_case, start_token=command.token,
-                               processor=command.processor)
+                               processor=command.processor, trace=command.trace)
         definition = self._definitions.of(fresh)  # first: a start whose definition cannot be read leaves no run
         limit_ms = None
         if command.express is not None:
@@ -660,7 +660,8 @@ class Core:
                 continue
             self._executions.remember(state)
             if write.effects.events and self.edges.history is not None:
-                batch.logged.append((state.root_machine_arn, write.arn, state.redrive_count, write.effects.events))
+                batch.logged.append((state.root_machine_arn, write.arn, state.redrive_count, write.effects.events,
+                                     state.trace))
             if self.probe is not None:
                 for fired in batch.fired.get(index, ()):
                     self.probe.timer_applied(*fired)

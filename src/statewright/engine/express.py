@@ -82,7 +82,7 @@ class ExpressRuns:
         run.state = batch.staged[state.arn] = state
         effects = decision.effects
         if effects.events:
-            batch.logged.append((state.root_machine_arn, state.arn, state.redrive_count, effects.events))
+            batch.logged.append((state.root_machine_arn, state.arn, state.redrive_count, effects.events, state.trace))
         self.add_timers(state.arn, effects.timers_added)
         dispatches = [Dispatch(state.shard_id, state.arn, dispatch_id, payload)
                       for dispatch_id, payload in effects.dispatches_added]

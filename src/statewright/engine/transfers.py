@@ -24,7 +24,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from ..asl.jsonio import dumps, loads
-from ..decider import describe_for_parent
+from ..decider import describe_for_parent, trace_context
 from ..decider.effects import DispatchKind
 from ..decider.execution import ExecutionState
 from ..decider.outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
@@ -137,8 +137,13 @@ def _child_start(dispatch: Dispatch, context: TransferContext) -> StartExecution
     child_arn = machine.arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
     parent = ({"token": payload["token"], "pattern": payload["pattern"]}
               if payload["pattern"].startswith("sync") else None)
+    trace = None
+    if machine.tracing_configuration.get("enabled"):  # joins its parent's trace, under the attempt's span
+        given = payload.get("trace")
+        trace = (trace_context.child_of(given, dispatch.execution_arn, payload["scheduled_id"]) if given
+                 else trace_context.derived_trace(child_arn))
     return StartExecution(child_arn, machine.arn, name, machine.revision_id, machine.role_arn, text, parent,
-                          version_arn, alias_arn)
+                          version_arn, alias_arn, trace=trace)
 
 
 def _target(arn: str, name: str, context: TransferContext) -> tuple[StateMachineRecord | None, str | None,
@@ -235,7 +240,7 @@ def _start_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stages
         return
     command = StartExecution(payload["arn"], payload["machine"], payload["name"], payload["revision_id"],
                              payload["role_arn"], payload["input"], payload["parent"],
-                             processor=payload["processor"])
+                             processor=payload["processor"], trace=payload.get("trace"))
     started, = yield [command]
     if isinstance(started, ExecutionAlreadyExists):
         existing = context.execution(command.arn)

@@ -151,7 +151,7 @@ class ExecutionLogs:
             return
         with self._lock:
             self._queue.extend(kept)
-            self._queued_events += sum(len(events) for _, _, _, events in kept)
+            self._queued_events += sum(len(item[3]) for item in kept)
             while self._queued_events > QUEUED_EVENTS_MAX:
                 dropped = len(self._queue.popleft()[3])
                 self._queued_events -= dropped
@@ -188,7 +188,7 @@ class ExecutionLogs:
     async def _deliver(self, taken: list[Logged]) -> None:
         streams: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         day = datetime.now(UTC).strftime("%Y/%m/%d")
-        for machine_arn, execution_arn, redrive_count, events in taken:
+        for machine_arn, execution_arn, redrive_count, events, _ in taken:
             destination = await self._destination(machine_arn)
             if destination is None:
                 continue

@@ -73,6 +73,7 @@ from ..decider.outcomes import AttemptFailed, AttemptSucceeded
 from ..engine.limits import Limits
 from ..store.base import Dispatch
 from .dispatcher import Dispatcher
+from .traces import CallSpans
 
 SOCKET = "States.Http.Socket"
 STATUS_CODE = "States.Http.StatusCode."
@@ -104,13 +105,15 @@ URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
 
 
 async def invoke(parameters: dict, connections: Connections, *, timeout_s: float = ATTEMPT_TIMEOUT_S,
-                 trace: dict | None = None, reveal_secrets: bool = False) -> AttemptSucceeded | AttemptFailed:
+                 trace: dict | None = None, reveal_secrets: bool = False,
+                 traceparent: str | None = None) -> AttemptSucceeded | AttemptFailed:
     """Make the call the HTTP Task's evaluated Parameters describe; see the module docstring for the outcomes.
     ``trace`` (TestState at inspection level TRACE) receives the request and the response as TestState shows them;
-    what the connection adds (its authorization, its invocation parameters) only with ``reveal_secrets``."""
+    what the connection adds (its authorization, its invocation parameters) only with ``reveal_secrets``.
+    ``traceparent``: the W3C trace context sent along (a traced execution's), unless the request sets its own."""
     try:
         async with asyncio.timeout(timeout_s):
-            return await _invoke(parameters, connections, trace, reveal_secrets)
+            return await _invoke(parameters, connections, trace, reveal_secrets, traceparent)
     except TimeoutError:
         return AttemptFailed(SOCKET, f"The HTTP request did not complete within {timeout_s:g} seconds")
     except Failure as failure:
@@ -187,7 +190,7 @@ class Response:
 
 
 async def _invoke(parameters: dict, connections: Connections, trace: dict | None = None,
-                  reveal_secrets: bool = False) -> AttemptSucceeded | AttemptFailed:
+                  reveal_secrets: bool = False, traceparent: str | None = None) -> AttemptSucceeded | AttemptFailed:
     if not isinstance(parameters, dict):
         raise Failure(errors.RUNTIME, "The Parameters of an HTTP Task must be an object")
     arn = _connection_arn(parameters)
@@ -196,6 +199,8 @@ async def _invoke(parameters: dict, connections: Connections, trace: dict | None
         raise Failure(CONNECTION_NOT_FOUND, f"The connection '{arn}' does not exist")
     draft = _draft(parameters, connection, _region(arn))  # every check before any token is fetched
     request = _with_header(draft, *await connections.authorization(arn))
+    if traceparent is not None and not any(name.lower() == "traceparent" for name, _ in request.headers):
+        request = _with_header(request, "traceparent", traceparent)
     if trace is not None:
         shown = request if reveal_secrets else _draft(parameters, {"AuthParameters": {}}, _region(arn))
         trace["request"] = _traced_request(shown)
@@ -651,14 +656,36 @@ class HttpTasks:
     like any dispatch not yet started. Its commands are never throttled: the outbox window bounds them.
     """
 
-    def __init__(self, dispatcher: Dispatcher, connections: Connections, limits: Limits | None = None) -> None:
+    def __init__(self, dispatcher: Dispatcher, connections: Connections, limits: Limits | None = None,
+                 spans: CallSpans | None = None) -> None:
         self.dispatcher = dispatcher
         self.connections = connections
+        self.spans = spans or CallSpans()
         self._slots = asyncio.Semaphore((limits or Limits()).http_calls_concurrent_max)
         dispatcher.register("http", self.run)
 
     async def run(self, dispatch: Dispatch) -> None:
-        timeout_s = dispatch.payload.get("call_s", ATTEMPT_TIMEOUT_S)  # the attempt's TimeoutSeconds, capped
-        await self.dispatcher.call_once(dispatch, self._slots, lambda: invoke(dispatch.payload["input"],
-                                                                              self.connections, timeout_s=timeout_s),
+        await self.dispatcher.call_once(dispatch, self._slots, lambda: self._call(dispatch.payload),
                                         ATTEMPT_TIMEOUT_S)
+
+    async def _call(self, payload: dict) -> AttemptSucceeded | AttemptFailed:
+        timeout_s = payload.get("call_s", ATTEMPT_TIMEOUT_S)  # the attempt's TimeoutSeconds, capped
+        given = payload["input"] if isinstance(payload["input"], dict) else {}
+        method = str(given.get("Method", "")).upper()
+        with self.spans.call(payload, f"HTTP {method}".strip(), {"http.request.method": method,
+                                                                 "url.full": str(given.get("ApiEndpoint", ""))}
+                             ) as traced:
+            outcome = await invoke(payload["input"], self.connections, timeout_s=timeout_s,
+                                   traceparent=None if traced is None else traced.traceparent)
+            if traced is not None:
+                traced.ended(outcome, _status_attribute(outcome))
+            return outcome
+
+
+def _status_attribute(outcome: AttemptSucceeded | AttemptFailed) -> dict[str, int]:
+    """The response's status code as a span attribute (none when no response came)."""
+    if isinstance(outcome, AttemptFailed):
+        code = outcome.error.removeprefix(STATUS_CODE)
+        return {"http.response.status_code": int(code)} if code.isdigit() else {}
+    status = loads(outcome.output).get("StatusCode")
+    return {"http.response.status_code": status} if isinstance(status, int) else {}

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -57,6 +57,7 @@ class AwsClients:
         self._clients: dict[tuple[str, str, str | None, float, str | None], BaseClient] = {}
         self._roles: dict[tuple[str, str], tuple[dict[str, str], float]] = {}  # (role, region) -> keys, refresh at
         self._slots: dict[str, asyncio.Semaphore] = {}
+        self._trace = threading.local()  # the X-Ray header of the call this pool thread makes (trace_header)
 
     def client(self, service: str, region: str, role_arn: str | None = None, read_timeout_s: float = 60.0
                ) -> BaseClient:
@@ -72,6 +73,7 @@ class AwsClients:
                                 user_agent_extra="statewright")
                 client = self._clients[key] = self._session.create_client(service, region_name=region, config=config,
                                                                           **keys, **self._own(service, keys))
+                client.meta.events.register("before-call", self._traced)
             return client
 
     def _own(self, service: str, keys: dict[str, str]) -> dict[str, str]:
@@ -99,6 +101,20 @@ class AwsClients:
         refresh_at = min(credentials["Expiration"].timestamp(), time.time() + ROLE_SESSION_S) - ROLE_REFRESH_MARGIN_S
         self._roles[(role_arn, region)] = (keys, max(refresh_at, time.time() + 1))
         return keys
+
+    @contextlib.contextmanager
+    def trace_header(self, header: str | None) -> Iterator[None]:
+        """On a pool thread: the calls made inside send X-Ray's ``X-Amzn-Trace-Id: header`` (None: none)."""
+        self._trace.header = header
+        try:
+            yield
+        finally:
+            self._trace.header = None
+
+    def _traced(self, params: dict[str, Any], **_: Any) -> None:
+        header = getattr(self._trace, "header", None)
+        if header is not None:
+            params["headers"]["X-Amzn-Trace-Id"] = header
 
     @contextlib.asynccontextmanager
     async def slot(self, service: str) -> AsyncIterator[None]:

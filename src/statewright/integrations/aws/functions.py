@@ -68,8 +68,8 @@ class LocalFunctions:
     def __len__(self) -> int:
         return len(self._urls)
 
-    async def _post(self, url: str, payload: bytes) -> Response:
-        return await self._client.post(url, payload)
+    async def _post(self, url: str, payload: bytes, headers: str = "") -> Response:
+        return await self._client.post(url, payload, headers)
 
     def url(self, function_name: Any) -> str | None:
         """The URL serving this FunctionName (a name, ``name:qualifier``, or a full or partial ARN), if mapped."""
@@ -78,19 +78,21 @@ class LocalFunctions:
         return self._urls.get(function_name) or self._urls.get(_bare_name(function_name))
 
     async def invoke(self, url: str, payload: bytes, *, style: FunctionStyle, invocation_type: str = "RequestResponse",
-                     qualifier: str | None = None) -> Outcome:
+                     qualifier: str | None = None, headers: list[tuple[str, str]] = ()) -> Outcome:
         """Invoke the function at ``url`` as Lambda would (module docstring): DryRun calls nothing (204), Event
-        hands the payload over without waiting for the function's answer (202)."""
+        hands the payload over without waiting for the function's answer (202). ``headers``: sent along (a traced
+        execution's trace context)."""
+        extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
         version = qualifier if isinstance(qualifier, str) and qualifier.isdigit() else "$LATEST"
         if invocation_type in ("Event", "DryRun"):
             if invocation_type == "Event":
-                task = asyncio.ensure_future(self._post(url, payload))
+                task = asyncio.ensure_future(self._post(url, payload, extra))
                 _BACKGROUND.add(task)
                 task.add_done_callback(_BACKGROUND.discard)
             status = 202 if invocation_type == "Event" else 204
             return _answer(style, None, "", {"StatusCode": status}, _metadata(status, []))
         try:
-            reply = await self._post(url, payload)
+            reply = await self._post(url, payload, extra)
         except Failure as failure:
             return AttemptFailed(LAMBDA_CLIENT, f"The function at {url} could not be reached: {failure.cause}")
         text = reply.body.decode("utf-8", errors="replace") or "null"
@@ -143,7 +145,8 @@ class _LocalClient:
     def __init__(self) -> None:
         self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
 
-    async def post(self, url: str, payload: bytes) -> Response:
+    async def post(self, url: str, payload: bytes, headers: str = "") -> Response:
+        """POST ``payload`` to ``url``; ``headers``: more header lines, each ending in CRLF."""
         parts = urlsplit(url)
         host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -158,7 +161,7 @@ class _LocalClient:
         parser = httptools.HttpResponseParser(reply)
         try:
             writer.write(f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
-                         f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+                         f"{headers}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
             while not reply.complete:
                 data = await reader.read(65_536)
                 if not data:

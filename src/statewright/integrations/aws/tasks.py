@@ -32,6 +32,7 @@ from ...decider.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, 
 from ...engine.commands import AckDispatch, CompleteAttempt
 from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
+from ..traces import CallSpans, CallTrace
 from . import calls, jobs, shapes
 from .clients import AwsClients
 from .functions import FunctionStyle, LocalFunctions
@@ -44,9 +45,10 @@ Outcome = AttemptSucceeded | AttemptFailed | AttemptSubmitted
 
 class AwsTasks:
     def __init__(self, dispatcher: Dispatcher, clients: AwsClients, functions: LocalFunctions | None = None,
-                 assume_machine_role: bool = False) -> None:
+                 assume_machine_role: bool = False, spans: CallSpans | None = None) -> None:
         self.dispatcher = dispatcher
         self.clients = clients
+        self.spans = spans or CallSpans()
         self.functions = functions or LocalFunctions()
         self.assume_machine_role = assume_machine_role
         for kind in {"aws-sdk", LAMBDA_FUNCTION, *(service for service, _ in calls.OPTIMIZED)}:
@@ -91,18 +93,33 @@ class AwsTasks:
         return self._pattern_outcome(payload, outcome)
 
     async def _perform(self, payload: dict[str, Any]) -> AttemptSucceeded | AttemptFailed:
+        kind = payload["kind"]
+        service = "lambda" if kind == LAMBDA_FUNCTION else kind.removeprefix("aws-sdk:")
+        with self.spans.call(payload, f"{service}.{payload['action']}", {
+                "rpc.system": "aws-api", "rpc.service": service, "rpc.method": str(payload["action"]),
+                "cloud.region": payload["execution"].split(":")[3]}) as traced:
+            outcome = await self._perform_traced(payload, traced)
+            if traced is not None:
+                traced.ended(outcome)
+            return outcome
+
+    async def _perform_traced(self, payload: dict[str, Any], traced: CallTrace | None
+                              ) -> AttemptSucceeded | AttemptFailed:
         kind, given = payload["kind"], payload["input"]
         url = self.functions.url(_function_name(payload))
         if url is None:
-            return await self.clients.run(self._call, payload)
+            return await self.clients.run(self._call, payload, None if traced is None else traced.xray_header)
+        headers = [] if traced is None else [("X-Amzn-Trace-Id", traced.xray_header),
+                                             ("traceparent", traced.traceparent)]
         if kind == LAMBDA_FUNCTION:
-            return await self.functions.invoke(url, dumps(given).encode(), style=FunctionStyle.PAYLOAD)
+            return await self.functions.invoke(url, dumps(given).encode(), style=FunctionStyle.PAYLOAD,
+                                               headers=headers)
         payload_value = given.get("Payload", {})
         sdk = kind == "aws-sdk:lambda"  # the API's Payload is the bytes themselves; lambda:invoke's is JSON
         body = payload_value.encode() if sdk and isinstance(payload_value, str) else dumps(payload_value).encode()
         return await self.functions.invoke(url, body, invocation_type=given.get("InvocationType", "RequestResponse"),
                                            qualifier=given.get("Qualifier"),
-                                           style=FunctionStyle.SDK if sdk else FunctionStyle.TASK)
+                                           style=FunctionStyle.SDK if sdk else FunctionStyle.TASK, headers=headers)
 
     def _pattern_outcome(self, payload: dict[str, Any], outcome: AttemptSucceeded | AttemptFailed) -> Outcome:
         """A callback or .sync task's call answered: the attempt is submitted (with the job to poll), or fails when
@@ -133,8 +150,9 @@ class AwsTasks:
         client = self.clients.client(spec.service, payload["execution"].split(":")[3], handle.get("RoleArn"))
         return operation(payload["kind"], payload["action"], handle, client, payload.get("poll", 0))
 
-    def _call(self, payload: dict[str, Any]) -> AttemptSucceeded | AttemptFailed:
-        """On a pool thread: plan the call, find its client (assuming its role), make it."""
+    def _call(self, payload: dict[str, Any], trace_header: str | None) -> AttemptSucceeded | AttemptFailed:
+        """On a pool thread: plan the call, find its client (assuming its role), make it (with X-Ray's
+        ``trace_header``, when traced)."""
         try:
             call = calls.plan(payload)
         except shapes.ParameterError as error:
@@ -144,7 +162,8 @@ class AwsTasks:
             client = self.clients.client(call.service, payload["execution"].split(":")[3], role, call.timeout_s)
         except (ClientError, BotoCoreError) as error:
             return AttemptFailed(calls.TASK_FAILED, f"Could not assume the role {role}: {error}")
-        return calls.perform(call, client)
+        with self.clients.trace_header(trace_header):
+            return calls.perform(call, client)
 
 
 def _function_name(payload: dict[str, Any]) -> Any:

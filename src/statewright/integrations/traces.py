@@ -1,0 +1,239 @@
+"""Traces: the executions of state machines whose ``tracingConfiguration`` is enabled, exported as OpenTelemetry
+spans over OTLP/HTTP (``--otlp-endpoint``, or the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``), through the
+OpenTelemetry SDK's batch processor and OTLP exporter.
+
+Two sources of spans:
+- **The history** (``ExecutionTraces``): once per tick the engine hands over the history events its commit landed
+  (as it does for the execution logs); ``offer`` keeps those of traced executions, bounded, and a thread of its own
+  turns them into spans (trace_spans.py) as each ends. A span is therefore exported only once the event that ends
+  it has committed. The open spans of an execution this node has not followed from its start (its shard came from
+  another node, this node restarted, or it was evicted from ``TRACKS_MAX``) are rebuilt from the stored history
+  before its new events are read, and those already ended are not sent again.
+- **The calls** (``CallSpans``): an HTTP Task's request and an AWS call each get a client span under the
+  attempt's span, and carry the context on: ``traceparent`` on HTTP requests, ``X-Amzn-Trace-Id`` on AWS requests
+  (Lambda's, and every other service's, as X-Ray reads it; a nested StartExecution joins the trace by it).
+
+Export is best effort, as AWS's X-Ray is: a span the exporter cannot deliver, or that overflows a queue, is dropped
+and never holds up an execution. Without an endpoint no spans are made, and the context still travels on the calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..decider import trace_context
+from ..decider.outcomes import AttemptFailed
+from ..engine.batch import Logged
+from .trace_spans import FinishedSpan, Track
+
+log = logging.getLogger("statewright.traces")
+
+QUEUED_EVENTS_MAX = 100_000  # history events waiting to become spans; past it the oldest are dropped
+TRACKS_MAX = 10_000  # executions whose open spans are kept; the least recently seen is rebuilt when it comes back
+SPANS_QUEUED_MAX = 65_536  # finished spans waiting for the exporter (the SDK's batch processor's queue)
+ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
+
+
+def endpoint_of(given: str | None) -> str | None:
+    """The OTLP/HTTP endpoint spans go to: ``--otlp-endpoint``, else the standard environment variable (None:
+    no export)."""
+    return given or os.environ.get(ENDPOINT_ENV) or None
+
+
+class Tracing:
+    """The OpenTelemetry SDK set up for one node: its tracer provider (resource: service ``statewright``, the
+    node's address), a batch processor exporting over OTLP/HTTP to ``endpoint`` (the base URL, as
+    OTEL_EXPORTER_OTLP_ENDPOINT gives it: ``/v1/traces`` is added)."""
+
+    def __init__(self, endpoint: str, node_id: str) -> None:
+        # Imported here: a node that exports no traces does not load the SDK
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        url = endpoint if endpoint.rstrip("/").endswith("/v1/traces") else endpoint.rstrip("/") + "/v1/traces"
+        self.endpoint = url
+        self.resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "statewright"),
+                                         "service.instance.id": node_id})
+        self.processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=url), max_queue_size=SPANS_QUEUED_MAX)
+        self.provider = TracerProvider(resource=self.resource)
+        self.provider.add_span_processor(self.processor)
+        self.tracer = self.provider.get_tracer("statewright")
+
+    def export(self, span: FinishedSpan) -> None:
+        """Hand a span read from the history to the batch processor."""
+        from opentelemetry.sdk.trace import Event, ReadableSpan
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+        from opentelemetry.trace.status import Status, StatusCode
+
+        trace = int(trace_context.trace_id(span.trace), 16)
+        flags = TraceFlags(TraceFlags.SAMPLED)
+        parent = None if span.parent_id is None else SpanContext(trace, int(span.parent_id, 16), False, flags)
+        status = Status(StatusCode.OK) if span.error is None else Status(StatusCode.ERROR,
+                                                                          ": ".join(filter(None, span.error)))
+        attributes = dict(span.attributes)
+        if span.error is not None:
+            attributes["aws.stepfunctions.error"], attributes["aws.stepfunctions.cause"] = span.error
+        self.processor.on_end(ReadableSpan(
+            span.name, SpanContext(trace, int(span.span_id, 16), False, flags), parent, self.resource, attributes,
+            [Event(name, attrs, at_ms * 1_000_000) for name, at_ms, attrs in span.events],
+            kind=SpanKind.SERVER if span.attributes.get("aws.stepfunctions.execution.run") and parent is None
+            else SpanKind.INTERNAL,
+            status=status, start_time=span.start_ms * 1_000_000, end_time=span.end_ms * 1_000_000,
+            instrumentation_scope=InstrumentationScope("statewright")))
+
+    def close(self) -> None:
+        """Export what is queued (a few seconds at most), then stop."""
+        self.provider.force_flush(5_000)
+        self.provider.shutdown()
+
+
+class ExecutionTraces:
+    """The history's spans (module docstring). ``history_of(execution ARN)``: its stored history events (a store
+    read, made on this object's thread)."""
+
+    def __init__(self, tracing: Tracing, history_of: Callable[[str], list[dict[str, Any]]]) -> None:
+        self._tracing = tracing
+        self._history_of = history_of
+        self._tracks: OrderedDict[str, Track] = OrderedDict()
+        self._queue: deque[Logged] = deque()
+        self._queued_events = 0
+        self._wake = threading.Condition()
+        self._stopping = False
+        self.dropped_events = 0
+        self._thread = threading.Thread(target=self._run, name="statewright-traces", daemon=True)
+        self._thread.start()
+
+    def offer(self, logged: list[Logged]) -> None:
+        """On the engine thread, once per tick: never blocks long (a lock held only to queue)."""
+        traced = [item for item in logged if item[4] is not None]
+        if not traced:
+            return
+        with self._wake:
+            self._queue.extend(traced)
+            self._queued_events += sum(len(item[3]) for item in traced)
+            while self._queued_events > QUEUED_EVENTS_MAX:
+                dropped = len(self._queue.popleft()[3])
+                self._queued_events -= dropped
+                self.dropped_events += dropped
+            self._wake.notify()
+
+    def close(self) -> None:
+        """Turn what is queued into spans, export them, stop."""
+        with self._wake:
+            self._stopping = True
+            self._wake.notify()
+        self._thread.join(timeout=10)
+        self._tracing.close()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._queue and not self._stopping:
+                    self._wake.wait()
+                taken, self._queue = self._queue, deque()
+                self._queued_events = 0
+                stopping = self._stopping
+            for item in taken:
+                try:
+                    self._read(item)
+                except Exception:  # a bug here must not stop the spans of other executions
+                    log.exception("tracing %s failed", item[1])
+                    self._tracks.pop(item[1], None)
+            if stopping:
+                return
+
+    def _read(self, item: Logged) -> None:
+        machine_arn, execution_arn, _, events, trace = item
+        if not events:
+            return
+        track = self._track(machine_arn, execution_arn, trace, events[0])
+        for event in events:
+            if event["id"] <= track.last_event_id:
+                continue  # read already (in the rebuild)
+            for span in track.apply(event):
+                self._tracing.export(span)
+        if track.closed:
+            del self._tracks[execution_arn]
+
+    def _track(self, machine_arn: str, execution_arn: str, trace: str, first: dict[str, Any]) -> Track:
+        track = self._tracks.get(execution_arn)
+        if track is not None and track.trace == trace:
+            self._tracks.move_to_end(execution_arn)
+            return track
+        track = Track(machine_arn, execution_arn, trace)
+        if first["type"] != "ExecutionStarted":  # followed from the middle: its open spans from its history
+            for event in self._history_of(execution_arn):
+                if event["id"] >= first["id"]:
+                    break
+                track.apply(event)  # the spans these end were sent by whoever recorded them
+        self._tracks[execution_arn] = track
+        if len(self._tracks) > TRACKS_MAX:
+            self._tracks.popitem(last=False)
+        return track
+
+
+class CallSpans:
+    """Client spans for the calls a traced attempt makes, and the headers that carry their context. ``tracing``:
+    None exports nothing (the headers then name the attempt's own span)."""
+
+    def __init__(self, tracing: Tracing | None = None) -> None:
+        self._tracing = tracing
+
+    @contextlib.contextmanager
+    def call(self, payload: dict[str, Any], name: str, attributes: dict[str, Any]) -> Iterator[CallTrace | None]:
+        """Around one call of the attempt ``payload`` dispatches: its trace (None: untraced)."""
+        trace = payload.get("trace")
+        if trace is None or "scheduled_id" not in payload:
+            yield None
+            return
+        attempt = trace_context.span_id(payload["execution"], payload["scheduled_id"])
+        if self._tracing is None:
+            yield CallTrace(trace, attempt, None)
+            return
+        from opentelemetry import trace as otel
+        from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+
+        parent = SpanContext(int(trace_context.trace_id(trace), 16), int(attempt, 16), True,
+                             TraceFlags(TraceFlags.SAMPLED))
+        context = otel.set_span_in_context(NonRecordingSpan(parent))
+        with self._tracing.tracer.start_as_current_span(name, context=context, kind=SpanKind.CLIENT,
+                                                        attributes=attributes, end_on_exit=True) as span:
+            yield CallTrace(trace, f"{span.get_span_context().span_id:016x}", span)
+
+
+class CallTrace:
+    """One traced call: the headers to send, and its outcome to record."""
+
+    def __init__(self, trace: str, span_id: str, span: Any) -> None:
+        self.trace = trace
+        self.span_id = span_id
+        self._span = span
+
+    @property
+    def traceparent(self) -> str:
+        return trace_context.traceparent(self.trace, self.span_id)
+
+    @property
+    def xray_header(self) -> str:
+        return trace_context.xray_header(self.trace, self.span_id)
+
+    def ended(self, outcome: Any, attributes: dict[str, Any] | None = None) -> None:
+        """Record the call's outcome (a failed attempt's error marks the span failed)."""
+        if self._span is None:
+            return
+        from opentelemetry.trace.status import Status, StatusCode
+
+        if attributes:
+            self._span.set_attributes(attributes)
+        if isinstance(outcome, AttemptFailed):
+            self._span.set_status(Status(StatusCode.ERROR, f"{outcome.error}: {outcome.cause or ''}"))
+            self._span.set_attribute("aws.stepfunctions.error", outcome.error)
