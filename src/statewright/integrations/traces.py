@@ -85,8 +85,7 @@ class Tracing:
         self.processor.on_end(ReadableSpan(
             span.name, SpanContext(trace, int(span.span_id, 16), False, flags), parent, self.resource, attributes,
             [Event(name, attrs, at_ms * 1_000_000) for name, at_ms, attrs in span.events],
-            kind=SpanKind.SERVER if span.attributes.get("aws.stepfunctions.execution.run") and parent is None
-            else SpanKind.INTERNAL,
+            kind=SpanKind.SERVER if "aws.stepfunctions.execution.run" in span.attributes else SpanKind.INTERNAL,
             status=status, start_time=span.start_ms * 1_000_000, end_time=span.end_ms * 1_000_000,
             instrumentation_scope=InstrumentationScope("statewright")))
 
