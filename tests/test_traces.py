@@ -231,8 +231,8 @@ def test_a_trace_header_joins_the_callers_trace(sfn, receiver):
     def add_header(request, **_: object) -> None:
         request.headers["X-Amzn-Trace-Id"] = f"Root=1-{header_trace[:8]}-{header_trace[8:]};Sampled=1"
     sfn.meta.events.register_first("before-sign.states.StartExecution", add_header)
-    try:
-        started = sfn.start_execution(stateMachineArn=arn)["executionArn"]
+    try:  # with both, the header wins (AWS's API reference)
+        started = sfn.start_execution(stateMachineArn=arn, traceHeader=XRAY_HEADER)["executionArn"]
     finally:
         sfn.meta.events.unregister("before-sign.states.StartExecution", add_header)
     wait_closed(sfn, started)
@@ -265,8 +265,10 @@ def test_untraced_machines_and_unsampled_headers_export_nothing(sfn, receiver):
 
 
 def test_spans_of_an_execution_that_outlived_its_server_keep_their_parents(tmp_path, receiver):
-    process = ServerProcess(tmp_path / "data", extra_args=("--otlp-endpoint", receiver.endpoint),
-                            env={"OTEL_BSP_SCHEDULE_DELAY": "50"}).start()
+    """Killed in a Wait (its run's span and the Wait's open), started again: the spans it then ends name the
+    parents the first process opened, none twice (the endpoint from OTEL_EXPORTER_OTLP_ENDPOINT this time)."""
+    process = ServerProcess(tmp_path / "data", env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                                                    "OTEL_BSP_SCHEDULE_DELAY": "50"}).start()
     try:
         sfn = process.client()
         arn = machine(sfn, {"StartAt": "First", "States": {

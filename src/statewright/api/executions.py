@@ -177,11 +177,11 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
 
 def _trace(service: Service, machine: StateMachineRecord, params: dict) -> str | None:
     """The trace context of a new execution (None: untraced): its state machine's tracing is enabled, and the
-    caller's ``traceHeader`` (or X-Amzn-Trace-Id HTTP header) names the trace it joins, or a new one is made; a
-    header that says not to sample leaves it untraced."""
+    caller's X-Amzn-Trace-Id HTTP header (or else its ``traceHeader``: AWS prefers the header) names the trace it
+    joins, or a new one is made; a header that says not to sample leaves it untraced."""
     if not machine.tracing_configuration.get("enabled"):
         return None
-    header = params.get("traceHeader") or params.get(TRACE_HTTP_HEADER)
+    header = params.get(TRACE_HTTP_HEADER) or params.get("traceHeader")
     given = trace_context.joined(header) if header else None
     if given is False:
         return None
