@@ -99,3 +99,10 @@ class ShardsContract(ContractBase):
             ("node-a", "http://10.0.0.1:9001", 8_000), ("node-b", "http://127.0.0.1:9002", 5_000)]
         store.remove_node("node-b")
         assert [node.node_id for node in store.nodes()] == ["node-a"]
+
+    def test_a_node_records_the_assignment_rule_it_speaks_and_its_weight(self, store: Store) -> None:
+        store.register_node("node-a", "http://a", 5_000)  # as a release before rules were recorded
+        store.register_node("node-b", "http://b", 5_000, rule=2, weight=3)
+        assert [(node.rule, node.weight) for node in store.nodes()] == [(1, 1), (2, 3)]
+        store.register_node("node-b", "http://b", 9_000, rule=3, weight=1)  # restarted on another release
+        assert [(node.rule, node.weight) for node in store.nodes()][1] == (3, 1)

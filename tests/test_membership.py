@@ -14,7 +14,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from statewright.cluster.loop import MembershipLoop
-from statewright.cluster.membership import EngineHooks, LeaseSettings, Membership, assignment
+from statewright.cluster.membership import (
+    ASSIGNMENT_RULE,
+    EngineHooks,
+    LeaseSettings,
+    Membership,
+    assignment,
+    rule_in_use,
+)
 from statewright.store.sqlite import SqliteStore
 
 node_ids = st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=7, unique=True)
@@ -35,6 +42,29 @@ def test_the_assignment_depends_on_the_set_of_nodes_not_on_their_order(shards, n
     shuffled = list(nodes)
     rng.shuffle(shuffled)
     assert assignment(shards, shuffled) == assignment(shards, nodes)
+
+
+@given(shard_counts, node_ids)
+def test_rule_two_with_equal_weights_is_rule_one_so_turning_it_on_moves_nothing(shards, nodes):
+    weights = dict.fromkeys(nodes, 1)
+    assert assignment(shards, nodes, weights, rule=2) == assignment(shards, nodes, rule=1)
+
+
+@given(shard_counts, st.dictionaries(st.text(min_size=1, max_size=10), st.integers(1, 9), min_size=1, max_size=6))
+def test_rule_two_gives_each_node_its_weighted_share_rounded_down_or_one_more(shards, weights):
+    owners = assignment(shards, list(weights), weights, rule=2)
+    assert len(owners) == shards
+    total = sum(weights.values())
+    for node, weight in weights.items():
+        assert shards * weight // total <= owners.count(node) <= shards * weight // total + 1
+
+
+def test_rule_one_ignores_weights_and_a_cluster_assigns_by_the_oldest_rule_a_live_node_speaks():
+    nodes = ["a", "b", "c"]
+    weighted = {"a": 2, "b": 1, "c": 1}
+    assert assignment(64, nodes, weighted, rule=1) == assignment(64, nodes)
+    assert sorted(assignment(64, nodes, weighted, rule=2).count(node) for node in nodes) == [16, 16, 32]
+    assert rule_in_use([2, 1, 2]) == 1 and rule_in_use([2, 2]) == 2 and rule_in_use([]) == ASSIGNMENT_RULE
 
 
 def test_no_nodes_hold_nothing():

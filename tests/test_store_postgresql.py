@@ -396,8 +396,31 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
         store.close()
 
 
+def _undo_migration_9(admin: psycopg.Connection) -> None:
+    """The schema as version 8 left it: nodes without an assignment rule or a weight."""
+    admin.execute("ALTER TABLE nodes DROP COLUMN assignment_rule, DROP COLUMN weight")
+    admin.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+
+
+def test_migration_9_counts_the_nodes_a_version_8_database_lists_as_speaking_rule_one(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(postgres_schema, 4)
+    store.close()
+    _undo_migration_9(admin)
+    # a node of the previous release registers as it did: the first three columns
+    admin.execute("INSERT INTO nodes VALUES ('http://old', 'http://old', 5000)")
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        assert [(node.node_id, node.rule, node.weight) for node in store.nodes()] == [("http://old", 1, 1)]
+        admin.execute("INSERT INTO nodes VALUES ('http://older', 'http://older', 5000)")  # still works, upgraded
+        assert [node.rule for node in store.nodes()] == [1, 1]
+    finally:
+        store.close()
+
+
 def _undo_migration_8(admin: psycopg.Connection) -> None:
     """The schema as version 7 left it: no commit functions."""
+    _undo_migration_9(admin)
     for function in ("statewright_commit", "statewright_rest", "statewright_rows"):
         admin.execute(f"DROP FUNCTION {function}")
     admin.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")

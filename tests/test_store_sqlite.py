@@ -192,7 +192,8 @@ INSERT INTO shards (shard_id, range_id) VALUES (0, 3), (1, 0);
 """
 
 # Each takes a file of this version back to the one before (meta's schema_version is the caller's).
-_UNDO_7 = ("DROP INDEX executions_uncompacted; ALTER TABLE executions DROP COLUMN compacted_stop_ms; "
+_UNDO_8 = "ALTER TABLE nodes DROP COLUMN assignment_rule; ALTER TABLE nodes DROP COLUMN weight; "
+_UNDO_7 = _UNDO_8 + ("DROP INDEX executions_uncompacted; ALTER TABLE executions DROP COLUMN compacted_stop_ms; "
            "CREATE INDEX executions_to_compact ON executions (stop_ms) WHERE stop_ms IS NOT NULL "
            "AND status <> 'RUNNING' AND history_location IS NULL")
 _UNDO_6 = _UNDO_7 + ("; DROP INDEX executions_closed; DROP INDEX executions_to_compact; "
@@ -330,12 +331,14 @@ def _layout(path: Path) -> dict[str, Any]:
 
 
 def test_a_file_the_code_wrote_before_migrations_were_listed_opens_as_it_is_and_works(tmp_path: Path) -> None:
-    """Schema 7 as SqliteStore created it when it probed for columns: the migrations make a new file the same, and
-    the old one opens with nothing to apply and serves every table."""
+    """Schema 7 as SqliteStore created it when it probed for columns: the migrations make a new file the same (to
+    version 7), and the old one opens with only the later migrations to apply and serves every table."""
     old, new = tmp_path / "old.db", tmp_path / "new.db"
     with closing(sqlite3.connect(old)) as db:
         db.executescript(_WRITTEN_AT_7)
     SqliteStore(new, 2).close()
+    with closing(sqlite3.connect(new)) as db:
+        db.executescript(_UNDO_8)
     assert _layout(old) == _layout(new)
     write_schema_6_data(store := SqliteStore(old, 2))
     try:

@@ -26,6 +26,7 @@ from .store import is_postgres_url, open_store
 from .store.base import SchemaTooNew, StoreUnavailable
 
 DAYS_MAX = 36_500  # --retention-days and --compact-after-days: a century at most
+WEIGHT_MAX = 1_000  # --shard-weight
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                      help=f"with --store: how long a shard lease lasts unrenewed (default {defaults.leases.lease_ms})")
     run.add_argument("--lease-renew-ms", type=_positive, default=defaults.leases.renew_ms, metavar="MS",
                      help=f"with --store: how often leases are renewed (default {defaults.leases.renew_ms})")
+    run.add_argument("--shard-weight", type=_weight, default=defaults.shard_weight, metavar="N",
+                     help="with --store: this node's share of the shards relative to the others' (1-1000, default "
+                          "1); takes effect once every node of the cluster runs a release that reads it")
     run.add_argument("--shards", type=int, default=defaults.shards,
                      help=f"number of shards, fixed when the data directory is created (default {defaults.shards})")
     run.add_argument("--account-id", default=defaults.account_id,
@@ -239,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                               status_events_bus=args.status_events_bus, webhooks=args.webhooks,
                               retention_days=args.retention_days, compact_after_days=args.compact_after_days,
                               payload_store=args.payload_store, log_level=args.log_level,
-                              log_format=args.log_format, otlp_endpoint=args.otlp_endpoint))
+                              log_format=args.log_format, otlp_endpoint=args.otlp_endpoint,
+                              shard_weight=args.shard_weight))
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -291,6 +296,13 @@ LIMIT_OPTIONS = [
                                     "it is decided in the heavy lane"),
     ("heavy_pause_ms", "MS", "how long an execution that stopped on --apply-steps-max waits before it goes on"),
 ]
+
+
+def _weight(text: str) -> int:
+    value = _positive(text)
+    if value > WEIGHT_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {WEIGHT_MAX}, not {value}")
+    return value
 
 
 def _positive(text: str) -> int:

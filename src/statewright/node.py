@@ -40,7 +40,7 @@ from .api.transport import HttpLimits, protocol_class
 from .cluster import channel
 from .cluster.forwarding import Forwarder
 from .cluster.loop import MembershipLoop
-from .cluster.membership import EngineHooks, LeaseSettings, Membership
+from .cluster.membership import ASSIGNMENT_RULE, EngineHooks, LeaseSettings, Membership
 from .cluster.peers import poke, secret_check
 from .collector import Collector
 from .data_dir import DataDirInUse, lock_data_dir
@@ -112,6 +112,7 @@ class ServerConfig:
     log_level: str = "INFO"  # --log-level
     log_format: str = "text"  # --log-format: text or json (logs.py)
     otlp_endpoint: str | None = None  # --otlp-endpoint: where traces go (default: $OTEL_EXPORTER_OTLP_ENDPOINT)
+    shard_weight: int = 1  # --shard-weight: a cluster node's share of the shards (cluster/membership.py)
 
 
 class DataDirUnusable(Exception):
@@ -340,7 +341,8 @@ def _join(store: Store, engine: Engine, address: str, config: ServerConfig) -> M
     renewals = engine.metrics.lease_renewals
     hooks = EngineHooks(engine.gain_shard, engine.renewed, engine.drop_shards,
                         lambda outcome, shards: renewals.labels(outcome).inc(shards))
-    membership = Membership(store, address, address, hooks, config.leases, wait_for_drops_s=1.0)
+    membership = Membership(store, address, address, hooks, config.leases, wait_for_drops_s=1.0,
+                            weight=config.shard_weight)
     secret = config.cluster_secret.encode()
     return MembershipLoop(membership, engine.clock, lambda addresses: poke(secret, addresses),
                           engine.tokens.refresh)
@@ -392,9 +394,10 @@ def _report(config: ServerConfig, service: Service, store: Store, where: str, ad
     for advice in store.advice():
         event(log, "advice", "warning: %s", advice, level=logging.WARNING)
     if config.store:
-        event(log, "cluster", "cluster node %s (leases %d ms, renewed every %d ms)", address,
-              config.leases.lease_ms, config.leases.renew_ms, node=address, lease_ms=config.leases.lease_ms,
-              renew_ms=config.leases.renew_ms)
+        event(log, "cluster", "cluster node %s (leases %d ms, renewed every %d ms; shard weight %d, assignment "
+              "rule %d)", address, config.leases.lease_ms, config.leases.renew_ms, config.shard_weight,
+              ASSIGNMENT_RULE, node=address, lease_ms=config.leases.lease_ms, renew_ms=config.leases.renew_ms,
+              shard_weight=config.shard_weight, rule=ASSIGNMENT_RULE)
     if len(functions):
         event(log, "functions", "%d Lambda functions served at the URLs in %s", len(functions), config.functions,
               functions=len(functions), file=str(config.functions))

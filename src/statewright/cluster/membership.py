@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -64,33 +64,52 @@ class EngineHooks:
     counted: Callable[[str, int], None] = lambda outcome, shards: None  # renewals: renewed, lost or failed
 
 
-def assignment(shard_count: int, node_ids: Sequence[str]) -> tuple[str, ...]:
-    """The node that should hold each shard (indexed by shard id): rendezvous hashing over the live nodes' ids,
-    bounded so that each holds shard_count // nodes shards or one more.
+ASSIGNMENT_RULE = 2  # the newest shard assignment rule this release speaks (the rules: ``assignment``)
+
+
+def rule_in_use(rules: Iterable[int]) -> int:
+    """The rule a cluster assigns shards by: the oldest any live node speaks. Every node computes it from the same
+    node rows, so they agree; a rolling upgrade turns a new rule on once the last node of the release before it has
+    gone, and a release keeps every older rule so it can run beside the one before it."""
+    return min(rules, default=ASSIGNMENT_RULE)
+
+
+def assignment(shard_count: int, node_ids: Sequence[str], weights: Mapping[str, int] | None = None,
+               rule: int = ASSIGNMENT_RULE) -> tuple[str, ...]:
+    """The node that should hold each shard (indexed by shard id) under ``rule``: rendezvous hashing over the live
+    nodes' ids, bounded so that each holds its share, rounded down or one more.
 
     Plain rendezvous hashing (each shard to the node of its highest weight) moves only the shards a joining node
     gains, but its shares are uneven: with 64 shards, one of three nodes often held 26 and sometimes 32, and since
     a named execution's shard comes from its name, that node then did up to half the work. Here (node, shard) pairs
-    are taken by descending weight, each shard by the first node with room left, so a join or a leave moves 10-20 %
-    more shards than it must, and no node holds more than its share rounded up."""
-    return _assignment(shard_count, tuple(sorted(set(node_ids))))
+    are taken by descending hash weight, each shard by the first node with room left, so a join or a leave moves
+    10-20 % more shards than it must, and no node holds more than its share rounded up.
+
+    Rule 1 (every release before rule 2): equal shares. Rule 2: each node's share is in proportion to its
+    ``weights`` entry (``--shard-weight``, default 1), so a larger machine can hold more; with equal weights it is
+    rule 1 exactly, so turning it on moves nothing until a weight differs."""
+    ids = tuple(sorted(set(node_ids)))
+    given = weights if rule >= 2 and weights else {}
+    return _assignment(shard_count, ids, tuple(given.get(node, 1) for node in ids))
 
 
 @functools.lru_cache(maxsize=16)  # the same live nodes at every step, on every node
-def _assignment(shard_count: int, node_ids: tuple[str, ...]) -> tuple[str, ...]:
+def _assignment(shard_count: int, node_ids: tuple[str, ...], weights: tuple[int, ...]) -> tuple[str, ...]:
     if not node_ids:
         return ()
-    least, extra = divmod(shard_count, len(node_ids))  # `extra` nodes hold one shard more than `least`
+    total = sum(weights)
+    shares = {node: shard_count * weight // total for node, weight in zip(node_ids, weights, strict=True)}
+    extra = shard_count - sum(shares.values())  # `extra` nodes hold one shard more than their share rounded down
     pairs = sorted(((_weight(node, shard), shard, node) for shard in range(shard_count) for node in node_ids),
                    reverse=True)
     owners: list[str | None] = [None] * shard_count
     counts = dict.fromkeys(node_ids, 0)
     for _, shard, node in pairs:
-        count = counts[node]
-        if owners[shard] is None and (count < least or (count == least and extra > 0)):
+        count, share = counts[node], shares[node]
+        if owners[shard] is None and (count < share or (count == share and extra > 0)):
             owners[shard] = node
             counts[node] = count + 1
-            if count == least:
+            if count == share:
                 extra -= 1
     return tuple(owners)  # type: ignore[arg-type]  # every shard found a node: the shares add up
 
@@ -101,15 +120,20 @@ def _weight(node_id: str, shard_id: int) -> bytes:
 
 class Membership:
     def __init__(self, store: Store, node_id: str, address: str, hooks: EngineHooks,
-                 settings: LeaseSettings | None = None, *, wait_for_drops_s: float = 0.0) -> None:
+                 settings: LeaseSettings | None = None, *, wait_for_drops_s: float = 0.0, weight: int = 1,
+                 rule: int = ASSIGNMENT_RULE) -> None:
         """``wait_for_drops_s``: how long ``step`` waits for the engine to let go of a shard being handed over
         (a server waits a little so the new holder takes it at once; the simulator, ticking the engine itself,
-        does not wait and releases at its next step)."""
+        does not wait and releases at its next step). ``weight``: this node's share relative to the others'
+        (under rule 2); ``rule``: the newest assignment rule it speaks (a test's stand-in for an older release)."""
         self.store = store
         self.node_id = node_id
         self.address = address
         self.hooks = hooks
         self.settings = settings or LeaseSettings()
+        self.weight = weight
+        self.rule = rule
+        self.rule_in_use: int | None = None  # the cluster's, as of the last step
         self.wait_for_drops_s = wait_for_drops_s
         self.held: dict[int, tuple[int, int]] = {}  # shard -> (range id, lease until ms)
         self._dropping: dict[int, tuple[int, Future]] = {}  # shard -> (range id, the engine's drop)
@@ -144,7 +168,7 @@ class Membership:
             return self.settings.renew_ms
         until_ms = now_ms + self.settings.lease_ms
         try:
-            self.store.register_node(self.node_id, self.address, until_ms)
+            self.store.register_node(self.node_id, self.address, until_ms, self.rule, self.weight)
             self._renew(now_ms, until_ms)
             self.refresh()
         except StoreUnavailable as exc:  # the engine stops serving the shards itself before their leases end
@@ -153,7 +177,14 @@ class Membership:
             self._forget_expired(now_ms)
             return self.settings.renew_ms
         others = [node for node in self.live_nodes(now_ms) if node.node_id != self.node_id]
-        owners = assignment(len(self._leases), [self.node_id, *(node.node_id for node in others)])
+        rule = rule_in_use([self.rule, *(node.rule for node in others)])
+        if rule != self.rule_in_use:
+            if self.rule_in_use is not None or rule != self.rule:
+                event(log, "assignment_rule", "assigning shards by rule %d: the oldest a live node speaks (this "
+                      "node speaks %d)", rule, self.rule, rule=rule, speaks=self.rule)
+            self.rule_in_use = rule
+        owners = assignment(len(self._leases), [self.node_id, *(node.node_id for node in others)],
+                            {self.node_id: self.weight, **{node.node_id: node.weight for node in others}}, rule)
         wanted = {shard for shard, owner in enumerate(owners) if owner == self.node_id}
         self._hand_over(set(self.held) - wanted)
         if self._take(wanted, now_ms, until_ms) or self._dropping:

@@ -195,9 +195,10 @@ class FaultyStore(Store):
         self._reachable()
         return self.inner.shard_leases()
 
-    def register_node(self, node_id: str, address: str, lease_until_ms: int) -> None:
+    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1
+                      ) -> None:
         self._reachable()
-        self.inner.register_node(node_id, address, lease_until_ms)
+        self.inner.register_node(node_id, address, lease_until_ms, rule, weight)
 
     def remove_node(self, node_id: str) -> None:
         self._reachable()

@@ -48,7 +48,7 @@ import orjson
 
 from .. import decider
 from ..asl.handling import TASK_FAILED
-from ..cluster.membership import EngineHooks, Membership
+from ..cluster.membership import ASSIGNMENT_RULE, EngineHooks, Membership, assignment, rule_in_use
 from ..decider.execution import ExecutionState
 from ..decider.outcomes import AttemptFailed, AttemptPolled, AttemptSubmitted, AttemptSucceeded
 from ..engine.commands import (
@@ -152,6 +152,11 @@ class _Run:
         self.config = config
         self.rng = random.Random(config.seed)
         self.faults = Faults(random.Random(config.seed ^ 0x5EED), config.faults, config.fault_rate)
+        # A rolling upgrade: a node's first process may be of the release before (the oldest assignment rule), and
+        # so may each process started after one of those (half the time: a restart rather than an upgrade); once
+        # upgraded it stays so. Weights vary. Drawn apart from ``rng``: the seeds' workloads stay as they were.
+        self.releases = random.Random(config.seed ^ 0x0AB6)
+        self._older: dict[int, bool] = {}  # node index -> whether its latest process is of the release before
         self.path = path
         self.now_ms = START_MS
         self.ledger = Ledger()
@@ -209,8 +214,11 @@ class _Run:
             engine.acquire_all_shards()
             return node
         edges.forward = lambda commands: self._forward(node, commands)
+        older = self._older.setdefault(index, True) and self.releases.random() < 0.5
+        self._older[index] = older
         node.membership = Membership(store, node.name, f"sim://{node.name}",
-                                     EngineHooks(engine.gain_shard, engine.renewed, engine.drop_shards), LEASES)
+                                     EngineHooks(engine.gain_shard, engine.renewed, engine.drop_shards), LEASES,
+                                     weight=self.releases.choice((1, 1, 2, 3)), rule=1 if older else ASSIGNMENT_RULE)
         node.next_step_ms = self.now_ms
         return node
 
@@ -372,9 +380,16 @@ class _Run:
 
     def _one_owner_per_shard(self) -> list[str]:
         """Once the faults stopped and the membership settled, each shard is served by exactly one node, the one
-        its lease names, at the lease's range id."""
+        its lease names, at the lease's range id, and the one the assignment rule in use (the oldest a live node
+        speaks) gives it, with the live nodes' weights."""
         problems = []
         leases = {lease.shard_id: lease for lease in self.reader.shard_leases()}
+        live = [node for node in self.reader.nodes() if node.lease_until_ms > self.now_ms]
+        owners = assignment(SHARDS, [node.node_id for node in live], {node.node_id: node.weight for node in live},
+                            rule_in_use(node.rule for node in live))
+        problems += [f"shard {shard}: leased to {leases[shard].owner}, assigned to {owner} by rule "
+                     f"{rule_in_use(node.rule for node in live)}" for shard, owner in enumerate(owners)
+                     if leases[shard].owner != owner]
         for shard in range(SHARDS):
             serving = [node for node in self.nodes if node.engine.owns(shard)]
             lease = leases[shard]

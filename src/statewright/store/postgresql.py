@@ -236,17 +236,20 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
 
     # -- nodes
 
-    def register_node(self, node_id: str, address: str, lease_until_ms: int) -> None:
-        self._execute("INSERT INTO nodes VALUES (%s, %s, %s) ON CONFLICT (node_id) DO UPDATE "
-                      "SET address = EXCLUDED.address, lease_until_ms = EXCLUDED.lease_until_ms",
-                      (node_id, address, lease_until_ms))
+    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1
+                      ) -> None:
+        self._execute("INSERT INTO nodes (node_id, address, lease_until_ms, assignment_rule, weight) "
+                      "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (node_id) DO UPDATE "
+                      "SET address = EXCLUDED.address, lease_until_ms = EXCLUDED.lease_until_ms, "
+                      "assignment_rule = EXCLUDED.assignment_rule, weight = EXCLUDED.weight",
+                      (node_id, address, lease_until_ms, rule, weight))
 
     def remove_node(self, node_id: str) -> None:
         self._execute("DELETE FROM nodes WHERE node_id = %s", (node_id,))
 
     def nodes(self) -> list[NodeRecord]:
-        return [NodeRecord(*row) for row in self._rows("SELECT node_id, address, lease_until_ms FROM nodes "
-                                                       "ORDER BY node_id")]
+        return [NodeRecord(*row) for row in self._rows("SELECT node_id, address, lease_until_ms, assignment_rule, "
+                                                       "weight FROM nodes ORDER BY node_id")]
 
     def adopt_cluster_secret(self, check: str, node_id: str, now_ms: int) -> bool:
         with self._transaction() as db:

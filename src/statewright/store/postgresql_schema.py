@@ -176,5 +176,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         "activities, channel); "
         "END $$",
     ),
+    (  # 9: the shard assignment rule each node speaks, and its weight (cluster/membership.py). A node of the previous
+        # release still registers with INSERT ... VALUES of the first three columns: these take their defaults
+        "ALTER TABLE nodes ADD COLUMN assignment_rule integer NOT NULL DEFAULT 1, "
+        "ADD COLUMN weight integer NOT NULL DEFAULT 1",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

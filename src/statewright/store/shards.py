@@ -28,6 +28,8 @@ class NodeRecord:
     node_id: str
     address: str  # the base URL of its API (forwarded calls go there)
     lease_until_ms: int
+    rule: int = 1  # the newest shard assignment rule it speaks (cluster/membership.py; 1 in older releases)
+    weight: int = 1  # its share of the shards relative to the others' (under rule 2 and later)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +78,10 @@ class ShardTable(ABC):
 
     # -- nodes
     @abstractmethod
-    def register_node(self, node_id: str, address: str, lease_until_ms: int) -> None:
-        """Insert or refresh a node's record (it counts as alive until ``lease_until_ms``)."""
+    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1
+                      ) -> None:
+        """Insert or refresh a node's record (it counts as alive until ``lease_until_ms``), with the newest shard
+        assignment rule it speaks and its weight."""
 
     @abstractmethod
     def remove_node(self, node_id: str) -> None: ...

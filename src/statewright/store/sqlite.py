@@ -151,16 +151,19 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
 
     # -- nodes
 
-    def register_node(self, node_id: str, address: str, lease_until_ms: int) -> None:
+    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1
+                      ) -> None:
         with self._transaction() as db:
-            db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?)", (node_id, address, lease_until_ms))
+            db.execute("INSERT OR REPLACE INTO nodes (node_id, address, lease_until_ms, assignment_rule, weight) "
+                       "VALUES (?, ?, ?, ?, ?)", (node_id, address, lease_until_ms, rule, weight))
 
     def remove_node(self, node_id: str) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM nodes WHERE node_id = ?", (node_id,))
 
     def nodes(self) -> list[NodeRecord]:
-        rows = self._db().execute("SELECT node_id, address, lease_until_ms FROM nodes ORDER BY node_id").fetchall()
+        rows = self._db().execute("SELECT node_id, address, lease_until_ms, assignment_rule, weight FROM nodes "
+                                  "ORDER BY node_id").fetchall()
         return [NodeRecord(*row) for row in rows]
 
     # -- executions

@@ -74,5 +74,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     compaction("TEXT"),  # 6
     recompaction(SQLITE, "INTEGER"),  # 7
+    (  # 8: the shard assignment rule each node speaks, and its weight (cluster/membership.py)
+        "ALTER TABLE nodes ADD COLUMN assignment_rule INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE nodes ADD COLUMN weight INTEGER NOT NULL DEFAULT 1",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
