@@ -139,7 +139,8 @@ class Cluster:
     def __init__(self, tmp_path, store: str, size: int = 3, *, stores: list[str] | None = None,
                  advertised: list[str] | None = None, ports: list[int] | None = None) -> None:
         """``stores``: each node's store URL (default ``store``: the chaos run gives each its own link to the
-        database); ``advertised``: the address the others reach each at (default its own endpoint)."""
+        database); ``advertised``: the address the others reach each at (default its own endpoint). A node's
+        ``env`` and ``extra_args`` may be changed before it starts (again): another release, another weight."""
         ports = ports or _distinct_free_ports(size)
         stores = stores or [store] * size
         self.nodes = [ServerProcess(tmp_path / f"node{index}", shards=SHARDS, port=port, extra_args=(
@@ -166,19 +167,24 @@ class Cluster:
             self._clients[index] = client(self.nodes[index].endpoint)
         return self._clients[index]
 
-    def expected_owned(self, live: set[int]) -> dict[int, int]:
-        """How many shards each live node holds once the membership settled."""
+    def expected_owned(self, live: set[int], weights: dict[int, int] | None = None, rule: int = 1
+                       ) -> dict[int, int]:
+        """How many shards each live node holds once the membership settled (assigned by ``rule``, with the
+        nodes' ``weights``, by index: 1 if not given)."""
         ids = {self.addresses[index]: index for index in live}
-        owners = [ids[owner] for owner in assignment(SHARDS, list(ids))]
+        owners = [ids[owner] for owner in assignment(
+            SHARDS, list(ids), {self.addresses[index]: (weights or {}).get(index, 1) for index in live}, rule)]
         return {index: owners.count(index) for index in live}
 
     def owned(self, index: int) -> int:
         return int(metrics(self.nodes[index].endpoint)["statewright_shards_owned"])
 
-    def wait_for_assignment(self, live: set[int] | None = None) -> dict[int, int]:
-        """Wait (bounded) until every live node serves exactly the shards assigned to it: 8 in all."""
+    def wait_for_assignment(self, live: set[int] | None = None, expected: dict[int, int] | None = None
+                            ) -> dict[int, int]:
+        """Wait (bounded) until every live node serves exactly the shards assigned to it (``expected``: by rule 1
+        with equal weights, unless given): 8 in all."""
         live = self.up if live is None else live
-        expected = self.expected_owned(live)
+        expected = expected or self.expected_owned(live)
         deadline = time.monotonic() + SETTLE_S
         while True:
             owned = {index: self.owned(index) for index in live}
