@@ -16,6 +16,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import boto3
 from botocore.config import Config
@@ -67,6 +68,15 @@ def activity_machine(activity_arn: str) -> dict:
         "Retry": [{"ErrorEquals": ["States.Timeout"], "IntervalSeconds": 1, "MaxAttempts": 10}]}}}
 
 
+def redrive_machine(activity_arn: str) -> dict:
+    """Its worker fails the first attempt of each execution (Flaky, not retried): the execution fails, and succeeds
+    once redriven."""
+    return {"StartAt": "Work", "States": {"Work": {
+        "Type": "Task", "Resource": activity_arn, "TimeoutSeconds": 5, "ResultPath": "$.r", "End": True,
+        "Parameters": {"n.$": "$.n", "once.$": "$$.Execution.Id"},
+        "Retry": [{"ErrorEquals": ["States.Timeout"], "IntervalSeconds": 1, "MaxAttempts": 10}]}}}
+
+
 def callback_machine(holder_arn: str) -> dict:
     return {"StartAt": "Ask", "States": {"Ask": {
         "Type": "Task", "Resource": "arn:aws:states:::states:startExecution.waitForTaskToken", "End": True,
@@ -87,7 +97,7 @@ def chain_output(n: int) -> dict:
 
 
 KINDS = ("chain", "wait", "activity", "callback", "fan_out", "nested")
-WITH_DMAP = (*KINDS, "dmap")  # the chaos run's
+CHAOS_KINDS = (*KINDS, "dmap", "redrive")  # the chaos run's
 
 
 def job(kind: str, n: int) -> tuple[dict, dict]:
@@ -97,7 +107,7 @@ def job(kind: str, n: int) -> tuple[dict, dict]:
     if kind == "wait":
         given = {"n": n, "secs": 1 + n % 2}
         return given, {**given, "waited": True}
-    if kind == "activity":
+    if kind in ("activity", "redrive"):
         return {"n": n}, {"n": n, "r": {"twice": 2 * n}}
     if kind == "callback":
         given = {"n": n, "child": f"holder-{n}-{uuid.uuid4().hex[:8]}"}
@@ -137,13 +147,18 @@ def metrics(endpoint: str) -> dict[str, float]:
 
 class Cluster:
     def __init__(self, tmp_path, store: str, size: int = 3, *, stores: list[str] | None = None,
-                 advertised: list[str] | None = None, ports: list[int] | None = None) -> None:
+                 advertised: list[str] | None = None, ports: list[int] | None = None,
+                 dirs: list[Path] | None = None, envs: list[dict[str, str]] | None = None) -> None:
         """``stores``: each node's store URL (default ``store``: the chaos run gives each its own link to the
-        database); ``advertised``: the address the others reach each at (default its own endpoint). A node's
-        ``env`` and ``extra_args`` may be changed before it starts (again): another release, another weight."""
+        database); ``advertised``: the address the others reach each at (default its own endpoint); ``dirs``: each
+        node's data directory (its log beside it; default ``tmp_path/nodeN``); ``envs``: more of each node's
+        environment. A node's ``env`` and ``extra_args`` may be changed before it starts (again): another release,
+        another weight."""
         ports = ports or _distinct_free_ports(size)
         stores = stores or [store] * size
-        self.nodes = [ServerProcess(tmp_path / f"node{index}", shards=SHARDS, port=port, extra_args=(
+        dirs = dirs or [tmp_path / f"node{index}" for index in range(size)]
+        envs = envs or [{}] * size
+        self.nodes = [ServerProcess(dirs[index], shards=SHARDS, port=port, env=envs[index], extra_args=(
             "--store", stores[index], "--cluster-secret", SECRET, "--lease-ms", str(LEASE_MS), "--lease-renew-ms",
             str(RENEW_MS), *(("--advertise", advertised[index]) if advertised else ())))
             for index, port in enumerate(ports)]
@@ -259,6 +274,10 @@ class Workload:
             "nested": self._machine(sfn, "nested", nested_machine(chain))}
         if "dmap" in kinds:
             self.machines["dmap"] = self._machine(sfn, "dmap", DMAP)
+        if "redrive" in kinds:
+            self.machines["redrive"] = self._machine(sfn, "redrive", redrive_machine(self.activity))
+        self.failed_once: set[str] = set()  # redrive executions whose first attempt the worker failed
+        self.redriven: set[str] = set()
         self.acknowledged: dict[str, tuple[str, dict]] = {}  # execution ARN -> (kind, expected output)
         self.callbacks: list[tuple[str, int]] = []  # (holder execution ARN, n) still to answer
         self.errors: list[str] = []
@@ -272,6 +291,8 @@ class Workload:
         for index in sorted(polled):
             self._spawn(self._worker, index, client(cluster.nodes[index].endpoint))
         self._spawn(self._answer_callbacks)
+        if "redrive" in kinds:
+            self._spawn(self._redrive_failed)
 
     def _machine(self, sfn, name: str, definition: dict) -> str:
         return sfn.create_state_machine(name=f"{name}-{self.prefix}", definition=json.dumps(definition),
@@ -345,7 +366,10 @@ class Workload:
                 raise
             if not task.get("taskToken"):
                 continue
-            output = json.dumps({"twice": 2 * json.loads(task["input"])["n"]})
+            given = json.loads(task["input"])
+            if "once" in given and self._fail_first(task["taskToken"], given["once"]):
+                continue
+            output = json.dumps({"twice": 2 * given["n"]})
             try:  # any node: the token carries its shard, and the call reaches its owner
                 self.cluster.any_node("send_task_success", taskToken=task["taskToken"], output=output)
             except ClientError as exc:
@@ -354,6 +378,36 @@ class Workload:
                 continue
             with self._lock:
                 self.tasks_done += 1
+
+    def _fail_first(self, token: str, execution_arn: str) -> bool:
+        """Fail the first attempt of a redrive execution (True), not the later ones (False)."""
+        with self._lock:
+            if execution_arn in self.failed_once:
+                return False
+            self.failed_once.add(execution_arn)
+        try:
+            self.cluster.any_node("send_task_failure", taskToken=token, error="Flaky",
+                                  cause="fails once, and succeeds once redriven")
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TaskTimedOut":
+                raise
+            with self._lock:  # not failed after all (timed out meanwhile): its retry is failed instead
+                self.failed_once.discard(execution_arn)
+        return True
+
+    def _redrive_failed(self) -> None:
+        """Redrive each redrive execution once it failed (a client token makes a retried call the same redrive)."""
+        while not self.stopping.is_set():
+            with self._lock:
+                waiting = [arn for arn, (kind, _) in self.acknowledged.items()
+                           if kind == "redrive" and arn not in self.redriven]
+            for arn in waiting:
+                if self.cluster.any_node("describe_execution", executionArn=arn)["status"] == "FAILED":
+                    self.cluster.any_node("redrive_execution", executionArn=arn,
+                                          clientToken=f"redrive-{arn.rsplit(':', 1)[1]}"[:64])
+                    with self._lock:
+                        self.redriven.add(arn)
+            time.sleep(0.2)
 
     def _answer_callbacks(self) -> None:
         while not self.stopping.is_set():
@@ -384,8 +438,7 @@ class Workload:
         while open_arns:
             assert not self.errors, self.errors
             for arn in sorted(open_arns):
-                described = self.cluster.any_node("describe_execution", executionArn=arn)
-                if described["status"] != "RUNNING":
+                if self.closed(arn):
                     open_arns.discard(arn)
             assert time.monotonic() < deadline, (
                 f"{len(open_arns)} executions still running, e.g. {sorted(open_arns)[:3]}; logs: {self.cluster.logs()}")
@@ -409,6 +462,12 @@ class Workload:
             1 for k, _ in self.acknowledged.values() if k == "chain")
         assert len(self.list_executions(self.holder)) == sum(
             1 for k, _ in self.acknowledged.values() if k == "callback")
+
+    def closed(self, arn: str) -> bool:
+        """Whether an acknowledged execution is done: closed, and a redrive execution once it succeeded (it fails
+        first)."""
+        status = self.cluster.any_node("describe_execution", executionArn=arn)["status"]
+        return status == "SUCCEEDED" or (status != "RUNNING" and self.acknowledged[arn][0] != "redrive")
 
     def history(self, arn: str) -> list[dict]:
         return self._all_pages("get_execution_history", "events", executionArn=arn)
