@@ -46,7 +46,7 @@ def start(engine: Engine, name: str, seconds: int, mode: str) -> tuple[str, Futu
 
 
 def started(engine: Engine) -> list[str]:
-    return [arn for _, arn, _, events in engine.logged for event in events if event["type"] == "ExecutionStarted"]
+    return [arn for _, arn, _, events, _ in engine.logged for event in events if event["type"] == "ExecutionStarted"]
 
 
 def test_a_sync_start_answers_with_the_result_once_closed_and_writes_nothing(store):
@@ -61,7 +61,7 @@ def test_a_sync_start_answers_with_the_result_once_closed_and_writes_nothing(sto
     assert reply.result() == {"status": "SUCCEEDED", "start_ms": T0_MS, "stop_ms": T0_MS + 10_000,
                               "input": '{"s": 10}', "output": '{"s": 10}', "error": None, "cause": None}
     assert arn not in engine.express.runs
-    assert [event["type"] for _, _, _, events in engine.logged for event in events] == [
+    assert [event["type"] for _, _, _, events, _ in engine.logged for event in events] == [
         "ExecutionStarted", "PassStateEntered", "PassStateExited", "WaitStateEntered", "WaitStateExited",
         "ExecutionSucceeded"]
 
