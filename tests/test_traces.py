@@ -6,10 +6,12 @@ spans for the calls, the context carried to HTTP Tasks (traceparent), local Lamb
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 import uuid
 from collections import Counter
+from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -137,6 +139,8 @@ def test_a_traced_execution_has_a_span_per_run_state_iteration_attempt_and_call(
     arn = sfn.start_execution(stateMachineArn=machine(sfn, definition),
                               input=json.dumps({"items": [1, 2, 3]}))["executionArn"]
     assert wait_closed(sfn, arn)["status"] == "SUCCEEDED"
+    assert all(set(event) <= {"id", "previousEventId", "timestamp", "type"} | {
+        key for key in event if key.endswith("EventDetails")} for event in history(sfn, arn))  # AWS's keys only
     run = run_span(receiver, arn)
     assert run["parent_span_id"] is None and run["kind"] == SERVER
     assert run["resource"]["service.name"] == "statewright"
@@ -179,6 +183,57 @@ def test_a_traced_execution_has_a_span_per_run_state_iteration_attempt_and_call(
     assert len(sent) == 2
     assert {headers["traceparent"] for headers in sent} == {
         f"00-{trace}-{span['span_id']}-01" for span in calls}
+
+
+def test_branches_and_iterations_that_run_at_once_each_keep_their_own_spans(sfn, receiver):
+    """Their events interleave in the history (previousEventId follows the commits, not the branches): each state's
+    span is still its own, under its branch's Parallel or its iteration, for as long as it ran; an iteration that
+    fails is an error, and the one cut short by it is too."""
+    definition = {"StartAt": "Par", "States": {
+        "Par": {"Type": "Parallel", "Next": "Each", "ResultPath": None, "Branches": [
+            {"StartAt": "Long", "States": {"Long": {"Type": "Wait", "Seconds": 2, "Next": "AfterLong"},
+                                           "AfterLong": {"Type": "Pass", "End": True}}},
+            {"StartAt": "Short", "States": {"Short": {"Type": "Wait", "Seconds": 1, "Next": "AfterShort"},
+                                            "AfterShort": {"Type": "Pass", "End": True}}}]},
+        "Each": {"Type": "Map", "ItemsPath": "$.items", "Next": "Done", "ResultPath": None,
+                 "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Recovered"}],
+                 "ItemProcessor": {"StartAt": "Sort", "States": {
+                     "Sort": {"Type": "Choice", "Choices": [{"Variable": "$", "StringEquals": "bad",
+                                                            "Next": "Broken"}], "Default": "Nap"},
+                     "Nap": {"Type": "Wait", "SecondsPath": "$", "End": True},
+                     "Broken": {"Type": "Fail", "Error": "Bad", "Cause": "a bad item"}}}},
+        "Recovered": {"Type": "Pass", "Next": "Done"},
+        "Done": {"Type": "Pass", "End": True}}}
+    arn = sfn.start_execution(stateMachineArn=machine(sfn, definition),
+                              input=json.dumps({"items": [2, 1, "bad"]}))["executionArn"]
+    wait_closed(sfn, arn)
+    run = run_span(receiver, arn)
+    spans = receiver.wait_for(lambda span: span["trace_id"] == run["trace_id"], count=17)
+    by_id = {span["span_id"]: span for span in spans}
+
+    def seconds(span: dict) -> float:
+        return (span["end_ns"] - span["start_ns"]) / 1e9
+
+    named = {span["name"]: span for span in spans if span["name"] not in ("Sort", "Nap", "Broken")}
+    assert 2 <= seconds(named["Long"]) < 2.5 and 1 <= seconds(named["Short"]) < 1.5
+    for name in ("Long", "AfterLong", "Short", "AfterShort"):
+        assert by_id[named[name]["parent_span_id"]]["name"] == "Par"
+    # The Map's items 2 and 1 slept in their own iterations, until item "bad" failed its iteration, 0 s in: the
+    # Map failed (caught), and the sleeping iterations were cut short
+    iterations = {span["attributes"]["aws.stepfunctions.map.iteration"]: span for span in spans
+                  if span["name"].startswith("iteration")}
+    inside = {index: sorted(span["name"] for span in spans if span["parent_span_id"] == iteration["span_id"])
+              for index, iteration in iterations.items()}
+    assert inside == {0: ["Nap", "Sort"], 1: ["Nap", "Sort"], 2: ["Broken", "Sort"]}
+    assert iterations[2]["status"] == ERROR and iterations[2]["attributes"]["aws.stepfunctions.error"] == (
+        "MapIterationFailed")
+    for index in (0, 1):
+        assert iterations[index]["status"] == ERROR  # aborted by the failure
+        nap = next(span for span in spans if span["name"] == "Nap" and span["parent_span_id"] == iterations[index][
+            "span_id"])
+        assert nap["status"] == ERROR and seconds(nap) < 1
+    assert named["Each"]["status"] == ERROR and named["Recovered"]["status"] != ERROR
+    assert run["status"] != ERROR
 
 
 def test_a_lambda_function_gets_x_rays_header_and_a_nested_execution_joins_the_trace(sfn, receiver, endpoint):
@@ -293,7 +348,7 @@ def test_spans_of_an_execution_that_outlived_its_server_keep_their_parents(tmp_p
     assert nap["end_ns"] - nap["start_ns"] >= 3_000_000_000
 
 
-def test_spans_rebuilt_from_any_point_of_a_history_are_the_rest_of_those_read_from_its_start(sfn, endpoint):
+def test_spans_rebuilt_from_any_point_of_a_history_are_the_rest_of_those_read_from_its_start(server, sfn, endpoint):
     """What a node that takes an execution over mid-way (a restart, a shard moved) exports: its open spans rebuilt
     from the stored history, then exactly the spans the events after that point end, with the same ids."""
     key = uuid.uuid4().hex[:8]
@@ -311,16 +366,22 @@ def test_spans_rebuilt_from_any_point_of_a_history_are_the_rest_of_those_read_fr
     arn = machine(sfn, definition)
     started = sfn.start_execution(stateMachineArn=arn, input=json.dumps({"items": [1, 2]}))["executionArn"]
     assert wait_closed(sfn, started)["status"] == "SUCCEEDED"
-    events = [{"id": event["id"], "previousEventId": event["previousEventId"], "type": event["type"],
-               "timestamp": int(event["timestamp"].timestamp() * 1000),
-               **{key: value for key, value in event.items() if key.endswith("EventDetails")}}
-              for event in history(sfn, started)]
+    events = stored_history(server, started)  # as a node taking the execution over reads it: with their flows
+    assert len(events) == len(history(sfn, started))
     whole = _spans(arn, started, events, 0)
-    assert len({span.span_id for span in whole}) == len(whole)
+    assert len(whole) == 16 and len({span.span_id for span in whole}) == len(whole)
     assert all(span.parent_id is None or span.parent_id in {other.span_id for other in whole} for span in whole)
     for cut in range(1, len(events)):
         assert _spans(arn, started, events, cut) == [span for span in whole if span.end_ms >= 0 and
                                                      _ended_at(arn, started, events, span) >= cut]
+
+
+def stored_history(server: ServerProcess, execution_arn: str) -> list[dict]:
+    """The execution's history events as the server stored them (its SQLite file, read beside it)."""
+    with closing(sqlite3.connect(server.data_dir / "statewright.db")) as db:
+        rows = db.execute("SELECT events FROM history WHERE execution_arn = ? ORDER BY first_event_id",
+                          (execution_arn,)).fetchall()
+    return [event for (blob,) in rows for event in json.loads(blob)]
 
 
 def _spans(machine_arn: str, execution_arn: str, events: list[dict], cut: int) -> list:

@@ -134,6 +134,7 @@ def serve(config: ServerConfig) -> int:
         connections = Connections(config.connections)
         functions = LocalFunctions(config.functions)
         webhooks = read_webhooks(config.webhooks) if config.webhooks else []
+        otlp = endpoint_of(config.otlp_endpoint)
         store, lock, where = _open(config, address)
     except (DataDirInUse, DataDirUnusable, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError,
             OSError) as exc:  # InvalidFunctions and InvalidWebhooks are ValueErrors
@@ -163,7 +164,6 @@ def serve(config: ServerConfig) -> int:
             store.close()
             return 1
 
-    otlp = endpoint_of(config.otlp_endpoint)
     tracing = None if otlp is None else Tracing(otlp, address)
 
     def join(engine: Engine) -> Cluster:
@@ -194,7 +194,7 @@ def serve(config: ServerConfig) -> int:
     engine.metrics.count_open_executions(store.open_count, None if membership is None else RECOUNT_OPEN_S)
     # The API, then serve.
     app = App(service, config.region, virtual)
-    _report(config, service, store, where, address, functions, mocks, virtual)
+    _report(config, service, store, where, address, functions, mocks, virtual, tracing)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
                                     lifespan="on", proxy_headers=False, server_header=False,
                                     http=protocol_class(config.http),
@@ -387,7 +387,7 @@ def _reachable_host(host: str) -> str:
 
 
 def _report(config: ServerConfig, service: Service, store: Store, where: str, address: str, functions: LocalFunctions,
-            mocks: MockConfig | None, virtual: VirtualClock | None) -> None:
+            mocks: MockConfig | None, virtual: VirtualClock | None, tracing: Tracing | None) -> None:
     """What the node serves and the settings that matter, logged as it starts."""
     limits = config.limits
     event(log, "store", "data in %s", where, store=where, shards=config.shards)
@@ -414,10 +414,9 @@ def _report(config: ServerConfig, service: Service, store: Store, where: str, ad
           http_calls_concurrent_max=limits.http_calls_concurrent_max,
           evaluation_steps_max=limits.evaluation_steps_max, evaluation_ms_max=limits.evaluation_ms_max,
           connections_max=config.http.connections_max)
-    otlp = endpoint_of(config.otlp_endpoint)
-    if otlp is not None:
-        event(log, "traces", "traces of state machines with tracing enabled go to %s (OTLP/HTTP)", otlp,
-              endpoint=otlp)
+    if tracing is not None:
+        event(log, "traces", "traces of state machines with tracing enabled go to %s (OTLP/HTTP)", tracing.endpoint,
+              endpoint=tracing.endpoint)
     if virtual is not None:
         event(log, "clock", "virtual clock at %s; move it with `statewright clock advance 1d --endpoint-url "
               "http://%s:%d`", iso(virtual()), config.host, config.port, clock=iso(virtual()))

@@ -13,7 +13,7 @@ from ..asl.states import TaskState
 from ..decider import map_runs as decider_map_runs
 from ..decider import trace_context
 from ..decider.execution import ExecutionState, redrive_status
-from ..decider.step import without_data
+from ..decider.step import FLOW_KEY, without_data
 from ..engine import commands
 from ..engine.express import ASYNC, SYNC
 from ..engine.routing import route
@@ -378,6 +378,7 @@ async def get_execution_history(service: Service, params: dict, scope: Scope) ->
     include_data = params.get("includeExecutionData", True)
     for event in events:
         event["timestamp"] = seconds(event["timestamp"])
+        event.pop(FLOW_KEY, None)  # a traced execution's own bookkeeping (decider/step.py)
         if not include_data:
             for key, details in event.items():
                 if key.endswith("EventDetails"):

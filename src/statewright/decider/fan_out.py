@@ -34,7 +34,7 @@ def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, 
     flow = step.flows[flow_id]
     halted_id = step.resuming.get(flow_id)
     if halted_id is not None:
-        _reenter(step, flow, step.resumed[halted_id].fan)
+        _reenter(step, flow_id, step.resumed[halted_id].fan)
         return
     if isinstance(state, MapState):
         _, inputs, limit = map_inputs(step, flow_id, state, data, context)
@@ -47,7 +47,7 @@ def enter(step: Step, flow_id: str, state: ParallelState | MapState, data: Any, 
         if state.parameters is not None:
             effective = step.note("afterParameters", state.parameters.render(effective, context, step.seed_of(flow)))
         inputs = [effective] * len(state.branches)
-    started = step.emit("ParallelStateStarted", None, None)
+    started = step.emit("ParallelStateStarted", None, None, flow=flow_id)
     flow.fan = FanOut("parallel", inputs, [None] * len(inputs), 0, 0, 0, data, started)
 
 
@@ -83,15 +83,17 @@ def _allowed(limit: int) -> int:
 
 def start_map(step: Step, flow_id: str, inputs: list[Any], limit: int, data: Any) -> None:
     """Record a Map's fan-out over its iterations' inputs."""
-    started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(inputs)})
+    started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(inputs)}, flow=flow_id)
     step.flows[flow_id].fan = FanOut("map", inputs, [None] * len(inputs), 0, 0, limit, data, started)
 
 
-def _reenter(step: Step, flow: Flow, before: FanOut) -> None:
+def _reenter(step: Step, flow_id: str, before: FanOut) -> None:
+    flow = step.flows[flow_id]
     if before.kind == "parallel":
-        started = step.emit("ParallelStateStarted", None, None)
+        started = step.emit("ParallelStateStarted", None, None, flow=flow_id)
     else:
-        started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(before.inputs)})
+        started = step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": len(before.inputs)},
+                            flow=flow_id)
     flow.fan = FanOut(before.kind, before.inputs, list(before.results), before.next_index, 0, before.max_concurrency,
                       flow.data, started, dict(before.texts))
 
@@ -206,7 +208,7 @@ def add_child(step: Step, flow_id: str, state: ParallelState | MapState, index: 
     else:
         machine = state.processor
         previous = step.emit("MapIterationStarted", "mapIterationStartedEventDetails",
-                             {"name": state.name, "index": index})
+                             {"name": state.name, "index": index}, flow=child_id)
     step.flows[child_id] = Flow(machine.index, flow_id, index)
     fan.running += 1
     return child_id, machine.start_at, previous
@@ -220,7 +222,7 @@ def join(step: Step, flow_id: str, state: ParallelState | MapState) -> Outcome:
     """Every child succeeded: the results, through ResultSelector, ResultPath and OutputPath, are the output."""
     flow = step.flows[flow_id]
     fan, flow.fan = flow.fan, None
-    step.emit(f"{state.type}StateSucceeded", None, None)
+    step.emit(f"{state.type}StateSucceeded", None, None, flow=flow_id)
     # AWS points the Exited event where Succeeded points: at the last event of the branches.
     exited_previous = step.decision.effects.events[-1]["previousEventId"]
     _join_texts(step, flow_id, fan)
@@ -268,7 +270,7 @@ def child_succeeded(step: Step, flow_id: str, output: Any) -> str:
     parent.fan.running -= 1
     if parent.fan.kind == "map":
         step.emit("MapIterationSucceeded", "mapIterationSucceededEventDetails",
-                  {"name": parent.state, "index": flow.slot})
+                  {"name": parent.state, "index": flow.slot}, flow=flow_id)
     return flow.parent
 
 
@@ -280,7 +282,7 @@ def child_failed(step: Step, flow_id: str) -> str:
     is_map = parent.fan.kind == "map"
     if is_map:
         step.emit("MapIterationFailed", "mapIterationFailedEventDetails",
-                  {"name": parent.state, "index": step.flows[flow_id].slot})
+                  {"name": parent.state, "index": step.flows[flow_id].slot}, flow=flow_id)
     _drop_children(step, parent_id, aborted_event=is_map, skip=flow_id)
     _drop_flow(step, flow_id)
     parent.fan = None
@@ -309,5 +311,5 @@ def _drop_children(step: Step, parent_id: str, aborted_event: bool, skip: str | 
     for child_id in [fid for fid, flow in step.flows.items() if flow.parent == parent_id and fid != skip]:
         if aborted_event:
             step.emit("MapIterationAborted", "mapIterationAbortedEventDetails",
-                      {"name": parent.state, "index": step.flows[child_id].slot})
+                      {"name": parent.state, "index": step.flows[child_id].slot}, flow=child_id)
         _drop_flow(step, child_id)

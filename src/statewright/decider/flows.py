@@ -51,7 +51,8 @@ def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int |
             step.hold(flow, data)
             return
         entered_id = step.emit(f"{state.type}StateEntered", "stateEnteredEventDetails",
-                               {"name": name, "input": text, "inputDetails": NO_DETAILS}, previous_event_id)
+                               {"name": name, "input": text, "inputDetails": NO_DETAILS}, previous_event_id,
+                               flow=flow_id)
         previous_event_id = None
         flow.state, flow.entered_id = name, entered_id
         step.hold(flow, data)

@@ -43,7 +43,7 @@ def evaluate(step: Step, flow_id: str, state: State, data: Any) -> Outcome | Non
         return leave_wait(step, flow_id, state, data)
     if isinstance(state, SucceedState):
         output = step.jsonata(flow_id, state, "Output", data, data)
-        step.emit_exited(state, output)
+        step.emit_exited(state, output, flow_id)
         return End(output)
     if isinstance(state, FailState):
         error = step.jsonata(flow_id, state, "Error", data, None)

@@ -66,7 +66,7 @@ def _wait(step: Step, flow_id: str, state: WaitState, data: Any, context: Any) -
 def _succeed(step: Step, flow_id: str, state: SucceedState, data: Any, context: Any) -> Outcome:
     effective = step.note("afterInputPath", select(state.input_path, data, context))
     output = select(state.output_path, effective, context)
-    step.emit_exited(state, output)
+    step.emit_exited(state, output, flow_id)
     return End(output)
 
 

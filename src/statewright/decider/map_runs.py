@@ -105,9 +105,9 @@ def _redrive(step: Step, flow_id: str, run_arn: str) -> Outcome:
     parent records MapRunRedriven instead of MapRunStarted. Inferred: the events around it, as for a run's start,
     and its redriveCount, the parent's (a run is redriven with its parent)."""
     execution = step.execution
-    step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": 0})
+    step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": 0}, flow=flow_id)
     scheduled_id = step.emit("MapRunRedriven", "mapRunRedrivenEventDetails",
-                             {"mapRunArn": run_arn, "redriveCount": execution.redrive_count})
+                             {"mapRunArn": run_arn, "redriveCount": execution.redrive_count}, flow=flow_id)
     step.flows[flow_id].task = TaskAttempt(scheduled_id, child=run_arn)
     step.add_dispatch(f"run-{scheduled_id}", {"kind": DispatchKind.MAP_RUN, "execution": execution.arn,
                                               "scheduled_id": scheduled_id, "run": run_arn, "redrive": True})
@@ -127,13 +127,14 @@ def _where(step: Step, flow_id: str, state: MapState, parameters: Any, data: Any
 def _run_started(step: Step, flow_id: str, state: MapState, length: int) -> int:
     """MapStateStarted and MapRunStarted; the flow waits on the run from now on. Returns the attempt's id."""
     execution = step.execution
-    step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": length})
+    step.emit("MapStateStarted", "mapStateStartedEventDetails", {"length": length}, flow=flow_id)
     scheduled_id = execution.next_event_id
     root = _root_machine(execution.state_machine_arn)
     # Without a Label AWS names the children's state machine with a UUID (the recordings hide it as one)
     label = state.distributed.label or named_uuid(f"{root}|{state.name}")
     run_arn = f"{root.replace(':stateMachine:', ':mapRun:', 1)}/{label}:{named_uuid(f'{execution.arn}|{scheduled_id}')}"
-    assert step.emit("MapRunStarted", "mapRunStartedEventDetails", {"mapRunArn": run_arn}) == scheduled_id
+    assert step.emit("MapRunStarted", "mapRunStartedEventDetails", {"mapRunArn": run_arn},
+                     flow=flow_id) == scheduled_id
     step.flows[flow_id].task = TaskAttempt(scheduled_id, child=run_arn)
     return scheduled_id
 
@@ -241,8 +242,8 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
                                                                 "error": result.error, "cause": result.cause})
     started_id, flow.task = task.scheduled_id, None
     if isinstance(result, AttemptSucceeded):
-        step.emit("MapRunSucceeded", None, None)
-        step.emit("MapStateSucceeded", None, None)
+        step.emit("MapRunSucceeded", None, None, flow=flow_id)
+        step.emit("MapStateSucceeded", None, None, flow=flow_id)
         results = loads(result.output)
         step.known(results, result.output)
         try:
@@ -262,7 +263,7 @@ def answered(step: Step, flow_id: str, result: AttemptResult) -> Outcome:
         flow.task = task
         step.halt(flow_id)
         flow.task = None
-    step.emit("MapRunFailed", "mapRunFailedEventDetails", without_none(result.error, result.cause))
+    step.emit("MapRunFailed", "mapRunFailedEventDetails", without_none(result.error, result.cause), flow=flow_id)
     return retry_catch.state_failed(step, flow_id, state, result.error, result.cause)
 
 

@@ -40,7 +40,7 @@ def state_failed(step: Step, flow_id: str, state: ParallelState | MapState, erro
     outcome = retry(step, flow_id, state, error, cause)
     if outcome is not None:
         return outcome
-    step.emit(f"{state.type}StateFailed", None, None)
+    step.emit(f"{state.type}StateFailed", None, None, flow=flow_id)
     return catch(step, flow_id, state, error, cause)
 
 

@@ -42,6 +42,7 @@ _MARKERS = frozenset({"MapIterationSucceeded", "MapIterationFailed", "MapIterati
 _POINT_PAST_MARKERS = frozenset({"MapIterationStarted", "MapStateStarted", "ParallelStateStarted", "MapStateFailed",
                                  "ParallelStateFailed"})
 _CLOSING = frozenset({"ExecutionSucceeded", "ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut"})
+FLOW_KEY = "flow"  # a traced execution's event: the flow it happened in (not AWS's: GetExecutionHistory drops it)
 _ABSENT = object()
 
 
@@ -137,7 +138,10 @@ class Step:
     # -- history, timers, dispatches
 
     def emit(self, event_type: str, details_key: str | None, details: dict | None,
-             previous_event_id: int | None = None) -> int:
+             previous_event_id: int | None = None, *, flow: str | None = None) -> int:
+        """Record a history event; ``flow``: the flow it belongs to (a state's, a task attempt's, an iteration's),
+        kept with the event of a traced execution (``FLOW_KEY``, left out of the API's history) so that its spans
+        nest where the event happened: previousEventId follows the commits, not the branches."""
         execution = self.execution
         event_id = execution.next_event_id
         if event_id >= HISTORY_EVENTS_MAX and event_type not in _CLOSING:
@@ -149,6 +153,8 @@ class Step:
         event = {"timestamp": self.now_ms, "type": event_type, "id": event_id, "previousEventId": previous_event_id}
         if details_key is not None:
             event[details_key] = details
+        if flow is not None and execution.trace is not None:
+            event[FLOW_KEY] = flow
         self.decision.effects.events.append(event)
         execution.next_event_id = event_id + 1
         if event_type not in _MARKERS:
@@ -490,12 +496,14 @@ class Step:
     # -- leaving a state
 
     def emit_exited(self, state: State, output: Any, flow_id: str | None = None,
-                    assigned: dict[str, Any] | None = None, previous_event_id: int | None = None) -> None:
+                    assigned: dict[str, Any] | None = None, previous_event_id: int | None = None, *,
+                    flow: str | None = None) -> None:
         details = {"name": state.name, "output": self.json_of(output, state.name), "outputDetails": NO_DETAILS}
         if assigned:
             details["assignedVariables"] = {name: dumps(value) for name, value in assigned.items()}
             details["assignedVariablesDetails"] = NO_DETAILS
-        self.emit(f"{state.type}StateExited", "stateExitedEventDetails", details, previous_event_id)
+        self.emit(f"{state.type}StateExited", "stateExitedEventDetails", details, previous_event_id,
+                  flow=flow_id if flow is None else flow)
         if assigned:
             self.flows[flow_id].variables.update(assigned)
 

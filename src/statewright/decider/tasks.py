@@ -64,7 +64,7 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
         details["heartbeatInSeconds"] = heartbeat_s
     if role_arn is not None:  # the role the call is made as, whichever form of Credentials gave it (AWS's recordings)
         details["taskCredentials"] = {"roleArn": role_arn}
-    assert step.emit(*event, details) == scheduled_id
+    assert step.emit(*event, details, flow=flow_id) == scheduled_id
     task = flow.task = TaskAttempt(scheduled_id, heartbeat_ms=None if heartbeat_s is None else heartbeat_s * 1000)
     deadline_ms = None if timeout_s is None else timeout_s * 1000
     call_ms = None  # how long the call itself may take (the integration gives up on it then)
@@ -163,12 +163,13 @@ def start(step: Step, flow_id: str, worker_name: str | None) -> None:
     task.started = True
     step.remove_dispatch(str(task.scheduled_id))
     if state.integration == "activity":
-        step.emit("ActivityStarted", "activityStartedEventDetails", {"workerName": worker_name} if worker_name else {})
+        step.emit("ActivityStarted", "activityStartedEventDetails", {"workerName": worker_name} if worker_name else {},
+                  flow=flow_id)
     elif state.integration == LAMBDA_FUNCTION:
-        step.emit("LambdaFunctionStarted", None, {})
+        step.emit("LambdaFunctionStarted", None, {}, flow=flow_id)
     else:
         step.emit("TaskStarted", "taskStartedEventDetails",
-                  {"resourceType": state.integration, "resource": _resource_name(state)})
+                  {"resourceType": state.integration, "resource": _resource_name(state)}, flow=flow_id)
     if task.heartbeat_ms is not None:
         task.last_beat_ms = step.now_ms
         _add_timer(step, task, TimerKind.HEARTBEAT.id(task.scheduled_id), step.now_ms + task.heartbeat_ms)
@@ -193,7 +194,7 @@ def submit(step: Step, flow_id: str, output: Any, job: Any = None) -> None:
         task.child = output["ExecutionArn"]
     step.emit("TaskSubmitted", "taskSubmittedEventDetails",
               {"resourceType": state.integration, "resource": _resource_name(state), "output": dumps(output),
-               "outputDetails": {"truncated": False}})
+               "outputDetails": {"truncated": False}}, flow=flow_id)
 
 
 def submit_mocked(step: Step, flow_id: str) -> None:
@@ -263,11 +264,12 @@ def succeeded(step: Step, flow_id: str, output_text: str) -> Outcome:
     state = step.state_of(flow)
     end(step, flow_id)
     if state.integration in _OWN_EVENTS:
-        step.emit(*_event(state, "Succeeded"), {"output": output_text, "outputDetails": {"truncated": False}})
+        step.emit(*_event(state, "Succeeded"), {"output": output_text, "outputDetails": {"truncated": False}},
+                  flow=flow_id)
     else:
         step.emit("TaskSucceeded", "taskSucceededEventDetails",
                   {"resourceType": state.integration, "resource": _resource_name(state), "output": output_text,
-                   "outputDetails": {"truncated": False}})
+                   "outputDetails": {"truncated": False}}, flow=flow_id)
     try:
         output, assigned = step.shape_result(flow_id, state, flow.data, loads(output_text))
     except StatesError as failure:
@@ -282,11 +284,11 @@ def failed(step: Step, flow_id: str, error: str | None, cause: str | None, timed
     end(step, flow_id, abandoned=timed_out)
     details = without_none(error, cause)
     if state.integration in _OWN_EVENTS:
-        step.emit(*_event(state, "TimedOut" if timed_out else "Failed"), details)
+        step.emit(*_event(state, "TimedOut" if timed_out else "Failed"), details, flow=flow_id)
     else:
         kind = "TaskTimedOut" if timed_out else "TaskFailed"
         step.emit(kind, f"task{kind[4:]}EventDetails",
-                  {"resourceType": state.integration, "resource": _resource_name(state), **details})
+                  {"resourceType": state.integration, "resource": _resource_name(state), **details}, flow=flow_id)
     return retry_catch.on_error(step, flow_id, state, error, cause, alias)
 
 

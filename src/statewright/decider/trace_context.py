@@ -43,7 +43,9 @@ def joined(header: str) -> str | bool | None:
         trace, parent, flags = match.groups()
         if int(flags, 16) & 1 == 0:
             return False
-        return None if set(trace) == {"0"} else f"{trace}-{parent}"
+        if set(trace) == {"0"}:
+            return None
+        return trace if set(parent) == {"0"} else f"{trace}-{parent}"
     fields = {}
     for part in header.split(";"):
         key, _, value = part.strip().partition("=")
@@ -51,11 +53,11 @@ def joined(header: str) -> str | bool | None:
     if fields.get("sampled") == "0":
         return False
     root = _XRAY_ROOT.fullmatch(fields.get("root", ""))
-    if root is None:
+    if root is None or set(root.group(1) + root.group(2)) == {"0"}:  # all zero: no trace (W3C's rule)
         return None
     trace = root.group(1) + root.group(2)
     parent = fields.get("parent", "")
-    return f"{trace}-{parent}" if _SPAN_ID.fullmatch(parent) else trace
+    return f"{trace}-{parent}" if _SPAN_ID.fullmatch(parent) and set(parent) != {"0"} else trace
 
 
 def trace_id(trace: str) -> str:

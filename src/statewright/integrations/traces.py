@@ -26,6 +26,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..decider import trace_context
 from ..decider.outcomes import AttemptFailed
@@ -34,6 +35,7 @@ from .trace_spans import FinishedSpan, Track
 
 log = logging.getLogger("statewright.traces")
 
+CLOSE_S = 3.0  # how long a stopping server waits for the spans still queued to be exported
 QUEUED_EVENTS_MAX = 100_000  # history events waiting to become spans; past it the oldest are dropped
 TRACKS_MAX = 10_000  # executions whose open spans are kept; the least recently seen is rebuilt when it comes back
 SPANS_QUEUED_MAX = 65_536  # finished spans waiting for the exporter (the SDK's batch processor's queue)
@@ -42,8 +44,14 @@ ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 def endpoint_of(given: str | None) -> str | None:
     """The OTLP/HTTP endpoint spans go to: ``--otlp-endpoint``, else the standard environment variable (None:
-    no export)."""
-    return given or os.environ.get(ENDPOINT_ENV) or None
+    no export). ValueError for one that is not an http(s) URL."""
+    endpoint = given or os.environ.get(ENDPOINT_ENV) or None
+    if endpoint is not None:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"the OTLP endpoint {endpoint!r} is not an http or https URL (e.g. "
+                             "http://127.0.0.1:4318); fix --otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT")
+    return endpoint
 
 
 class Tracing:
@@ -62,8 +70,11 @@ class Tracing:
         self.endpoint = url
         self.resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "statewright"),
                                          "service.instance.id": node_id})
-        self.processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=url), max_queue_size=SPANS_QUEUED_MAX)
-        self.provider = TracerProvider(resource=self.resource)
+        self.exporter = OTLPSpanExporter(endpoint=url)
+        self.processor = BatchSpanProcessor(self.exporter, max_queue_size=SPANS_QUEUED_MAX)
+        # Stopped by ``close``, within CLOSE_S, not at the interpreter's exit (where an endpoint that does not
+        # answer would hold the process for the exporter's retries of every batch)
+        self.provider = TracerProvider(resource=self.resource, shutdown_on_exit=False)
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("statewright")
 
@@ -90,8 +101,17 @@ class Tracing:
             instrumentation_scope=InstrumentationScope("statewright")))
 
     def close(self) -> None:
-        """Export what is queued (a few seconds at most), then stop."""
-        self.provider.force_flush(5_000)
+        """Export what is queued, for CLOSE_S at most (what is left then is dropped), then stop."""
+        closing = threading.Thread(target=self._close, name="statewright-traces-close", daemon=True)
+        closing.start()
+        closing.join(CLOSE_S)
+        if closing.is_alive():
+            log.warning("stopping without the traces still queued: %s did not take them within %g s",
+                        self.endpoint, CLOSE_S)
+            self.exporter.shutdown()  # its retries end; the daemon threads go with the process
+
+    def _close(self) -> None:
+        self.provider.force_flush(int(CLOSE_S * 1000))
         self.provider.shutdown()
 
 
