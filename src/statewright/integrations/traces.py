@@ -108,6 +108,7 @@ class Tracing:
         if closing.is_alive():
             log.warning("stopping without the traces still queued: %s did not take them within %g s",
                         self.endpoint, CLOSE_S)
+            logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)  # a line per batch left otherwise
             self.exporter.shutdown()  # its retries end; the daemon threads go with the process
 
     def _close(self) -> None:
