@@ -21,7 +21,6 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..decider.step import without_data
 from ..engine.batch import Logged
 from .aws.clients import AwsClients
+from .history_backlog import HistoryBacklog
 
 log = logging.getLogger("statewright.logs")
 
@@ -125,13 +125,11 @@ class ExecutionLogs:
         self._clients = clients
         self._configuration_of = configuration_of
         self._destinations: dict[str, tuple[Destination | None, float]] = {}  # written on the loop only
-        self._queue: deque[Logged] = deque()
-        self._queued_events = 0
+        self._backlog = HistoryBacklog(QUEUED_EVENTS_MAX)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining = False
         self._streams: set[tuple[str, str, str]] = set()  # (region, group, stream) known to exist
-        self.dropped_events = 0
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Deliver on ``loop`` (the server's), beginning with what the engine logged before it ran."""
@@ -150,17 +148,12 @@ class ExecutionLogs:
         if not kept:
             return
         with self._lock:
-            self._queue.extend(kept)
-            self._queued_events += sum(len(item[3]) for item in kept)
-            while self._queued_events > QUEUED_EVENTS_MAX:
-                dropped = len(self._queue.popleft()[3])
-                self._queued_events -= dropped
-                self.dropped_events += dropped
+            self._backlog.add(kept)
         self._wake()
 
     def _wake(self) -> None:
         with self._lock:
-            if self._loop is None or self._draining or not self._queue:
+            if self._loop is None or self._draining or not self._backlog:
                 return
             self._draining = True
             loop = self._loop
@@ -174,8 +167,7 @@ class ExecutionLogs:
         try:
             while True:
                 with self._lock:
-                    taken, self._queue = list(self._queue), deque()
-                    self._queued_events = 0
+                    taken = self._backlog.take()
                     if not taken:
                         self._draining = False
                         return
@@ -233,7 +225,7 @@ class ExecutionLogs:
                 self._streams.discard(stream)  # a stream deleted meanwhile is made again
                 if attempt + 1 == SEND_ATTEMPTS_MAX:
                     log.warning("dropping %d execution log records for %s: %s", len(batch), group, exc)
-                    self.dropped_events += len(batch)
+                    self._backlog.dropped_events += len(batch)
                     return
             await asyncio.sleep(pause_s)
             pause_s = min(pause_s * 2, RETRY_MAX_S)

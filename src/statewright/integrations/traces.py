@@ -23,7 +23,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from ..decider import trace_context
 from ..decider.outcomes import AttemptFailed
 from ..engine.batch import Logged
+from .history_backlog import HistoryBacklog
 from .trace_spans import FinishedSpan, Track
 
 log = logging.getLogger("statewright.traces")
@@ -124,11 +125,9 @@ class ExecutionTraces:
         self._tracing = tracing
         self._history_of = history_of
         self._tracks: OrderedDict[str, Track] = OrderedDict()
-        self._queue: deque[Logged] = deque()
-        self._queued_events = 0
+        self._backlog = HistoryBacklog(QUEUED_EVENTS_MAX)
         self._wake = threading.Condition()
         self._stopping = False
-        self.dropped_events = 0
         self._thread = threading.Thread(target=self._run, name="statewright-traces", daemon=True)
         self._thread.start()
 
@@ -138,12 +137,7 @@ class ExecutionTraces:
         if not traced:
             return
         with self._wake:
-            self._queue.extend(traced)
-            self._queued_events += sum(len(item[3]) for item in traced)
-            while self._queued_events > QUEUED_EVENTS_MAX:
-                dropped = len(self._queue.popleft()[3])
-                self._queued_events -= dropped
-                self.dropped_events += dropped
+            self._backlog.add(traced)
             self._wake.notify()
 
     def close(self) -> None:
@@ -157,10 +151,9 @@ class ExecutionTraces:
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._queue and not self._stopping:
+                while not self._backlog and not self._stopping:
                     self._wake.wait()
-                taken, self._queue = self._queue, deque()
-                self._queued_events = 0
+                taken = self._backlog.take()
                 stopping = self._stopping
             for item in taken:
                 try:
