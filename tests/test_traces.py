@@ -276,6 +276,8 @@ def test_a_trace_header_joins_the_callers_trace(sfn, receiver):
     wait_closed(sfn, started)
     run = run_span(receiver, started)
     assert (run["trace_id"], run["parent_span_id"]) == (XRAY_TRACE, "53995c3f42cd8ad8")
+    assert sfn.describe_execution(executionArn=started)["traceHeader"] == (
+        f"Root=1-{XRAY_TRACE[:8]}-{XRAY_TRACE[8:]};Sampled=1")  # as AWS shows a traced execution's
     # W3C's form, and the X-Amzn-Trace-Id HTTP header an instrumented caller sends instead
     w3c_trace = uuid.uuid4().hex
     started = sfn.start_execution(stateMachineArn=arn, traceHeader=f"00-{w3c_trace}-00f067aa0ba902b7-01")
@@ -307,7 +309,7 @@ def test_an_express_execution_is_traced_too(sfn, receiver):
 def test_untraced_machines_and_unsampled_headers_export_nothing(sfn, receiver):
     plain = machine(sfn, {"StartAt": "Only", "States": {"Only": {"Type": "Pass", "End": True}}}, traced=False)
     traced = machine(sfn, {"StartAt": "Only", "States": {"Only": {"Type": "Pass", "End": True}}})
-    quiet = [sfn.start_execution(stateMachineArn=plain)["executionArn"],
+    quiet = [sfn.start_execution(stateMachineArn=plain, traceHeader=XRAY_HEADER)["executionArn"],
              sfn.start_execution(stateMachineArn=traced, traceHeader=XRAY_HEADER.replace("Sampled=1", "Sampled=0"))[
                  "executionArn"]]
     marker = sfn.start_execution(stateMachineArn=traced)["executionArn"]
@@ -317,6 +319,7 @@ def test_untraced_machines_and_unsampled_headers_export_nothing(sfn, receiver):
     time.sleep(0.3)
     exported = {span["attributes"].get("aws.stepfunctions.execution.arn") for span in receiver.spans}
     assert not exported & set(quiet)
+    assert all("traceHeader" not in sfn.describe_execution(executionArn=arn) for arn in quiet)
 
 
 def test_spans_of_an_execution_that_outlived_its_server_keep_their_parents(tmp_path, receiver):

@@ -85,6 +85,8 @@ async def start_sync_execution(service: Service, params: dict, scope: Scope) -> 
             answer[key] = done[key]
     if "traceHeader" in params:  # the X-Ray header the caller passed, handed back as AWS does
         answer["traceHeader"] = params["traceHeader"]
+    elif command.trace is not None:  # a traced execution's own
+        answer["traceHeader"] = trace_context.xray_header(command.trace)
     return answer
 
 
@@ -280,6 +282,8 @@ async def describe_execution(service: Service, params: dict, scope: Scope) -> di
     for key in ("error", "cause"):
         if getattr(execution, key) is not None:
             described[key] = getattr(execution, key)
+    if execution.trace is not None:
+        described["traceHeader"] = trace_context.xray_header(execution.trace)
     described["redriveStatus"], reason = redrive_status(execution, service.clock(), service.engine.redrivable_ms)
     reason = await _machine_gone(service, execution) or reason
     if reason is not None:

@@ -89,8 +89,10 @@ def traceparent(trace: str, span: str) -> str:
     return f"00-{trace_id(trace)}-{span}-01"
 
 
-def xray_header(trace: str, span: str) -> str:
+def xray_header(trace: str, span: str | None = None) -> str:
     """X-Ray's ``X-Amzn-Trace-Id`` header naming ``span`` of the trace, sampled (what Lambda and the AWS services
-    read)."""
+    read); without a span, as DescribeExecution shows a traced execution's (AWS's recordings:
+    ``Root=1-612601bf-c54eff48a04f8cc9ce170772;Sampled=1``)."""
     trace = trace_id(trace)
-    return f"Root=1-{trace[:8]}-{trace[8:]};Parent={span};Sampled=1"
+    parent = "" if span is None else f";Parent={span}"
+    return f"Root=1-{trace[:8]}-{trace[8:]}{parent};Sampled=1"
