@@ -39,6 +39,8 @@ class JsonLines(logging.Formatter):
 
 def configure(level: str = "INFO", form: str = "text") -> None:
     """Every record at ``level`` or above to stderr, as ``form`` says (text or json)."""
+    global configured
+    configured = (level, form)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines() if form == "json" else logging.Formatter(TEXT))
     root = logging.getLogger()
@@ -47,6 +49,9 @@ def configure(level: str = "INFO", form: str = "text") -> None:
     root.addHandler(handler)
     root.setLevel(level)
     logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))  # a line per membership poke otherwise
+
+
+configured = ("INFO", "text")  # the last ``configure``'s settings (a helper process logs as its server does)
 
 
 def event(logger: logging.Logger, name: str, message: str, *args: Any, level: int = logging.INFO,

@@ -211,6 +211,8 @@ def serve(config: ServerConfig) -> int:
         collector.uninstall()
         if node.traces is not None:
             node.traces.close()
+        if tracing is not None:
+            tracing.close()
         service.close()
         store.close()
         if lock is not None:

@@ -13,8 +13,7 @@ waits for a reply (SendTaskSuccess, RedriveExecution) is answered after that com
 The lane holds nothing durable and decides as the engine would (the same decider over the same stored state, the
 same services): a lane that dies loses only decisions not committed yet, whose timers are still rows and whose
 callers are answered once the engine decided them itself. The process reads its jobs from a pipe, so it exits when
-the server does, however the server went. Messages are pickles: both ends are this build, and nothing else writes
-to the pipes.
+the server does, however the server went (the messages: engine/pipe_messages.py).
 """
 
 from __future__ import annotations
@@ -23,9 +22,7 @@ import contextlib
 import itertools
 import logging
 import os
-import pickle
 import queue
-import struct
 import subprocess
 import sys
 import threading
@@ -33,7 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
-from typing import IO, Any, Protocol
+from typing import Protocol
 
 from .. import decider
 from ..asl.definition import Definition, parse_definition
@@ -42,19 +39,18 @@ from ..decider.step import Decision, Services
 from .batch import Reply
 from .commands import CompleteAttempt, FireTimer, RedriveExecution
 from .limits import Limits
+from .pipe_messages import put, take
 from .tokens import TaskTokens
 
 log = logging.getLogger(__name__)
 
 DEFINITIONS_MAX = 100  # parsed definitions the lane process keeps (least recently used leave first)
 JOBS_MAX = 10_000  # steps in the lane's hands at once (one per execution); past it the engine thread decides them
-MESSAGE_MAX = 1 << 30  # a longer length on the pipe is no message of ours: the stream is broken
 RESTART_PAUSE_S = 30.0  # after a process that failed before it answered anything (it cannot run here)
 # The lane process lowers its priority (nice 19) and keeps its stdout for the results before it imports
 # statewright (most of its start): what an import prints goes to stderr. Ctrl-C is for the server, not for it.
 BOOT = ("import os, signal; os.nice(19); signal.signal(signal.SIGINT, signal.SIG_IGN); results = os.dup(1); "
         "os.dup2(2, 1); from statewright.engine.heavy_lane import serve; serve(results)")
-_LENGTH = struct.Struct("!I")  # each message on the pipes: its length, then its pickle
 
 # The commands whose step evaluates states (StartExecution's first step is deferred instead: see Core._start).
 Evaluating = FireTimer | CompleteAttempt | RedriveExecution
@@ -210,7 +206,7 @@ class _Child:
         assert pipe is not None
         try:
             while (message := self._jobs.get()) is not None:
-                _put(pipe, message)
+                put(pipe, message)
         except (OSError, ValueError):  # the process died: the reader sees it too
             pass
         finally:
@@ -222,7 +218,7 @@ class _Child:
         assert pipe is not None
         broken = False
         try:
-            while (message := _take(pipe)) is not None:
+            while (message := take(pipe)) is not None:
                 job_id, result, error = message
                 decided, reply = self.pending.pop(job_id)
                 self._answered = True
@@ -251,26 +247,6 @@ class _Child:
             self._process.kill()
 
 
-def _put(pipe: IO[bytes], message: object) -> None:
-    data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
-    pipe.write(_LENGTH.pack(len(data)) + data)
-    pipe.flush()
-
-
-def _take(pipe: IO[bytes]) -> Any:
-    """The next message, or None once the other side has closed the pipe."""
-    head = pipe.read(_LENGTH.size)
-    if len(head) < _LENGTH.size:
-        return None
-    (length,) = _LENGTH.unpack(head)
-    if length > MESSAGE_MAX:
-        raise ValueError(f"a message of {length} bytes on the heavy lane's pipe: the stream is broken")
-    data = pipe.read(length)
-    if len(data) < length:
-        return None
-    return pickle.loads(data)
-
-
 # -- in the lane process
 
 def serve(results_fd: int) -> None:
@@ -278,19 +254,19 @@ def serve(results_fd: int) -> None:
     stdout, which nothing else writes to), until stdin closes: the server stopped or died."""
     out = os.fdopen(results_fd, "wb")
     source = sys.stdin.buffer
-    first = _take(source)
+    first = take(source)
     if first is None:
         return
     services, limits = first[1]
     definitions: dict[tuple[str, str], Definition] = {}
-    while (message := _take(source)) is not None:
+    while (message := take(source)) is not None:
         job_id, job = message
         try:
             result, error = _decide(job, services, limits, definitions), None
         except Exception as exc:  # a bug: the engine decides the step again itself, and logs it there
             result, error = None, f"{type(exc).__name__}: {exc}"
         try:
-            _put(out, (job_id, result, error))
+            put(out, (job_id, result, error))
         except BrokenPipeError:  # the server is gone
             return
 

@@ -27,14 +27,14 @@ _ATTEMPT_FAILED = frozenset({
     "TaskFailed", "TaskTimedOut", "TaskStartFailed", "TaskSubmitFailed", "ActivityFailed", "ActivityTimedOut",
     "ActivityScheduleFailed", "LambdaFunctionFailed", "LambdaFunctionTimedOut", "LambdaFunctionScheduleFailed",
     "LambdaFunctionStartFailed"})
-_RUN_STARTS = frozenset({"ExecutionStarted", "ExecutionRedriven"})
-_RUN_ENDS = {"ExecutionSucceeded": None, "ExecutionFailed": "failed", "ExecutionTimedOut": "timed out",
+RUN_STARTS = frozenset({"ExecutionStarted", "ExecutionRedriven"})
+RUN_ENDS = {"ExecutionSucceeded": None, "ExecutionFailed": "failed", "ExecutionTimedOut": "timed out",
              "ExecutionAborted": "aborted"}
 _CONTAINER_ENDS = {"ParallelStateSucceeded": None, "ParallelStateFailed": "failed", "MapStateSucceeded": None,
                    "MapStateFailed": "failed"}
 _ITERATION_ENDS = {"MapIterationSucceeded": None, "MapIterationFailed": "failed", "MapIterationAborted": "aborted"}
-_MAP_RUN_STARTS = frozenset({"MapRunStarted", "MapRunRedriven"})
-_MAP_RUN_ENDS = {"MapRunSucceeded": None, "MapRunFailed": "failed", "MapRunAborted": "aborted"}
+_MAPRUN_STARTS = frozenset({"MapRunStarted", "MapRunRedriven"})
+_MAPRUN_ENDS = {"MapRunSucceeded": None, "MapRunFailed": "failed", "MapRunAborted": "aborted"}
 _ATTRIBUTE = "aws.stepfunctions."  # the attributes' prefix
 LEFT = ("States.Failed", "the state was left without exiting it: it failed")  # a state a later one replaced
 FAIL = ("FailStateEntered", "a Fail state")  # a Fail state's, until the run's close names the error
@@ -98,13 +98,13 @@ class Track:
         ended: list[FinishedSpan] = []
         kind, event_id, at_ms = event["type"], event["id"], event["timestamp"]
         self.last_event_id = event_id
-        if kind in _RUN_STARTS:
+        if kind in RUN_STARTS:
             self._start_run(event_id, at_ms, "redrive" if kind == "ExecutionRedriven" else "start")
             return ended
         if self.run is None:  # its start was never seen (its history could not be read): a run span of its own
             self._start_run(1, at_ms, "start")
-        if kind in _RUN_ENDS:
-            self._end_run(event, _RUN_ENDS[kind], at_ms, ended)
+        if kind in RUN_ENDS:
+            self._end_run(event, RUN_ENDS[kind], at_ms, ended)
             return ended
         flow_id = event.get(FLOW_KEY)
         if flow_id is None:
@@ -158,13 +158,13 @@ class Track:
                                 None if _ITERATION_ENDS[kind] is None else (kind, f"cut short: the iteration "
                                                                                   f"{_ITERATION_ENDS[kind]}"))
             del self.flows[flow_id]
-        elif kind in _MAP_RUN_STARTS:
+        elif kind in _MAPRUN_STARTS:
             flow.map_run = self._frame(event_id, None if flow.state is None else flow.state.span_id, "map run",
                                        "maprun", at_ms, {"map_run.arn": details.get("mapRunArn", "")})
-        elif kind in _MAP_RUN_ENDS:
+        elif kind in _MAPRUN_ENDS:
             if flow.map_run is not None:
-                if _MAP_RUN_ENDS[kind] is not None:
-                    flow.map_run.error = _error_of(details, f"the map run {_MAP_RUN_ENDS[kind]}")
+                if _MAPRUN_ENDS[kind] is not None:
+                    flow.map_run.error = _error_of(details, f"the map run {_MAPRUN_ENDS[kind]}")
                 self._end_below(flow.map_run, at_ms, ended, flow.map_run.error)
                 flow.map_run = None
         elif kind in _SCHEDULED:

@@ -5,8 +5,9 @@ OpenTelemetry SDK's batch processor and OTLP exporter.
 Two sources of spans:
 - **The history** (``ExecutionTraces``): once per tick the engine hands over the history events its commit landed
   (as it does for the execution logs); ``offer`` keeps those of traced executions, bounded, and a thread of its own
-  turns them into spans (trace_spans.py) as each ends. A span is therefore exported only once the event that ends
-  it has committed. The open spans of an execution this node has not followed from its start (its shard came from
+  sends them to the trace lane (trace_lane.py), a process at the lowest CPU priority that turns them into spans
+  (trace_spans.py) as each ends and exports them. A span is therefore exported only once the event that ends it has
+  committed. The open spans of an execution this node has not followed from its start (its shard came from
   another node, this node restarted, or it was evicted from ``TRACKS_MAX``) are rebuilt from the stored history
   before its new events are read, and those already ended are not sent again.
 - **The calls** (``CallSpans``): an HTTP Task's request and an AWS call each get a client span under the
@@ -22,23 +23,32 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
+import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from .. import logs
 from ..decider import trace_context
 from ..decider.outcomes import AttemptFailed
 from ..engine.batch import Logged
+from ..engine.pipe_messages import put
 from .history_backlog import HistoryBacklog
-from .trace_spans import FinishedSpan, Track
+from .trace_spans import RUN_ENDS, RUN_STARTS, FinishedSpan
 
 log = logging.getLogger("statewright.traces")
 
 CLOSE_S = 3.0  # how long a stopping server waits for the spans still queued to be exported
 QUEUED_EVENTS_MAX = 100_000  # history events waiting to become spans; past it the oldest are dropped
 TRACKS_MAX = 10_000  # executions whose open spans are kept; the least recently seen is rebuilt when it comes back
+RESTART_PAUSE_S = 30.0  # after the trace lane's process stopped, before another starts
+# The lane process lowers its priority before it imports statewright; Ctrl-C is for the server, not for it
+LANE_BOOT = ("import os, signal; os.nice(19); signal.signal(signal.SIGINT, signal.SIG_IGN); "
+             "from statewright.integrations.trace_lane import serve; serve()")
 SPANS_QUEUED_MAX = 65_536  # finished spans waiting for the exporter (the SDK's batch processor's queue)
 ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
@@ -61,6 +71,7 @@ class Tracing:
     OTEL_EXPORTER_OTLP_ENDPOINT gives it: ``/v1/traces`` is added)."""
 
     def __init__(self, endpoint: str, node_id: str) -> None:
+        self.node_id = node_id
         # Imported here: a node that exports no traces does not load the SDK
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
@@ -118,16 +129,22 @@ class Tracing:
 
 
 class ExecutionTraces:
-    """The history's spans (module docstring). ``history_of(execution ARN)``: its stored history events (a store
-    read, made on this object's thread)."""
+    """The history's spans (module docstring), made in a process of their own (the trace lane, trace_lane.py) at
+    the lowest CPU priority: building and encoding a span costs more than the engine spends on the step that
+    ended it, and on the server's interpreter lock it would slow every execution. A thread here takes the
+    backlog and sends it on; ``history_of(execution ARN)`` (its stored history events, read on that thread) gives
+    the lane what an execution did before this node followed it."""
 
     def __init__(self, tracing: Tracing, history_of: Callable[[str], list[dict[str, Any]]]) -> None:
-        self._tracing = tracing
+        """``tracing``: where the spans go (the lane exports them itself, to the same endpoint)."""
+        self._settings = (tracing.endpoint, tracing.node_id, *logs.configured)
         self._history_of = history_of
-        self._tracks: OrderedDict[str, Track] = OrderedDict()
+        self._known: OrderedDict[str, None] = OrderedDict()  # executions the lane follows (the same as its own)
         self._backlog = HistoryBacklog(QUEUED_EVENTS_MAX)
         self._wake = threading.Condition()
         self._stopping = False
+        self._lane: subprocess.Popen | None = None
+        self._lane_failed_at = -RESTART_PAUSE_S
         self._thread = threading.Thread(target=self._run, name="statewright-traces", daemon=True)
         self._thread.start()
 
@@ -141,12 +158,19 @@ class ExecutionTraces:
             self._wake.notify()
 
     def close(self) -> None:
-        """Turn what is queued into spans, export them, stop."""
+        """Send what is queued, let the lane export it (CLOSE_S at most), stop."""
         with self._wake:
             self._stopping = True
             self._wake.notify()
-        self._thread.join(timeout=10)
-        self._tracing.close()
+        self._thread.join(timeout=CLOSE_S)
+        lane = self._lane
+        if lane is not None:
+            with contextlib.suppress(OSError):
+                lane.stdin.close()
+            try:
+                lane.wait(CLOSE_S + 2)
+            except subprocess.TimeoutExpired:
+                lane.kill()
 
     def _run(self) -> None:
         while True:
@@ -157,41 +181,46 @@ class ExecutionTraces:
                 stopping = self._stopping
             for item in taken:
                 try:
-                    self._read(item)
+                    self._send(item)
                 except Exception:  # a bug here must not stop the spans of other executions
                     log.exception("tracing %s failed", item[1])
-                    self._tracks.pop(item[1], None)
+                    self._known.pop(item[1], None)
             if stopping:
                 return
 
-    def _read(self, item: Logged) -> None:
+    def _send(self, item: Logged) -> None:
         machine_arn, execution_arn, _, events, trace = item
-        if not events:
+        lane = self._lane_process()
+        if lane is None or not events:
             return
-        track = self._track(machine_arn, execution_arn, trace, events[0])
-        for event in events:
-            if event["id"] <= track.last_event_id:
-                continue  # read already (in the rebuild)
-            for span in track.apply(event):
-                self._tracing.export(span)
-        if track.closed:
-            del self._tracks[execution_arn]
+        messages: list[tuple] = []
+        if execution_arn not in self._known and events[0]["type"] not in RUN_STARTS:
+            # followed from the middle: its open spans from its history (those it ended were sent by whoever
+            # recorded them)
+            before = [event for event in self._history_of(execution_arn) if event["id"] < events[0]["id"]]
+            messages.append(("replay", machine_arn, execution_arn, trace, before))
+        messages.append(("events", machine_arn, execution_arn, trace, events))
+        self._known[execution_arn] = None
+        self._known.move_to_end(execution_arn)
+        if events[-1]["type"] in RUN_ENDS:  # the lane drops it too
+            del self._known[execution_arn]
+        while len(self._known) > TRACKS_MAX:
+            messages.append(("forget", self._known.popitem(last=False)[0]))
+        try:
+            for message in messages:
+                put(lane.stdin, message)
+        except (OSError, ValueError):
+            log.warning("the trace lane's process stopped (exit status %s); another starts in %g s",
+                        lane.poll(), RESTART_PAUSE_S)
+            lane.kill()
+            self._lane, self._known = None, OrderedDict()
+            self._lane_failed_at = time.monotonic()
 
-    def _track(self, machine_arn: str, execution_arn: str, trace: str, first: dict[str, Any]) -> Track:
-        track = self._tracks.get(execution_arn)
-        if track is not None and track.trace == trace:
-            self._tracks.move_to_end(execution_arn)
-            return track
-        track = Track(machine_arn, execution_arn, trace)
-        if first["type"] != "ExecutionStarted":  # followed from the middle: its open spans from its history
-            for event in self._history_of(execution_arn):
-                if event["id"] >= first["id"]:
-                    break
-                track.apply(event)  # the spans these end were sent by whoever recorded them
-        self._tracks[execution_arn] = track
-        if len(self._tracks) > TRACKS_MAX:
-            self._tracks.popitem(last=False)
-        return track
+    def _lane_process(self) -> subprocess.Popen | None:
+        if self._lane is None and time.monotonic() - self._lane_failed_at >= RESTART_PAUSE_S:
+            self._lane = subprocess.Popen([sys.executable, "-c", LANE_BOOT], stdin=subprocess.PIPE)
+            put(self._lane.stdin, self._settings)
+        return self._lane
 
 
 class CallSpans:
