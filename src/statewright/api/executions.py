@@ -179,15 +179,17 @@ async def _start_command(service: Service, params: dict, sync: str | None) -> co
 
 def _trace(service: Service, machine: StateMachineRecord, params: dict) -> str | None:
     """The trace context of a new execution (None: untraced): its state machine's tracing is enabled, and the
-    caller's X-Amzn-Trace-Id HTTP header (or else its ``traceHeader``: AWS prefers the header) names the trace it
-    joins, or a new one is made; a header that says not to sample leaves it untraced."""
+    caller's X-Amzn-Trace-Id HTTP header (or else, when it names no trace, its ``traceHeader``: AWS prefers the
+    header) names the trace it joins, or a new one is made; a header that says not to sample leaves it untraced."""
     if not machine.tracing_configuration.get("enabled"):
         return None
-    header = params.get(TRACE_HTTP_HEADER) or params.get("traceHeader")
-    given = trace_context.joined(header) if header else None
-    if given is False:
-        return None
-    return given or trace_context.new_trace(service.clock() // 1000, _draws.getrandbits(96))
+    for header in (params.get(TRACE_HTTP_HEADER), params.get("traceHeader")):
+        given = trace_context.joined(header) if header else None
+        if given is False:
+            return None
+        if given is not None:
+            return given
+    return trace_context.new_trace(service.clock() // 1000, _draws.getrandbits(96))
 
 
 def _test_case(service: Service, given: str) -> tuple[str, str | None]:
