@@ -19,6 +19,6 @@ def test_a_short_chaos_run_loses_and_doubles_nothing(tmp_path, postgres_database
     spec.loader.exec_module(chaos)
     counts = dict.fromkeys(set(chaos.FAULTS) - {"pause"}, 1)
     outcome = chaos.run(None, 3, tmp_path, postgres_database, say=lambda line: None, counts=counts,
-                        span_s=(0.8, 1.5), calm_s=(0.3, 0.8))
+                        span_s=(0.5, 1.0), calm_s=(0.1, 0.3))
     assert outcome.faults == counts and outcome.executions > 0 and outcome.redrives > 0, outcome.line()
     assert (outcome.lost, outcome.doubled, outcome.problems) == ([], [], []), outcome.line()
