@@ -670,6 +670,8 @@ class HttpTasks:
 
     async def _call(self, payload: dict) -> AttemptSucceeded | AttemptFailed:
         timeout_s = payload.get("call_s", ATTEMPT_TIMEOUT_S)  # the attempt's TimeoutSeconds, capped
+        if "trace" not in payload:  # untraced: nothing to make on the hot path
+            return await invoke(payload["input"], self.connections, timeout_s=timeout_s)
         given = payload["input"] if isinstance(payload["input"], dict) else {}
         method = str(given.get("Method", "")).upper()
         with self.spans.call(payload, f"HTTP {method}".strip(), {"http.request.method": method,

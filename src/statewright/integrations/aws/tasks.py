@@ -93,6 +93,8 @@ class AwsTasks:
         return self._pattern_outcome(payload, outcome)
 
     async def _perform(self, payload: dict[str, Any]) -> AttemptSucceeded | AttemptFailed:
+        if "trace" not in payload:  # untraced: nothing to make on the hot path
+            return await self._perform_traced(payload, None)
         kind = payload["kind"]
         service = "lambda" if kind == LAMBDA_FUNCTION else kind.removeprefix("aws-sdk:")
         with self.spans.call(payload, f"{service}.{payload['action']}", {
@@ -162,6 +164,8 @@ class AwsTasks:
             client = self.clients.client(call.service, payload["execution"].split(":")[3], role, call.timeout_s)
         except (ClientError, BotoCoreError) as error:
             return AttemptFailed(calls.TASK_FAILED, f"Could not assume the role {role}: {error}")
+        if trace_header is None:
+            return calls.perform(call, client)
         with self.clients.trace_header(trace_header):
             return calls.perform(call, client)
 
