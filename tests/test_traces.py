@@ -120,8 +120,18 @@ def run_span(receiver: OtlpReceiver, execution_arn: str) -> dict:
                              == execution_arn)[0]
 
 
-def spans_of(receiver: OtlpReceiver, trace_id: str) -> list[dict]:
-    return [span for span in receiver.spans if span["trace_id"] == trace_id]
+def whole_trace(receiver: OtlpReceiver, run: dict, count: int, timeout_s: float = 20.0) -> list[dict]:
+    """The spans of ``run``'s trace once there are ``count`` and every parent among them has come (the history's
+    spans and the calls' are exported by two processes, each in its own time)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        spans = [span for span in list(receiver.spans) if span["trace_id"] == run["trace_id"]]
+        ids = {span["span_id"] for span in spans}
+        if len(spans) >= count and all(span["parent_span_id"] in ids for span in spans if span["span_id"] != run[
+                "span_id"]):
+            return spans
+        assert time.monotonic() < deadline, f"{len(spans)} spans of {count}, or their parents, came: {spans}"
+        time.sleep(0.05)
 
 
 def test_a_traced_execution_has_a_span_per_run_state_iteration_attempt_and_call(sfn, receiver, endpoint):
@@ -146,7 +156,7 @@ def test_a_traced_execution_has_a_span_per_run_state_iteration_attempt_and_call(
     assert run["resource"]["service.name"] == "statewright"
     trace = run["trace_id"]
     assert trace[:8] <= f"{int(time.time()):08x}"  # X-Ray's rule: the trace id begins with its epoch second
-    spans = receiver.wait_for(lambda span: span["trace_id"] == trace, count=16)
+    spans = whole_trace(receiver, run, count=23)
     assert len({span["span_id"] for span in spans}) == len(spans)  # each exported once
     by_id = {span["span_id"]: span for span in spans}
     named = {span["name"]: span for span in spans}
@@ -208,7 +218,7 @@ def test_branches_and_iterations_that_run_at_once_each_keep_their_own_spans(sfn,
                               input=json.dumps({"items": [2, 1, "bad"]}))["executionArn"]
     wait_closed(sfn, arn)
     run = run_span(receiver, arn)
-    spans = receiver.wait_for(lambda span: span["trace_id"] == run["trace_id"], count=17)
+    spans = whole_trace(receiver, run, count=18)
     by_id = {span["span_id"]: span for span in spans}
 
     def seconds(span: dict) -> float:
@@ -250,7 +260,7 @@ def test_a_lambda_function_gets_x_rays_header_and_a_nested_execution_joins_the_t
     assert done["status"] == "SUCCEEDED", done
     run = run_span(receiver, arn)
     trace = run["trace_id"]
-    spans = receiver.wait_for(lambda span: span["trace_id"] == trace, count=12)
+    spans = whole_trace(receiver, run, count=13)
     by_id = {span["span_id"]: span for span in spans}
     # Lambda (a local function here) got X-Ray's header naming its client span, and W3C's
     lambda_call = next(span for span in spans if span["name"] == "lambda.invoke")
@@ -340,7 +350,7 @@ def test_spans_of_an_execution_that_outlived_its_server_keep_their_parents(tmp_p
         process.start()
         assert wait_closed(sfn, started)["status"] == "SUCCEEDED"
         run = run_span(receiver, started)
-        spans = receiver.wait_for(lambda span: span["trace_id"] == run["trace_id"], count=4)
+        spans = whole_trace(receiver, run, count=4)
     finally:
         process.stop()
     assert Counter(span["name"] for span in spans) == Counter({"First": 1, "Nap": 1, "Last": 1, run["name"]: 1})
