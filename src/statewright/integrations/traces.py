@@ -43,6 +43,7 @@ from .trace_spans import RUN_ENDS, RUN_STARTS, FinishedSpan
 log = logging.getLogger("statewright.traces")
 
 CLOSE_S = 3.0  # how long a stopping server waits for the spans still queued to be exported
+EXPORT_LOG_EVERY_S = 60.0  # the exporter's complaints (an endpoint down: several lines per batch), one this often
 QUEUED_EVENTS_MAX = 100_000  # history events waiting to become spans; past it the oldest are dropped
 TRACKS_MAX = 10_000  # executions whose open spans are kept; the least recently seen is rebuilt when it comes back
 RESTART_PAUSE_S = 30.0  # after the trace lane's process stopped, before another starts
@@ -83,6 +84,7 @@ class Tracing:
         self.resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "statewright"),
                                          "service.instance.id": node_id})
         self.exporter = OTLPSpanExporter(endpoint=url)
+        logging.getLogger(OTLPSpanExporter.__module__).addFilter(_Sparse(EXPORT_LOG_EVERY_S))
         self.processor = BatchSpanProcessor(self.exporter, max_queue_size=SPANS_QUEUED_MAX)
         # Stopped by ``close``, within CLOSE_S, not at the interpreter's exit (where an endpoint that does not
         # answer would hold the process for the exporter's retries of every batch)
@@ -126,6 +128,27 @@ class Tracing:
     def _close(self) -> None:
         self.provider.force_flush(int(CLOSE_S * 1000))
         self.provider.shutdown()
+
+
+class _Sparse(logging.Filter):
+    """Lets a record through once every ``every_s``, saying how many it held back meanwhile."""
+
+    def __init__(self, every_s: float) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self._next_s = 0.0
+        self._held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now_s = time.monotonic()
+        if now_s < self._next_s:
+            self._held += 1
+            return False
+        if self._held:
+            record.msg = f"{record.msg} ({self._held} more such lines in the last {self.every_s:g} s held back)"
+            self._held = 0
+        self._next_s = now_s + self.every_s
+        return True
 
 
 class ExecutionTraces:
