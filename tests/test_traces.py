@@ -6,7 +6,10 @@ spans for the calls, the context carried to HTTP Tasks (traceparent), local Lamb
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
 import threading
 import time
 import uuid
@@ -20,6 +23,7 @@ from otlp_receiver import OtlpReceiver
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 from statewright.decider import trace_context
 from statewright.integrations.trace_spans import Track
+from statewright.integrations.traces import LANE_YOUNG_S
 
 pytestmark = pytest.mark.slow  # real server processes: not in the fast tier
 
@@ -103,7 +107,12 @@ def sfn(server):
     return server.client()
 
 
+FIRST_TRACED: list[float] = []  # when this module made its first traced state machine (the lane starts after)
+
+
 def machine(sfn, definition: dict, traced: bool = True, kind: str = "STANDARD") -> str:
+    if traced and not FIRST_TRACED:
+        FIRST_TRACED.append(time.monotonic())
     return sfn.create_state_machine(
         name=f"traced-{uuid.uuid4().hex[:10]}", definition=json.dumps(definition), roleArn=ROLE_ARN, type=kind,
         tracingConfiguration={"enabled": traced})["stateMachineArn"]
@@ -359,6 +368,31 @@ def test_spans_of_an_execution_that_outlived_its_server_keep_their_parents(tmp_p
             assert span["parent_span_id"] == run["span_id"]
     nap = next(span for span in spans if span["name"] == "Nap")
     assert nap["end_ns"] - nap["start_ns"] >= 3_000_000_000
+
+
+def test_a_trace_lane_that_dies_is_started_again_and_rebuilds_what_was_open(server, sfn, receiver):
+    """The process that makes the history's spans killed while an execution waits: the next traced event starts
+    another, which rebuilds the open spans from the history; their ids and parents are the same."""
+    arn = machine(sfn, {"StartAt": "First", "States": {
+        "First": {"Type": "Pass", "Next": "Nap"},
+        "Nap": {"Type": "Wait", "Seconds": 2, "Next": "Last"},
+        "Last": {"Type": "Pass", "End": True}}})
+    started = sfn.start_execution(stateMachineArn=arn)["executionArn"]
+    receiver.wait_for(lambda span: span["span_id"] == trace_context.span_id(started, 2))  # First ended
+    # a lane that dies young is taken to fail at starting (and started again only later): this one is not
+    time.sleep(max(0.0, FIRST_TRACED[0] + LANE_YOUNG_S + 0.5 - time.monotonic()))
+    lanes = subprocess.run(["pgrep", "-f", "-P", str(server.process.pid), "trace_lane"], capture_output=True,
+                           text=True).stdout.split()
+    assert len(lanes) == 1
+    os.kill(int(lanes[0]), signal.SIGKILL)
+    assert wait_closed(sfn, started)["status"] == "SUCCEEDED"
+    run = run_span(receiver, started)
+    spans = whole_trace(receiver, run, count=4)
+    assert sorted(span["name"] for span in spans if span is not run) == ["First", "Last", "Nap"]
+    assert all(span["parent_span_id"] == run["span_id"] for span in spans if span is not run)
+    later = sfn.start_execution(stateMachineArn=arn)["executionArn"]
+    wait_closed(sfn, later)
+    run_span(receiver, later)
 
 
 def test_spans_rebuilt_from_any_point_of_a_history_are_the_rest_of_those_read_from_its_start(server, sfn, endpoint):

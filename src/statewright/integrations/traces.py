@@ -46,7 +46,8 @@ CLOSE_S = 3.0  # how long a stopping server waits for the spans still queued to 
 EXPORT_LOG_EVERY_S = 60.0  # the exporter's complaints (an endpoint down: several lines per batch), one this often
 QUEUED_EVENTS_MAX = 100_000  # history events waiting to become spans; past it the oldest are dropped
 TRACKS_MAX = 10_000  # executions whose open spans are kept; the least recently seen is rebuilt when it comes back
-RESTART_PAUSE_S = 30.0  # after the trace lane's process stopped, before another starts
+RESTART_PAUSE_S = 30.0  # a trace lane that died young (LANE_YOUNG_S) is started again only this long after
+LANE_YOUNG_S = 5.0  # a lane that dies sooner after its start is taken to fail at starting, not to have been killed
 # The lane process lowers its priority before it imports statewright; Ctrl-C is for the server, not for it
 LANE_BOOT = ("import os, signal; os.nice(19); signal.signal(signal.SIGINT, signal.SIG_IGN); "
              "from statewright.integrations.trace_lane import serve; serve()")
@@ -168,6 +169,7 @@ class ExecutionTraces:
         self._stopping = False
         self._lane: subprocess.Popen | None = None
         self._lane_failed_at = -RESTART_PAUSE_S
+        self._lane_started_at = 0.0
         self._thread = threading.Thread(target=self._run, name="statewright-traces", daemon=True)
         self._thread.start()
 
@@ -212,10 +214,27 @@ class ExecutionTraces:
                 return
 
     def _send(self, item: Logged) -> None:
+        """Send an entry to the lane; one that finds the lane dead goes to the next lane, started at once (unless
+        the lane keeps dying young: then after RESTART_PAUSE_S, and what comes meanwhile is dropped)."""
+        for _ in range(2):
+            lane = self._lane_process()
+            if lane is None or not item[3]:
+                return
+            try:
+                for message in self._messages(item):
+                    put(lane.stdin, message)
+                return
+            except (OSError, ValueError):
+                young = time.monotonic() - self._lane_started_at < LANE_YOUNG_S
+                log.warning("the trace lane's process stopped (exit status %s); %s", lane.poll(),
+                            f"another starts in {RESTART_PAUSE_S:g} s, its spans dropped until then" if young
+                            else "another starts now, and rebuilds the open spans")
+                lane.kill()
+                self._lane, self._known = None, OrderedDict()
+                self._lane_failed_at = time.monotonic() if young else -RESTART_PAUSE_S
+
+    def _messages(self, item: Logged) -> list[tuple]:
         machine_arn, execution_arn, _, events, trace = item
-        lane = self._lane_process()
-        if lane is None or not events:
-            return
         messages: list[tuple] = []
         if execution_arn not in self._known and events[0]["type"] not in RUN_STARTS:
             # followed from the middle: its open spans from its history (those it ended were sent by whoever
@@ -229,19 +248,12 @@ class ExecutionTraces:
             del self._known[execution_arn]
         while len(self._known) > TRACKS_MAX:
             messages.append(("forget", self._known.popitem(last=False)[0]))
-        try:
-            for message in messages:
-                put(lane.stdin, message)
-        except (OSError, ValueError):
-            log.warning("the trace lane's process stopped (exit status %s); another starts in %g s",
-                        lane.poll(), RESTART_PAUSE_S)
-            lane.kill()
-            self._lane, self._known = None, OrderedDict()
-            self._lane_failed_at = time.monotonic()
+        return messages
 
     def _lane_process(self) -> subprocess.Popen | None:
         if self._lane is None and time.monotonic() - self._lane_failed_at >= RESTART_PAUSE_S:
             self._lane = subprocess.Popen([sys.executable, "-c", LANE_BOOT], stdin=subprocess.PIPE)
+            self._lane_started_at = time.monotonic()
             put(self._lane.stdin, self._settings)
         return self._lane
 

@@ -97,8 +97,9 @@ class AwsTasks:
             return await self._perform_traced(payload, None)
         kind = payload["kind"]
         service = "lambda" if kind == LAMBDA_FUNCTION else kind.removeprefix("aws-sdk:")
-        with self.spans.call(payload, f"{service}.{payload['action']}", {
-                "rpc.system": "aws-api", "rpc.service": service, "rpc.method": str(payload["action"]),
+        action = "invoke" if kind == LAMBDA_FUNCTION else str(payload["action"])  # a bare function ARN: Invoke
+        with self.spans.call(payload, f"{service}.{action}", {
+                "rpc.system": "aws-api", "rpc.service": service, "rpc.method": action,
                 "cloud.region": payload["execution"].split(":")[3]}) as traced:
             outcome = await self._perform_traced(payload, traced)
             if traced is not None:
