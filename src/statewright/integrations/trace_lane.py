@@ -36,8 +36,9 @@ def serve() -> None:
             try:
                 _apply(message, tracks, tracing)
             except Exception:  # a bug here must not stop the spans of other executions
-                log.exception("tracing %s failed", message[1] if len(message) > 1 else message)
-                tracks.pop(message[2] if len(message) > 2 else "", None)
+                arn = message[2] if message[0] != "forget" else message[1]  # the execution's ARN
+                log.exception("tracing %s failed", arn)
+                tracks.pop(arn, None)
     finally:
         tracing.close()
 
