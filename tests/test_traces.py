@@ -107,12 +107,12 @@ def sfn(server):
     return server.client()
 
 
-FIRST_TRACED: list[float] = []  # when this module made its first traced state machine (the lane starts after)
+FIRST_TRACED: dict[str, float] = {}  # server -> when its first traced state machine was made (its lane starts after)
 
 
 def machine(sfn, definition: dict, traced: bool = True, kind: str = "STANDARD") -> str:
-    if traced and not FIRST_TRACED:
-        FIRST_TRACED.append(time.monotonic())
+    if traced:
+        FIRST_TRACED.setdefault(sfn.meta.endpoint_url, time.monotonic())
     return sfn.create_state_machine(
         name=f"traced-{uuid.uuid4().hex[:10]}", definition=json.dumps(definition), roleArn=ROLE_ARN, type=kind,
         tracingConfiguration={"enabled": traced})["stateMachineArn"]
@@ -380,7 +380,7 @@ def test_a_trace_lane_that_dies_is_started_again_and_rebuilds_what_was_open(serv
     started = sfn.start_execution(stateMachineArn=arn)["executionArn"]
     receiver.wait_for(lambda span: span["span_id"] == trace_context.span_id(started, 2))  # First ended
     # a lane that dies young is taken to fail at starting (and started again only later): this one is not
-    time.sleep(max(0.0, FIRST_TRACED[0] + LANE_YOUNG_S + 0.5 - time.monotonic()))
+    time.sleep(max(0.0, FIRST_TRACED[sfn.meta.endpoint_url] + LANE_YOUNG_S + 0.5 - time.monotonic()))
     lanes = subprocess.run(["pgrep", "-f", "-P", str(server.process.pid), "trace_lane"], capture_output=True,
                            text=True).stdout.split()
     assert len(lanes) == 1
