@@ -39,9 +39,8 @@ class Batch:
     fired: dict[int, list[tuple[str, str, int, int]]] = field(default_factory=dict)
     fetched: dict[str, ExecutionState | None] = field(default_factory=dict)  # read by the prefetch (None: new)
     unread: dict[str, Exception] = field(default_factory=dict)  # the prefetch failed for these: each fails alike
-    # (transfer, its stage's replies, first write index, end write index, re-reads counted when it applied): goes on
-    # only if those writes land and its shard was not re-read since
-    transfers: list[tuple[Transfer, list[object], int, int, int]] = field(default_factory=list)
+    # (transfer, its stage's replies, first write index, end write index): goes on only if those writes land
+    transfers: list[tuple[Transfer, list[object], int, int]] = field(default_factory=list)
     group: int = 0  # the write group being staged (0: none): a transfer stage's writes land together or not at all
     last_write: dict[str, int] = field(default_factory=dict)  # each execution's last write in the batch, by index
     # Asynchronous express starts: their rows (shard, ARN, the command), and the commands to run once they landed

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -35,15 +35,7 @@ from ..decider.mocks import MockConfig
 from ..logs import event
 from ..logs import shards as shard_list
 from ..metrics import Metrics
-from ..store.base import (
-    CommitFailed,
-    CommitOutcomeUnknown,
-    CommitResult,
-    Dispatch,
-    ExecutionWrite,
-    Store,
-    StoreUnavailable,
-)
+from ..store.base import CommitOutcomeUnknown, CommitResult, Dispatch, ExecutionWrite, Store, StoreUnavailable
 from ..store.payloads import Histories
 from .batch import EXPRESS_ROWS, HELD, Batch, Reply
 from .caches import Definitions, Executions
@@ -70,7 +62,6 @@ from .commands import (
     UpdateMapRun,
     encode_commands,
 )
-from .committer import Committer, InlineCommitter, Pending
 from .edges import Edges, answer
 from .express import ASYNC, DURATION_MS_MAX, SYNC, ExpressRun, ExpressRuns, is_express
 from .heavy_lane import Decided, Evaluating, Job, LaneFactory, decide
@@ -97,27 +88,6 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(slots=True)
-class Outcome:
-    """What the committer's job came back with (it raises nothing: what the store raised is kept here)."""
-
-    result: CommitResult | None = None
-    error: Exception | None = None  # the batch's commit raised: refused before writing, unknown, or a bug
-    seconds: float = 0.0
-    express_lost: set[int] = field(default_factory=set)  # shards another node took, as the express rows said
-    express_error: Exception | None = None
-
-
-@dataclass(slots=True)
-class InFlight:
-    """The batch being committed, and what its settling needs."""
-
-    batch: Batch
-    pending: Pending
-    items: int  # the work its tick took
-    finished: list[tuple[int, str]]  # closed express runs whose rows it deletes
-
-
 class Core:
     """What runs on the engine thread: ``tick`` and everything it calls. ``Engine`` (engine.py) adds the thread and
     what other threads call."""
@@ -127,16 +97,14 @@ class Core:
                  wait_scale: float = 1.0, evaluation_clock: Callable[[], float] | None = time.perf_counter,
                  mocks: MockConfig | None = None, resource_check: ResourceCheck | None = None,
                  redrivable_ms: int = REDRIVABLE_MS, status_events: bool = False,
-                 heavy_lane: LaneFactory | None = None, histories: Histories | None = None,
-                 committer: Committer | None = None) -> None:
+                 heavy_lane: LaneFactory | None = None, histories: Histories | None = None) -> None:
         """``edges``: how the engine reaches the world (edges.py; the default reaches nothing but reply futures);
         ``evaluation_clock``: bounds each step's evaluation in wall time (the simulator passes None: its runs stay
         deterministic, bounded by steps and items alone); ``resource_check``: how definitions' aws-sdk resources are
         checked; ``redrivable_ms``: how long after it closed an execution can be redriven; ``status_events``:
         dispatch a status change event from each commit that changes an execution's status; ``heavy_lane``: where
         the steps past the engine thread's slice of evaluation are decided (None: on the engine thread, whole);
-        ``histories``: where a redrive reads a history, compacted or not (None: the store's own payloads);
-        ``committer``: where batches are committed (committer.py; None: on the engine thread, within their tick)."""
+        ``histories``: where a redrive reads a history, compacted or not (None: the store's own payloads)."""
         self.store = store
         self.node_id = node_id
         self.clock = clock
@@ -183,10 +151,6 @@ class Core:
                                   self.metrics)
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
         self._turn = 0  # ticks gathered so far
-        self.committer: Committer = committer or InlineCommitter()
-        self._in_flight: InFlight | None = None  # the batch being committed
-        self._open: Batch | None = None  # the batch being applied
-        self._abandon = False  # a commit the open batch may build on did not land: it is not written
 
     def _serve(self, shard: int, range_id: int, serve_until_ms: int | None, now_ms: int) -> None:
         self._executions.forget_shard(shard)  # another node may have changed them since this one last served it
@@ -220,16 +184,11 @@ class Core:
         self.metrics.shards_owned.set(len(self.range_ids))
 
     def tick(self, now_ms: int) -> int:
-        """One bounded engine step at time ``now_ms``; returns how many commands and transfers it handled. The
-        batch it applies is committed by the committer (committer.py) while the next tick applies its own: each
-        tick first acts on the commit before it (``_settle``), and acts on nothing before its commit has landed."""
+        """One bounded engine step at time ``now_ms``; returns how many commands and transfers it handled."""
         self.metrics.at_tick()
         started_s = 0.0 if self._tick_clock is None else self._tick_clock()
         self._take_changes(now_ms)
-        expired = self.shards.expired(now_ms)
-        if expired:
-            self._settle(now_ms)  # a shard stops being served with no commit of it in flight
-        self._unserve_all(expired, "its lease was not renewed in time", logging.WARNING)
+        self._unserve_all(self.shards.expired(now_ms), "its lease was not renewed in time", logging.WARNING)
         store_ok = now_ms >= self._store_retry_at_ms
         reruns: list[StartExecution] = []
         if store_ok:
@@ -237,8 +196,8 @@ class Core:
             reruns = self._read_express_starts(now_ms)
         work = self._gather(now_ms, store_ok)
         if not work and not reruns and not self.express.finished:
-            return self._settle(now_ms)
-        batch = self._open = Batch()
+            return 0
+        batch = Batch()
         for command in reruns:
             self._rerun_express(command, batch, now_ms)
         self.reads.prefetch([item.arn for item, _ in work if not isinstance(item, Transfer)], batch)
@@ -253,28 +212,32 @@ class Core:
                     # so far has landed
                     batch.replies.append((reply, result, batch.last_write.get(item.arn, -1)))
             self.metrics.apply_seconds.observe(time.perf_counter() - started)
-            if self._in_flight is not None and self._in_flight.pending.done():
-                self._settle(now_ms)  # the earlier commit landed: its callers need not wait for this tick
         self._applied(batch)
-        self._settle(now_ms)
-        self._open = None
-        abandon, self._abandon = self._abandon, False
-        self._submit(batch, now_ms, len(work) + len(reruns), abandon)
-        if self._in_flight is not None and self._in_flight.pending.done():  # committed on this thread
-            self._settle(now_ms)
+        try:
+            failed = self._commit(batch, now_ms) if batch.writes else {}
+        except Exception:  # a bug after the commit: what it set in motion comes back with the re-read shards
+            log.exception("acting on a commit failed; re-reading its shards")
+            self._reread({write.shard_id for write in batch.writes} & self.range_ids.keys(), batch.states)
+            failed = {index: EngineUnavailable("the engine failed after the commit; retry the request")
+                      for index in range(len(batch.writes))}
+        unstarted = self._commit_express(batch, now_ms)
+        answers = [(reply, failed.get(index, result) if index >= 0 else
+                    unstarted.get(batch.express_starting[EXPRESS_ROWS - index].arn, result)
+                    if index <= EXPRESS_ROWS else result) for reply, result, index in batch.replies]
+        callers: list[tuple[Reply, object]] = []
+        held: list[tuple[Reply, object]] = []  # transfers waiting on the heavy lane's decision: they go on next tick
+        for pair in answers:
+            (held if isinstance(pair[0], HeldStage) else callers).append(pair)
+        if held:
+            answer(held)
+        if callers:
+            self.edges.replies(callers)
+        if batch.logged and self.edges.history is not None:
+            self.edges.history(batch.logged)
+        self.transfers.after_commit(batch, failed)
         if self._tick_clock is not None:
             self.tick_budget.observe(len(work), self._tick_clock() - started_s)
         return len(work) + len(reruns)
-
-    def _recover(self) -> None:
-        """A tick raised (a bug): act on the commit in flight, drop the batch it was applying, and read every shard
-        again, so that nothing memory held is stranded."""
-        self._open, self._abandon = None, False
-        try:
-            self._settle(self.clock())
-        except Exception:
-            log.exception("acting on a commit failed")
-        self._reread(set(self.range_ids), self._executions.all())
 
     def _applied(self, batch: Batch) -> None:
         """Every command of the tick is in the batch, which is about to commit (a seam for the simulator)."""
@@ -334,8 +297,6 @@ class Core:
 
     def _take_changes(self, now_ms: int) -> None:
         changes = self.inbox.take_changes()
-        if changes.ownership:
-            self._settle(now_ms)  # a shard changes hands with no commit of it in flight
         for change in changes.ownership:
             change(now_ms)
         if changes.forwarded:
@@ -627,8 +588,6 @@ class Core:
     def _read_express_starts(self, now_ms: int) -> list[StartExecution]:
         """The express starts of shards just taken: each runs again from the start (at-least-once)."""
         reruns: list[StartExecution] = []
-        if self.express.unread & self.range_ids.keys():
-            self._settle(now_ms)  # read with no commit of their rows in flight
         for shard in sorted(self.express.unread & self.range_ids.keys()):
             try:
                 reruns += self.express.read_starts(self.store, shard)
@@ -642,18 +601,15 @@ class Core:
             # its definition could not be read (the store failed): its row is read again after the pause
             self.express.unread.add(self.shards.of(command.arn))
 
-    def _express_landed(self, batch: Batch, finished: list[tuple[int, str]], outcome: Outcome,
-                        now_ms: int) -> dict[str, Exception]:
-        """The batch's asynchronous express starts written, and the rows of those that closed deleted (one store
-        transaction, after the batch's): run the starts that landed. Returns the starts that did not, by ARN."""
-        if outcome.express_error is not None:  # nothing landed, or unknown: callers retry (an unknown row runs at
-            # the restart)
-            self.express.finished = finished + self.express.finished
-            if batch.express_starting:
-                log.error("writing express starts failed: %s", outcome.express_error)
+    def _commit_express(self, batch: Batch, now_ms: int) -> dict[str, Exception]:
+        """Write the batch's asynchronous express starts and delete the rows of those that closed, then run the
+        starts that landed. Returns the starts that did not, by ARN."""
+        try:
+            lost = self.express.commit(self.store, batch, self.range_ids)
+        except Exception as exc:  # nothing landed, or unknown: callers retry (an unknown row runs at the restart)
+            log.error("writing express starts failed: %s", exc)
             return {command.arn: EngineUnavailable("the start could not be recorded; retry the request")
                     for command in batch.express_starting}
-        lost = outcome.express_lost
         self._unserve_all(lost & self.range_ids.keys(), "another node took it", logging.ERROR)
         unstarted: dict[str, Exception] = {}
         for command in batch.express_starting:
@@ -665,14 +621,11 @@ class Core:
 
     # -- committing, then acting
 
-    def _store_commit(self, writes: list[ExecutionWrite], range_ids: dict[int, int]) -> CommitResult:
-        """The store's commit (on the committer's thread: it reads nothing of the engine's memory)."""
-        return self.store.commit(writes, range_ids)
+    def _store_commit(self, writes: list[ExecutionWrite]) -> CommitResult:
+        return self.store.commit(writes, self.range_ids)
 
-    def _submit(self, batch: Batch, now_ms: int, items: int, abandon: bool) -> None:
-        """Hand the batch to the committer; until it is settled, the next tick reads its executions as it staged
-        them (``ExecutionReads.pending``). ``abandon``: a commit it builds on did not land, so it is not written
-        (the one failure path: its shards are read again, its callers retry)."""
+    def _commit(self, batch: Batch, now_ms: int) -> dict[int, Exception]:
+        """Commit the batch; act on what landed. Returns the writes that did not land, by index."""
         for index, decision in batch.unserialized.items():  # rows that later decisions of the tick were folded into
             state = decision.state
             try:
@@ -682,78 +635,14 @@ class Core:
                 blob = state.to_blob()
             earlier = batch.writes[index]
             batch.writes[index] = _write(state, blob, earlier.expected_version, decision.effects, earlier.group)
-        writes, rows, range_ids = batch.writes, batch.express_rows, dict(self.range_ids)
-        finished, self.express.finished = self.express.finished, []
-
-        def commit() -> Outcome:
-            outcome = Outcome()
-            if abandon:
-                refused = CommitFailed("an earlier commit this one builds on did not land")
-                outcome.error = refused if writes else None
-                outcome.express_error = refused if rows or finished else None
-                return outcome
-            if writes:
-                started = time.perf_counter()
-                try:
-                    outcome.result = self._store_commit(writes, range_ids)
-                except Exception as exc:  # refused before writing, outcome unknown, or a bug: one path for all
-                    outcome.error = exc
-                outcome.seconds = time.perf_counter() - started
-            if rows or finished:
-                try:
-                    outcome.express_lost = self.store.write_express_starts(rows, finished, range_ids)
-                except Exception as exc:
-                    outcome.express_error = exc
-            return outcome
-        self._in_flight = InFlight(batch, self.committer.submit(commit), items, finished)
-        self.reads.pending = batch.staged
-
-    def _settle(self, now_ms: int) -> int:
-        """Wait for the commit in flight, if any, and act on what landed: reply to callers, cache the new states,
-        offer new timers, hand new dispatches out, let transfers go on. Returns how many items its tick took."""
-        in_flight = self._in_flight
-        if in_flight is None:
-            return 0
-        outcome: Outcome = in_flight.pending.result()
-        self._in_flight = None
-        self.reads.pending = {}
-        batch = in_flight.batch
+        started = time.perf_counter()
         try:
-            failed = self._act(batch, outcome, now_ms) if batch.writes else {}
-        except Exception:  # a bug after the commit: what it set in motion comes back with the re-read shards
-            log.exception("acting on a commit failed; re-reading its shards")
-            self._reread({write.shard_id for write in batch.writes} & self.range_ids.keys(), batch.states)
-            failed = {index: EngineUnavailable("the engine failed after the commit; retry the request")
-                      for index in range(len(batch.writes))}
-        if failed and self._open is not None:  # the batch being applied may build on what did not land
-            self._abandon = True
-        unstarted = self._express_landed(batch, in_flight.finished, outcome, now_ms)
-        answers = [(reply, failed.get(index, result) if index >= 0 else
-                    unstarted.get(batch.express_starting[EXPRESS_ROWS - index].arn, result)
-                    if index <= EXPRESS_ROWS else result) for reply, result, index in batch.replies]
-        callers: list[tuple[Reply, object]] = []
-        held: list[tuple[Reply, object]] = []  # transfers waiting on the heavy lane's decision: they go on next tick
-        for pair in answers:
-            (held if isinstance(pair[0], HeldStage) else callers).append(pair)
-        if held:
-            answer(held)
-        if callers:
-            self.edges.replies(callers)
-        if batch.logged and self.edges.history is not None:
-            self.edges.history(batch.logged)
-        self.transfers.after_commit(batch, failed)
-        return in_flight.items
-
-    def _act(self, batch: Batch, outcome: Outcome, now_ms: int) -> dict[int, Exception]:
-        """Act on what of the batch landed. Returns the writes that did not land, by index."""
-        if outcome.error is not None:
-            log.error("commit failed (%s); re-reading %d shards", outcome.error,
-                      len({w.shard_id for w in batch.writes}))
+            result = self._store_commit(batch.writes)
+        except Exception as exc:  # refused before writing, outcome unknown, or a bug: one path for all
+            log.error("commit failed (%s); re-reading %d shards", exc, len({w.shard_id for w in batch.writes}))
             self._reread({write.shard_id for write in batch.writes}, batch.states)
-            return self._landed_anyway(batch, isinstance(outcome.error, CommitOutcomeUnknown), now_ms)
-        result = outcome.result
-        assert result is not None
-        self.metrics.committed(batch.writes, result, outcome.seconds)
+            return self._landed_anyway(batch, isinstance(exc, CommitOutcomeUnknown), now_ms)
+        self.metrics.committed(batch.writes, result, time.perf_counter() - started)
         lost = result.lost_shards & self.range_ids.keys()
         if lost:
             fenced = sum(1 for write in batch.writes if write.shard_id in lost)
@@ -817,10 +706,11 @@ class Core:
         """What memory says of these shards may be wrong: drop it, and read the rows again before serving."""
         for state in states:
             self._executions.forget(state.arn)
-        self.transfers.reread(shards)
+        self.transfers.reread_now |= shards
         for shard in shards:
             self.windows[shard].forget()
             self.outbox.reread(shard)
+        self.transfers.drop(shards)
 
     def _hand_out(self, dispatch: Dispatch) -> None:
         if dispatch.payload["kind"] in TRANSFER_KINDS and "mocked" not in dispatch.payload:
@@ -834,15 +724,10 @@ class Core:
 
     def _read_outboxes(self, now_ms: int) -> None:
         """Read back a page of each shard whose outbox memory cannot say everything (start, re-read, full)."""
-        behind = self.outbox.behind()
-        # The rows a commit in flight deletes are still there: passed over, never handed out twice.
-        removing = set() if not behind or self._in_flight is None else {
-            (write.arn, dispatch_id) for write in self._in_flight.batch.writes
-            for dispatch_id in write.effects.dispatches_removed}
-        for shard in behind:
+        for shard in self.outbox.behind():
             if self.shards.serves(shard):
                 try:
-                    for dispatch in self.outbox.read(shard, self.store.pending_dispatches, removing):
+                    for dispatch in self.outbox.read(shard, self.store.pending_dispatches):
                         self._hand_out(dispatch)
                 except StoreUnavailable as exc:  # the cursor did not move; try again after a pause
                     self._store_failed(now_ms, f"reading the outbox of shard {shard}", exc)

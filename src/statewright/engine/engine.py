@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from ..store.base import Dispatch
 from .batch import Reply
 from .commands import Command
-from .committer import ThreadCommitter
 from .core import Core
 from .shards import LEASE_MS
 
@@ -64,12 +63,10 @@ class Engine(Core):
     # -- running
 
     def start(self, *, all_shards: bool = True, collector: Collector | None = None) -> None:
-        """Run ticks on a thread of the engine's own, and commit their batches on another (committer.py).
-        ``all_shards``: a single node takes every shard first; in a cluster the membership hands shards to the
-        engine as it acquires them. ``collector``: the garbage collector's full passes, run when the engine has
-        nothing to do (collector.py)."""
+        """Run ticks on a thread of the engine's own. ``all_shards``: a single node takes every shard first; in a
+        cluster the membership hands shards to the engine as it acquires them. ``collector``: the garbage
+        collector's full passes, run when the engine has nothing to do (collector.py)."""
         self._collector = collector
-        self.committer = ThreadCommitter()
         if all_shards:
             self.acquire_all_shards()
         self._thread = threading.Thread(target=self._run, name="statewright-engine", daemon=True)
@@ -79,7 +76,6 @@ class Engine(Core):
         self.inbox.stop()
         if self._thread is not None:
             self._thread.join()
-        self.committer.close()
         self.heavy.close()
 
     def submit(self, command: Command, reply: Reply = None, *, throttle: bool = True) -> Reply:
@@ -106,20 +102,15 @@ class Engine(Core):
 
     def _run(self) -> None:
         collector = self._collector
-        while self.inbox.wait(lambda: self.idle_wait_s(self.clock()),
-                              busy=bool(self.heavy.redo) or self._in_flight is not None,
+        while self.inbox.wait(lambda: self.idle_wait_s(self.clock()), busy=bool(self.heavy.redo),
                               idle=None if collector is None else collector.quiet):
             try:
                 self.tick(self.clock())
             except Exception:  # a bug must not stop the engine, nor strand what memory held: read it all again
                 log.exception("engine tick failed; re-reading every shard")
-                self._recover()
+                self._reread(set(self.range_ids), self._executions.all())
             if collector is not None:
                 collector.busy()
-        try:
-            self._settle(self.clock())  # the last commit's callers hear of it
-        except Exception:
-            log.exception("acting on the last commit failed")
 
     def idle_wait_s(self, now_ms: int) -> float:
         """How long the engine thread may sleep when its inbox is empty: until the next timer, at most a second."""

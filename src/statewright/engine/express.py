@@ -7,11 +7,10 @@ written before the caller's 200 and deleted once the execution closed, so the sh
 execution that was still in memory when the engine stopped (at-least-once, as AWS documents). A synchronous start
 (StartSyncExecution) writes nothing: its caller waits for the result, and nothing runs it again (at-most-once).
 
-The engine owns one ``ExpressRuns`` and uses it on its own thread only: ``step`` applies a decision, ``finished``
-lists the runs that closed (the engine's commit writes a batch's start rows and deletes those of the runs that
-closed), ``read_starts`` reads back the rows of shards just taken. Bounded: an execution lasts five minutes at most
-(``DURATION_MS_MAX``), so its timers and its run leave memory by then. It does no I/O of its own: the store is
-passed in.
+The engine owns one ``ExpressRuns`` and uses it on its own thread only: ``step`` applies a decision, ``commit``
+writes the batch's start rows and deletes those of runs that closed, ``read_starts`` reads back the rows of shards
+just taken. Bounded: an execution lasts five minutes at most (``DURATION_MS_MAX``), so its timers and its run
+leave memory by then. It does no I/O of its own: the store is passed in.
 """
 
 from __future__ import annotations
@@ -93,6 +92,19 @@ class ExpressRuns:
         if run.reply is not None:
             batch.replies.append((run.reply, result(state), -1))
         return dispatches, run
+
+    def commit(self, store: Store, batch: Batch, range_ids: dict[int, int]) -> set[int]:
+        """Write the batch's asynchronous starts and delete the rows of the runs that closed, in one store
+        transaction; returns the shards another node took meanwhile. Raises as the store does: then nothing
+        landed, or the outcome is unknown (a row that did land runs at the next restart)."""
+        finished, self.finished = self.finished, []
+        if not batch.express_rows and not finished:
+            return set()
+        try:
+            return store.write_express_starts(batch.express_rows, finished, range_ids)
+        except Exception:
+            self.finished = finished + self.finished
+            raise
 
     def read_starts(self, store: Store, shard_id: int) -> list[StartExecution]:
         """The express starts of a shard just taken that are not running here: each runs again from the start

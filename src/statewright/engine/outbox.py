@@ -20,7 +20,7 @@ cursor: none is missed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 
 from ..store.base import Dispatch
 from .limits import Limits
@@ -102,9 +102,8 @@ class OutboxWindow:
         """Shards to read back now."""
         return list(self._behind)
 
-    def read(self, shard_id: int, reader: Reader, removing: Collection[Key] = ()) -> Iterator[Dispatch]:
-        """One page of a behind shard's rows: yields (and holds) each row to hand out, while there is room.
-        ``removing``: rows the commit in flight deletes, passed over (if it does not land, the shard is read again)."""
+    def read(self, shard_id: int, reader: Reader) -> Iterator[Dispatch]:
+        """One page of a behind shard's rows: yields (and holds) each row to hand out, while there is room."""
         after_seq = self._behind.get(shard_id)
         room = self._limits.outbox_window_max - len(self._held)
         if after_seq is None or room <= 0:
@@ -114,9 +113,7 @@ class OutboxWindow:
         page = reader(shard_id, after_seq, limit)
         for dispatch in page:
             key = (dispatch.execution_arn, dispatch.dispatch_id)
-            if key in removing:
-                pass
-            elif _is_task(dispatch):
+            if _is_task(dispatch):
                 if shard_id not in self._spilled:
                     yield dispatch  # not held: the matcher bounds tasks and keeps one copy of each
             elif key not in self._held:

@@ -3,9 +3,7 @@
 A tick's commands whose executions are not cached are read in one store call before they apply (a networked store
 would otherwise take a round trip per new execution on the engine thread); an express execution is read from memory
 only, while it runs. Only executions of shards this engine serves are cached: another node's change behind this
-one's back. While a batch is being committed, its executions are read as it staged them (``pending``): the next tick
-builds on them, and a write that does not land fails the writes built on it (their expected version). Must not
-import the API, the integrations or the cluster.
+one's back. Must not import the API, the integrations or the cluster.
 """
 
 from __future__ import annotations
@@ -24,12 +22,11 @@ class ExecutionReads:
         self.executions = executions
         self.shards = shards
         self.express = express
-        self.pending: dict[str, ExecutionState] = {}  # the batch in flight's staged states (core.py, ``_submit``)
 
     def prefetch(self, arns: list[str], batch: Batch) -> None:
         """Read those of ``arns`` this engine does not hold into ``batch.fetched`` (None: not found, a new one)."""
         wanted = list(dict.fromkeys(  # in the work's order (not a set's): the simulator replays a seed exactly
-            arn for arn in arns if arn not in self.pending and not self.executions.holds(arn) and not is_express(arn)
+            arn for arn in arns if not self.executions.holds(arn) and not is_express(arn)
             and self.shards.serves(self.shards.of(arn))))
         if not wanted:
             return
@@ -46,14 +43,10 @@ class ExecutionReads:
                 batch.unread[arn] = exc
 
     def load(self, arn: str, batch: Batch | None = None) -> ExecutionState | None:
-        """The execution as this engine last committed it, or staged it in the batch in flight (None: it does not
-        exist)."""
+        """The execution as this engine last committed it (None: it does not exist)."""
         if is_express(arn):  # in memory only, while it runs
             run = self.express.runs.get(arn)
             return None if run is None else run.state
-        staged = self.pending.get(arn)
-        if staged is not None:
-            return staged
         state = self.executions.get(arn)
         if state is not None:
             return state

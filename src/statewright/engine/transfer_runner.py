@@ -59,10 +59,7 @@ class TransferRunner:
         self.ready: deque[Transfer] = deque()  # their dispatches are held in the outbox window: bounded
         self._remote: dict[int, Transfer] = {}  # id -> transfers whose stage another node is applying
         self.retries: list[tuple[int, Transfer]] = []  # (not before ms, transfer) to send again
-        # When each shard was last re-read, counted in re-reads: a stage applied before its shard's re-read does not
-        # go on (its dispatch comes back with the rows), even when it settles a tick later (a pipelined commit).
-        self._reread_at: dict[int, int] = {}
-        self._rereads = 0
+        self.reread_now: set[int] = set()  # shards re-read during this tick (their transfers start over)
 
     def start(self, dispatch: Dispatch) -> None:
         self.ready.append(Transfer(dispatch, stages(dispatch, self._context)))
@@ -123,13 +120,13 @@ class TransferRunner:
         if batch.merged_at is not None:  # folded into an earlier write of its execution: it goes on only if that lands
             # too (the writes between are others', whose failure only makes this stage run again)
             first, batch.merged_at = min(first, batch.merged_at), None
-        batch.transfers.append((transfer, replies, first, len(batch.writes), self._rereads))
+        batch.transfers.append((transfer, replies, first, len(batch.writes)))
 
     def after_commit(self, batch: Batch, failed: dict[int, Exception]) -> None:
         """Transfers whose stage landed go on, in the order they ran, ahead of the ones their stage caused (a child
         that closed at once), so a parent records its attempt started before the child's result reaches it."""
         going_on: list[Transfer] = []
-        for transfer, replies, first, end, applied_at in batch.transfers:
+        for transfer, replies, first, end in batch.transfers:
             dispatch = transfer.dispatch
             if not self._shards.serves(dispatch.shard_id):
                 continue  # the shard was lost: its next owner reads the dispatch back
@@ -137,18 +134,11 @@ class TransferRunner:
                 isinstance(reply, EngineUnavailable) for reply in replies)  # e.g. a read failed: nothing staged
             if not landed:  # start over from the outbox row: every stage is safe to repeat
                 self._outbox.read_again(dispatch)
-            elif self._reread_at.get(dispatch.shard_id, 0) <= applied_at:  # else its row is read back, and it
-                # starts again
+            elif dispatch.shard_id not in self.reread_now:  # else its row is read back, and it starts again
                 transfer.replies = replies
                 going_on.append(transfer)
         self.ready.extendleft(reversed(going_on))
-
-    def reread(self, shards: set[int]) -> None:
-        """These shards' outbox rows are read again: their transfers start over from them."""
-        self._rereads += 1
-        for shard in shards:
-            self._reread_at[shard] = self._rereads
-        self.drop(shards)
+        self.reread_now.clear()
 
     def drop(self, shards: set[int]) -> None:
         """Transfers of these shards come back with their rows; kept as well, they would apply twice."""

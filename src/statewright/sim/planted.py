@@ -128,11 +128,11 @@ class PlantedEngine(Engine):
                 command = CompleteAttempt(command.arn, max(pending), command.result)
         return super()._apply(command, batch, now_ms, reply, rerun)
 
-    def _store_commit(self, writes: list[ExecutionWrite], range_ids: dict[int, int]) -> CommitResult:
+    def _store_commit(self, writes: list[ExecutionWrite]) -> CommitResult:
         if "commit-without-fencing" in self.planted:  # "refreshes" its range ids: no fencing
             result = self.store.commit(writes, {lease.shard_id: lease.range_id for lease in self.store.shard_leases()})
         else:
-            result = super()._store_commit(writes, range_ids)
+            result = super()._store_commit(writes)
         if "act-on-fenced-writes" in self.planted:
             result = CommitResult(result.conflicts, set())
         return result

@@ -63,7 +63,6 @@ from ..engine.commands import (
     StartExecution,
     StopExecution,
 )
-from ..engine.committer import DeferredCommitter
 from ..engine.edges import Edges
 from ..engine.engine import Engine
 from ..engine.limits import Limits
@@ -202,10 +201,7 @@ class _Run:
         edges = Edges()  # its edges lead to the node, made once the engine is
         settings = dict(node_id=owner, edges=edges, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
                         evaluation_clock=None, status_events=True, redrivable_ms=REDRIVABLE_MS,
-                        heavy_lane=lambda services, _, landed: SimulatedLane(self, services, landed),
-                        # Commits land a few items into the next tick, or at its end: as on the committer's thread.
-                        # Drawn apart from ``rng``: the seeds' workloads stay as they were.
-                        committer=DeferredCommitter(random.Random(self.config.seed ^ 0xC0317 ^ self._incarnation)))
+                        heavy_lane=lambda services, _, landed: SimulatedLane(self, services, landed))
         engine = PlantedEngine(store, planted=planted, **settings) if planted else Engine(store, **settings)
         sweep = PlantedSweep(engine.histories, RETENTION, planted=planted) if planted else \
             Sweep(engine.histories, RETENTION)
