@@ -43,6 +43,7 @@ from .cluster.loop import MembershipLoop
 from .cluster.membership import ASSIGNMENT_RULE, EngineHooks, LeaseSettings, Membership
 from .cluster.peers import poke, secret_check
 from .collector import Collector
+from .console import HistoryFeed
 from .data_dir import DataDirInUse, lock_data_dir
 from .decider.execution import DAY_MS, REDRIVABLE_MS
 from .decider.mocks import InvalidMockConfig, MockConfig
@@ -274,10 +275,12 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     histories = Histories(store, open_payload_store(payload_store, store, aws_clients, region))
     traces = None if tracing is None else ExecutionTraces(tracing, histories.whole)
     # The engine's edges, in one place: committed dispatches to the dispatcher, committed history events to the
-    # execution logs and the traces, replies through the service's event loop; several nodes: stages bound for
-    # another node's execution to the forwarder, removed dispatches to the matcher (which drops copies another
-    # node started).
-    edges = Edges(dispatch=dispatcher.submit, history=logs.offer if traces is None else _both(logs.offer, traces.offer),
+    # execution logs, the console's pages and the traces, replies through the service's event loop; several nodes:
+    # stages bound for another node's execution to the forwarder, removed dispatches to the matcher (which drops
+    # copies another node started).
+    feed = HistoryFeed()
+    history = _both(logs.offer, feed.offer)
+    edges = Edges(dispatch=dispatcher.submit, history=history if traces is None else _both(history, traces.offer),
                   replies=lambda replies: service.deliver_replies(replies),
                   forward=None if cluster is None else lambda commands: joined.forwarder.engine_hook(commands),
                   removed=None if cluster is None else lambda keys: service.removed(keys))
@@ -292,7 +295,7 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                       retention=Retention(built, histories, retention),
                       forwarder=None if joined is None else joined.forwarder, peers=peers,
                       membership_changed=None if membership is None else membership.wake,
-                      leave=None if membership is None else membership.stop)
+                      leave=None if membership is None else membership.stop, history_feed=feed)
     return Node(built, service, membership, traces)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ..cluster import channel, peers
+from ..console import Console
 from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
 from ..store.base import StoreUnavailable
@@ -63,6 +64,7 @@ class App:
         self._request_ids = _request_ids()
         self.metrics = service.engine.metrics.api(self.known_operations)
         service.engine.metrics.watch_activity_backlog(service.matcher.backlog_size)
+        self.console = Console(service.history_feed)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -77,6 +79,9 @@ class App:
                 await send({"type": "websocket.close"})
             return
         if scope["type"] != "http":
+            return
+        if self.console.serves(scope):  # a browser's GET: the web console (console/)
+            await self.console(scope, receive, send)
             return
         if scope["method"] == "GET" and scope["path"] == "/metrics":
             await _send_metrics(self.metrics.exposition(), send)

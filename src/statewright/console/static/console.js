@@ -1,0 +1,479 @@
+// The console's pages: state machines, one state machine (its graph, versions, aliases, executions), one execution
+// (its graph coloured as it ran, live; its history as a table and a timeline), activities. Routes are the URL's
+// fragment: #/, #/state-machine/<arn>, #/execution/<arn>, #/activities.
+
+import {ApiError, all, call, eventsAfter, history} from "./api.js";
+import {drawGraph} from "./graph.js";
+import {runsOf, statusByState} from "./history.js";
+
+const main = document.getElementById("main");
+const dialog = document.getElementById("dialog");
+let leave = () => {}; // what the current page stops when another one opens (a stream, a timer)
+
+// -- small helpers
+
+function h(tag, attributes = {}, ...children) {
+  const created = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) created.addEventListener(key.slice(2), value);
+    else if (key === "text") created.textContent = value;
+    else created.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child !== null && child !== undefined && child !== false) {
+      created.append(child instanceof Node ? child : String(child));
+    }
+  }
+  return created;
+}
+
+function when(seconds) {
+  return seconds === undefined || seconds === null ? "" : new Date(seconds * 1000).toLocaleString();
+}
+
+function duration(seconds) {
+  if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
+  if (seconds < 120) return `${seconds.toFixed(seconds < 10 ? 2 : 1)} s`;
+  return `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
+}
+
+function pretty(text) {
+  if (text === undefined || text === null) return "";
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return String(text);
+  }
+}
+
+function status(value) {
+  return h("span", {class: `status ${value}`, "data-testid": "status"}, value);
+}
+
+function nameOf(arn) {
+  return arn.split(":").pop();
+}
+
+function link(route, text) {
+  return h("a", {href: `#/${route}`}, text);
+}
+
+function showError(error) {
+  const box = document.getElementById("error");
+  box.hidden = !error;
+  box.textContent = error ? (error instanceof ApiError ? error.message : String(error)) : "";
+}
+
+// A modal dialog; resolves with what ``collect`` returns on confirm (or null when cancelled). ``collect`` may
+// throw to keep the dialog open with its message shown.
+function ask(title, body, confirmText, {danger = false, collect = () => true} = {}) {
+  return new Promise((resolve) => {
+    const invalid = h("div", {class: "invalid", "data-testid": "dialog-invalid"});
+    const done = (value) => {
+      dialog.close();
+      resolve(value);
+    };
+    const confirm = h("button", {class: `primary${danger ? " danger" : ""}`, "data-testid": "dialog-confirm",
+                                 onclick: () => {
+                                   try {
+                                     done(collect());
+                                   } catch (error) {
+                                     invalid.textContent = error.message;
+                                   }
+                                 }}, confirmText);
+    dialog.replaceChildren(h("h3", {}, title), body, invalid,
+      h("div", {class: "actions"}, h("button", {onclick: () => done(null), "data-testid": "dialog-cancel"}, "Cancel"),
+        confirm));
+    dialog.onclose = () => resolve(null);
+    dialog.showModal();
+  });
+}
+
+// A table whose columns sort on a click: ``columns`` [{title, key(row) -> sortable value, cell(row) -> node}].
+function sortableTable(rows, columns, initial = 0, descending = true, testid = "table") {
+  let sortBy = initial;
+  let down = descending;
+  const body = h("tbody");
+  const heads = columns.map((column, index) => h("th", {class: "sortable", onclick: () => {
+    down = sortBy === index ? !down : false;
+    sortBy = index;
+    render();
+  }}, column.title));
+  function render() {
+    const key = columns[sortBy].key;
+    const sorted = [...rows].sort((a, b) => {
+      const [x, y] = [key(a), key(b)];
+      return (x < y ? -1 : x > y ? 1 : 0) * (down ? -1 : 1);
+    });
+    heads.forEach((head, index) => {
+      head.textContent = columns[index].title + (index === sortBy ? (down ? " ▼" : " ▲") : "");
+    });
+    body.replaceChildren(...sorted.map((row) => h("tr", {}, columns.map((column) => h("td", {}, column.cell(row))))));
+  }
+  render();
+  return h("table", {"data-testid": testid}, h("thead", {}, h("tr", {}, heads)), body);
+}
+
+// -- pages
+
+async function machinesPage() {
+  const machines = await all("ListStateMachines", {maxResults: 1000}, "stateMachines");
+  const create = h("p", {class: "muted"},
+    "Create state machines with the AWS CLI, an SDK or `statewright import`; they appear here.");
+  main.replaceChildren(h("h1", {}, "State machines"), create, machines.length === 0
+    ? h("p", {class: "muted", "data-testid": "empty"}, "No state machines yet.")
+    : sortableTable(machines, [
+      {title: "Name", key: (m) => m.name, cell: (m) => link(`state-machine/${encodeURIComponent(m.stateMachineArn)}`,
+                                                            m.name)},
+      {title: "Type", key: (m) => m.type, cell: (m) => m.type},
+      {title: "Created", key: (m) => m.creationDate, cell: (m) => when(m.creationDate)},
+    ], 2, true, "machines"));
+}
+
+async function machinePage(arn) {
+  const [machine, versions, aliases] = await Promise.all([
+    call("DescribeStateMachine", {stateMachineArn: arn}),
+    all("ListStateMachineVersions", {stateMachineArn: arn, maxResults: 1000}, "stateMachineVersions"),
+    all("ListStateMachineAliases", {stateMachineArn: arn, maxResults: 100}, "stateMachineAliases"),
+  ]);
+  const routed = await Promise.all(aliases.map((alias) =>
+    call("DescribeStateMachineAlias", {stateMachineAliasArn: alias.stateMachineAliasArn})));
+  const definition = JSON.parse(machine.definition);
+  const graph = h("div", {class: "graph"});
+  const executions = h("div", {"data-testid": "executions"});
+  main.replaceChildren(
+    h("p", {}, link("", "State machines"), " / "),
+    h("h1", {}, machine.name),
+    h("div", {class: "panel"}, h("dl", {class: "facts"},
+      h("dt", {}, "ARN"), h("dd", {}, machine.stateMachineArn),
+      h("dt", {}, "Type"), h("dd", {}, machine.type),
+      h("dt", {}, "Role"), h("dd", {}, machine.roleArn),
+      h("dt", {}, "Created"), h("dd", {}, when(machine.creationDate)))),
+    h("div", {class: "toolbar"},
+      h("button", {class: "primary", "data-testid": "start", onclick: () => startExecution(arn, machine.type)},
+        "Start execution")),
+    h("h2", {}, "Executions"), executions,
+    h("h2", {}, "Definition"), h("div", {class: "graph-wrap"}, graph),
+    h("details", {}, h("summary", {}, "Definition as JSON"), h("pre", {"data-testid": "definition"},
+                                                                 pretty(machine.definition))),
+    h("h2", {}, "Versions"),
+    versions.length === 0 ? h("p", {class: "muted"}, "No versions published.")
+      : sortableTable(versions, [
+        {title: "Version", key: (v) => Number(v.stateMachineVersionArn.split(":").pop()),
+         cell: (v) => v.stateMachineVersionArn.split(":").pop()},
+        {title: "Created", key: (v) => v.creationDate, cell: (v) => when(v.creationDate)},
+      ], 0, true, "versions"),
+    h("h2", {}, "Aliases"),
+    routed.length === 0 ? h("p", {class: "muted"}, "No aliases.")
+      : sortableTable(routed, [
+        {title: "Alias", key: (a) => a.name, cell: (a) => a.name},
+        {title: "Routing", key: (a) => a.routingConfiguration.length, cell: (a) => a.routingConfiguration.map(
+          (route) => `version ${route.stateMachineVersionArn.split(":").pop()}: ${route.weight} %`).join(", ")},
+        {title: "Description", key: (a) => a.description || "", cell: (a) => a.description || ""},
+      ], 0, false, "aliases"),
+  );
+  drawGraph(graph, definition, () => {})(new Map(), null);
+  await executionList(executions, arn);
+}
+
+async function executionList(container, machineArn) {
+  const filter = h("select", {"data-testid": "status-filter"}, ["All", "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT",
+    "ABORTED", "PENDING_REDRIVE"].map((value) => h("option", {value}, value)));
+  const search = h("input", {type: "search", placeholder: "Name starts with", "data-testid": "search"});
+  const list = h("div");
+  const more = h("button", {hidden: true}, "Load more");
+  let loaded = [];
+  let nextToken = null;
+  async function load(fresh) {
+    if (fresh) {
+      loaded = [];
+      nextToken = null;
+    }
+    const page = await call("ListExecutions", {stateMachineArn: machineArn, maxResults: 100,
+      ...(filter.value === "All" ? {} : {statusFilter: filter.value}), ...(nextToken ? {nextToken} : {})});
+    loaded.push(...page.executions);
+    nextToken = page.nextToken || null;
+    more.hidden = !nextToken;
+    render();
+  }
+  function render() {
+    const prefix = search.value.trim();
+    const shown = prefix ? loaded.filter((execution) => execution.name.startsWith(prefix)) : loaded;
+    list.replaceChildren(shown.length === 0 ? h("p", {class: "muted"}, "No executions.") : sortableTable(shown, [
+      {title: "Name", key: (e) => e.name,
+       cell: (e) => link(`execution/${encodeURIComponent(e.executionArn)}`, e.name)},
+      {title: "Status", key: (e) => e.status, cell: (e) => status(e.status)},
+      {title: "Started", key: (e) => e.startDate, cell: (e) => when(e.startDate)},
+      {title: "Ended", key: (e) => e.stopDate || 0, cell: (e) => when(e.stopDate)},
+    ], 2, true, "execution-list"));
+  }
+  filter.addEventListener("change", () => load(true).catch(showError));
+  search.addEventListener("input", render);
+  more.addEventListener("click", () => load(false).catch(showError));
+  container.replaceChildren(h("div", {class: "toolbar"}, filter, search), list, more);
+  await load(true);
+}
+
+async function startExecution(machineArn, type) {
+  const name = h("input", {placeholder: "(a generated name)", "data-testid": "execution-name", size: 40});
+  const input = h("textarea", {rows: 10, "data-testid": "execution-input"}, '{\n  "Comment": "Insert your JSON here"\n}');
+  const body = h("div", {}, h("p", {}, "Name (optional)"), name, h("p", {}, "Input (JSON)"), input,
+    type === "EXPRESS" ? h("p", {class: "muted"}, "An Express execution's history is not kept: this page shows it "
+                                                  + "only while it runs.") : null);
+  const started = await ask("Start execution", body, "Start execution", {collect: () => {
+    try {
+      JSON.parse(input.value);
+    } catch (error) {
+      throw new Error(`The input is not valid JSON: ${error.message}`);
+    }
+    return {stateMachineArn: machineArn, input: input.value, ...(name.value.trim() ? {name: name.value.trim()} : {})};
+  }});
+  if (!started) return;
+  try {
+    const answer = await call("StartExecution", started);
+    location.hash = `#/execution/${encodeURIComponent(answer.executionArn)}`;
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function executionPage(arn) {
+  let execution = await call("DescribeExecution", {executionArn: arn});
+  const [machine, events] = await Promise.all([
+    call("DescribeStateMachineForExecution", {executionArn: arn}), history(arn)]);
+  const definition = JSON.parse(machine.definition);
+  const machineArn = execution.stateMachineArn;
+  let selected = null;
+  let view = "graph";
+  const facts = h("div", {class: "panel"});
+  const actions = h("div", {class: "toolbar"});
+  const graph = h("div", {class: "graph"});
+  const detail = h("div", {class: "details panel", "data-testid": "state-details"},
+    h("p", {class: "muted"}, "Choose a state to see its input, output and attempts."));
+  const table = h("div", {"data-testid": "history"});
+  const timeline = h("div", {class: "timeline", "data-testid": "timeline"});
+  const tabs = h("div", {class: "tabs"});
+  const panes = {graph: h("div", {}, legend(), h("div", {class: "graph-wrap"}, graph, detail)), history: table,
+                 timeline};
+  const body = h("div");
+  const paint = drawGraph(graph, definition, (name) => {
+    selected = name;
+    refresh();
+  });
+
+  function legend() {
+    return h("div", {class: "legend"}, [["succeeded", "Succeeded"], ["failed", "Failed"], ["caught", "Caught error"],
+      ["running", "In progress"], ["aborted", "Aborted"]].map(([kind, text]) =>
+      h("span", {}, h("i", {style: `border-color: var(--${kind})`}), text)));
+  }
+
+  function show(name) {
+    view = name;
+    tabs.replaceChildren(...Object.keys(panes).map((pane) => h("button", {class: pane === view ? "current" : "",
+      "data-testid": `tab-${pane}`, onclick: () => show(pane)}, {graph: "Graph view", history: "Event history",
+      timeline: "Timeline"}[pane])));
+    body.replaceChildren(panes[view]);
+  }
+
+  function refresh() {
+    const runs = runsOf(events, execution);
+    paint(statusByState(runs), selected);
+    renderFacts();
+    renderDetail(runs);
+    renderTable();
+    renderTimeline(runs);
+  }
+
+  function renderFacts() {
+    facts.replaceChildren(h("dl", {class: "facts"},
+      h("dt", {}, "Status"), h("dd", {}, status(execution.status)),
+      h("dt", {}, "State machine"), h("dd", {}, link(`state-machine/${encodeURIComponent(machineArn)}`,
+                                                     nameOf(machineArn))),
+      h("dt", {}, "ARN"), h("dd", {}, execution.executionArn),
+      h("dt", {}, "Started"), h("dd", {}, when(execution.startDate)),
+      h("dt", {}, "Ended"), h("dd", {}, when(execution.stopDate)),
+      execution.redriveCount ? [h("dt", {}, "Redrives"), h("dd", {}, execution.redriveCount)] : null,
+      execution.error ? [h("dt", {}, "Error"), h("dd", {"data-testid": "error"}, execution.error)] : null,
+      execution.cause ? [h("dt", {}, "Cause"), h("dd", {}, h("pre", {}, pretty(execution.cause)))] : null),
+    h("details", {}, h("summary", {}, "Input and output"), h("p", {}, "Input"), h("pre", {}, pretty(execution.input)),
+      h("p", {}, "Output"), h("pre", {"data-testid": "output"}, pretty(execution.output))));
+    const redrivable = ["FAILED", "TIMED_OUT", "ABORTED"].includes(execution.status);
+    actions.replaceChildren(
+      h("button", {class: "danger", disabled: execution.status !== "RUNNING", "data-testid": "stop",
+                   onclick: stop}, "Stop execution"),
+      h("button", {disabled: !redrivable, "data-testid": "redrive", onclick: redrive}, "Redrive"),
+      h("button", {"data-testid": "new-execution", onclick: () => startExecution(machineArn, machine.type)},
+        "New execution"),
+      h("button", {"data-testid": "download", onclick: download}, "Download history (JSON)"));
+  }
+
+  function renderDetail(runs) {
+    if (!selected) return;
+    const mine = runs.filter((run) => run.name === selected);
+    const state = findState(definition, selected);
+    detail.replaceChildren(...[h("h3", {"data-testid": "selected-state"}, selected),
+      h("p", {class: "muted"}, `${state?.Type ?? ""} state`),
+      mine.length === 0 ? h("p", {class: "muted"}, "Not entered in this execution.") : mine.map((run, index) => h("div",
+        {"data-testid": "state-run"},
+        mine.length > 1 ? h("h4", {}, `Run ${index + 1} of ${mine.length}`) : null,
+        h("dl", {class: "facts"},
+          h("dt", {}, "Status"), h("dd", {"data-testid": "run-status"}, run.status),
+          h("dt", {}, "Entered"), h("dd", {}, when(run.entered)),
+          h("dt", {}, "Duration"), h("dd", {}, run.exited !== null ? duration(run.exited - run.entered) : "—")),
+        run.attempts.length ? [h("p", {}, `Attempts (${run.attempts.length})`), h("table", {"data-testid": "attempts"},
+          h("tbody", {}, run.attempts.map((attempt, number) => h("tr", {},
+            h("td", {}, `#${number + 1}`), h("td", {}, when(attempt.scheduled)),
+            h("td", {}, attempt.ended ? duration(attempt.ended - attempt.scheduled) : "…"),
+            h("td", {}, attempt.outcome ?? "in progress", attempt.error ? ` — ${attempt.error}` : "")))))] : null,
+        h("p", {}, "Input"), h("pre", {"data-testid": "state-input"}, pretty(run.input)),
+        h("p", {}, "Output"), h("pre", {"data-testid": "state-output"}, run.exited !== null ? pretty(run.output) : "—"),
+        errorOf(run)))].flat());
+  }
+
+  function errorOf(run) {
+    const failed = [...run.attempts].reverse().find((attempt) => attempt.error) || (run.error ? run : null);
+    if (!failed) return null;
+    return [h("p", {}, "Error"), h("pre", {"data-testid": "state-error"}, failed.error),
+            failed.cause ? [h("p", {}, "Cause"), h("pre", {}, pretty(failed.cause))] : null];
+  }
+
+  function renderTable() {
+    table.replaceChildren(h("table", {"data-testid": "history-table"}, h("thead", {}, h("tr", {},
+      ["ID", "Type", "Step", "Elapsed", "Time", "Details"].map((title) => h("th", {}, title)))),
+    h("tbody", {}, events.map((event) => {
+      const details = Object.entries(event).find(([key]) => key.endsWith("EventDetails"));
+      const step = details && details[1].name;
+      return h("tr", {}, h("td", {}, event.id), h("td", {}, event.type), h("td", {}, step || ""),
+        h("td", {}, duration(event.timestamp - events[0].timestamp)), h("td", {}, when(event.timestamp)),
+        h("td", {}, details ? h("pre", {}, JSON.stringify(details[1], null, 1)) : ""));
+    }))));
+  }
+
+  function renderTimeline(runs) {
+    if (!runs.length) {
+      timeline.replaceChildren(h("p", {class: "muted"}, "No state entered yet."));
+      return;
+    }
+    const start = execution.startDate;
+    const end = Math.max(execution.stopDate || Date.now() / 1000, ...runs.map((run) => run.exited || 0));
+    const span = Math.max(end - start, 0.001);
+    const at = (seconds) => `${(100 * (seconds - start) / span).toFixed(3)}%`;
+    const count = new Map(); // a state run more than once (a Map's iterations, a loop) is numbered
+    const seen = new Map();
+    for (const run of runs) count.set(run.name, (count.get(run.name) || 0) + 1);
+    timeline.replaceChildren(
+      h("div", {class: "axis"}, h("span", {}, "State"), h("span", {}, `0 — ${duration(span)}`)),
+      ...runs.map((run) => {
+        const until = run.exited ?? (execution.stopDate || Date.now() / 1000);
+        const bar = h("div", {class: `bar ${run.status}`, title: `${run.name}: ${duration(until - run.entered)}`,
+          style: `left: ${at(run.entered)}; width: calc(${at(until)} - ${at(run.entered)})`});
+        const marks = run.attempts.slice(1).map((attempt) => h("div", {class: "mark", style: `left: ${at(
+          attempt.scheduled)}`, title: `retry at ${when(attempt.scheduled)}`}));
+        seen.set(run.name, (seen.get(run.name) || 0) + 1);
+        const label = count.get(run.name) > 1 ? `${run.name} #${seen.get(run.name)}` : run.name;
+        return h("div", {class: "row", "data-testid": "timeline-row"}, h("span", {class: "name", title: label}, label),
+          h("div", {class: "lane"}, bar, marks));
+      }));
+  }
+
+  async function stop() {
+    const confirmed = await ask("Stop execution?", h("p", {}, `Stop ${execution.name}? Its running state is `
+      + "interrupted and it ends ABORTED.", h("br"), "This cannot be undone (a stopped execution can be redriven)."),
+    "Stop execution", {danger: true});
+    if (!confirmed) return;
+    await call("StopExecution", {executionArn: arn}).catch(showError);
+    await update();
+  }
+
+  async function redrive() {
+    const confirmed = await ask("Redrive execution?", h("p", {}, `Redrive ${execution.name}? It restarts from the `
+      + "states that did not succeed, keeping the results of those that did."), "Redrive");
+    if (!confirmed) return;
+    await call("RedriveExecution", {executionArn: arn}).catch(showError);
+    await update();
+  }
+
+  async function download() {
+    const whole = await history(arn);
+    const blob = new Blob([JSON.stringify({events: whole}, null, 2)], {type: "application/json"});
+    const anchor = h("a", {href: URL.createObjectURL(blob), download: `${execution.name}-history.json`});
+    document.body.append(anchor);
+    anchor.click();
+    anchor.remove();
+  }
+
+  async function update() {
+    const fresh = await eventsAfter(arn, events.length ? events.at(-1).id : 0);
+    execution = await call("DescribeExecution", {executionArn: arn});
+    events.push(...fresh);
+    refresh();
+  }
+
+  // Live: a commit on this node that added to the history wakes the stream; a timer covers executions another
+  // node runs (and servers with no stream).
+  let updating = null;
+  const wake = () => {
+    updating = updating || update().catch(showError).finally(() => { updating = null; });
+  };
+  const stream = new EventSource(`/console/events?executionArn=${encodeURIComponent(arn)}`);
+  stream.addEventListener("committed", wake);
+  const timer = setInterval(() => execution.status === "RUNNING" && wake(), 5000);
+  leave = () => {
+    stream.close();
+    clearInterval(timer);
+  };
+  main.replaceChildren(h("p", {}, link("", "State machines"), " / ",
+    link(`state-machine/${encodeURIComponent(machineArn)}`, nameOf(machineArn)), " / "),
+  h("h1", {}, execution.name), facts, actions, tabs, body);
+  show(view);
+  refresh();
+}
+
+function findState(body, name) {
+  for (const [stateName, state] of Object.entries(body.States || {})) {
+    if (stateName === name) return state;
+    for (const inner of [...(state.Branches || []), state.ItemProcessor, state.Iterator].filter(Boolean)) {
+      const found = findState(inner, name);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+async function activitiesPage() {
+  const activities = await all("ListActivities", {maxResults: 1000}, "activities");
+  main.replaceChildren(h("h1", {}, "Activities"), activities.length === 0
+    ? h("p", {class: "muted", "data-testid": "empty"}, "No activities yet.")
+    : sortableTable(activities, [
+      {title: "Name", key: (a) => a.name, cell: (a) => a.name},
+      {title: "ARN", key: (a) => a.activityArn, cell: (a) => a.activityArn},
+      {title: "Created", key: (a) => a.creationDate, cell: (a) => when(a.creationDate)},
+    ], 0, false, "activities"));
+}
+
+// -- the router
+
+async function route() {
+  leave();
+  leave = () => {};
+  showError(null);
+  dialog.open && dialog.close();
+  const [page, ...rest] = location.hash.replace(/^#\/?/, "").split("/");
+  const arg = decodeURIComponent(rest.join("/"));
+  for (const anchor of document.querySelectorAll("[data-nav]")) {
+    anchor.classList.toggle("current", anchor.dataset.nav === (page === "activities" ? "activities" : "machines"));
+  }
+  try {
+    if (page === "state-machine") await machinePage(arg);
+    else if (page === "execution") await executionPage(arg);
+    else if (page === "activities") await activitiesPage();
+    else await machinesPage();
+  } catch (error) {
+    main.replaceChildren(h("p", {class: "muted"}, "This page could not be shown."));
+    showError(error);
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();
