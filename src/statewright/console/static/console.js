@@ -412,9 +412,24 @@ async function executionPage(arn) {
 
   // Live: a commit on this node that added to the history wakes the stream; a timer covers executions another
   // node runs (and servers with no stream).
-  let updating = null;
-  const wake = () => {
-    updating = updating || update().catch(showError).finally(() => { updating = null; });
+  let updating = false;
+  let again = false; // woken while reading: read once more after
+  const wake = async () => {
+    if (updating) {
+      again = true;
+      return;
+    }
+    updating = true;
+    try {
+      do {
+        again = false;
+        await update();
+      } while (again);
+    } catch (error) {
+      showError(error);
+    } finally {
+      updating = false;
+    }
   };
   const stream = new EventSource(`/console/events?executionArn=${encodeURIComponent(arn)}`);
   stream.addEventListener("committed", wake);

@@ -1,0 +1,270 @@
+"""The web console, as a user drives it: a real server process, boto3 beside it, and headless Chromium (Debian's,
+driven by Playwright) on its page. What the page shows is checked against what the API says."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from server import ServerProcess
+
+ROLE = "arn:aws:iam::123456789012:role/console-tests"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                  "--disable-background-networking", "--disable-component-update"]
+WAIT_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[ServerProcess]:
+    process = ServerProcess(tmp_path_factory.mktemp("console") / "data").start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def sfn(server):
+    return server.client()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "the console's tests need Chromium: `apt-get install chromium` (./dev test installs it)"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert errors == [], f"the page raised: {errors}"
+
+
+def machine(sfn, definition: dict) -> str:
+    return sfn.create_state_machine(name=f"console-{uuid.uuid4().hex[:10]}", definition=json.dumps(definition),
+                                    roleArn=ROLE)["stateMachineArn"]
+
+
+def activity(sfn) -> str:
+    return sfn.create_activity(name=f"console-{uuid.uuid4().hex[:10]}")["activityArn"]
+
+
+def execution_url(server: ServerProcess, arn: str) -> str:
+    return f"{server.endpoint}/#/execution/{quote(arn, safe='')}"
+
+
+def poll_task(sfn, activity_arn: str) -> dict:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        task = sfn.get_activity_task(activityArn=activity_arn, workerName="console-test")
+        if task.get("taskToken"):
+            return task
+    raise AssertionError("no activity task came")
+
+
+def wait_status(sfn, arn: str, status: str) -> dict:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        described = sfn.describe_execution(executionArn=arn)
+        if described["status"] == status:
+            return described
+        time.sleep(0.05)
+    raise AssertionError(f"{arn} never became {status}: {described['status']}")
+
+
+def get(server: ServerProcess, path: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(server.endpoint + path) as response:
+            return response.status, response.headers["content-type"], response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["content-type"], error.read()
+
+
+def test_the_page_and_its_files_are_served_on_the_api_port_and_nothing_else(server, sfn):
+    status, kind, body = get(server, "/")
+    assert (status, kind) == (200, "text/html; charset=utf-8") and b"statewright console" in body
+    status, kind, body = get(server, "/console/console.js")
+    assert (status, kind) == (200, "text/javascript; charset=utf-8") and b"executionPage" in body
+    assert get(server, "/console/vendor/dagre-3.1.4.esm.js")[0] == 200
+    for outside in ("/console/../../pyproject.toml", "/console/nope.js", "/console/feed.py", "/index.html"):
+        status, kind, body = get(server, outside)
+        assert status == 404 and json.loads(body)["__type"].endswith("#UnknownOperationException"), outside
+    assert "stateMachines" in sfn.list_state_machines()  # the API is where it was
+
+
+def test_the_stream_says_committed_after_each_commit_that_adds_to_the_history(server, sfn):
+    worker_activity = activity(sfn)
+    arn = sfn.start_execution(stateMachineArn=machine(sfn, {"StartAt": "Work", "States": {
+        "Work": {"Type": "Task", "Resource": worker_activity, "End": True}}}))["executionArn"]
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=20)
+    connection.request("GET", f"/console/events?executionArn={quote(arn, safe='')}")
+    response = connection.getresponse()
+    assert response.status == 200 and response.headers["content-type"] == "text/event-stream"
+
+    def next_event() -> str:
+        lines = []
+        while (line := response.fp.readline().decode()) != "\n":
+            lines.append(line)
+        return next((line.split(": ", 1)[1].strip() for line in lines if line.startswith("event:")), "")
+    assert next_event() == "watching"
+    task = poll_task(sfn, worker_activity)  # the attempt started: a commit that adds ActivityStarted
+    assert next_event() == "committed"
+    sfn.send_task_success(taskToken=task["taskToken"], output="{}")
+    assert next_event() == "committed"
+    connection.close()
+    wait_status(sfn, arn, "SUCCEEDED")
+    status, _, body = get(server, "/console/events")
+    assert (status, body) == (400, b"executionArn is required")
+
+
+def test_an_execution_is_drawn_on_its_graph_and_coloured_live_as_it_commits(server, sfn, page):
+    worker_activity = activity(sfn)
+    machine_arn = machine(sfn, {"StartAt": "Route", "States": {
+        "Route": {"Type": "Choice", "Choices": [{"Variable": "$.go", "BooleanEquals": True, "Next": "Work"}],
+                  "Default": "Skip"},
+        "Skip": {"Type": "Pass", "End": True},
+        "Work": {"Type": "Task", "Resource": worker_activity, "Next": "Both"},
+        "Both": {"Type": "Parallel", "Next": "Done", "Branches": [
+            {"StartAt": "Left", "States": {"Left": {"Type": "Pass", "End": True}}},
+            {"StartAt": "Right", "States": {"Right": {"Type": "Pass", "End": True}}}]},
+        "Done": {"Type": "Succeed"}}})
+    arn = sfn.start_execution(stateMachineArn=machine_arn, input='{"go": true}')["executionArn"]
+    page.goto(execution_url(server, arn))
+    graph = page.get_by_test_id("graph")
+    expect(graph.locator('[data-state="Work"]')).to_have_attribute("data-status", "running", timeout=WAIT_MS)
+    expect(graph.locator('[data-state="Route"]')).to_have_attribute("data-status", "succeeded")
+    expect(graph.locator('[data-state="Skip"]')).to_have_attribute("data-status", "not-started")
+    expect(graph.locator(".edge text", has_text="$.go BooleanEquals true")).to_have_count(1)
+    expect(page.get_by_test_id("status")).to_have_text("RUNNING")
+
+    task = poll_task(sfn, worker_activity)
+    sfn.send_task_success(taskToken=task["taskToken"], output='{"made": 7}')
+    # No reload: the stream wakes the page, which reads the new events.
+    for state in ("Work", "Both", "Left", "Right", "Done"):
+        expect(graph.locator(f'[data-state="{state}"]')).to_have_attribute("data-status", "succeeded",
+                                                                            timeout=WAIT_MS)
+    expect(page.get_by_test_id("status")).to_have_text("SUCCEEDED")
+
+    graph.locator('[data-state="Work"]').click()
+    details = page.get_by_test_id("state-details")
+    expect(details.get_by_test_id("selected-state")).to_have_text("Work")
+    assert json.loads(details.get_by_test_id("state-input").inner_text()) == {"go": True}
+    assert json.loads(details.get_by_test_id("state-output").inner_text()) == {"made": 7}
+    expect(details.get_by_test_id("attempts").locator("tr")).to_have_count(1)
+
+    events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    page.get_by_test_id("tab-history").click()
+    expect(page.get_by_test_id("history-table").locator("tbody tr")).to_have_count(len(events))
+    page.get_by_test_id("tab-timeline").click()
+    entered = [event for event in events if event["type"].endswith("StateEntered")]
+    expect(page.get_by_test_id("timeline-row")).to_have_count(len(entered))
+    with page.expect_download() as download:
+        page.get_by_test_id("download").click()
+    with open(download.value.path()) as file:
+        saved = json.load(file)
+    assert [event["id"] for event in saved["events"]] == [event["id"] for event in events]
+
+
+def test_retries_are_listed_as_attempts_and_a_failure_shows_in_red(server, sfn, page):
+    worker_activity = activity(sfn)
+    arn = sfn.start_execution(stateMachineArn=machine(sfn, {"StartAt": "Work", "States": {
+        "Work": {"Type": "Task", "Resource": worker_activity, "Next": "Done",
+                 "Retry": [{"ErrorEquals": ["Flaky"], "IntervalSeconds": 1, "MaxAttempts": 1}],
+                 "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Oops"}]},
+        "Done": {"Type": "Succeed"},
+        "Oops": {"Type": "Fail", "Error": "Gave.Up", "Cause": "the work kept failing"}}}))["executionArn"]
+    for _ in range(2):
+        task = poll_task(sfn, worker_activity)
+        sfn.send_task_failure(taskToken=task["taskToken"], error="Flaky", cause="try again")
+    wait_status(sfn, arn, "FAILED")
+    page.goto(execution_url(server, arn))
+    graph = page.get_by_test_id("graph")
+    expect(graph.locator('[data-state="Work"]')).to_have_attribute("data-status", "caught", timeout=WAIT_MS)
+    expect(graph.locator('[data-state="Oops"]')).to_have_attribute("data-status", "failed")
+    expect(graph.locator('[data-state="Done"]')).to_have_attribute("data-status", "not-started")
+    expect(graph.locator(".edge.catch")).to_have_count(1)
+    expect(page.get_by_test_id("error")).to_have_text("Gave.Up")
+    graph.locator('[data-state="Work"]').click()
+    attempts = page.get_by_test_id("attempts").locator("tr")
+    expect(attempts).to_have_count(2)
+    expect(attempts.nth(1)).to_contain_text("failed — Flaky")
+    expect(page.get_by_test_id("state-error")).to_have_text("Flaky")
+
+
+def test_a_user_starts_stops_and_redrives_an_execution_with_the_confirmations_aws_asks_for(server, sfn, page):
+    machine_arn = machine(sfn, {"StartAt": "Sleep", "States": {
+        "Sleep": {"Type": "Wait", "Seconds": 3600, "Next": "Done"}, "Done": {"Type": "Succeed"}}})
+    page.goto(f"{server.endpoint}/#/state-machine/{quote(machine_arn, safe='')}")
+    expect(page.get_by_test_id("graph").locator('[data-state="Sleep"]')).to_have_count(1, timeout=WAIT_MS)
+    page.get_by_test_id("start").click()
+    page.get_by_test_id("execution-input").fill("{not json")
+    page.get_by_test_id("dialog-confirm").click()
+    expect(page.get_by_test_id("dialog-invalid")).to_contain_text("The input is not valid JSON")
+    page.get_by_test_id("execution-name").fill("from-the-console")
+    page.get_by_test_id("execution-input").fill('{"hello": "world"}')
+    page.get_by_test_id("dialog-confirm").click()
+    arn = machine_arn.replace(":stateMachine:", ":execution:") + ":from-the-console"
+    expect(page).to_have_url(execution_url(server, arn), timeout=WAIT_MS)
+    assert sfn.describe_execution(executionArn=arn)["input"] == '{"hello": "world"}'
+    expect(page.get_by_test_id("status")).to_have_text("RUNNING")
+    expect(page.get_by_test_id("redrive")).to_be_disabled()
+
+    page.get_by_test_id("stop").click()
+    page.get_by_test_id("dialog-cancel").click()  # asked, and said no: nothing happens
+    assert sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    page.get_by_test_id("stop").click()
+    page.get_by_test_id("dialog-confirm").click()
+    expect(page.get_by_test_id("status")).to_have_text("ABORTED", timeout=WAIT_MS)
+    assert sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
+    expect(page.get_by_test_id("graph").locator('[data-state="Sleep"]')).to_have_attribute("data-status", "aborted")
+
+    page.get_by_test_id("redrive").click()
+    page.get_by_test_id("dialog-confirm").click()
+    expect(page.get_by_test_id("status")).to_have_text("RUNNING", timeout=WAIT_MS)
+    described = sfn.describe_execution(executionArn=arn)
+    assert (described["status"], described["redriveCount"]) == ("RUNNING", 1)
+    sfn.stop_execution(executionArn=arn)
+
+
+def test_the_executions_list_filters_by_status_searches_by_name_and_sorts(server, sfn, page):
+    waits = machine(sfn, {"StartAt": "Maybe", "States": {
+        "Maybe": {"Type": "Choice", "Choices": [{"Variable": "$.wait", "BooleanEquals": True, "Next": "Sleep"}],
+                  "Default": "Done"},
+        "Sleep": {"Type": "Wait", "Seconds": 3600, "End": True}, "Done": {"Type": "Succeed"}}})
+    for name, wait in (("alpha-1", True), ("alpha-2", False), ("beta-1", False)):
+        sfn.start_execution(stateMachineArn=waits, name=name, input=json.dumps({"wait": wait}))
+    for name in ("alpha-2", "beta-1"):
+        wait_status(sfn, waits.replace(":stateMachine:", ":execution:") + f":{name}", "SUCCEEDED")
+    page.goto(f"{server.endpoint}/#/state-machine/{quote(waits, safe='')}")
+    rows = page.get_by_test_id("execution-list").locator("tbody tr")
+    expect(rows).to_have_count(3, timeout=WAIT_MS)
+    page.get_by_test_id("status-filter").select_option("SUCCEEDED")
+    expect(rows).to_have_count(2)
+    page.get_by_test_id("search").fill("alpha")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("alpha-2")
+    page.get_by_test_id("status-filter").select_option("All")
+    page.get_by_test_id("search").fill("")
+    expect(rows).to_have_count(3)
+    page.get_by_test_id("execution-list").locator("th", has_text="Name").click()
+    assert [rows.nth(index).locator("td").first.inner_text() for index in range(3)] == ["alpha-1", "alpha-2", "beta-1"]
+    page.get_by_test_id("execution-list").locator("th", has_text="Name").click()
+    assert rows.first.locator("td").first.inner_text() == "beta-1"
+    sfn.stop_execution(executionArn=waits.replace(":stateMachine:", ":execution:") + ":alpha-1")
