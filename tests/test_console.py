@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -163,6 +166,7 @@ def test_an_execution_is_drawn_on_its_graph_and_coloured_live_as_it_commits(serv
     expect(page.get_by_test_id("status")).to_have_text("SUCCEEDED")
 
     graph.locator('[data-state="Work"]').click()
+    shoot(page, "execution-state-details")
     details = page.get_by_test_id("state-details")
     expect(details.get_by_test_id("selected-state")).to_have_text("Work")
     assert json.loads(details.get_by_test_id("state-input").inner_text()) == {"go": True}
@@ -206,6 +210,7 @@ def test_retries_are_listed_as_attempts_and_a_failure_shows_in_red(server, sfn, 
     expect(attempts).to_have_count(2)
     expect(attempts.nth(1)).to_contain_text("failed — Flaky")
     expect(page.get_by_test_id("state-error")).to_have_text("Flaky")
+    shoot(page, "failed-state")
 
 
 def test_a_user_starts_stops_and_redrives_an_execution_with_the_confirmations_aws_asks_for(server, sfn, page):
@@ -219,6 +224,7 @@ def test_a_user_starts_stops_and_redrives_an_execution_with_the_confirmations_aw
     expect(page.get_by_test_id("dialog-invalid")).to_contain_text("The input is not valid JSON")
     page.get_by_test_id("execution-name").fill("from-the-console")
     page.get_by_test_id("execution-input").fill('{"hello": "world"}')
+    shoot(page, "start-execution")
     page.get_by_test_id("dialog-confirm").click()
     arn = machine_arn.replace(":stateMachine:", ":execution:") + ":from-the-console"
     expect(page).to_have_url(execution_url(server, arn), timeout=WAIT_MS)
@@ -230,6 +236,7 @@ def test_a_user_starts_stops_and_redrives_an_execution_with_the_confirmations_aw
     page.get_by_test_id("dialog-cancel").click()  # asked, and said no: nothing happens
     assert sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
     page.get_by_test_id("stop").click()
+    shoot(page, "stop-confirmation")
     page.get_by_test_id("dialog-confirm").click()
     expect(page.get_by_test_id("status")).to_have_text("ABORTED", timeout=WAIT_MS)
     assert sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
@@ -267,4 +274,122 @@ def test_the_executions_list_filters_by_status_searches_by_name_and_sorts(server
     assert [rows.nth(index).locator("td").first.inner_text() for index in range(3)] == ["alpha-1", "alpha-2", "beta-1"]
     page.get_by_test_id("execution-list").locator("th", has_text="Name").click()
     assert rows.first.locator("td").first.inner_text() == "beta-1"
+    shoot(page, "state-machine")
     sfn.stop_execution(executionArn=waits.replace(":stateMachine:", ":execution:") + ":alpha-1")
+
+
+def shoot(page: Page, name: str) -> None:
+    """A screenshot of the page as the test leaves it: into $STATEWRIGHT_CONSOLE_SHOTS when set (the README's
+    pictures in docs/console/ are taken so), else nowhere."""
+    folder = os.environ.get("STATEWRIGHT_CONSOLE_SHOTS")
+    if folder:
+        page.screenshot(path=str(Path(folder) / f"{name}.png"))
+
+
+EVERY_STATE_TYPE = {"StartAt": "Begin", "States": {
+    "Begin": {"Type": "Pass", "Next": "Decide"},
+    "Decide": {"Type": "Choice", "Choices": [
+        {"And": [{"Variable": "$.n", "NumericGreaterThan": 1}, {"Variable": "$.n", "NumericLessThan": 9}],
+         "Next": "Nap"}], "Default": "Stop"},
+    "Nap": {"Type": "Wait", "Seconds": 0, "Next": "Split"},
+    "Split": {"Type": "Parallel", "Next": "Items", "Branches": [
+        {"StartAt": "Left", "States": {"Left": {"Type": "Pass", "End": True}}},
+        {"StartAt": "Right", "States": {"Right": {"Type": "Pass", "End": True}}}]},
+    "Items": {"Type": "Map", "ItemsPath": "$[0].list", "Next": "Far", "ItemProcessor": {
+        "StartAt": "Each", "States": {"Each": {"Type": "Pass", "End": True}}}},
+    "Far": {"Type": "Map", "ItemsPath": "$", "Next": "Finish", "ItemProcessor": {
+        "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+        "StartAt": "Child", "States": {"Child": {"Type": "Pass", "End": True}}}},
+    "Finish": {"Type": "Succeed"},
+    "Stop": {"Type": "Fail", "Error": "Out.Of.Range"}}}
+
+
+def test_every_state_type_is_drawn_and_a_distributed_map_shows_its_map_run(server, sfn, page):
+    arn = sfn.start_execution(stateMachineArn=machine(sfn, EVERY_STATE_TYPE),
+                              input=json.dumps({"n": 4, "list": [1, 2, 3]}))["executionArn"]
+    wait_status(sfn, arn, "SUCCEEDED")
+    page.goto(execution_url(server, arn))
+    graph = page.get_by_test_id("graph")
+    for state in ("Begin", "Decide", "Nap", "Split", "Left", "Right", "Items", "Each", "Far", "Finish"):
+        expect(graph.locator(f'[data-state="{state}"]')).to_have_attribute("data-status", "succeeded",
+                                                                            timeout=WAIT_MS)
+    expect(graph.locator('[data-state="Stop"]')).to_have_attribute("data-status", "not-started")
+    expect(graph.locator('[data-state="Child"]')).to_have_count(1)  # drawn, run in the map run's children
+    expect(graph.locator(".cluster")).to_have_count(4)  # two branches, an iteration, a distributed iteration
+    expect(graph.locator(".edge text", has_text="$.n NumericGreaterThan 1 and $.n NumericLessThan 9")).to_have_count(1)
+    runs = page.get_by_test_id("map-run-table").locator("tbody tr")
+    expect(runs).to_have_count(1, timeout=WAIT_MS)
+    expect(runs.first).to_contain_text("3 succeeded")
+    shoot(page, "execution-graph")
+    runs.first.locator("a").click()
+    children = page.get_by_test_id("execution-list").locator("tbody tr")
+    expect(children).to_have_count(3, timeout=WAIT_MS)
+    shoot(page, "map-run")
+
+
+def test_express_executions_this_node_ran_are_listed_with_their_events(server, sfn, page):
+    express = sfn.create_state_machine(name=f"console-express-{uuid.uuid4().hex[:8]}", type="EXPRESS", roleArn=ROLE,
+                                       definition=json.dumps({"StartAt": "Hello", "States": {
+                                           "Hello": {"Type": "Pass", "Result": "hi", "Next": "Bye"},
+                                           "Bye": {"Type": "Pass", "End": True}}}))["stateMachineArn"]
+    answered = sfn.start_sync_execution(stateMachineArn=express, name="sync-call", input='{"who": "me"}')
+    assert answered["status"] == "SUCCEEDED"
+    sfn.start_execution(stateMachineArn=express, name="async-call")
+    page.goto(f"{server.endpoint}/#/state-machine/{quote(express, safe='')}")
+    listed = page.get_by_test_id("express-list").locator("tbody tr")
+    expect(listed).to_have_count(2, timeout=WAIT_MS)
+    expect(page.get_by_test_id("express-list")).to_contain_text("sync-call")
+    shoot(page, "express-executions")
+    page.get_by_test_id("express-list").get_by_role("link", name="sync-call", exact=True).click()
+    graph = page.get_by_test_id("graph")
+    for state in ("Hello", "Bye"):
+        expect(graph.locator(f'[data-state="{state}"]')).to_have_attribute("data-status", "succeeded",
+                                                                            timeout=WAIT_MS)
+    assert json.loads(page.get_by_test_id("output").text_content()) == "hi"
+    page.get_by_test_id("tab-history").click()
+    expect(page.get_by_test_id("history-table").locator("tbody tr")).to_have_count(6)  # start, 2 x 2, end
+    expect(page.get_by_test_id("stop")).to_have_count(0)
+
+
+def test_a_history_of_25000_events_opens_at_once_and_pages(server, sfn, page):
+    arn = sfn.start_execution(stateMachineArn=machine(sfn, {"StartAt": "Each", "States": {"Each": {
+        "Type": "Map", "ItemsPath": "$.items", "ResultPath": None, "End": True,
+        "ItemProcessor": {"StartAt": "Item", "States": {"Item": {"Type": "Pass", "End": True}}}}}}),
+        input=json.dumps({"items": list(range(6_250))}))["executionArn"]
+    wait_status(sfn, arn, "FAILED")  # AWS's limit: the 25,000th event fails it
+    page.goto(execution_url(server, arn))
+    expect(page.get_by_test_id("graph").locator('[data-state="Item"]')).to_have_attribute(
+        "data-status", "succeeded", timeout=WAIT_MS)
+    page.get_by_test_id("tab-history").click()
+    expect(page.get_by_test_id("history-pages")).to_contain_text("25,000 events", timeout=WAIT_MS)
+    expect(page.get_by_test_id("history-table").locator("tbody tr")).to_have_count(100)
+    expect(page.get_by_test_id("history-pages-where")).to_have_text("Page 1 of 250")
+    page.get_by_test_id("history-pages-next").click()
+    expect(page.get_by_test_id("history-table").locator("tbody tr").first.locator("td").first).to_have_text("101")
+    shoot(page, "history-table")
+    page.get_by_test_id("tab-timeline").click()
+    expect(page.get_by_test_id("timeline-pages")).to_contain_text("6,250 runs")
+    expect(page.get_by_test_id("timeline-row")).to_have_count(200)
+    shoot(page, "timeline")
+
+
+def test_activities_show_their_waiting_tasks_and_polling_workers_and_the_cluster_page_its_shards(server, sfn, page):
+    waiting = activity(sfn)
+    sfn.start_execution(stateMachineArn=machine(sfn, {"StartAt": "Work", "States": {
+        "Work": {"Type": "Task", "Resource": waiting, "End": True}}}))
+    polled = activity(sfn)
+    worker = threading.Thread(target=lambda: server.client().get_activity_task(activityArn=polled,
+                                                                               workerName="worker-7"))
+    worker.start()
+    time.sleep(0.5)
+    page.goto(f"{server.endpoint}/#/activities")
+    rows = page.get_by_test_id("activities").locator("tbody tr")
+    expect(rows.filter(has_text=waiting.rsplit(":", 1)[1]).locator("td").nth(1)).to_have_text("1", timeout=WAIT_MS)
+    expect(rows.filter(has_text=polled.rsplit(":", 1)[1]).locator("td").nth(2)).to_have_text("worker-7")
+    shoot(page, "activities")
+    sfn.start_execution(stateMachineArn=machine(sfn, {"StartAt": "Work", "States": {
+        "Work": {"Type": "Task", "Resource": polled, "End": True}}}))  # the worker's poll ends with this task
+    worker.join(30)
+    page.goto(f"{server.endpoint}/#/cluster")
+    expect(page.get_by_test_id("single-node")).to_contain_text("it serves all 8 shards", timeout=WAIT_MS)
+    expect(page.get_by_test_id("shards").locator("tbody tr")).to_have_count(8)

@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="send the traces of state machines whose tracingConfiguration is enabled to this "
                           "OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 (default $OTEL_EXPORTER_OTLP_ENDPOINT, "
                           "else none)")
+    run.add_argument("--console-express-executions", type=int, default=defaults.console_express, metavar="N",
+                     help="the last N Express executions of each state machine the web console shows, with their "
+                          f"events (default {defaults.console_express}; 0: none kept)")
     run.add_argument("--data-dir", type=Path, default=defaults.data_dir,
                      help=f"directory for the SQLite database; created if missing (default {defaults.data_dir})")
     run.add_argument("--store", default=os.environ.get("STATEWRIGHT_STORE") or None, metavar="URL",
@@ -222,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"statewright: {said}")
         return 0
+    if not 0 <= args.console_express_executions <= 1000:
+        parser.error("--console-express-executions must be between 0 and 1000")
     if args.shards < 1:
         parser.error("--shards must be at least 1")
     if args.store and not is_postgres_url(args.store):
@@ -244,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                               retention_days=args.retention_days, compact_after_days=args.compact_after_days,
                               payload_store=args.payload_store, log_level=args.log_level,
                               log_format=args.log_format, otlp_endpoint=args.otlp_endpoint,
-                              shard_weight=args.shard_weight))
+                              shard_weight=args.shard_weight, console_express=args.console_express_executions))
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -43,7 +43,8 @@ from .cluster.loop import MembershipLoop
 from .cluster.membership import ASSIGNMENT_RULE, EngineHooks, LeaseSettings, Membership
 from .cluster.peers import poke, secret_check
 from .collector import Collector
-from .console import HistoryFeed
+from .console import ConsoleSources, ExpressRing, HistoryFeed
+from .console.pages import cluster_view
 from .data_dir import DataDirInUse, lock_data_dir
 from .decider.execution import DAY_MS, REDRIVABLE_MS
 from .decider.mocks import InvalidMockConfig, MockConfig
@@ -73,6 +74,7 @@ from .store.base import SchemaTooNew, ShardCountMismatch, Store, StoreUnavailabl
 from .store.payloads import Histories
 
 ACCOUNT_ID = "123456789012"  # the account in ARNs unless --account-id names another
+CONSOLE_EXPRESS = 20  # Express executions the console keeps per state machine, by default
 REGION = "us-east-1"  # the region of requests not signed for one unless --region names another
 RECOUNT_OPEN_S = 30.0  # a cluster node counts RUNNING executions this often (the others commit too)
 # A node built by ``build_node`` alone (in a test's process) keeps closed executions 90 days and never compacts.
@@ -114,6 +116,7 @@ class ServerConfig:
     log_format: str = "text"  # --log-format: text or json (logs.py)
     otlp_endpoint: str | None = None  # --otlp-endpoint: where traces go (default: $OTEL_EXPORTER_OTLP_ENDPOINT)
     shard_weight: int = 1  # --shard-weight: a cluster node's share of the shards (cluster/membership.py)
+    console_express: int = CONSOLE_EXPRESS  # --console-express-executions: kept per state machine for the console
 
 
 class DataDirUnusable(Exception):
@@ -184,7 +187,7 @@ def serve(config: ServerConfig) -> int:
         cluster=join if config.store else None,
         retention=RetentionSettings(round(config.retention_days * DAY_MS), round(config.compact_after_days * DAY_MS)),
         payload_store=config.payload_store, own_endpoint=f"http://{_local_host(config.host)}:{config.port}",
-        tracing=tracing)
+        tracing=tracing, console_express=config.console_express)
     engine, service, membership = node.engine, node.service, node.membership
     # The process's full collections, while the engine has nothing to do
     collector = Collector(observed=engine.metrics.gc_full_pass_seconds.observe)
@@ -244,13 +247,15 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                functions: LocalFunctions | None = None, assume_machine_role: bool = False,
                status_events: dict[str, Any] | None = None, cluster: Callable[[Engine], Cluster] | None = None,
                retention: RetentionSettings = NO_COMPACTION, payload_store: str | None = None,
-               own_endpoint: str | None = None, tracing: Tracing | None = None) -> Node:
+               own_endpoint: str | None = None, tracing: Tracing | None = None,
+               console_express: int = CONSOLE_EXPRESS) -> Node:
     """The integrations, then the engine (``engine(edges, histories)``) with its edges leading to them, then the
     service behind the API (start the engine after this). ``cluster``: several nodes, their membership and
     forwarder built over the engine. ``status_events``: where the engine's status change events go ({"bus": ...,
     "webhooks": [...]}); ``payload_store``: where compacted histories go (None: the store's own);
     ``own_endpoint``: this node's API, where the workflows' Step Functions calls go; ``tracing``: where traced
-    executions' spans go (None: nowhere, though their trace context still travels on their calls)."""
+    executions' spans go (None: nowhere, though their trace context still travels on their calls);
+    ``console_express``: the Express executions the console keeps per state machine (0: none)."""
     limits = limits or Limits()
     # What the integrations hand the engine and the service goes through names bound below (the engine needs its
     # edges to be built, the service the engine): commands (integrations' ones are tied to dispatches the outbox
@@ -278,8 +283,8 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     # execution logs, the console's pages and the traces, replies through the service's event loop; several nodes:
     # stages bound for another node's execution to the forwarder, removed dispatches to the matcher (which drops
     # copies another node started).
-    feed = HistoryFeed()
-    history = _both(logs.offer, feed.offer)
+    feed, ring = HistoryFeed(), ExpressRing(console_express)
+    history = _both(_both(logs.offer, feed.offer), ring.offer)
     edges = Edges(dispatch=dispatcher.submit, history=history if traces is None else _both(history, traces.offer),
                   replies=lambda replies: service.deliver_replies(replies),
                   forward=None if cluster is None else lambda commands: joined.forwarder.engine_hook(commands),
@@ -295,7 +300,9 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                       retention=Retention(built, histories, retention),
                       forwarder=None if joined is None else joined.forwarder, peers=peers,
                       membership_changed=None if membership is None else membership.wake,
-                      leave=None if membership is None else membership.stop, history_feed=feed)
+                      leave=None if membership is None else membership.stop,
+                      console=ConsoleSources(feed, ring, matcher.waiting,
+                                             lambda: cluster_view(store, built.node_id, built.clock())))
     return Node(built, service, membership, traces)
 
 

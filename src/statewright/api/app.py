@@ -64,7 +64,7 @@ class App:
         self._request_ids = _request_ids()
         self.metrics = service.engine.metrics.api(self.known_operations)
         service.engine.metrics.watch_activity_backlog(service.matcher.backlog_size)
-        self.console = Console(service.history_feed)
+        self.console = Console(service.console)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":

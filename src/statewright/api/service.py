@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from ..cluster.forwarding import Forwarder
 from ..cluster.peers import ACTIVITY, STATE_MACHINE, change
-from ..console.feed import HistoryFeed
+from ..console import ConsoleSources
 from ..engine.commands import Command, EngineUnavailable, ShardNotOwned
 from ..engine.edges import answer
 from ..engine.engine import Engine
@@ -78,13 +78,13 @@ class Service:
                  matcher: ActivityMatcher, connections: Connections, aws_clients: AwsClients, aws: AwsTasks,
                  logs: ExecutionLogs, retention: Retention, forwarder: Forwarder | None = None,
                  peers: Callable[[], list[str]] | None = None, membership_changed: Callable[[], None] | None = None,
-                 leave: Callable[[], None] | None = None, history_feed: HistoryFeed | None = None) -> None:
+                 leave: Callable[[], None] | None = None, console: ConsoleSources | None = None) -> None:
         """The integrations the handlers reach (built by node.py), and with several nodes: the ``forwarder`` to the
         shards other nodes serve, the other live nodes' addresses (``peers``), a call that steps the membership now
         (``membership_changed``: another node joined or left), and one that hands the shards over (``leave``);
-        ``history_feed``: the committed history the console's pages watch."""
+        ``console``: what the web console reads of this node beside the API."""
         self.store = store
-        self.history_feed = history_feed
+        self.console = console
         self.engine = engine
         self.account_id = account_id
         self.clock = engine.clock

@@ -1,20 +1,35 @@
-"""The console's HTTP side: its page and scripts, and the stream that tells a page an execution moved on.
+"""The console's HTTP side: its page and scripts, the stream that tells a page an execution moved on, and the
+few views the public API has no call for.
 
 The page is static (``static/``: HTML, CSS and ES modules, no build step) and does everything else through the
-public AWS JSON API on the same port, as the AWS console does, so it shows exactly what boto3 would read. One
-stream is the console's own: ``GET /console/events?executionArn=...`` (server-sent events) says ``committed``
-whenever a commit on this node added to that execution's history (``HistoryFeed``); the page then reads the new
-events. Must not import the API.
+public AWS JSON API on the same port, as the AWS console does, so it shows exactly what boto3 would read. The
+console's own GETs, each of this node:
+
+- ``/console/events?executionArn=...`` (server-sent events): ``committed`` whenever a commit on this node added
+  to that execution's history (``HistoryFeed``); the page then reads the new events.
+- ``/console/express?stateMachineArn=...`` and ``?executionArn=...``: the last Express executions kept here
+  (``ExpressRing``), which no API call returns.
+- ``/console/activities``: per activity, the tasks waiting here for a worker and the workers polling here.
+- ``/console/cluster``: the nodes and every shard's lease (on PostgreSQL; on SQLite this node holds them all).
+
+Must not import the API.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+import orjson
+
+from ..store.base import Store
+from .express import ExpressRing
 from .feed import HistoryFeed
 
 STATIC = Path(__file__).parent / "static"
@@ -22,6 +37,7 @@ _TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charse
           ".css": b"text/css; charset=utf-8", ".txt": b"text/plain; charset=utf-8",
           ".svg": b"image/svg+xml"}
 EVENTS_PATH = "/console/events"
+VIEWS = ("/console/express", "/console/activities", "/console/cluster")
 KEEP_ALIVE_S = 15.0  # a comment line this often keeps proxies from closing a quiet stream
 WATCHERS_MAX = 200  # streams open at once on this node; past it a page falls back to reading on a timer
 
@@ -34,20 +50,40 @@ def _assets() -> dict[str, Path]:
     return assets
 
 
+@dataclass(frozen=True, slots=True)
+class ConsoleSources:
+    """What the console reads of this node beside the public API (built by node.py)."""
+
+    feed: HistoryFeed
+    express: ExpressRing
+    activities: Callable[[], dict[str, Any]]  # ActivityMatcher.waiting, on the event loop
+    cluster: Callable[[], dict[str, Any]]  # blocking (the store): run on a worker thread
+
+
 class Console:
-    def __init__(self, feed: HistoryFeed | None) -> None:
-        """``feed``: the node's committed history (None: no stream; pages read on a timer)."""
-        self.feed = feed
+    def __init__(self, sources: ConsoleSources | None) -> None:
+        """``sources``: None for an app without a node's parts (then no stream and no views)."""
+        self.sources = sources
+        self.feed = None if sources is None else sources.feed
         self._assets = _assets()
         self._streams = 0
 
     def serves(self, scope: dict) -> bool:
-        """Whether this request is the console's: a GET of its page, a file of it, or its stream."""
-        return scope["method"] in ("GET", "HEAD") and (scope["path"] in self._assets or scope["path"] == EVENTS_PATH)
+        """Whether this request is the console's: a GET of its page, a file of it, its stream or a view."""
+        path = scope["path"]
+        return scope["method"] in ("GET", "HEAD") and (path in self._assets or path == EVENTS_PATH or path in VIEWS)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["path"] == EVENTS_PATH:
             await self._events(scope, receive, send)
+            return
+        if scope["path"] in VIEWS:
+            status, view = await self._view(scope["path"], _query(scope))
+            body = orjson.dumps(view)
+            await send({"type": "http.response.start", "status": status, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+                (b"cache-control", b"no-store")]})
+            await send({"type": "http.response.body", "body": body})
             return
         path = self._assets[scope["path"]]
         body = path.read_bytes()
@@ -56,9 +92,23 @@ class Console:
             (b"cache-control", b"no-cache"), (b"x-content-type-options", b"nosniff")]})
         await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
 
+    async def _view(self, path: str, query: dict[str, str]) -> tuple[int, Any]:
+        sources = self.sources
+        if sources is None:
+            return 503, {"message": "this server has no console views"}
+        if path == "/console/activities":
+            return 200, {"activities": sources.activities()}
+        if path == "/console/cluster":
+            return 200, await asyncio.to_thread(sources.cluster)
+        if "executionArn" in query:
+            found = sources.express.execution(query["executionArn"])
+            return (200, found) if found is not None else (404, {"message": "not among the Express executions kept "
+                                                                            "on this node"})
+        return 200, {"executions": sources.express.recent(query.get("stateMachineArn", "")),
+                     "kept": sources.express.size}
+
     async def _events(self, scope: dict, receive: Any, send: Any) -> None:
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        arn = (query.get("executionArn") or [""])[0]
+        arn = _query(scope).get("executionArn", "")
         if not arn or self.feed is None or self._streams >= WATCHERS_MAX:
             status = 400 if not arn else 503
             message = b"executionArn is required" if not arn else b"no stream here: read the history on a timer"
@@ -98,6 +148,22 @@ async def _stream(feed: HistoryFeed, arn: str, receive: Any, send: Any) -> None:
             gone.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await gone
+
+
+def cluster_view(store: Store, node_id: str, now_ms: int) -> dict[str, Any]:
+    """The nodes the store knows and every shard's lease, as this node reads them now."""
+    leases = store.shard_leases()
+    owned = Counter(lease.owner for lease in leases if lease.owner and lease.lease_until_ms > now_ms)
+    return {"node": node_id, "now": now_ms / 1000,
+            "nodes": [{"nodeId": node.node_id, "address": node.address, "live": node.lease_until_ms > now_ms,
+                       "leaseUntil": node.lease_until_ms / 1000, "shards": owned.get(node.node_id, 0)}
+                      for node in store.nodes()],
+            "shards": [{"shardId": lease.shard_id, "owner": lease.owner, "rangeId": lease.range_id,
+                        "leaseUntil": lease.lease_until_ms / 1000} for lease in leases]}
+
+
+def _query(scope: dict) -> dict[str, str]:
+    return {key: values[0] for key, values in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
 
 
 async def _disconnected(receive: Any) -> None:

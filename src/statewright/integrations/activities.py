@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict, defaultdict, deque
+from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..engine.commands import EngineUnavailable
 from ..engine.limits import Limits
@@ -57,6 +58,7 @@ class ActivityMatcher:
         self._activity_of: dict[Key, str] = {}  # every task in a backlog
         self._refused = False  # an offer was refused since the backlog last had room
         self._pollers: dict[str, deque[asyncio.Future]] = defaultdict(deque)
+        self._polling: dict[str, Counter[str]] = defaultdict(Counter)  # per activity: the workers polling, by name
         self._closed = False
         self.on_room: Callable[[], None] = lambda: None
 
@@ -101,19 +103,35 @@ class ActivityMatcher:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while True:
-            dispatch = await self._next(activity_arn, deadline)
-            if dispatch is None:
-                return None
-            try:
-                started = await self._start_attempt(dispatch, worker_name)
-            except asyncio.CancelledError:
-                self._put_back(dispatch)  # the attempt may have started: then its second start is refused
-                raise
-            except EngineUnavailable:
-                continue
-            if started:
-                return dispatch
+        polling = self._polling[activity_arn]
+        polling[worker_name or ""] += 1
+        try:
+            while True:
+                dispatch = await self._next(activity_arn, deadline)
+                if dispatch is None:
+                    return None
+                try:
+                    started = await self._start_attempt(dispatch, worker_name)
+                except asyncio.CancelledError:
+                    self._put_back(dispatch)  # the attempt may have started: then its second start is refused
+                    raise
+                except EngineUnavailable:
+                    continue
+                if started:
+                    return dispatch
+        finally:
+            polling[worker_name or ""] -= 1
+            if not polling[worker_name or ""]:
+                del polling[worker_name or ""]
+            if not polling:
+                self._polling.pop(activity_arn, None)
+
+    def waiting(self) -> dict[str, dict[str, Any]]:
+        """Per activity with either: the tasks waiting here for a worker, and the workers polling here (by name,
+        with how many polls each; "" for a poll that gave no name). On the event loop's thread."""
+        arns = {arn for arn, backlog in self._backlog.items() if backlog} | set(self._polling)
+        return {arn: {"tasksWaiting": len(self._backlog.get(arn, ())),
+                      "workersPolling": dict(self._polling.get(arn, {}))} for arn in sorted(arns)}
 
     def notice(self, activity_arn: str) -> None:
         """Another node committed a task of this activity: one waiting poll looks in the store."""

@@ -67,3 +67,16 @@ export async function eventsAfter(executionArn, afterId) {
     if (!nextToken) return fresh.reverse();
   }
 }
+
+// One of the console's own views of this node (pages.py): what the public API has no call for.
+export async function view(path) {
+  busy(1);
+  try {
+    const response = await fetch(path);
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) throw new ApiError(`HTTP ${response.status}`, body.message || response.statusText, response.status);
+    return body;
+  } finally {
+    busy(-1);
+  }
+}

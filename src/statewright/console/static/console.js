@@ -1,11 +1,15 @@
 // The console's pages: state machines, one state machine (its graph, versions, aliases, executions), one execution
-// (its graph coloured as it ran, live; its history as a table and a timeline), activities. Routes are the URL's
-// fragment: #/, #/state-machine/<arn>, #/execution/<arn>, #/activities.
+// (its graph coloured as it ran, live; its history as a table and a timeline; its map runs), a map run, an Express
+// execution this node kept, activities, the cluster. Routes are the URL's fragment: #/, #/state-machine/<arn>,
+// #/execution/<arn>, #/express/<arn>, #/map-run/<arn>, #/activities, #/cluster.
 
-import {ApiError, all, call, eventsAfter, history} from "./api.js";
+import {ApiError, all, call, eventsAfter, history, view} from "./api.js";
 import {drawGraph} from "./graph.js";
 import {runsOf, statusByState} from "./history.js";
 
+const HISTORY_PAGE = 1000; // events per read of the history
+const TABLE_ROWS = 100; // events per page of the history table
+const TIMELINE_ROWS = 200; // state runs per page of the timeline
 const main = document.getElementById("main");
 const dialog = document.getElementById("dialog");
 let leave = () => {}; // what the current page stops when another one opens (a stream, a timer)
@@ -174,10 +178,25 @@ async function machinePage(arn) {
       ], 0, false, "aliases"),
   );
   drawGraph(graph, definition, () => {})(new Map(), null);
-  await executionList(executions, arn);
+  if (machine.type === "EXPRESS") await expressList(executions, arn);
+  else await executionList(executions, arn);
 }
 
-async function executionList(container, machineArn) {
+// An Express state machine's executions: the last ones this node kept (AWS keeps no history of them).
+async function expressList(container, machineArn) {
+  const kept = await view(`/console/express?stateMachineArn=${encodeURIComponent(machineArn)}`);
+  container.replaceChildren(h("p", {class: "muted"}, kept.kept === 0
+    ? "This server keeps no Express executions (--console-express-executions 0)."
+    : `The last ${kept.kept} Express executions this node ran, with their events (kept in memory).`),
+  kept.executions.length === 0 ? h("p", {class: "muted"}, "None yet.") : sortableTable(kept.executions, [
+    {title: "Name", key: (e) => e.name, cell: (e) => link(`express/${encodeURIComponent(e.executionArn)}`, e.name)},
+    {title: "Status", key: (e) => e.status, cell: (e) => status(e.status)},
+    {title: "Started", key: (e) => e.startDate, cell: (e) => when(e.startDate)},
+    {title: "Ended", key: (e) => e.stopDate, cell: (e) => when(e.stopDate)},
+  ], 2, true, "express-list"));
+}
+
+async function executionList(container, machineArn, mapRunArn = null) {
   const filter = h("select", {"data-testid": "status-filter"}, ["All", "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT",
     "ABORTED", "PENDING_REDRIVE"].map((value) => h("option", {value}, value)));
   const search = h("input", {type: "search", placeholder: "Name starts with", "data-testid": "search"});
@@ -190,7 +209,8 @@ async function executionList(container, machineArn) {
       loaded = [];
       nextToken = null;
     }
-    const page = await call("ListExecutions", {stateMachineArn: machineArn, maxResults: 100,
+    const page = await call("ListExecutions", {...(mapRunArn ? {mapRunArn} : {stateMachineArn: machineArn}),
+      maxResults: 100,
       ...(filter.value === "All" ? {} : {statusFilter: filter.value}), ...(nextToken ? {nextToken} : {})});
     loaded.push(...page.executions);
     nextToken = page.nextToken || null;
@@ -238,14 +258,33 @@ async function startExecution(machineArn, type) {
   }
 }
 
-async function executionPage(arn) {
-  let execution = await call("DescribeExecution", {executionArn: arn});
-  const [machine, events] = await Promise.all([
-    call("DescribeStateMachineForExecution", {executionArn: arn}), history(arn)]);
+// One execution. ``express``: one of the Express executions this node keeps (no history is stored of those: its
+// events come from the console's view, whole, and it cannot be stopped or redriven).
+async function executionPage(arn, express = false) {
+  let execution;
+  let machine;
+  let events;
+  let nextToken = null;
+  if (express) {
+    execution = await view(`/console/express?executionArn=${encodeURIComponent(arn)}`);
+    events = execution.events;
+    machine = await call("DescribeStateMachine", {stateMachineArn: execution.stateMachineArn});
+  } else {
+    execution = await call("DescribeExecution", {executionArn: arn});
+    // The first page of the history now; the rest page by page behind it, the graph repainted as each comes.
+    let first;
+    [machine, first] = await Promise.all([
+      call("DescribeStateMachineForExecution", {executionArn: arn}),
+      call("GetExecutionHistory", {executionArn: arn, maxResults: HISTORY_PAGE})]);
+    events = first.events;
+    nextToken = first.nextToken || null;
+  }
+  let tablePage = 0;
+  let timelinePage = 0;
   const definition = JSON.parse(machine.definition);
   const machineArn = execution.stateMachineArn;
   let selected = null;
-  let view = "graph";
+  let pane = "graph";
   const facts = h("div", {class: "panel"});
   const actions = h("div", {class: "toolbar"});
   const graph = h("div", {class: "graph"});
@@ -269,11 +308,11 @@ async function executionPage(arn) {
   }
 
   function show(name) {
-    view = name;
-    tabs.replaceChildren(...Object.keys(panes).map((pane) => h("button", {class: pane === view ? "current" : "",
-      "data-testid": `tab-${pane}`, onclick: () => show(pane)}, {graph: "Graph view", history: "Event history",
-      timeline: "Timeline"}[pane])));
-    body.replaceChildren(panes[view]);
+    pane = name;
+    tabs.replaceChildren(...Object.keys(panes).map((each) => h("button", {class: each === pane ? "current" : "",
+      "data-testid": `tab-${each}`, onclick: () => show(each)}, {graph: "Graph view", history: "Event history",
+      timeline: "Timeline"}[each])));
+    body.replaceChildren(panes[pane]);
   }
 
   function refresh() {
@@ -300,9 +339,11 @@ async function executionPage(arn) {
       h("p", {}, "Output"), h("pre", {"data-testid": "output"}, pretty(execution.output))));
     const redrivable = ["FAILED", "TIMED_OUT", "ABORTED"].includes(execution.status);
     actions.replaceChildren(
-      h("button", {class: "danger", disabled: execution.status !== "RUNNING", "data-testid": "stop",
-                   onclick: stop}, "Stop execution"),
-      h("button", {disabled: !redrivable, "data-testid": "redrive", onclick: redrive}, "Redrive"),
+      ...(express ? [h("span", {class: "muted"}, "An Express execution kept by this node for the console "
+                                                  + "(no history is stored of Express executions).")] : [
+        h("button", {class: "danger", disabled: execution.status !== "RUNNING", "data-testid": "stop",
+                     onclick: stop}, "Stop execution"),
+        h("button", {disabled: !redrivable, "data-testid": "redrive", onclick: redrive}, "Redrive")]),
       h("button", {"data-testid": "new-execution", onclick: () => startExecution(machineArn, machine.type)},
         "New execution"),
       h("button", {"data-testid": "download", onclick: download}, "Download history (JSON)"));
@@ -338,10 +379,29 @@ async function executionPage(arn) {
             failed.cause ? [h("p", {}, "Cause"), h("pre", {}, pretty(failed.cause))] : null];
   }
 
+  // Rows ``size`` at a time, with the controls to move between pages (``move(page)``).
+  function pager(count, size, current, move, testid) {
+    const pages = Math.max(1, Math.ceil(count / size));
+    return h("div", {class: "toolbar", "data-testid": testid},
+      h("button", {disabled: current === 0, onclick: () => move(current - 1), "data-testid": `${testid}-previous`},
+        "Previous"),
+      h("span", {"data-testid": `${testid}-where`}, `Page ${current + 1} of ${pages}`),
+      h("button", {disabled: current >= pages - 1, onclick: () => move(current + 1), "data-testid": `${testid}-next`},
+        "Next"),
+      h("span", {class: "muted"}, `${count.toLocaleString()} ${testid === "history-pages" ? "events" : "runs"}`
+        + (nextToken ? " so far (reading the rest)" : "")));
+  }
+
   function renderTable() {
-    table.replaceChildren(h("table", {"data-testid": "history-table"}, h("thead", {}, h("tr", {},
+    const pages = Math.max(1, Math.ceil(events.length / TABLE_ROWS));
+    tablePage = Math.min(tablePage, pages - 1);
+    const shown = events.slice(tablePage * TABLE_ROWS, (tablePage + 1) * TABLE_ROWS);
+    table.replaceChildren(pager(events.length, TABLE_ROWS, tablePage, (page) => {
+      tablePage = page;
+      renderTable();
+    }, "history-pages"), h("table", {"data-testid": "history-table"}, h("thead", {}, h("tr", {},
       ["ID", "Type", "Step", "Elapsed", "Time", "Details"].map((title) => h("th", {}, title)))),
-    h("tbody", {}, events.map((event) => {
+    h("tbody", {}, shown.map((event) => {
       const details = Object.entries(event).find(([key]) => key.endsWith("EventDetails"));
       const step = details && details[1].name;
       return h("tr", {}, h("td", {}, event.id), h("td", {}, event.type), h("td", {}, step || ""),
@@ -360,18 +420,25 @@ async function executionPage(arn) {
     const span = Math.max(end - start, 0.001);
     const at = (seconds) => `${(100 * (seconds - start) / span).toFixed(3)}%`;
     const count = new Map(); // a state run more than once (a Map's iterations, a loop) is numbered
-    const seen = new Map();
-    for (const run of runs) count.set(run.name, (count.get(run.name) || 0) + 1);
-    timeline.replaceChildren(
+    const number = new Map();
+    for (const run of runs) {
+      count.set(run.name, (count.get(run.name) || 0) + 1);
+      number.set(run, count.get(run.name));
+    }
+    const pages = Math.max(1, Math.ceil(runs.length / TIMELINE_ROWS));
+    timelinePage = Math.min(timelinePage, pages - 1);
+    timeline.replaceChildren(pager(runs.length, TIMELINE_ROWS, timelinePage, (page) => {
+      timelinePage = page;
+      renderTimeline(runsOf(events, execution));
+    }, "timeline-pages"),
       h("div", {class: "axis"}, h("span", {}, "State"), h("span", {}, `0 — ${duration(span)}`)),
-      ...runs.map((run) => {
+      ...runs.slice(timelinePage * TIMELINE_ROWS, (timelinePage + 1) * TIMELINE_ROWS).map((run) => {
         const until = run.exited ?? (execution.stopDate || Date.now() / 1000);
         const bar = h("div", {class: `bar ${run.status}`, title: `${run.name}: ${duration(until - run.entered)}`,
           style: `left: ${at(run.entered)}; width: calc(${at(until)} - ${at(run.entered)})`});
         const marks = run.attempts.slice(1).map((attempt) => h("div", {class: "mark", style: `left: ${at(
           attempt.scheduled)}`, title: `retry at ${when(attempt.scheduled)}`}));
-        seen.set(run.name, (seen.get(run.name) || 0) + 1);
-        const label = count.get(run.name) > 1 ? `${run.name} #${seen.get(run.name)}` : run.name;
+        const label = count.get(run.name) > 1 ? `${run.name} #${number.get(run)}` : run.name;
         return h("div", {class: "row", "data-testid": "timeline-row"}, h("span", {class: "name", title: label}, label),
           h("div", {class: "lane"}, bar, marks));
       }));
@@ -395,7 +462,7 @@ async function executionPage(arn) {
   }
 
   async function download() {
-    const whole = await history(arn);
+    const whole = express ? events : await history(arn);
     const blob = new Blob([JSON.stringify({events: whole}, null, 2)], {type: "application/json"});
     const anchor = h("a", {href: URL.createObjectURL(blob), download: `${execution.name}-history.json`});
     document.body.append(anchor);
@@ -404,9 +471,15 @@ async function executionPage(arn) {
   }
 
   async function update() {
-    const fresh = await eventsAfter(arn, events.length ? events.at(-1).id : 0);
+    if (nextToken) {  // still reading the history forward: the next page brings the new events too
+      const page = await call("GetExecutionHistory", {executionArn: arn, maxResults: HISTORY_PAGE, nextToken});
+      events.push(...page.events);
+      nextToken = page.nextToken || null;
+      if (nextToken) again = true;
+    } else {
+      events.push(...await eventsAfter(arn, events.length ? events.at(-1).id : 0));
+    }
     execution = await call("DescribeExecution", {executionArn: arn});
-    events.push(...fresh);
     refresh();
   }
 
@@ -431,18 +504,59 @@ async function executionPage(arn) {
       updating = false;
     }
   };
-  const stream = new EventSource(`/console/events?executionArn=${encodeURIComponent(arn)}`);
-  stream.addEventListener("committed", wake);
-  const timer = setInterval(() => execution.status === "RUNNING" && wake(), 5000);
-  leave = () => {
-    stream.close();
-    clearInterval(timer);
-  };
+  if (!express) {
+    const stream = new EventSource(`/console/events?executionArn=${encodeURIComponent(arn)}`);
+    stream.addEventListener("committed", wake);
+    const timer = setInterval(() => execution.status === "RUNNING" && wake(), 5000);
+    leave = () => {
+      stream.close();
+      clearInterval(timer);
+    };
+  }
+  const mapRuns = h("div", {"data-testid": "map-runs"});
   main.replaceChildren(h("p", {}, link("", "State machines"), " / ",
     link(`state-machine/${encodeURIComponent(machineArn)}`, nameOf(machineArn)), " / "),
-  h("h1", {}, execution.name), facts, actions, tabs, body);
-  show(view);
+  h("h1", {}, execution.name), facts, actions, mapRuns, tabs, body);
+  if (!express) listMapRuns(mapRuns, arn).catch(showError);
+  show(pane);
   refresh();
+  if (nextToken) wake();
+}
+
+// The map runs a distributed Map of this execution started, with their counters.
+async function listMapRuns(container, arn) {
+  const runs = await all("ListMapRuns", {executionArn: arn, maxResults: 1000}, "mapRuns");
+  if (!runs.length) return;
+  const described = await Promise.all(runs.map((run) => call("DescribeMapRun", {mapRunArn: run.mapRunArn})));
+  container.replaceChildren(h("h2", {}, "Map runs"), mapRunTable(described));
+}
+
+function mapRunTable(runs) {
+  const counts = (counters) => `${counters.succeeded} succeeded, ${counters.failed} failed, ${counters.running} `
+    + `running, ${counters.pending} pending, ${counters.aborted} aborted, ${counters.timedOut} timed out `
+    + `(${counters.total} in all)`;
+  return sortableTable(runs, [
+    {title: "Map run", key: (r) => r.mapRunArn, cell: (r) => link(`map-run/${encodeURIComponent(r.mapRunArn)}`,
+                                                                  r.mapRunArn.split("/").pop())},
+    {title: "Status", key: (r) => r.status, cell: (r) => status(r.status)},
+    {title: "Items", key: (r) => r.itemCounts.total, cell: (r) => counts(r.itemCounts)},
+    {title: "Child executions", key: (r) => r.executionCounts.total, cell: (r) => counts(r.executionCounts)},
+    {title: "Started", key: (r) => r.startDate, cell: (r) => when(r.startDate)},
+  ], 4, true, "map-run-table");
+}
+
+async function mapRunPage(arn) {
+  const run = await call("DescribeMapRun", {mapRunArn: arn});
+  const children = h("div", {"data-testid": "children"});
+  main.replaceChildren(h("p", {}, link("", "State machines"), " / ",
+    link(`execution/${encodeURIComponent(run.executionArn)}`, nameOf(run.executionArn)), " / "),
+  h("h1", {}, `Map run ${arn.split("/").pop()}`), mapRunTable([run]),
+  h("div", {class: "panel"}, h("dl", {class: "facts"},
+    h("dt", {}, "Max concurrency"), h("dd", {}, run.maxConcurrency || "unbounded"),
+    h("dt", {}, "Tolerated failures"), h("dd", {}, `${run.toleratedFailureCount} or ${run.toleratedFailurePercentage} %`),
+    h("dt", {}, "Ended"), h("dd", {}, when(run.stopDate)))),
+  h("h2", {}, "Child executions"), children);
+  await executionList(children, null, arn);
 }
 
 function findState(body, name) {
@@ -457,14 +571,45 @@ function findState(body, name) {
 }
 
 async function activitiesPage() {
-  const activities = await all("ListActivities", {maxResults: 1000}, "activities");
-  main.replaceChildren(h("h1", {}, "Activities"), activities.length === 0
-    ? h("p", {class: "muted", "data-testid": "empty"}, "No activities yet.")
+  const [activities, here] = await Promise.all([all("ListActivities", {maxResults: 1000}, "activities"),
+    view("/console/activities")]);
+  const waiting = (activity) => here.activities[activity.activityArn] || {tasksWaiting: 0, workersPolling: {}};
+  const workers = (activity) => Object.entries(waiting(activity).workersPolling).map(
+    ([name, polls]) => `${name || "(unnamed)"}${polls > 1 ? ` ×${polls}` : ""}`).join(", ");
+  main.replaceChildren(h("h1", {}, "Activities"), h("p", {class: "muted"},
+    "Tasks waiting for a worker, and workers waiting for a task, on this node (GetActivityTask long polls)."),
+  activities.length === 0 ? h("p", {class: "muted", "data-testid": "empty"}, "No activities yet.")
     : sortableTable(activities, [
       {title: "Name", key: (a) => a.name, cell: (a) => a.name},
-      {title: "ARN", key: (a) => a.activityArn, cell: (a) => a.activityArn},
+      {title: "Tasks waiting", key: (a) => waiting(a).tasksWaiting, cell: (a) => waiting(a).tasksWaiting},
+      {title: "Workers polling", key: (a) => workers(a), cell: (a) => workers(a)},
       {title: "Created", key: (a) => a.creationDate, cell: (a) => when(a.creationDate)},
+      {title: "ARN", key: (a) => a.activityArn, cell: (a) => a.activityArn},
     ], 0, false, "activities"));
+  const timer = setInterval(() => location.hash.startsWith("#/activities") && route(), 5000);
+  leave = () => clearInterval(timer);
+}
+
+async function clusterPage() {
+  const cluster = await view("/console/cluster");
+  const owners = new Map();
+  for (const shard of cluster.shards) owners.set(shard.owner, (owners.get(shard.owner) || 0) + 1);
+  main.replaceChildren(h("h1", {}, "Cluster"), h("p", {class: "muted"}, `As node ${cluster.node} reads the store now.`),
+    cluster.nodes.length === 0
+      ? h("p", {"data-testid": "single-node"}, `One node, on SQLite: it serves all ${cluster.shards.length} shards.`)
+      : [h("h2", {}, "Nodes"), sortableTable(cluster.nodes, [
+        {title: "Node", key: (n) => n.nodeId, cell: (n) => n.nodeId},
+        {title: "Address", key: (n) => n.address, cell: (n) => n.address},
+        {title: "Live", key: (n) => n.live, cell: (n) => (n.live ? "yes" : "no (its lease ran out)")},
+        {title: "Shards", key: (n) => n.shards, cell: (n) => n.shards},
+        {title: "Lease until", key: (n) => n.leaseUntil, cell: (n) => when(n.leaseUntil)},
+      ], 0, false, "nodes")],
+    h("h2", {}, "Shards"), sortableTable(cluster.shards, [
+      {title: "Shard", key: (x) => x.shardId, cell: (x) => x.shardId},
+      {title: "Owner", key: (x) => x.owner || "", cell: (x) => x.owner || "(free)"},
+      {title: "Range id", key: (x) => x.rangeId, cell: (x) => x.rangeId},
+      {title: "Lease until", key: (x) => x.leaseUntil, cell: (x) => when(x.leaseUntil)},
+    ], 0, false, "shards"));
 }
 
 // -- the router
@@ -477,12 +622,16 @@ async function route() {
   const [page, ...rest] = location.hash.replace(/^#\/?/, "").split("/");
   const arg = decodeURIComponent(rest.join("/"));
   for (const anchor of document.querySelectorAll("[data-nav]")) {
-    anchor.classList.toggle("current", anchor.dataset.nav === (page === "activities" ? "activities" : "machines"));
+    anchor.classList.toggle("current", anchor.dataset.nav === (["activities", "cluster"].includes(page) ? page
+      : "machines"));
   }
   try {
     if (page === "state-machine") await machinePage(arg);
     else if (page === "execution") await executionPage(arg);
+    else if (page === "express") await executionPage(arg, true);
+    else if (page === "map-run") await mapRunPage(arg);
     else if (page === "activities") await activitiesPage();
+    else if (page === "cluster") await clusterPage();
     else await machinesPage();
   } catch (error) {
     main.replaceChildren(h("p", {class: "muted"}, "This page could not be shown."));
