@@ -108,12 +108,12 @@ class ServerProcess(StatewrightServer):
 
 
 def raw_call(server: ServerProcess, target: str | None, body: bytes | None, method: str = "POST",
-             headers: dict[str, str] | None = None) -> tuple[int, dict]:
+             headers: dict[str, str] | None = None, path: str = "/") -> tuple[int, dict]:
     """One request as bytes on the wire, past boto3's own checks; (status, parsed JSON body)."""
     sent = {"Content-Type": "application/x-amz-json-1.0", **(headers or {})}
     if target:
         sent["X-Amz-Target"] = target
-    request = urllib.request.Request(server.endpoint + "/", data=body, headers=sent, method=method)
+    request = urllib.request.Request(server.endpoint + path, data=body, headers=sent, method=method)
     try:
         with urllib.request.urlopen(request) as response:
             return response.status, json.loads(response.read())

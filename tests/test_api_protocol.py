@@ -30,8 +30,8 @@ def test_missing_target_header_is_a_client_error(server):
 
 
 def test_get_is_not_an_operation(server):
-    status, _ = raw_call(server, None, None, method="GET")
-    assert 400 <= status < 500
+    status, body = raw_call(server, None, None, method="GET", path="/no-such-page")
+    assert 400 <= status < 500 and body["__type"].endswith("UnknownOperationException")
 
 
 def test_wrong_member_type_is_a_client_error_not_500(server):

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from nodes import SHARDS, Node, name_on
 from server import ServerProcess
 
 ROLE = "arn:aws:iam::123456789012:role/console-tests"
@@ -204,6 +205,7 @@ def test_retries_are_listed_as_attempts_and_a_failure_shows_in_red(server, sfn, 
     expect(graph.locator('[data-state="Oops"]')).to_have_attribute("data-status", "failed")
     expect(graph.locator('[data-state="Done"]')).to_have_attribute("data-status", "not-started")
     expect(graph.locator(".edge.catch")).to_have_count(1)
+    expect(graph.locator(".edge.retry text")).to_have_text("Retry Flaky up to 1")
     expect(page.get_by_test_id("error")).to_have_text("Gave.Up")
     graph.locator('[data-state="Work"]').click()
     attempts = page.get_by_test_id("attempts").locator("tr")
@@ -393,3 +395,29 @@ def test_activities_show_their_waiting_tasks_and_polling_workers_and_the_cluster
     page.goto(f"{server.endpoint}/#/cluster")
     expect(page.get_by_test_id("single-node")).to_contain_text("it serves all 8 shards", timeout=WAIT_MS)
     expect(page.get_by_test_id("shards").locator("tbody tr")).to_have_count(8)
+
+
+def test_a_node_that_does_not_run_the_execution_shows_it_and_follows_it(tmp_path, page):
+    a, b = Node(tmp_path / "shared.db", "a").start(), Node(tmp_path / "shared.db", "b").start()
+    try:
+        on_a = set(range(SHARDS // 2))
+        a.take(on_a)
+        b.take(set(range(SHARDS // 2, SHARDS)))
+        for node in (a, b):
+            node.directory.refresh()
+        sfn = a.client()
+        worker_activity = activity(sfn)
+        machine_arn = machine(sfn, {"StartAt": "Work", "States": {
+            "Work": {"Type": "Task", "Resource": worker_activity, "Next": "Done"}, "Done": {"Type": "Succeed"}}})
+        arn = sfn.start_execution(stateMachineArn=machine_arn, name=name_on(machine_arn, on_a, "on-a"))["executionArn"]
+        page.goto(f"{b.endpoint}/#/execution/{quote(arn, safe='')}")  # b does not run it: it reads it through a
+        graph = page.get_by_test_id("graph")
+        expect(graph.locator('[data-state="Work"]')).to_have_attribute("data-status", "running", timeout=WAIT_MS)
+        task = poll_task(sfn, worker_activity)
+        sfn.send_task_success(taskToken=task["taskToken"], output="{}")
+        # Nothing wakes b's stream (a commits): the page reads again on its timer.
+        expect(graph.locator('[data-state="Done"]')).to_have_attribute("data-status", "succeeded", timeout=WAIT_MS)
+        expect(page.get_by_test_id("status")).to_have_text("SUCCEEDED")
+    finally:
+        a.close()
+        b.close()

@@ -1,6 +1,6 @@
-// A definition drawn as a graph: a node per state, Choice rules as labelled edges, Catch edges dashed, Retry shown
-// on its state, Parallel branches and Map iterations as nested groups between the state and a join. Laid out by
-// dagre (vendor/, MIT), drawn as SVG.
+// A definition drawn as a graph: a node per state, Choice rules as labelled edges, Catch edges dashed, Retry as an
+// edge back to its state, Parallel branches and Map iterations as nested groups between the state and a join. Laid
+// out by dagre (vendor/, MIT), drawn as SVG.
 
 import dagre from "./vendor/dagre-3.1.4.esm.js";
 
@@ -36,7 +36,12 @@ export function buildGraph(definition) {
   let edgeCount = 0;
 
   function node(id, label, facts, parent) {
-    const width = Math.max(facts.pseudo ? 60 : 110, textWidth(label) + (facts.retry ? 46 : 28));
+    const box = Math.max(facts.pseudo ? 60 : 110, textWidth(label) + 28);
+    // A Retry is a loop back into its state, drawn on its right with its label: the layout keeps room for it on
+    // both sides, so that edges still meet the box in its middle.
+    const room = facts.retry ? 34 + textWidth(facts.retry, 10.5) : 0;
+    const width = box + 2 * room;
+    facts.box = box;
     g.setNode(id, {label, width, height: facts.join ? 10 : NODE_HEIGHT});
     if (parent) g.setParent(id, parent);
     states.set(id, {id, label, ...facts});
@@ -55,7 +60,9 @@ export function buildGraph(definition) {
     for (const [name, state] of Object.entries(body.States || {})) {
       const id = `${prefix}${name}`;
       ids.set(name, id);
-      node(id, name, {name, type: state.Type, retry: Array.isArray(state.Retry) && state.Retry.length > 0}, parent);
+      node(id, name, {name, type: state.Type, retry: (state.Retry || []).map((retrier) =>
+        `Retry ${clip((retrier.ErrorEquals || []).join(", "), 24)} up to ${retrier.MaxAttempts ?? 3}`).join("; ")},
+      parent);
       let tail = id;
       const inner = state.Type === "Parallel" ? state.Branches || []
         : state.Type === "Map" ? [state.ItemProcessor || state.Iterator || {States: {}}] : null;
@@ -146,14 +153,18 @@ export function drawGraph(container, definition, onSelect) {
     if (!facts) continue; // a cluster
     const laid = g.node(id);
     const group = element("g", {class: `node${facts.pseudo ? " pseudo" : ""}`, "data-state": facts.name ?? ""}, svg);
-    element("rect", {x: laid.x - laid.width / 2, y: laid.y - laid.height / 2, width: laid.width, height: laid.height,
+    element("rect", {x: laid.x - facts.box / 2, y: laid.y - laid.height / 2, width: facts.box, height: laid.height,
                      rx: facts.pseudo ? laid.height / 2 : 6}, group);
     if (facts.join) continue;
     const text = element("text", {x: laid.x, y: laid.y + 4, "text-anchor": "middle"}, group);
-    text.textContent = facts.retry ? `${facts.label}  ↻` : facts.label;
+    text.textContent = facts.label;
     if (facts.retry) {
-      const tip = element("title", {}, group);
-      tip.textContent = `${facts.label}: retried on error (Retry)`;
+      const right = laid.x + facts.box / 2;
+      const loop = element("g", {class: "edge retry"}, svg);
+      element("path", {d: `M ${right} ${laid.y - 7} C ${right + 30} ${laid.y - 22}, ${right + 30} ${laid.y + 22}, `
+                          + `${right + 1} ${laid.y + 8}`, "marker-end": "url(#arrow)"}, loop);
+      const label = element("text", {x: right + 30, y: laid.y + 4}, loop);
+      label.textContent = facts.retry;
     }
     if (!facts.pseudo) {
       group.addEventListener("click", () => onSelect(facts.name));
