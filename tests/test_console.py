@@ -419,5 +419,22 @@ def test_a_node_that_does_not_run_the_execution_shows_it_and_follows_it(tmp_path
         expect(graph.locator('[data-state="Done"]')).to_have_attribute("data-status", "succeeded", timeout=WAIT_MS)
         expect(page.get_by_test_id("status")).to_have_text("SUCCEEDED")
     finally:
+        page.goto("about:blank")  # its stream closes: a test server waits for every connection as it stops
         a.close()
         b.close()
+
+
+def test_a_stopping_server_ends_the_console_streams_instead_of_waiting_for_them(tmp_path):
+    process = ServerProcess(tmp_path / "data").start()
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", process.port, timeout=30)
+        connection.request("GET", "/console/events?executionArn=" + quote(
+            "arn:aws:states:us-east-1:123456789012:execution:any:one", safe=""))
+        response = connection.getresponse()
+        assert (response.readline(), response.readline()) == (b"retry: 2000\n", b"event: watching\n")
+        process.process.terminate()
+        assert process.process.wait(30) == 0  # the open stream did not hold the shutdown
+        assert response.read() == b"data: {}\n\n"  # the rest of its first message, then the stream's end
+        connection.close()
+    finally:
+        process.kill()

@@ -466,8 +466,11 @@ class _Server(uvicorn.Server):
 
 
 def _on_exit(service: Service) -> None:
-    """SIGTERM or SIGINT, on the event loop: answer waiting long polls now, and hand the shards over at once (on
-    a thread: the engine drains meanwhile) rather than after uvicorn has closed every connection."""
+    """SIGTERM or SIGINT, on the event loop: answer waiting long polls now, end the console's streams, and hand the
+    shards over at once (on a thread: the engine drains meanwhile) rather than after uvicorn has closed every
+    connection."""
     event(log, "stopping", "stopping: waiting long polls answered empty, shards handed over, the engine drains")
     service.matcher.release()
+    if service.console is not None:
+        service.console.feed.close()  # the console's streams end: uvicorn waits for every connection
     threading.Thread(target=service.leave, name="statewright-leave", daemon=True).start()

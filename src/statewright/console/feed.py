@@ -19,6 +19,7 @@ class HistoryFeed:
         self._lock = threading.Lock()
         # execution ARN -> (event loop, event) of each page watching it
         self._watchers: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self.closed = False  # the server is stopping: streams end (uvicorn waits for every connection to close)
 
     def offer(self, logged: Sequence[tuple[Any, ...]]) -> None:
         """On the engine thread, after a commit: wake the pages watching an execution it wrote history for."""
@@ -26,6 +27,14 @@ class HistoryFeed:
             return
         with self._lock:
             woken = [watcher for item in logged for watcher in self._watchers.get(item[1], ())]
+        for loop, event in woken:
+            loop.call_soon_threadsafe(event.set)
+
+    def close(self) -> None:
+        """The server is stopping: wake every watcher, and the streams end."""
+        self.closed = True
+        with self._lock:
+            woken = [watcher for watchers in self._watchers.values() for watcher in watchers]
         for loop, event in woken:
             loop.call_soon_threadsafe(event.set)
 

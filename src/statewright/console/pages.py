@@ -126,18 +126,22 @@ class Console:
 
 
 async def _stream(feed: HistoryFeed, arn: str, receive: Any, send: Any) -> None:
-    """``committed`` after each commit that added to the execution's history, until the page goes away."""
+    """``committed`` after each commit that added to the execution's history, until the page goes away or the
+    server stops (then the response ends: the page's EventSource connects again, to whichever server answers)."""
     with feed.watch(arn) as changed:
         await send({"type": "http.response.body", "body": b"retry: 2000\nevent: watching\ndata: {}\n\n",
                     "more_body": True})
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
             while not gone.done():
+                if feed.closed:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    return
                 woken = asyncio.ensure_future(changed.wait())
                 await asyncio.wait([woken, gone], timeout=KEEP_ALIVE_S, return_when=asyncio.FIRST_COMPLETED)
                 woken.cancel()
-                if gone.done():
-                    return
+                if gone.done() or feed.closed:
+                    continue
                 if changed.is_set():
                     changed.clear()
                     chunk = b"event: committed\ndata: {}\n\n"
