@@ -172,7 +172,7 @@ def test_an_execution_is_drawn_on_its_graph_and_coloured_live_as_it_commits(serv
     expect(details.get_by_test_id("selected-state")).to_have_text("Work")
     assert json.loads(details.get_by_test_id("state-input").inner_text()) == {"go": True}
     assert json.loads(details.get_by_test_id("state-output").inner_text()) == {"made": 7}
-    expect(details.get_by_test_id("attempts").locator("tr")).to_have_count(1)
+    expect(details.get_by_test_id("attempts").locator("tbody tr")).to_have_count(1)
 
     events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
     page.get_by_test_id("tab-history").click()
@@ -208,7 +208,7 @@ def test_retries_are_listed_as_attempts_and_a_failure_shows_in_red(server, sfn, 
     expect(graph.locator(".edge.retry text")).to_have_text("Retry Flaky up to 1")
     expect(page.get_by_test_id("error")).to_have_text("Gave.Up")
     graph.locator('[data-state="Work"]').click()
-    attempts = page.get_by_test_id("attempts").locator("tr")
+    attempts = page.get_by_test_id("attempts").locator("tbody tr")
     expect(attempts).to_have_count(2)
     expect(attempts.nth(1)).to_contain_text("failed — Flaky")
     expect(page.get_by_test_id("state-error")).to_have_text("Flaky")
@@ -438,3 +438,49 @@ def test_a_stopping_server_ends_the_console_streams_instead_of_waiting_for_them(
         connection.close()
     finally:
         process.kill()
+
+
+def test_a_stopped_then_redriven_task_shows_each_run_once_and_parallel_attempts_stay_with_their_states(
+        server, sfn, page):
+    alpha, beta = activity(sfn), activity(sfn)
+    arn = sfn.start_execution(stateMachineArn=machine(sfn, {"StartAt": "Both", "States": {
+        "Both": {"Type": "Parallel", "End": True, "Branches": [
+            {"StartAt": "TaskA", "States": {"TaskA": {"Type": "Task", "Resource": alpha, "End": True}}},
+            {"StartAt": "TaskB", "States": {"TaskB": {"Type": "Task", "Resource": beta, "End": True}}}]}}}))[
+        "executionArn"]
+    page.goto(execution_url(server, arn))
+    graph = page.get_by_test_id("graph")
+    task = poll_task(sfn, beta)  # B's attempt ends first, while A's is still scheduled
+    sfn.send_task_success(taskToken=task["taskToken"], output='{"b": 1}')
+    expect(graph.locator('[data-state="TaskB"]')).to_have_attribute("data-status", "succeeded", timeout=WAIT_MS)
+    expect(graph.locator('[data-state="TaskA"]')).to_have_attribute("data-status", "running")
+    graph.locator('[data-state="TaskA"]').click()
+    expect(page.get_by_test_id("attempts").locator("tbody tr")).to_have_count(1)
+    expect(page.get_by_test_id("attempts").locator("tbody tr td").nth(3)).to_have_text("in progress")
+    graph.locator('[data-state="TaskB"]').click()
+    expect(page.get_by_test_id("attempts").locator("tbody tr td").nth(3)).to_have_text("succeeded")
+
+    page.get_by_test_id("stop").click()
+    page.get_by_test_id("dialog-confirm").click()
+    expect(page.get_by_test_id("status")).to_have_text("ABORTED", timeout=WAIT_MS)
+    expect(graph.locator('[data-state="TaskA"]')).to_have_attribute("data-status", "aborted")
+    events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    page.get_by_test_id("tab-history").click()
+    rows = page.get_by_test_id("history-table").locator("tbody tr")
+    expect(rows).to_have_count(len(events))  # each event once, though the stream woke the page as Stop did
+    page.get_by_test_id("tab-graph").click()
+
+    page.get_by_test_id("redrive").click()
+    page.get_by_test_id("dialog-confirm").click()
+    expect(page.get_by_test_id("status")).to_have_text("RUNNING", timeout=WAIT_MS)
+    task = poll_task(sfn, alpha)
+    sfn.send_task_success(taskToken=task["taskToken"], output='{"a": 2}')
+    expect(page.get_by_test_id("status")).to_have_text("SUCCEEDED", timeout=WAIT_MS)
+    graph.locator('[data-state="TaskA"]').click()
+    runs = page.get_by_test_id("state-run")
+    expect(runs).to_have_count(2)
+    expect(runs.nth(0).get_by_test_id("run-status")).to_have_text("aborted")
+    expect(runs.nth(1).get_by_test_id("run-status")).to_have_text("succeeded")
+    assert json.loads(runs.nth(1).get_by_test_id("state-output").inner_text()) == {"a": 2}
+    page.get_by_test_id("tab-history").click()
+    expect(rows).to_have_count(len(sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]))

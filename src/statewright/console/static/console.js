@@ -10,6 +10,7 @@ import {runsOf, statusByState} from "./history.js";
 const HISTORY_PAGE = 1000; // events per read of the history
 const TABLE_ROWS = 100; // events per page of the history table
 const TIMELINE_ROWS = 200; // state runs per page of the timeline
+const DETAIL_RUNS = 20; // runs of one state shown when it is clicked
 const main = document.getElementById("main");
 const dialog = document.getElementById("dialog");
 let leave = () => {}; // what the current page stops when another one opens (a stream, a timer)
@@ -55,8 +56,8 @@ function status(value) {
   return h("span", {class: `status ${value}`, "data-testid": "status"}, value);
 }
 
-function nameOf(arn) {
-  return arn.split(":").pop();
+function nameOf(arn, express = false) {
+  return arn.split(":").at(express ? -2 : -1);
 }
 
 function link(route, text) {
@@ -124,7 +125,7 @@ function sortableTable(rows, columns, initial = 0, descending = true, testid = "
 async function machinesPage() {
   const machines = await all("ListStateMachines", {maxResults: 1000}, "stateMachines");
   const create = h("p", {class: "muted"},
-    "Create state machines with the AWS CLI, an SDK or `statewright import`; they appear here.");
+    "Create state machines with the AWS CLI, an SDK or statewright import; they appear here.");
   main.replaceChildren(h("h1", {}, "State machines"), create, machines.length === 0
     ? h("p", {class: "muted", "data-testid": "empty"}, "No state machines yet.")
     : sortableTable(machines, [
@@ -239,8 +240,8 @@ async function startExecution(machineArn, type) {
   const name = h("input", {placeholder: "(a generated name)", "data-testid": "execution-name", size: 40});
   const input = h("textarea", {rows: 10, "data-testid": "execution-input"}, '{\n  "Comment": "Insert your JSON here"\n}');
   const body = h("div", {}, h("p", {}, "Name (optional)"), name, h("p", {}, "Input (JSON)"), input,
-    type === "EXPRESS" ? h("p", {class: "muted"}, "An Express execution's history is not kept: this page shows it "
-                                                  + "only while it runs.") : null);
+    type === "EXPRESS" ? h("p", {class: "muted"}, "No history is kept of Express executions: the console shows "
+                                                  + "this one, with its events, once it has finished.") : null);
   const started = await ask("Start execution", body, "Start execution", {collect: () => {
     try {
       JSON.parse(input.value);
@@ -252,7 +253,8 @@ async function startExecution(machineArn, type) {
   if (!started) return;
   try {
     const answer = await call("StartExecution", started);
-    location.hash = `#/execution/${encodeURIComponent(answer.executionArn)}`;
+    const page = type === "EXPRESS" ? "express" : "execution";
+    location.hash = `#/${page}/${encodeURIComponent(answer.executionArn)}`;
   } catch (error) {
     showError(error);
   }
@@ -266,7 +268,17 @@ async function executionPage(arn, express = false) {
   let events;
   let nextToken = null;
   if (express) {
-    execution = await view(`/console/express?executionArn=${encodeURIComponent(arn)}`);
+    try {
+      execution = await view(`/console/express?executionArn=${encodeURIComponent(arn)}`);
+    } catch (error) {
+      if (error.status !== 404) throw error;
+      main.replaceChildren(h("h1", {}, nameOf(arn, true)), h("p", {"data-testid": "express-waiting"},
+        "Not among the finished Express executions this node keeps: it is still running, or it ran elsewhere or "
+        + "long ago. This page looks again every second."));
+      const timer = setTimeout(() => location.hash.includes(encodeURIComponent(arn)) && route(), 1000);
+      leave = () => clearTimeout(timer);
+      return;
+    }
     events = execution.events;
     machine = await call("DescribeStateMachine", {stateMachineArn: execution.stateMachineArn});
   } else {
@@ -283,9 +295,16 @@ async function executionPage(arn, express = false) {
   let timelinePage = 0;
   const definition = JSON.parse(machine.definition);
   const machineArn = execution.stateMachineArn;
+  const resources = new Map();
+  const resourceOf = (name) => {
+    if (!resources.has(name)) resources.set(name, findState(definition, name)?.Resource ?? null);
+    return resources.get(name);
+  };
   let selected = null;
   let pane = "graph";
   const facts = h("div", {class: "panel"});
+  const mapRuns = h("div", {"data-testid": "map-runs"});
+  const hasDistributedMap = machine.definition.includes('"DISTRIBUTED"');
   const actions = h("div", {class: "toolbar"});
   const graph = h("div", {class: "graph"});
   const detail = h("div", {class: "details panel", "data-testid": "state-details"},
@@ -316,7 +335,7 @@ async function executionPage(arn, express = false) {
   }
 
   function refresh() {
-    const runs = runsOf(events, execution);
+    const runs = runsOf(events, execution, resourceOf);
     paint(statusByState(runs), selected);
     renderFacts();
     renderDetail(runs);
@@ -327,8 +346,9 @@ async function executionPage(arn, express = false) {
   function renderFacts() {
     facts.replaceChildren(h("dl", {class: "facts"},
       h("dt", {}, "Status"), h("dd", {}, status(execution.status)),
-      h("dt", {}, "State machine"), h("dd", {}, link(`state-machine/${encodeURIComponent(machineArn)}`,
-                                                     nameOf(machineArn))),
+      h("dt", {}, execution.mapRunArn ? "Map run" : "State machine"), h("dd", {}, execution.mapRunArn
+        ? link(`map-run/${encodeURIComponent(execution.mapRunArn)}`, execution.mapRunArn.split("/").pop())
+        : link(`state-machine/${encodeURIComponent(machineArn)}`, nameOf(machineArn))),
       h("dt", {}, "ARN"), h("dd", {}, execution.executionArn),
       h("dt", {}, "Started"), h("dd", {}, when(execution.startDate)),
       h("dt", {}, "Ended"), h("dd", {}, when(execution.stopDate)),
@@ -337,32 +357,41 @@ async function executionPage(arn, express = false) {
       execution.cause ? [h("dt", {}, "Cause"), h("dd", {}, h("pre", {}, pretty(execution.cause)))] : null),
     h("details", {}, h("summary", {}, "Input and output"), h("p", {}, "Input"), h("pre", {}, pretty(execution.input)),
       h("p", {}, "Output"), h("pre", {"data-testid": "output"}, pretty(execution.output))));
-    const redrivable = ["FAILED", "TIMED_OUT", "ABORTED"].includes(execution.status);
+    const redrivable = ["FAILED", "TIMED_OUT", "ABORTED"].includes(execution.status)
+      && (execution.redriveStatus ?? "REDRIVABLE") === "REDRIVABLE";
     actions.replaceChildren(
       ...(express ? [h("span", {class: "muted"}, "An Express execution kept by this node for the console "
                                                   + "(no history is stored of Express executions).")] : [
         h("button", {class: "danger", disabled: execution.status !== "RUNNING", "data-testid": "stop",
                      onclick: stop}, "Stop execution"),
         h("button", {disabled: !redrivable, "data-testid": "redrive", onclick: redrive}, "Redrive")]),
-      h("button", {"data-testid": "new-execution", onclick: () => startExecution(machineArn, machine.type)},
-        "New execution"),
+      execution.mapRunArn ? null : h("button", {"data-testid": "new-execution",
+                                                onclick: () => startExecution(machineArn, machine.type)},
+                                     "New execution"),
       h("button", {"data-testid": "download", onclick: download}, "Download history (JSON)"));
   }
 
   function renderDetail(runs) {
     if (!selected) return;
-    const mine = runs.filter((run) => run.name === selected);
+    const all = runs.filter((run) => run.name === selected);
+    const mine = all.slice(-DETAIL_RUNS); // a Map's state may have run thousands of times: the latest
     const state = findState(definition, selected);
+    const inChildren = insideDistributedMap(definition, selected);
     detail.replaceChildren(...[h("h3", {"data-testid": "selected-state"}, selected),
       h("p", {class: "muted"}, `${state?.Type ?? ""} state`),
-      mine.length === 0 ? h("p", {class: "muted"}, "Not entered in this execution.") : mine.map((run, index) => h("div",
-        {"data-testid": "state-run"},
-        mine.length > 1 ? h("h4", {}, `Run ${index + 1} of ${mine.length}`) : null,
+      state?.Type === "Fail" ? h("dl", {class: "facts"}, h("dt", {}, "Error"), h("dd", {}, state.Error ?? "—"),
+                                 h("dt", {}, "Cause"), h("dd", {}, state.Cause ?? "—")) : null,
+      all.length > mine.length ? h("p", {class: "muted"}, `The last ${mine.length} of ${all.length} runs.`) : null,
+      mine.length === 0 ? h("p", {class: "muted"}, inChildren
+        ? "It runs in the child executions of this execution's map runs (above)." : "Not entered in this execution.")
+        : mine.map((run, index) => h("div", {"data-testid": "state-run"},
+        all.length > 1 ? h("h4", {}, `Run ${all.length - mine.length + index + 1} of ${all.length}`) : null,
         h("dl", {class: "facts"},
           h("dt", {}, "Status"), h("dd", {"data-testid": "run-status"}, run.status),
           h("dt", {}, "Entered"), h("dd", {}, when(run.entered)),
           h("dt", {}, "Duration"), h("dd", {}, run.exited !== null ? duration(run.exited - run.entered) : "—")),
         run.attempts.length ? [h("p", {}, `Attempts (${run.attempts.length})`), h("table", {"data-testid": "attempts"},
+          h("thead", {}, h("tr", {}, ["#", "Scheduled", "Took", "Outcome"].map((title) => h("th", {}, title)))),
           h("tbody", {}, run.attempts.map((attempt, number) => h("tr", {},
             h("td", {}, `#${number + 1}`), h("td", {}, when(attempt.scheduled)),
             h("td", {}, attempt.ended ? duration(attempt.ended - attempt.scheduled) : "…"),
@@ -429,7 +458,7 @@ async function executionPage(arn, express = false) {
     timelinePage = Math.min(timelinePage, pages - 1);
     timeline.replaceChildren(pager(runs.length, TIMELINE_ROWS, timelinePage, (page) => {
       timelinePage = page;
-      renderTimeline(runsOf(events, execution));
+      renderTimeline(runsOf(events, execution, resourceOf));
     }, "timeline-pages"),
       h("div", {class: "axis"}, h("span", {}, "State"), h("span", {}, `0 — ${duration(span)}`)),
       ...runs.slice(timelinePage * TIMELINE_ROWS, (timelinePage + 1) * TIMELINE_ROWS).map((run) => {
@@ -446,11 +475,12 @@ async function executionPage(arn, express = false) {
 
   async function stop() {
     const confirmed = await ask("Stop execution?", h("p", {}, `Stop ${execution.name}? Its running state is `
-      + "interrupted and it ends ABORTED.", h("br"), "This cannot be undone (a stopped execution can be redriven)."),
+      + "interrupted and it ends ABORTED.", h("br"), "It can be redriven afterwards, from the states that did not "
+      + "succeed."),
     "Stop execution", {danger: true});
     if (!confirmed) return;
     await call("StopExecution", {executionArn: arn}).catch(showError);
-    await update();
+    await wake();
   }
 
   async function redrive() {
@@ -458,7 +488,7 @@ async function executionPage(arn, express = false) {
       + "states that did not succeed, keeping the results of those that did."), "Redrive");
     if (!confirmed) return;
     await call("RedriveExecution", {executionArn: arn}).catch(showError);
-    await update();
+    await wake();
   }
 
   async function download() {
@@ -480,6 +510,7 @@ async function executionPage(arn, express = false) {
       events.push(...await eventsAfter(arn, events.length ? events.at(-1).id : 0));
     }
     execution = await call("DescribeExecution", {executionArn: arn});
+    if (hasDistributedMap) await listMapRuns(mapRuns, arn);
     refresh();
   }
 
@@ -513,9 +544,10 @@ async function executionPage(arn, express = false) {
       clearInterval(timer);
     };
   }
-  const mapRuns = h("div", {"data-testid": "map-runs"});
-  main.replaceChildren(h("p", {}, link("", "State machines"), " / ",
-    link(`state-machine/${encodeURIComponent(machineArn)}`, nameOf(machineArn)), " / "),
+
+  main.replaceChildren(h("p", {}, link("", "State machines"), " / ", execution.mapRunArn
+    ? link(`map-run/${encodeURIComponent(execution.mapRunArn)}`, `map run ${execution.mapRunArn.split("/").pop()}`)
+    : link(`state-machine/${encodeURIComponent(machineArn)}`, nameOf(machineArn)), " / "),
   h("h1", {}, execution.name), facts, actions, mapRuns, tabs, body);
   if (!express) listMapRuns(mapRuns, arn).catch(showError);
   show(pane);
@@ -559,6 +591,19 @@ async function mapRunPage(arn) {
   await executionList(children, null, arn);
 }
 
+// Whether the state is in the ItemProcessor of a distributed Map: it runs in the map run's child executions.
+function insideDistributedMap(body, name, inside = false) {
+  for (const [stateName, state] of Object.entries(body.States || {})) {
+    if (stateName === name) return inside;
+    const distributed = state.Type === "Map" && (state.ItemProcessor?.ProcessorConfig?.Mode === "DISTRIBUTED");
+    for (const inner of [...(state.Branches || []), state.ItemProcessor, state.Iterator].filter(Boolean)) {
+      const found = insideDistributedMap(inner, name, inside || distributed);
+      if (found !== null) return found;
+    }
+  }
+  return null;
+}
+
 function findState(body, name) {
   for (const [stateName, state] of Object.entries(body.States || {})) {
     if (stateName === name) return state;
@@ -577,7 +622,8 @@ async function activitiesPage() {
   const workers = (activity) => Object.entries(waiting(activity).workersPolling).map(
     ([name, polls]) => `${name || "(unnamed)"}${polls > 1 ? ` ×${polls}` : ""}`).join(", ");
   main.replaceChildren(h("h1", {}, "Activities"), h("p", {class: "muted"},
-    "Tasks waiting for a worker, and workers waiting for a task, on this node (GetActivityTask long polls)."),
+    "Tasks waiting for a worker, and workers waiting for a task, on this node (GetActivityTask long polls). A task "
+    + "whose execution stopped is counted until a worker's poll finds it gone."),
   activities.length === 0 ? h("p", {class: "muted", "data-testid": "empty"}, "No activities yet.")
     : sortableTable(activities, [
       {title: "Name", key: (a) => a.name, cell: (a) => a.name},
@@ -586,8 +632,7 @@ async function activitiesPage() {
       {title: "Created", key: (a) => a.creationDate, cell: (a) => when(a.creationDate)},
       {title: "ARN", key: (a) => a.activityArn, cell: (a) => a.activityArn},
     ], 0, false, "activities"));
-  const timer = setInterval(() => location.hash.startsWith("#/activities") && route(), 5000);
-  leave = () => clearInterval(timer);
+  main.prepend(h("div", {class: "toolbar", style: "float: right"}, h("button", {onclick: route}, "Refresh")));
 }
 
 async function clusterPage() {
@@ -596,7 +641,8 @@ async function clusterPage() {
   for (const shard of cluster.shards) owners.set(shard.owner, (owners.get(shard.owner) || 0) + 1);
   main.replaceChildren(h("h1", {}, "Cluster"), h("p", {class: "muted"}, `As node ${cluster.node} reads the store now.`),
     cluster.nodes.length === 0
-      ? h("p", {"data-testid": "single-node"}, `One node, on SQLite: it serves all ${cluster.shards.length} shards.`)
+      ? h("p", {"data-testid": "single-node"}, `One node, on SQLite: it serves all ${cluster.shards.length} shards, `
+        + "held for as long as it runs (no other server may open its data directory), so their leases are not renewed.")
       : [h("h2", {}, "Nodes"), sortableTable(cluster.nodes, [
         {title: "Node", key: (n) => n.nodeId, cell: (n) => n.nodeId},
         {title: "Address", key: (n) => n.address, cell: (n) => n.address},
@@ -632,7 +678,8 @@ async function route() {
     else if (page === "map-run") await mapRunPage(arg);
     else if (page === "activities") await activitiesPage();
     else if (page === "cluster") await clusterPage();
-    else await machinesPage();
+    else if (page === "") await machinesPage();
+    else main.replaceChildren(h("h1", {}, "No such page"), h("p", {}, link("", "State machines")));
   } catch (error) {
     main.replaceChildren(h("p", {class: "muted"}, "This page could not be shown."));
     showError(error);

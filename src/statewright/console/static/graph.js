@@ -109,6 +109,17 @@ export function buildGraph(definition) {
   return {g, states};
 }
 
+// Where the line from ``outside`` to the node's centre crosses its box (``end`` when the box is the whole node).
+function onBox(laid, facts, outside, end) {
+  if (!facts || !facts.box || facts.box >= laid.width) return end;
+  const dx = outside.x - laid.x;
+  const dy = outside.y - laid.y;
+  if (dx === 0 && dy === 0) return end;
+  const scale = Math.min(dx === 0 ? Infinity : facts.box / 2 / Math.abs(dx),
+                         dy === 0 ? Infinity : laid.height / 2 / Math.abs(dy));
+  return {x: laid.x + dx * scale, y: laid.y + dy * scale};
+}
+
 function element(name, attributes = {}, parent = null) {
   const created = document.createElementNS(SVG, name);
   for (const [key, value] of Object.entries(attributes)) created.setAttribute(key, value);
@@ -140,7 +151,11 @@ export function drawGraph(container, definition, onSelect) {
   for (const key of g.edges()) {
     const drawn = g.edge(key);
     const group = element("g", {class: `edge ${drawn.kind}`}, svg);
-    const points = drawn.points.map((point) => `${point.x},${point.y}`);
+    const ends = drawn.points.map((point) => ({...point}));
+    // A node with room for its Retry loop is wider than its box: its edges end on the box, not on the room.
+    ends[0] = onBox(g.node(key.v), states.get(key.v), ends[1] || ends[0], ends[0]);
+    ends[ends.length - 1] = onBox(g.node(key.w), states.get(key.w), ends.at(-2) || ends.at(-1), ends.at(-1));
+    const points = ends.map((point) => `${point.x},${point.y}`);
     element("path", {d: `M ${points.join(" L ")}`, "marker-end": "url(#arrow)"}, group);
     if (drawn.label) {
       const label = element("text", {x: drawn.x, y: drawn.y + 4, "text-anchor": "middle"}, group);
