@@ -21,9 +21,8 @@ FORBIDDEN = {
     "integrations": {"api", "cli", "sim"},
     # the AWS protocol: node.py wires it, the CLI and the tests run it
     "api": {"cli", "sim", "testing"},
-    # the web console: below the API (which routes a browser's GETs to it), reading through the public API from the
-    # page; on the server it needs only the store and what node.py hands it
-    "console": {"api", "cli", "sim", "testing", "engine", "decider", "asl", "cluster", "integrations"},
+    # the web console: below the API (which routes a browser's GETs to it); its page reads through the public API
+    "console": {"api", "cli", "sim", "testing"},
     "sim": {"api", "cli", "integrations"},
     # the worker library runs beside AWS or statewright alike: it needs nothing of the server
     "worker": {"engine", "api", "asl", "store", "integrations", "cli", "metrics", "sim", "cluster"},

@@ -284,8 +284,8 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     # stages bound for another node's execution to the forwarder, removed dispatches to the matcher (which drops
     # copies another node started).
     feed, ring = HistoryFeed(), ExpressRing(console_express)
-    history = _both(_both(logs.offer, feed.offer), ring.offer)
-    edges = Edges(dispatch=dispatcher.submit, history=history if traces is None else _both(history, traces.offer),
+    consumers = [logs.offer, feed.offer, ring.offer] + ([] if traces is None else [traces.offer])
+    edges = Edges(dispatch=dispatcher.submit, history=_each(consumers),
                   replies=lambda replies: service.deliver_replies(replies),
                   forward=None if cluster is None else lambda commands: joined.forwarder.engine_hook(commands),
                   removed=None if cluster is None else lambda keys: service.removed(keys))
@@ -306,11 +306,11 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     return Node(built, service, membership, traces)
 
 
-def _both(first: Callable[[list[Logged]], None], second: Callable[[list[Logged]], None]
-          ) -> Callable[[list[Logged]], None]:
+def _each(consumers: list[Callable[[list[Logged]], None]]) -> Callable[[list[Logged]], None]:
+    """One history edge that hands a tick's history to each consumer in turn."""
     def offer(logged: list[Logged]) -> None:
-        first(logged)
-        second(logged)
+        for consumer in consumers:
+            consumer(logged)
     return offer
 
 

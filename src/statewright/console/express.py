@@ -5,7 +5,7 @@ Fed on the engine thread from the same committed-history edge as the execution l
 running Express execution gather until its closing event, and it then takes its place in its state machine's ring.
 Bounded everywhere: ``size`` closed executions per state machine (0: nothing kept, nothing gathered),
 ``EVENTS_MAX`` events each, ``MACHINES_MAX`` state machines (the least recently run leaves first) and
-``RUNNING_MAX`` executions gathering at once. Must not import the API or the engine.
+``RUNNING_MAX`` executions gathering at once. Must not import the API.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
 
+from ..decider.step import FLOW_KEY  # a traced execution's own bookkeeping in an event: not shown
+
 EVENTS_MAX = 1_000  # events kept of one execution (the rest are counted)
 MACHINES_MAX = 1_000
 RUNNING_MAX = 10_000
 CLOSES = {"ExecutionSucceeded": "SUCCEEDED", "ExecutionFailed": "FAILED", "ExecutionTimedOut": "TIMED_OUT",
           "ExecutionAborted": "ABORTED"}
-FLOW_KEY = "flow"  # a traced execution's own bookkeeping in an event (decider/step.py): not shown
 
 
 class ExpressRing:

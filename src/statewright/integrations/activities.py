@@ -103,8 +103,8 @@ class ActivityMatcher:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        polling = self._polling[activity_arn]
-        polling[worker_name or ""] += 1
+        polling, name = self._polling[activity_arn], worker_name or ""
+        polling[name] += 1
         try:
             while True:
                 dispatch = await self._next(activity_arn, deadline)
@@ -120,9 +120,9 @@ class ActivityMatcher:
                 if started:
                     return dispatch
         finally:
-            polling[worker_name or ""] -= 1
-            if not polling[worker_name or ""]:
-                del polling[worker_name or ""]
+            polling[name] -= 1
+            if not polling[name]:
+                del polling[name]
             if not polling:
                 self._polling.pop(activity_arn, None)
 
