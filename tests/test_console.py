@@ -484,3 +484,18 @@ def test_a_stopped_then_redriven_task_shows_each_run_once_and_parallel_attempts_
     assert json.loads(runs.nth(1).get_by_test_id("state-output").inner_text()) == {"a": 2}
     page.get_by_test_id("tab-history").click()
     expect(rows).to_have_count(len(sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]))
+
+
+def test_a_state_machine_page_shows_its_versions_and_its_aliases_routing_weights(server, sfn, page):
+    arn = machine(sfn, {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
+    first = sfn.publish_state_machine_version(stateMachineArn=arn)["stateMachineVersionArn"]
+    sfn.update_state_machine(stateMachineArn=arn, definition=json.dumps(
+        {"StartAt": "Q", "States": {"Q": {"Type": "Pass", "End": True}}}))
+    second = sfn.publish_state_machine_version(stateMachineArn=arn)["stateMachineVersionArn"]
+    sfn.create_state_machine_alias(name="live", routingConfiguration=[
+        {"stateMachineVersionArn": first, "weight": 80}, {"stateMachineVersionArn": second, "weight": 20}])
+    page.goto(f"{server.endpoint}/#/state-machine/{quote(arn, safe='')}")
+    expect(page.get_by_test_id("versions").locator("tbody tr")).to_have_count(2, timeout=WAIT_MS)
+    alias = page.get_by_test_id("aliases").locator("tbody tr")
+    expect(alias).to_have_count(1)
+    expect(alias.locator("td").nth(1)).to_have_text("version 1: 80 %, version 2: 20 %")
