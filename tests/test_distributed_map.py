@@ -321,10 +321,13 @@ def test_map_run_apis_answer_bad_input_as_aws_does(sfn, server):
 
 
 def start_run(sfn, machine_arn: str, items: list) -> tuple[str, str]:
-    """Start an execution over ``items``; its ARN and its map run's, once the run started."""
+    """Start an execution over ``items``; its ARN and its map run's, once the run exists."""
     arn = sfn.start_execution(stateMachineArn=machine_arn, input=json.dumps({"items": items}))["executionArn"]
-    return arn, _when(lambda: next((map_run_of([event]) for event in history(sfn, arn)
-                                    if event["type"] == "MapRunStarted"), None))
+    map_run = _when(lambda: next((map_run_of([event]) for event in history(sfn, arn)
+                                  if event["type"] == "MapRunStarted"), None))
+    # The run's own row is created by a transfer from the parent's shard, a tick or more after MapRunStarted
+    _when(lambda: sfn.list_map_runs(executionArn=arn)["mapRuns"] or None)
+    return arn, map_run
 
 
 def _when(probe, deadline_s: float = 20):
