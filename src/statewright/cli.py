@@ -13,6 +13,7 @@ import urllib.error
 from pathlib import Path
 
 from . import backup, clock_client, logs, migrate
+from .api.auth import AUTH_MODES
 from .api.clock import iso, parse_duration
 from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
@@ -70,6 +71,13 @@ def main(argv: list[str] | None = None) -> int:
                      help=f"number of shards, fixed when the data directory is created (default {defaults.shards})")
     run.add_argument("--account-id", default=defaults.account_id,
                      help=f"account id put in ARNs (default {defaults.account_id})")
+    run.add_argument("--auth", choices=AUTH_MODES, default=defaults.auth,
+                     help="open: any credentials or none, one account (--account-id), for local use (the default); "
+                          "sigv4: every request signed with a key of --accounts, each account seeing only its own "
+                          "resources")
+    run.add_argument("--accounts", type=Path, default=None, metavar="FILE",
+                     help="with --auth sigv4: the accounts and their keys, as JSON (see the README); read again on "
+                          "SIGHUP")
     run.add_argument("--region", default=defaults.region,
                      help=f"region for requests that are not signed for one (default {defaults.region})")
     run.add_argument("--connections", type=Path, default=None,
@@ -227,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not 0 <= args.console_express_executions <= 1000:
         parser.error("--console-express-executions must be between 0 and 1000")
+    if (args.auth == "sigv4") != (args.accounts is not None):
+        parser.error("--auth sigv4 needs --accounts FILE" if args.accounts is None else
+                     "--accounts is read with --auth sigv4; add it, or drop --accounts")
     if args.shards < 1:
         parser.error("--shards must be at least 1")
     if args.store and not is_postgres_url(args.store):
@@ -249,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
                               retention_days=args.retention_days, compact_after_days=args.compact_after_days,
                               payload_store=args.payload_store, log_level=args.log_level,
                               log_format=args.log_format, otlp_endpoint=args.otlp_endpoint,
-                              shard_weight=args.shard_weight, console_express=args.console_express_executions))
+                              shard_weight=args.shard_weight, console_express=args.console_express_executions,
+                              auth=args.auth, accounts=args.accounts))
 
 
 def _migrate(args: argparse.Namespace) -> int:

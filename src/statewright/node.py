@@ -18,6 +18,7 @@ import asyncio
 import gc
 import logging
 import os
+import signal
 import socket
 import sqlite3
 import sys
@@ -32,7 +33,9 @@ import orjson
 import uvicorn
 
 from . import logs
+from .api.accounts import AccountsFileError
 from .api.app import App
+from .api.auth import Door, SigV4Door, door
 from .api.clock import VirtualClock, iso
 from .api.retention import Retention
 from .api.service import Service
@@ -117,6 +120,8 @@ class ServerConfig:
     otlp_endpoint: str | None = None  # --otlp-endpoint: where traces go (default: $OTEL_EXPORTER_OTLP_ENDPOINT)
     shard_weight: int = 1  # --shard-weight: a cluster node's share of the shards (cluster/membership.py)
     console_express: int = CONSOLE_EXPRESS  # --console-express-executions: kept per state machine for the console
+    auth: str = "open"  # --auth: open (any caller, one account) or sigv4 (signed by the keys of --accounts)
+    accounts: Path | None = None  # --accounts: the accounts file of --auth sigv4 (api/accounts.py)
 
 
 class DataDirUnusable(Exception):
@@ -139,9 +144,10 @@ def serve(config: ServerConfig) -> int:
         functions = LocalFunctions(config.functions)
         webhooks = read_webhooks(config.webhooks) if config.webhooks else []
         otlp = endpoint_of(config.otlp_endpoint)
+        front = door(config.auth, config.account_id, config.region, config.accounts)
         store, lock, where = _open(config, address)
     except (DataDirInUse, DataDirUnusable, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError,
-            OSError) as exc:  # InvalidFunctions and InvalidWebhooks are ValueErrors
+            OSError, AccountsFileError) as exc:  # InvalidFunctions and InvalidWebhooks are ValueErrors
         print(f"statewright: {exc}", file=sys.stderr)
         return 1
     try:
@@ -187,7 +193,8 @@ def serve(config: ServerConfig) -> int:
         cluster=join if config.store else None,
         retention=RetentionSettings(round(config.retention_days * DAY_MS), round(config.compact_after_days * DAY_MS)),
         payload_store=config.payload_store, own_endpoint=f"http://{_local_host(config.host)}:{config.port}",
-        tracing=tracing, console_express=config.console_express)
+        tracing=tracing, console_express=config.console_express,
+        own_keys=front.own_keys if isinstance(front, SigV4Door) else None)
     engine, service, membership = node.engine, node.service, node.membership
     # The process's full collections, while the engine has nothing to do
     collector = Collector(observed=engine.metrics.gc_full_pass_seconds.observe)
@@ -197,7 +204,10 @@ def serve(config: ServerConfig) -> int:
         membership.start()
     engine.metrics.count_open_executions(store.open_count, None if membership is None else RECOUNT_OPEN_S)
     # The API, then serve.
-    app = App(service, config.region, virtual)
+    app = App(service, config.region, virtual, front)
+    if isinstance(front, SigV4Door):
+        event(log, "auth", "requests must be signed (SigV4) with a key of the %d accounts in %s; SIGHUP reads it "
+              "again", len(front.accounts.accounts), front.accounts.path, accounts=len(front.accounts.accounts))
     _report(config, service, store, where, address, functions, mocks, virtual, tracing)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
                                     lifespan="on", proxy_headers=False, server_header=False,
@@ -205,7 +215,7 @@ def serve(config: ServerConfig) -> int:
                                     timeout_keep_alive=config.http.keep_alive_ms / 1000,
                                     ws_max_size=channel.MESSAGE_BYTES_MAX,
                                     ws_max_queue=channel.MESSAGES_QUEUED_MAX),
-                     on_exit=lambda: _on_exit(service))
+                     on_exit=lambda: _on_exit(service), on_hangup=lambda: _reread_accounts(front))
     try:
         server.run(sockets=[listening])
     finally:
@@ -248,14 +258,16 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                status_events: dict[str, Any] | None = None, cluster: Callable[[Engine], Cluster] | None = None,
                retention: RetentionSettings = NO_COMPACTION, payload_store: str | None = None,
                own_endpoint: str | None = None, tracing: Tracing | None = None,
-               console_express: int = CONSOLE_EXPRESS) -> Node:
+               console_express: int = CONSOLE_EXPRESS,
+               own_keys: Callable[[str], dict[str, str] | None] | None = None) -> Node:
     """The integrations, then the engine (``engine(edges, histories)``) with its edges leading to them, then the
     service behind the API (start the engine after this). ``cluster``: several nodes, their membership and
     forwarder built over the engine. ``status_events``: where the engine's status change events go ({"bus": ...,
     "webhooks": [...]}); ``payload_store``: where compacted histories go (None: the store's own);
     ``own_endpoint``: this node's API, where the workflows' Step Functions calls go; ``tracing``: where traced
     executions' spans go (None: nowhere, though their trace context still travels on their calls);
-    ``console_express``: the Express executions the console keeps per state machine (0: none)."""
+    ``console_express``: the Express executions the console keeps per state machine (0: none); ``own_keys``: the
+    credentials each account's workflows sign their calls of this node's API with (--auth sigv4)."""
     limits = limits or Limits()
     # What the integrations hand the engine and the service goes through names bound below (the engine needs its
     # edges to be built, the service the engine): commands (integrations' ones are tied to dispatches the outbox
@@ -270,7 +282,7 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     connections = connections or Connections()
     spans = CallSpans(tracing)
     HttpTasks(dispatcher, connections, limits, spans)
-    aws_clients = AwsClients(limits, own_endpoint=own_endpoint)
+    aws_clients = AwsClients(limits, own_endpoint=own_endpoint, own_keys=own_keys)
     aws = AwsTasks(dispatcher, aws_clients, functions, assume_machine_role, spans)
     ItemReader(dispatcher, aws_clients, limits)
     ResultWriter(dispatcher, aws_clients)
@@ -439,13 +451,15 @@ def _report(config: ServerConfig, service: Service, store: Store, where: str, ad
 class _Server(uvicorn.Server):
     """uvicorn's server, answering waiting long polls at once when asked to stop (they would hold it 60 s)."""
 
-    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None], on_hangup: Callable[[], None]) -> None:
         super().__init__(config)
         self._on_exit = on_exit
+        self._on_hangup = on_hangup
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def serve(self, sockets: list | None = None) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
         await super().serve(sockets)
 
     async def startup(self, sockets: list | None = None) -> None:
@@ -463,6 +477,21 @@ class _Server(uvicorn.Server):
         # uvicorn raises the signal again once it has shut down, which would end the process before ``serve``
         # stops the engine and closes the store: the stop is graceful, the exit status 0.
         self._captured_signals.clear()
+
+
+def _reread_accounts(front: Door) -> None:
+    """SIGHUP: read the accounts file of --auth sigv4 again (a file that is wrong leaves the accounts as they were)."""
+    if not isinstance(front, SigV4Door):
+        event(log, "hangup", "SIGHUP: nothing to read again (the accounts file is read with --auth sigv4)")
+        return
+    try:
+        front.accounts.reload()
+    except AccountsFileError as exc:
+        event(log, "accounts", "SIGHUP: %s; the accounts read before stay in use", exc, level=logging.ERROR,
+              error=str(exc))
+        return
+    event(log, "accounts", "SIGHUP: read %d accounts from %s", len(front.accounts.accounts), front.accounts.path,
+          accounts=len(front.accounts.accounts))
 
 
 def _on_exit(service: Service) -> None:

@@ -84,12 +84,15 @@ async def get_activity_task(service: Service, params: dict, scope: Scope) -> dic
     return {"taskToken": token, "input": dumps(payload["input"])}
 
 
-async def _reply(service: Service, token: str, make: Callable[[TokenClaims], commands.Command]) -> dict:
+async def _reply(service: Service, token: str, scope: Scope, make: Callable[[TokenClaims], commands.Command]
+                 ) -> dict:
     try:
         try:
             claims = service.engine.tokens.verify(token)
         except UnknownKey:  # signed with a key another node read before this one did
             claims = await service.store_call(service.engine.tokens.reread_for, token)
+        if scope.caller is not None and claims.execution_arn.split(":")[4] != scope.account:
+            raise InvalidToken("minted for another account")  # bound to its account: to others, not a token
     except InvalidToken:
         raise AwsError("InvalidToken", f"Invalid Token: '{token}'") from None
     try:
@@ -103,17 +106,17 @@ async def _reply(service: Service, token: str, make: Callable[[TokenClaims], com
 async def send_task_success(service: Service, params: dict, scope: Scope) -> dict:
     output = params["output"]
     parse_json(output, "InvalidOutput", "Invalid Output")
-    return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(
+    return await _reply(service, params["taskToken"], scope, lambda claims: commands.CompleteAttempt(
         claims.execution_arn, claims.scheduled_id, AttemptSucceeded(output)))
 
 
 @handler("SendTaskFailure")
 async def send_task_failure(service: Service, params: dict, scope: Scope) -> dict:
-    return await _reply(service, params["taskToken"], lambda claims: commands.CompleteAttempt(
+    return await _reply(service, params["taskToken"], scope, lambda claims: commands.CompleteAttempt(
         claims.execution_arn, claims.scheduled_id, AttemptFailed(params.get("error"), params.get("cause"))))
 
 
 @handler("SendTaskHeartbeat")
 async def send_task_heartbeat(service: Service, params: dict, scope: Scope) -> dict:
-    return await _reply(service, params["taskToken"], lambda claims: commands.Heartbeat(
+    return await _reply(service, params["taskToken"], scope, lambda claims: commands.Heartbeat(
         claims.execution_arn, claims.scheduled_id))

@@ -11,7 +11,6 @@ import contextlib
 import inspect
 import itertools
 import logging
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from . import (  # noqa: F401  (modules register their handlers)
     test_state,
     versions,
 )
-from .arns import Scope
+from .auth import Door, OpenDoor, check_owned
 from .errors import AwsError, throttled
 from .executions import TRACE_HTTP_HEADER
 from .model import operation_names, validate_request
@@ -47,18 +46,16 @@ DRAIN_BODY_BYTES = 64 * 1024 * 1024  # an oversized body is read (and dropped) u
 _TARGET_PREFIX = "AWSStepFunctions."
 _LONG_POLLS = frozenset({"GetActivityTask"})
 _STARTS = frozenset({"StartExecution", "StartSyncExecution"})
-_CREDENTIAL_REGION = re.compile(r"Credential=[^/,]*/[^/,]*/([^/,]*)/")  # AKID/date/REGION/service/aws4_request
-# Region names as AWS forms them (us-east-1, us-gov-west-1, ap-southeast-5): a region becomes part of every ARN.
-_REGION_NAME = re.compile(r"[a-z]{2}(?:-[a-z]{1,12}){1,3}-\d{1,2}")
 _JSON_HEADERS = [(b"content-type", b"application/x-amz-json-1.0")]
 
 
 class App:
     def __init__(self, service: Service, default_region: str = "us-east-1",
-                 virtual_clock: clock.VirtualClock | None = None) -> None:
-        """``virtual_clock``: --clock virtual, the engine's clock, which Statewright.AdvanceClock moves."""
+                 virtual_clock: clock.VirtualClock | None = None, door: Door | None = None) -> None:
+        """``virtual_clock``: --clock virtual, the engine's clock, which Statewright.AdvanceClock moves; ``door``:
+        who may call (auth.py; by default --auth open's, any caller in the service's one account)."""
         self.service = service
-        self.default_region = default_region
+        self.door = door or OpenDoor(service.account_id, default_region)
         self.virtual_clock = virtual_clock
         self.known_operations = operation_names()
         self._request_ids = _request_ids()
@@ -120,7 +117,9 @@ class App:
             raise AwsError("UnknownOperationException", "Send AWS JSON 1.0 requests as HTTP POST to /", 404)
         headers = dict(scope["headers"])
         body = await _read_body(receive)
-        where = self._scope(headers)  # the signature is checked first, as AWS does
+        # The caller is known first, as AWS knows it: nothing about the request is told to an unknown one
+        where = self.door.admit("POST", scope.get("raw_path") or scope["path"].encode(),
+                                scope.get("query_string", b""), scope["headers"], body)
         target = headers.get(b"x-amz-target", b"").decode("latin-1")
         if target.startswith(clock.TARGET_PREFIX):
             return await self._clock(target.removeprefix(clock.TARGET_PREFIX), body)
@@ -135,6 +134,7 @@ class App:
         except orjson.JSONDecodeError as exc:
             raise AwsError("SerializationException", f"The request body is not valid JSON: {exc}") from None
         params = validate_request(operation, params)
+        check_owned(operation, params, where)
         if operation in _STARTS and b"x-amzn-trace-id" in headers:  # the X-Ray header an instrumented caller sends
             params[TRACE_HTTP_HEADER] = headers[b"x-amzn-trace-id"].decode("latin-1")
         try:
@@ -173,17 +173,6 @@ class App:
         if operation == "AdvanceClock":
             await clock.advance_through(self.service, virtual, clock.advance_by(params))
         return clock.reading(virtual)
-
-    def _scope(self, headers: dict[bytes, bytes]) -> Scope:
-        """Where the request acts: the region it was signed for (the default if unsigned) and our account."""
-        match = _CREDENTIAL_REGION.search(headers.get(b"authorization", b"").decode("latin-1"))
-        if match is None:
-            return Scope(self.default_region, self.service.account_id)
-        region = match.group(1)
-        if not _REGION_NAME.fullmatch(region):
-            raise AwsError("InvalidSignatureException",
-                           f"Credential should be scoped to a valid region, not '{region[:64]}'.")
-        return Scope(region, self.service.account_id)
 
 
 def _request_ids() -> Iterator[str]:

@@ -17,11 +17,13 @@ _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """Where a request acts: the partition, region and account its ARNs carry."""
+    """Where a request acts: the partition, region and account its ARNs carry; ``caller``, the access key id of a
+    signed caller (--auth sigv4), None when any caller is taken (--auth open)."""
 
     region: str
     account: str
     partition: str = "aws"
+    caller: str | None = None
 
     def arn(self, resource: str) -> str:
         return f"arn:{self.partition}:states:{self.region}:{self.account}:{resource}"

@@ -46,11 +46,14 @@ class AwsClients:
     """botocore clients by (service, region, role, read timeout); shared by every integration of one server."""
 
     def __init__(self, limits: Limits | None = None, session: botocore.session.Session | None = None,
-                 own_endpoint: str | None = None) -> None:
-        """``own_endpoint``: this server's API, which Step Functions calls reach (None: as botocore finds it)."""
+                 own_endpoint: str | None = None,
+                 own_keys: Callable[[str], dict[str, str] | None] | None = None) -> None:
+        """``own_endpoint``: this server's API, which Step Functions calls reach (None: as botocore finds it);
+        ``own_keys``: the credentials an account's workflows sign those calls with (--auth sigv4; None: any)."""
         limits = limits or Limits()
         self._session = session or botocore.session.Session()
         self._own_endpoint = own_endpoint
+        self._own_keys = own_keys
         self._per_service = limits.aws_calls_per_service_max
         self._threads = ThreadPoolExecutor(limits.aws_calls_concurrent_max, thread_name_prefix="statewright-aws")
         self._lock = threading.Lock()  # botocore sessions are not thread-safe; clients are
@@ -59,11 +62,15 @@ class AwsClients:
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._trace = threading.local()  # the X-Ray header of the call this pool thread makes (trace_header)
 
-    def client(self, service: str, region: str, role_arn: str | None = None, read_timeout_s: float = 60.0
-               ) -> BaseClient:
-        """The client for ``service`` (botocore's name) in ``region``, acting as ``role_arn`` when given. Blocks
-        (an STS call) when the role's credentials are not at hand: call it on a pool thread."""
-        keys = self._role_keys(role_arn, region) if role_arn else {}
+    def client(self, service: str, region: str, role_arn: str | None = None, read_timeout_s: float = 60.0,
+               account: str | None = None) -> BaseClient:
+        """The client for ``service`` (botocore's name) in ``region``, acting as ``role_arn`` when given, or, for
+        this server's own API, as ``account`` (the calling execution's). Blocks (an STS call) when the role's
+        credentials are not at hand: call it on a pool thread."""
+        if self._calls_own(service) and self._own_keys is not None and account is not None:
+            keys = self._own_keys(account) or {}
+        else:
+            keys = self._role_keys(role_arn, region) if role_arn else {}
         key = (service, region, role_arn, read_timeout_s, keys.get("aws_access_key_id"))
         with self._lock:
             client = self._clients.get(key)
@@ -79,11 +86,15 @@ class AwsClients:
     def _own(self, service: str, keys: dict[str, str]) -> dict[str, str]:
         """For Step Functions: this server's endpoint, unless AWS_ENDPOINT_URL_SFN names another (and placeholder
         credentials when none are configured: this server checks none by default)."""
-        if service != "stepfunctions" or self._own_endpoint is None or os.environ.get("AWS_ENDPOINT_URL_SFN"):
+        if not self._calls_own(service):
             return {}
         placeholders = {} if keys or self._session.get_credentials() else {
             "aws_access_key_id": "statewright", "aws_secret_access_key": "statewright"}
         return {"endpoint_url": self._own_endpoint, **placeholders}
+
+    def _calls_own(self, service: str) -> bool:
+        return service == "stepfunctions" and self._own_endpoint is not None and not os.environ.get(
+            "AWS_ENDPOINT_URL_SFN")
 
     def _role_keys(self, role_arn: str, region: str) -> dict[str, str]:
         cached = self._roles.get((role_arn, region))

@@ -150,7 +150,8 @@ class AwsTasks:
         """On a pool thread: poll or stop the job of a .sync task."""
         handle = payload["job"]
         spec = jobs.JOBS[(payload["kind"], payload["action"])]
-        client = self.clients.client(spec.service, payload["execution"].split(":")[3], handle.get("RoleArn"))
+        region, account = payload["execution"].split(":")[3:5]
+        client = self.clients.client(spec.service, region, handle.get("RoleArn"), account=account)
         return operation(payload["kind"], payload["action"], handle, client, payload.get("poll", 0))
 
     def _call(self, payload: dict[str, Any], trace_header: str | None) -> AttemptSucceeded | AttemptFailed:
@@ -162,7 +163,8 @@ class AwsTasks:
             return AttemptFailed(errors.RUNTIME, str(error))
         role = self._role(payload)
         try:
-            client = self.clients.client(call.service, payload["execution"].split(":")[3], role, call.timeout_s)
+            region, account = payload["execution"].split(":")[3:5]
+            client = self.clients.client(call.service, region, role, call.timeout_s, account)
         except (ClientError, BotoCoreError) as error:
             return AttemptFailed(calls.TASK_FAILED, f"Could not assume the role {role}: {error}")
         if trace_header is None:
