@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import time
 import uuid
 from collections.abc import Generator, Iterator
@@ -192,3 +193,32 @@ def aws_server(tmp_path_factory, moto, functions):
                             env=server_env(moto)).start()
     yield process
     process.stop()
+
+
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                  "--disable-background-networking", "--disable-component-update"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (Debian's, driven by Playwright), once per module of the console's tests."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "the console's tests need Chromium: `apt-get install chromium` (./dev test installs it)"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page; the test fails if the page raised a JavaScript error."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert errors == [], f"the page raised: {errors}"

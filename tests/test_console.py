@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shutil
 import threading
 import time
 import urllib.error
@@ -17,14 +16,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from nodes import SHARDS, Node, name_on
 from server import ServerProcess
 
 ROLE = "arn:aws:iam::123456789012:role/console-tests"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                  "--disable-background-networking", "--disable-component-update"]
 WAIT_MS = 15_000
 
 
@@ -38,27 +35,6 @@ def server(tmp_path_factory) -> Iterator[ServerProcess]:
 @pytest.fixture(scope="module")
 def sfn(server):
     return server.client()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "the console's tests need Chromium: `apt-get install chromium` (./dev test installs it)"
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    context.close()
-    assert errors == [], f"the page raised: {errors}"
 
 
 def machine(sfn, definition: dict) -> str:

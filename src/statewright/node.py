@@ -303,7 +303,7 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                   removed=None if cluster is None else lambda keys: service.removed(keys))
     built = engine(edges, histories)
     joined = None if cluster is None else cluster(built)
-    StatusEvents(dispatcher, aws_clients, account_id, built.room_again, built.metrics.registry,
+    StatusEvents(dispatcher, aws_clients, built.room_again, built.metrics.registry,
                  **(status_events or {}))
     membership = None if joined is None else joined.membership
     peers = None if joined is None else joined.peers or (membership.others if membership else None)

@@ -20,6 +20,7 @@ import orjson
 
 from ..cluster import channel, peers
 from ..console import Console
+from ..console.pages import send_json
 from ..engine.commands import EngineUnavailable, InboxFull
 from ..metrics import CONTENT_TYPE
 from ..store.base import StoreUnavailable
@@ -33,6 +34,7 @@ from . import (  # noqa: F401  (modules register their handlers)
     test_state,
     versions,
 )
+from .arns import Scope
 from .auth import Door, OpenDoor, check_owned
 from .errors import AwsError, throttled
 from .executions import TRACE_HTTP_HEADER
@@ -78,7 +80,7 @@ class App:
         if scope["type"] != "http":
             return
         if self.console.serves(scope):  # a browser's GET: the web console (console/)
-            await self.console(scope, receive, send)
+            await self._console(scope, receive, send)
             return
         if scope["method"] == "GET" and scope["path"] == "/metrics":
             await _send_metrics(self.metrics.exposition(), send)
@@ -112,14 +114,26 @@ class App:
         await send({"type": "http.response.body", "body": answer})
         self.metrics.request_done(scope, status, body, time.perf_counter() - started)
 
+    async def _console(self, scope: dict, receive: Any, send: Any) -> None:
+        """The console's page is anyone's; its views and stream are admitted as an API call is (the page signs
+        them under --auth sigv4) and show the caller's account only."""
+        account = None
+        if self.console.reads_data(scope):
+            try:
+                where = self._admit(scope, b"")
+            except AwsError as error:
+                await send_json(send, error.status, error.body())
+                return
+            account = None if where.caller is None else where.account
+        await self.console(scope, receive, send, account)
+
     async def _handle(self, scope: dict, receive: Any) -> dict:
         if scope["method"] != "POST":
             raise AwsError("UnknownOperationException", "Send AWS JSON 1.0 requests as HTTP POST to /", 404)
         headers = dict(scope["headers"])
         body = await _read_body(receive)
         # The caller is known first, as AWS knows it: nothing about the request is told to an unknown one
-        where = self.door.admit("POST", scope.get("raw_path") or scope["path"].encode(),
-                                scope.get("query_string", b""), scope["headers"], body)
+        where = self._admit(scope, body)
         target = headers.get(b"x-amz-target", b"").decode("latin-1")
         if target.startswith(clock.TARGET_PREFIX):
             return await self._clock(target.removeprefix(clock.TARGET_PREFIX), body)
@@ -144,6 +158,10 @@ class App:
         except InboxFull:  # the engine holds all the commands it may: the caller backs off and retries
             raise throttled() from None
         return result
+
+    def _admit(self, scope: dict, body: bytes) -> Scope:
+        return self.door.admit(scope["method"], scope.get("raw_path") or scope["path"].encode(),
+                               scope.get("query_string", b""), scope["headers"], body)
 
     async def _membership_changed(self, scope: dict, body: bytes) -> bytes:
         """Another node joined or left (cluster/peers.py): step this node's membership now."""

@@ -12,7 +12,8 @@ console's own GETs, each of this node:
 - ``/console/activities``: per activity, the tasks waiting here for a worker and the workers polling here.
 - ``/console/cluster``: the nodes and every shard's lease (on PostgreSQL; on SQLite this node holds them all).
 
-Must not import the API.
+Under ``--auth sigv4`` the API admits these GETs as it admits its own calls (the page signs them) and names the
+caller's account: each view then shows that account's resources only. Must not import the API.
 """
 
 from __future__ import annotations
@@ -71,19 +72,22 @@ class Console:
     def serves(self, scope: dict) -> bool:
         """Whether this request is the console's: a GET of its page, a file of it, its stream or a view."""
         path = scope["path"]
-        return scope["method"] in ("GET", "HEAD") and (path in self._assets or path == EVENTS_PATH or path in VIEWS)
+        return scope["method"] in ("GET", "HEAD") and (path in self._assets or self.reads_data(scope))
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    @staticmethod
+    def reads_data(scope: dict) -> bool:
+        """Whether this request of the console's reads what a caller may only see of its own (a view, a stream),
+        rather than a file of the page."""
+        return scope["path"] == EVENTS_PATH or scope["path"] in VIEWS
+
+    async def __call__(self, scope: dict, receive: Any, send: Any, account: str | None = None) -> None:
+        """``account``: the caller's, whose resources alone the views show (None: any caller sees everything)."""
         if scope["path"] == EVENTS_PATH:
-            await self._events(scope, receive, send)
+            await self._events(scope, receive, send, account)
             return
         if scope["path"] in VIEWS:
-            status, view = await self._view(scope["path"], _query(scope))
-            body = orjson.dumps(view)
-            await send({"type": "http.response.start", "status": status, "headers": [
-                (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
-                (b"cache-control", b"no-store")]})
-            await send({"type": "http.response.body", "body": body})
+            status, view = await self._view(scope["path"], _query(scope), account)
+            await send_json(send, status, view)
             return
         path = self._assets[scope["path"]]
         body = path.read_bytes()
@@ -92,14 +96,17 @@ class Console:
             (b"cache-control", b"no-cache"), (b"x-content-type-options", b"nosniff")]})
         await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
 
-    async def _view(self, path: str, query: dict[str, str]) -> tuple[int, Any]:
+    async def _view(self, path: str, query: dict[str, str], account: str | None) -> tuple[int, Any]:
         sources = self.sources
         if sources is None:
             return 503, {"message": "this server has no console views"}
         if path == "/console/activities":
-            return 200, {"activities": sources.activities()}
+            return 200, {"activities": {arn: waiting for arn, waiting in sources.activities().items()
+                                        if _owned(arn, account)}}
         if path == "/console/cluster":
             return 200, await asyncio.to_thread(sources.cluster)
+        if not _owned(query.get("executionArn") or query.get("stateMachineArn", ""), account):
+            return 403, {"message": "not a resource of the caller's account"}
         if "executionArn" in query:
             found = sources.express.execution(query["executionArn"])
             return (200, found) if found is not None else (404, {"message": "not among the Express executions kept "
@@ -107,11 +114,12 @@ class Console:
         return 200, {"executions": sources.express.recent(query.get("stateMachineArn", "")),
                      "kept": sources.express.size}
 
-    async def _events(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _events(self, scope: dict, receive: Any, send: Any, account: str | None) -> None:
         arn = _query(scope).get("executionArn", "")
-        if not arn or self.feed is None or self._streams >= WATCHERS_MAX:
-            status = 400 if not arn else 503
-            message = b"executionArn is required" if not arn else b"no stream here: read the history on a timer"
+        if not arn or not _owned(arn, account) or self.feed is None or self._streams >= WATCHERS_MAX:
+            status = 400 if not arn else 403 if not _owned(arn, account) else 503
+            message = (b"executionArn is required" if not arn else b"not an execution of the caller's account"
+                       if status == 403 else b"no stream here: read the history on a timer")
             await send({"type": "http.response.start", "status": status,
                         "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
             await send({"type": "http.response.body", "body": message})
@@ -164,6 +172,18 @@ def cluster_view(store: Store, node_id: str, now_ms: int) -> dict[str, Any]:
                       for node in store.nodes()],
             "shards": [{"shardId": lease.shard_id, "owner": lease.owner, "rangeId": lease.range_id,
                         "leaseUntil": lease.lease_until_ms / 1000} for lease in leases]}
+
+
+async def send_json(send: Any, status: int, answer: Any) -> None:
+    body = orjson.dumps(answer)
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+        (b"cache-control", b"no-store")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _owned(arn: str, account: str | None) -> bool:
+    return account is None or arn.split(":")[4:5] == [account]
 
 
 def _query(scope: dict) -> dict[str, str]:

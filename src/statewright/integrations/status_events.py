@@ -71,11 +71,10 @@ def read_webhooks(path: str | os.PathLike[str]) -> list[str]:
 
 
 class StatusEvents:
-    def __init__(self, dispatcher: Dispatcher, clients: AwsClients, account_id: str, room_again: Callable[[], None],
-                 registry: Any, *, bus: str | None = None, webhooks: list[str] | None = None) -> None:
+    def __init__(self, dispatcher: Dispatcher, clients: AwsClients, room_again: Callable[[], None], registry: Any, *,
+                 bus: str | None = None, webhooks: list[str] | None = None) -> None:
         self.dispatcher = dispatcher
         self.clients = clients
-        self.account_id = account_id
         self.room_again = room_again
         self.bus = bus
         self.webhooks = webhooks or []
@@ -134,11 +133,11 @@ class StatusEvents:
     def event(self, dispatch: Dispatch) -> dict[str, Any]:
         """The event as EventBridge delivers it to a target: its id fixed by its outbox row, its time the commit's."""
         detail = dispatch.payload["detail"]
-        region = detail["executionArn"].split(":")[3]
+        region, account = detail["executionArn"].split(":")[3:5]  # the execution's (--auth sigv4: one of several)
         at = datetime.datetime.fromtimestamp(dispatch.payload["time"] / 1000, datetime.UTC)
         event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{dispatch.execution_arn}/{dispatch.dispatch_id}")
         return {"version": "0", "id": str(event_id), "detail-type": DETAIL_TYPE, "source": SOURCE,
-                "account": self.account_id, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
+                "account": account, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
                 "resources": [detail["executionArn"]], "detail": detail}
 
     async def _sent(self, name: str, send: Callable[..., Any], event: dict[str, Any]) -> bool:

@@ -3,7 +3,8 @@
 // execution this node kept, activities, the cluster. Routes are the URL's fragment: #/, #/state-machine/<arn>,
 // #/execution/<arn>, #/express/<arn>, #/map-run/<arn>, #/activities, #/cluster.
 
-import {ApiError, all, call, eventsAfter, history, view} from "./api.js";
+import {ApiError, all, call, eventsAfter, history, stream, view} from "./api.js";
+import {canSign, credentials, signIn, signOut} from "./signing.js";
 import {drawGraph} from "./graph.js";
 import {runsOf, statusByState} from "./history.js";
 
@@ -536,11 +537,11 @@ async function executionPage(arn, express = false) {
     }
   };
   if (!express) {
-    const stream = new EventSource(`/console/events?executionArn=${encodeURIComponent(arn)}`);
-    stream.addEventListener("committed", wake);
+    const unwatch = stream(`/console/events?executionArn=${encodeURIComponent(arn)}`,
+      (name) => name === "committed" && wake());
     const timer = setInterval(() => execution.status === "RUNNING" && wake(), 5000);
     leave = () => {
-      stream.close();
+      unwatch();
       clearInterval(timer);
     };
   }
@@ -658,6 +659,47 @@ async function clusterPage() {
     ], 0, false, "shards"));
 }
 
+// -- signing in (a server started with --auth sigv4 answers unsigned requests with MissingAuthenticationToken)
+
+function signInPage(refusal) {
+  const field = (label, name, attributes = {}) => h("label", {}, label,
+    h("input", {name, "data-testid": `sign-in-${name}`, autocomplete: "off", ...attributes}));
+  const form = h("form", {class: "sign-in", "data-testid": "sign-in"},
+    field("Access key ID", "accessKeyId", {required: true}),
+    field("Secret access key", "secretAccessKey", {type: "password", required: true}),
+    field("Session token (temporary keys only)", "sessionToken"),
+    field("Region", "region", {value: credentials()?.region || "us-east-1", required: true}),
+    h("button", {class: "primary", type: "submit", "data-testid": "sign-in-submit"}, "Sign in"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const given = Object.fromEntries(new FormData(form));
+    if (!given.sessionToken) delete given.sessionToken;
+    signIn(given);
+    showWho();
+    route();
+  });
+  main.replaceChildren(h("h1", {}, "Sign in"),
+    h("p", {}, "This server takes only signed requests (", h("code", {}, "--auth sigv4"), "). Sign in with an ",
+      "access key of its accounts file: the page signs each request with it, and keeps it in this tab only."),
+    canSign() ? form : h("p", {class: "invalid"}, "This browser cannot sign requests on a page served over plain "
+      + "HTTP from another host: open the console on localhost, or serve it over HTTPS."));
+  if (credentials()) showError(refusal);
+}
+
+function showWho() {
+  const who = document.getElementById("who");
+  const given = credentials();
+  who.hidden = !given;
+  if (given) {
+    who.replaceChildren(`${given.accessKeyId} (${given.region}) `, h("a", {href: "#/", "data-testid": "sign-out",
+      onclick: () => {
+        signOut();
+        showWho();
+        route();
+      }}, "Sign out"));
+  }
+}
+
 // -- the router
 
 async function route() {
@@ -681,10 +723,15 @@ async function route() {
     else if (page === "") await machinesPage();
     else main.replaceChildren(h("h1", {}, "No such page"), h("p", {}, link("", "State machines")));
   } catch (error) {
+    if (error instanceof ApiError && error.needsSignIn) {
+      signInPage(error);
+      return;
+    }
     main.replaceChildren(h("p", {class: "muted"}, "This page could not be shown."));
     showError(error);
   }
 }
 
 window.addEventListener("hashchange", route);
+showWho();
 route();
