@@ -129,6 +129,17 @@ class CatalogueContract(ContractBase):
         assert [record.name for record in items] == ["alpha", "bravo", "charlie", "delta"]
         assert all(record.arn.startswith(US_EAST) for record in items)
 
+    def test_counts_of_one_accounts_resources_stop_at_the_bound_asked(self, store: Store) -> None:
+        for name in ("a", "b", "c"):
+            store.create_state_machine(machine_record(name))
+            store.create_activity(ActivityRecord(US_EAST.replace("stateMachine:", "activity:") + name, name, 1))
+        store.create_state_machine(machine_record("d", region="eu-west-1"))
+        assert store.count_state_machines(US_EAST, 10) == 3
+        assert store.count_state_machines(US_EAST, 2) == 2
+        assert store.count_state_machines(US_EAST.replace("us-east-1", "ap-south-1"), 10) == 0
+        activities = US_EAST.replace("stateMachine:", "activity:")
+        assert (store.count_activities(activities, 10), store.count_activities(activities, 1)) == (3, 1)
+
     # -- versions and aliases
 
     def _revise(self, store: Store, name: str, revision: str) -> StateMachineRecord:

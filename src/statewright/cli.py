@@ -15,6 +15,7 @@ from pathlib import Path
 from . import backup, clock_client, logs, migrate
 from .api.auth import AUTH_MODES
 from .api.clock import iso, parse_duration
+from .api.quotas import LIMIT_MODES, InvalidLimit, QuotaSet, with_settings
 from .api.transport import HttpLimits
 from .cluster.membership import LeaseSettings
 from .engine.tokens import TaskTokens
@@ -78,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--accounts", type=Path, default=None, metavar="FILE",
                      help="with --auth sigv4: the accounts and their keys, as JSON (see the README); read again on "
                           "SIGHUP")
+    run.add_argument("--limits", choices=LIMIT_MODES, default=None,
+                     help="aws: every quota as AWS sets it, API rate buckets included (the default with --auth "
+                          "sigv4); local: the same without the buckets and the open-execution cap (the default with "
+                          "--auth open); relaxed: none of them")
+    run.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
+                     help="one quota over --limits' (repeatable): state-machines, activities, tags-per-resource, "
+                          "open-executions (a count or none), rates (aws or none), rate.ACTION (BUCKET/REFILL or "
+                          "none); see the README's table")
     run.add_argument("--region", default=defaults.region,
                      help=f"region for requests that are not signed for one (default {defaults.region})")
     run.add_argument("--connections", type=Path, default=None,
@@ -238,6 +247,16 @@ def main(argv: list[str] | None = None) -> int:
     if (args.auth == "sigv4") != (args.accounts is not None):
         parser.error("--auth sigv4 needs --accounts FILE" if args.accounts is None else
                      "--accounts is read with --auth sigv4; add it, or drop --accounts")
+    quota_settings = {}
+    for setting in args.limit:
+        name, equals, value = setting.partition("=")
+        if not equals:
+            parser.error(f"--limit takes NAME=VALUE, not {setting!r}")
+        quota_settings[name.strip()] = value.strip()
+    try:
+        with_settings(QuotaSet(), quota_settings)
+    except InvalidLimit as exc:
+        parser.error(f"--limit {exc}")
     if args.shards < 1:
         parser.error("--shards must be at least 1")
     if args.store and not is_postgres_url(args.store):
@@ -261,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                               payload_store=args.payload_store, log_level=args.log_level,
                               log_format=args.log_format, otlp_endpoint=args.otlp_endpoint,
                               shard_weight=args.shard_weight, console_express=args.console_express_executions,
-                              auth=args.auth, accounts=args.accounts))
+                              auth=args.auth, accounts=args.accounts, quota_mode=args.limits,
+                              quota_settings=quota_settings))
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from .api.accounts import AccountsFileError
 from .api.app import App
 from .api.auth import Door, SigV4Door, door
 from .api.clock import VirtualClock, iso
+from .api.quotas import Quotas, preset, with_settings
 from .api.retention import Retention
 from .api.service import Service
 from .api.transport import HttpLimits, protocol_class
@@ -122,6 +123,8 @@ class ServerConfig:
     console_express: int = CONSOLE_EXPRESS  # --console-express-executions: kept per state machine for the console
     auth: str = "open"  # --auth: open (any caller, one account) or sigv4 (signed by the keys of --accounts)
     accounts: Path | None = None  # --accounts: the accounts file of --auth sigv4 (api/accounts.py)
+    quota_mode: str | None = None  # --limits: aws, local or relaxed (None: aws with --auth sigv4, else local)
+    quota_settings: dict[str, str] = field(default_factory=dict)  # --limit NAME=VALUE, over the mode's
 
 
 class DataDirUnusable(Exception):
@@ -145,6 +148,9 @@ def serve(config: ServerConfig) -> int:
         webhooks = read_webhooks(config.webhooks) if config.webhooks else []
         otlp = endpoint_of(config.otlp_endpoint)
         front = door(config.auth, config.account_id, config.region, config.accounts)
+        quotas = Quotas(with_settings(preset(config.quota_mode or ("aws" if config.auth == "sigv4" else "local")),
+                                      config.quota_settings),
+                        front.accounts.limits_of if isinstance(front, SigV4Door) else lambda account: None)
         store, lock, where = _open(config, address)
     except (DataDirInUse, DataDirUnusable, ShardCountMismatch, SchemaTooNew, StoreUnavailable, ValueError,
             OSError, AccountsFileError) as exc:  # InvalidFunctions and InvalidWebhooks are ValueErrors
@@ -194,7 +200,7 @@ def serve(config: ServerConfig) -> int:
         retention=RetentionSettings(round(config.retention_days * DAY_MS), round(config.compact_after_days * DAY_MS)),
         payload_store=config.payload_store, own_endpoint=f"http://{_local_host(config.host)}:{config.port}",
         tracing=tracing, console_express=config.console_express,
-        own_keys=front.own_keys if isinstance(front, SigV4Door) else None)
+        own_keys=front.own_keys if isinstance(front, SigV4Door) else None, quotas=quotas)
     engine, service, membership = node.engine, node.service, node.membership
     # The process's full collections, while the engine has nothing to do
     collector = Collector(observed=engine.metrics.gc_full_pass_seconds.observe)
@@ -259,7 +265,8 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                retention: RetentionSettings = NO_COMPACTION, payload_store: str | None = None,
                own_endpoint: str | None = None, tracing: Tracing | None = None,
                console_express: int = CONSOLE_EXPRESS,
-               own_keys: Callable[[str], dict[str, str] | None] | None = None) -> Node:
+               own_keys: Callable[[str], dict[str, str] | None] | None = None,
+               quotas: Quotas | None = None) -> Node:
     """The integrations, then the engine (``engine(edges, histories)``) with its edges leading to them, then the
     service behind the API (start the engine after this). ``cluster``: several nodes, their membership and
     forwarder built over the engine. ``status_events``: where the engine's status change events go ({"bus": ...,
@@ -267,7 +274,8 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
     ``own_endpoint``: this node's API, where the workflows' Step Functions calls go; ``tracing``: where traced
     executions' spans go (None: nowhere, though their trace context still travels on their calls);
     ``console_express``: the Express executions the console keeps per state machine (0: none); ``own_keys``: the
-    credentials each account's workflows sign their calls of this node's API with (--auth sigv4)."""
+    credentials each account's workflows sign their calls of this node's API with (--auth sigv4); ``quotas``: AWS's
+    quotas as --limits sets them (None: --limits local's)."""
     limits = limits or Limits()
     # What the integrations hand the engine and the service goes through names bound below (the engine needs its
     # edges to be built, the service the engine): commands (integrations' ones are tied to dispatches the outbox
@@ -314,7 +322,8 @@ def build_node(store: Store, engine: Callable[[Edges, Histories], Engine], *, ac
                       membership_changed=None if membership is None else membership.wake,
                       leave=None if membership is None else membership.stop,
                       console=ConsoleSources(feed, ring, matcher.waiting,
-                                             lambda: cluster_view(store, built.node_id, built.clock())))
+                                             lambda: cluster_view(store, built.node_id, built.clock())),
+                      quotas=quotas)
     return Node(built, service, membership, traces)
 
 

@@ -5,24 +5,28 @@
                "keys": [{"accessKeyId": "AKIA...", "secretAccessKey": "..."},
                         {"accessKeyId": "ASIA...", "secretAccessKey": "...", "sessionToken": "...",
                          "expiration": "2027-01-01T00:00:00Z"}],
-               "regions": ["us-east-1"]}]}
+               "regions": ["us-east-1"], "limits": {"state-machines": 500, "rate.StartExecution": "100/10"}}]}
 ```
 
 A key with a ``sessionToken`` is a temporary key: a request signed with it must carry that token
 (``X-Amz-Security-Token``), and after its ``expiration`` it is refused as AWS refuses an expired session. An
-account without ``regions`` may call in any region. The file is read at start and again on SIGHUP; a file that
-does not parse leaves the accounts read before in place.
+account without ``regions`` may call in any region. An account's ``limits`` set its own quotas over the server's
+(quotas.py). The file is read at start and again on SIGHUP; a file that does not parse leaves the accounts read
+before in place.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from .quotas import InvalidLimit, QuotaSet, with_settings
 
 ACCOUNT_ID = re.compile(r"\d{12}")
 # Region names as AWS forms them (us-east-1, us-gov-west-1, ap-southeast-5): a region becomes part of every ARN.
@@ -49,6 +53,7 @@ class Key:
 class Account:
     account_id: str
     regions: frozenset[str] | None  # None: every region
+    limits: Mapping[str, Any] = field(default_factory=dict)  # its own quotas (quotas.py), over the server's
 
     def serves(self, region: str) -> bool:
         return self.regions is None or region in self.regions
@@ -60,16 +65,22 @@ class Accounts:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._keys: dict[str, Key] = {}
+        self._limits: dict[str, Mapping[str, Any]] = {}
         self.accounts: tuple[Account, ...] = ()
         self.reload()
 
     def reload(self) -> None:
         """Read the file again; raises AccountsFileError (and keeps what it had) when the file is wrong."""
         accounts, keys = parse(_read(self.path), str(self.path))
-        self.accounts, self._keys = accounts, keys  # one swap each: a request sees one file or the other
+        # one swap each: a request sees one file or the other
+        self.accounts, self._keys = accounts, keys
+        self._limits = {account.account_id: account.limits for account in accounts if account.limits}
 
     def key(self, access_key_id: str) -> Key | None:
         return self._keys.get(access_key_id)
+
+    def limits_of(self, account_id: str) -> Mapping[str, Any] | None:
+        return self._limits.get(account_id)
 
     def first_key(self, account_id: str) -> Key | None:
         """A key of the account that is not temporary (what the workflows' own Step Functions calls sign with)."""
@@ -106,9 +117,14 @@ def parse(document: Any, where: str = "the accounts file") -> tuple[tuple[Accoun
         if regions is not None and (not isinstance(regions, list) or not regions or not all(
                 isinstance(region, str) and REGION_NAME.fullmatch(region) for region in regions)):
             raise AccountsFileError(f"{at}.regions: expected a list of region names such as us-east-1")
-        if entry.get("limits") is not None:
-            raise AccountsFileError(f"{at}.limits: per-account limits are not supported yet; remove them")
-        account = Account(account_id, None if regions is None else frozenset(regions))
+        limits = entry.get("limits") or {}
+        if not isinstance(limits, dict):
+            raise AccountsFileError(f"{at}.limits: expected an object of limits, such as {{\"state-machines\": 500}}")
+        try:
+            with_settings(QuotaSet(), limits)
+        except InvalidLimit as exc:
+            raise AccountsFileError(f"{at}.limits: {exc}") from None
+        account = Account(account_id, None if regions is None else frozenset(regions), limits)
         accounts.append(account)
         listed = entry.get("keys")
         if not isinstance(listed, list) or not listed:

@@ -14,6 +14,7 @@ from . import arns, configuration, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn
 from .payloads import parse_json
+from .quotas import account_full, check_tags
 from .service import Service, handler, seconds
 from .tags import tag_map
 
@@ -35,11 +36,23 @@ async def create_activity(service: Service, params: dict, scope: Scope) -> dict:
     name = params["name"]
     arns.check_name(name)
     encryption = configuration.encryption_of(params.get("encryptionConfiguration"))
-    record = await service.store_call(service.store.create_activity, ActivityRecord(
+    tags = tag_map(params.get("tags", []))
+    quotas = service.quotas.of(scope.account)
+    check_tags(quotas, scope.arn(f"activity:{name}"), len(tags))
+    record = await service.store_call(_create, service, ActivityRecord(
         scope.arn(f"activity:{name}"), name, service.clock(), None if encryption == AWS_OWNED_KEY else encryption),
-        tag_map(params.get("tags", [])))
+        tags, quotas.activities, scope.arn("activity:"))
     await service.changed(ACTIVITY, record.arn)
     return {"activityArn": record.arn, "creationDate": seconds(record.created_ms)}
+
+
+def _create(service: Service, record: ActivityRecord, tags: dict[str, str], limit: int | None,
+            account_prefix: str) -> ActivityRecord:
+    """On a store thread: the activity created (or the one of that name), unless the account holds its quota."""
+    if limit is not None and service.store.count_activities(account_prefix, limit) >= limit and (
+            service.store.get_activity(record.arn) is None):
+        raise account_full("ActivityLimitExceeded", limit, "activities (activities)")
+    return service.store.create_activity(record, tags)
 
 
 @handler("DescribeActivity")

@@ -39,6 +39,7 @@ from .auth import Door, OpenDoor, check_owned
 from .errors import AwsError, throttled
 from .executions import TRACE_HTTP_HEADER
 from .model import operation_names, validate_request
+from .quotas import TAKEN_BY_HANDLER
 from .service import HANDLERS, Service
 
 log = logging.getLogger("statewright.api")
@@ -143,6 +144,8 @@ class App:
         function = HANDLERS.get(operation)
         if function is None:
             raise AwsError("UnknownOperationException", f"statewright does not implement {operation} yet")
+        if operation not in TAKEN_BY_HANDLER:  # the caller's bucket, before the request is even parsed
+            self.service.rates.admit(where.account, where.region, operation)
         try:
             params = orjson.loads(body) if body.strip() else {}
         except orjson.JSONDecodeError as exc:

@@ -59,6 +59,8 @@ def check_input(text: str) -> None:
 @handler("StartExecution")
 async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
     command = await _start_command(service, params, None)
+    # Express and Standard starts draw from buckets of their own; nothing is written yet
+    service.rates.admit(scope.account, scope.region, "StartExecution.Express" if command.express else "StartExecution")
     try:
         start_ms = await service.run(command)
     except commands.ExecutionAlreadyExists:

@@ -40,6 +40,7 @@ from ..integrations.http import Connections
 from ..store.base import AliasRecord, Dispatch, StateMachineRecord, Store, VersionRecord
 from . import arns
 from .arns import Scope
+from .quotas import Quotas, RateLimiter, preset
 from .retention import Retention
 
 # A task claimed from another node's shard is kept from other claims this long: time for its start to reach the
@@ -78,11 +79,13 @@ class Service:
                  matcher: ActivityMatcher, connections: Connections, aws_clients: AwsClients, aws: AwsTasks,
                  logs: ExecutionLogs, retention: Retention, forwarder: Forwarder | None = None,
                  peers: Callable[[], list[str]] | None = None, membership_changed: Callable[[], None] | None = None,
-                 leave: Callable[[], None] | None = None, console: ConsoleSources | None = None) -> None:
+                 leave: Callable[[], None] | None = None, console: ConsoleSources | None = None,
+                 quotas: Quotas | None = None) -> None:
         """The integrations the handlers reach (built by node.py), and with several nodes: the ``forwarder`` to the
         shards other nodes serve, the other live nodes' addresses (``peers``), a call that steps the membership now
         (``membership_changed``: another node joined or left), and one that hands the shards over (``leave``);
-        ``console``: what the web console reads of this node beside the API."""
+        ``console``: what the web console reads of this node beside the API; ``quotas``: AWS's quotas as set
+        (quotas.py; by default --limits local's)."""
         self.store = store
         self.console = console
         self.engine = engine
@@ -90,6 +93,9 @@ class Service:
         self.clock = engine.clock
         self.mocks = engine.services.mocks  # --mock-config: the test cases executions may be started on
         self.limits = limits
+        self.quotas = quotas or Quotas(preset("local"))
+        # Each node keeps its share of every bucket: 1/N of the account's rate on N live nodes
+        self.rates = RateLimiter(self.quotas, share=lambda: 1.0 / (1 + len(self.peers())))
         self.dispatcher = dispatcher
         self.matcher = matcher  # several nodes: its polls also claim the tasks of other nodes' shards (claim_task)
         self.connections = connections

@@ -12,6 +12,7 @@ from ..store.base import StateMachineRecord
 from . import arns, configuration, describe, paging
 from .arns import Scope
 from .errors import AwsError, invalid_arn, state_machine_does_not_exist
+from .quotas import QuotaSet, account_full, check_tags
 from .service import EXPRESS, STANDARD, Service, handler, seconds
 from .tags import tag_map
 from .versions import check_description, check_room, publish
@@ -63,7 +64,10 @@ async def create_state_machine(service: Service, params: dict, scope: Scope) -> 
         encryption_configuration=configuration.encryption_of(params.get("encryptionConfiguration")),
         initial_revision_id=revision_id,
     )
-    stored = await service.store_call(service.store.create_state_machine, record, tag_map(params.get("tags", [])))
+    tags = tag_map(params.get("tags", []))
+    quotas = service.quotas.of(scope.account)
+    check_tags(quotas, record.arn, len(tags))
+    stored = await service.store_call(_create, service, record, tags, quotas, scope.state_machine_arn(""))
     await service.changed(STATE_MACHINE, record.arn)  # every node's cache may hold "no such machine"
     if stored is not record and not _same_request(stored, record):
         raise AwsError("StateMachineAlreadyExists", f"State Machine Already Exists: '{record.arn}'")
@@ -72,6 +76,17 @@ async def create_state_machine(service: Service, params: dict, scope: Scope) -> 
         created["stateMachineVersionArn"] = (await publish(service, stored.arn,
                                                            params.get("versionDescription", ""))).arn
     return created
+
+
+def _create(service: Service, record: StateMachineRecord, tags: dict[str, str], quotas: QuotaSet,
+            account_prefix: str) -> StateMachineRecord:
+    """On a store thread: the record created, unless the account holds its quota of state machines (creating one
+    that exists answers as before: idempotently, or StateMachineAlreadyExists)."""
+    limit = quotas.state_machines
+    if limit is not None and service.store.count_state_machines(account_prefix, limit) >= limit and (
+            service.store.get_state_machine(record.arn) is None):
+        raise account_full("StateMachineLimitExceeded", limit, "state machines (state-machines)")
+    return service.store.create_state_machine(record, tags)
 
 
 def _same_request(a: StateMachineRecord, b: StateMachineRecord) -> bool:
@@ -187,8 +202,11 @@ def _tagged_resource(service: Service, arn: str) -> str:
     return arn
 
 
-def _tag_resource(service: Service, arn: str, tags: dict[str, str]) -> None:
-    service.store.tag_resource(_tagged_resource(service, arn), tags)
+def _tag_resource(service: Service, arn: str, tags: dict[str, str], quotas: QuotaSet) -> None:
+    _tagged_resource(service, arn)
+    if quotas.tags_per_resource is not None:
+        check_tags(quotas, arn, len(service.store.list_tags(arn).keys() | tags.keys()))
+    service.store.tag_resource(arn, tags)
 
 
 def _untag_resource(service: Service, arn: str, keys: list[str]) -> None:
@@ -201,7 +219,8 @@ def _list_tags(service: Service, arn: str) -> dict[str, str]:
 
 @handler("TagResource")
 async def tag_resource(service: Service, params: dict, scope: Scope) -> dict:
-    await service.store_call(_tag_resource, service, params["resourceArn"], tag_map(params["tags"]))
+    await service.store_call(_tag_resource, service, params["resourceArn"], tag_map(params["tags"]),
+                             service.quotas.of(scope.account))
     return {}
 
 

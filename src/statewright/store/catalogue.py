@@ -122,6 +122,10 @@ class Catalogue(ABC):
     def list_activities(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
         """ActivityRecord items whose ARN starts with ``arn_prefix``, by name."""
 
+    @abstractmethod
+    def count_activities(self, arn_prefix: str, at_most: int) -> int:
+        """How many activities' ARNs start with ``arn_prefix``, counted up to ``at_most`` (a quota's check)."""
+
     # -- settings shared by every node (task token keys)
     @abstractmethod
     def get_setting(self, key: str) -> str | None: ...
@@ -154,6 +158,10 @@ class Catalogue(ABC):
     @abstractmethod
     def list_state_machines(self, arn_prefix: str, limit: int, cursor: str | None) -> Page:
         """StateMachineRecord items whose ARN starts with ``arn_prefix`` (one region and account), by name."""
+
+    @abstractmethod
+    def count_state_machines(self, arn_prefix: str, at_most: int) -> int:
+        """How many state machines' ARNs start with ``arn_prefix``, counted up to ``at_most`` (a quota's check)."""
 
     @abstractmethod
     def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:

@@ -62,6 +62,13 @@ class SqlCatalogue(SqlBackend, Catalogue):
         items = [_activity(row) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
 
+    def count_activities(self, arn_prefix: str, at_most: int) -> int:
+        return self._count("activities", arn_prefix, at_most)
+
+    def _count(self, table: str, arn_prefix: str, at_most: int) -> int:
+        return self._read(f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE arn > ? AND arn < ? LIMIT ?) AS listed",
+                          (*_prefix_range(arn_prefix, None), at_most))[0][0]
+
     # -- settings
 
     def get_setting(self, key: str) -> str | None:
@@ -114,6 +121,9 @@ class SqlCatalogue(SqlBackend, Catalogue):
                           (*_prefix_range(arn_prefix, cursor), limit + 1))
         items = [record_of(row[0]) for row in rows[:limit]]
         return Page(items, items[-1].arn if len(rows) > limit else None)
+
+    def count_state_machines(self, arn_prefix: str, at_most: int) -> int:
+        return self._count("state_machines", arn_prefix, at_most)
 
     def get_revision(self, state_machine_arn: str, revision_id: str) -> tuple[str, str] | None:
         rows = self._read("SELECT definition, role_arn FROM revisions WHERE state_machine_arn = ? AND revision_id = ?",
