@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 import urllib.error
 import urllib.request
 import uuid
@@ -23,7 +24,9 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 
 from server import ROLE_ARN, ServerProcess, history, wait_closed
-from statewright.api.accounts import AccountsFileError, parse
+from statewright.api import sigv4
+from statewright.api.accounts import Accounts, AccountsFileError, parse
+from statewright.api.errors import AwsError
 
 ALICE, BOB, LIMITED = "111111111111", "222222222222", "333333333333"
 ALICE_KEY = ("AKIAALICE0000000001", "alice-secret")
@@ -382,3 +385,29 @@ def test_serve_refuses_sigv4_without_a_usable_accounts_file(tmp_path):
     refused = subprocess.run([*command, "--auth", "sigv4", "--accounts", str(broken)], capture_output=True,
                              text=True, timeout=60)
     assert refused.returncode == 1 and "accounts[0].accountId: expected 12 digits" in refused.stderr
+
+
+def test_ten_thousand_unknown_keys_leave_nothing_behind(tmp_path):
+    """Verification keeps no state per request: refusing 10,000 distinct unknown keys allocates nothing that stays."""
+    path = tmp_path / "accounts.json"
+    path.write_text(json.dumps(_accounts()))
+    accounts = Accounts(path)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+    def refuse(n: int) -> str | None:
+        headers = [(b"host", b"127.0.0.1:1"), (b"x-amz-date", stamp.encode()), (b"authorization", (
+            f"AWS4-HMAC-SHA256 Credential=AKIAUNKNOWN{n:010d}/{stamp[:8]}/us-east-1/states/aws4_request, "
+            f"SignedHeaders=host;x-amz-date, Signature={'0' * 64}").encode())]
+        try:
+            sigv4.verify(accounts, "POST", b"/", b"", headers, b"{}", time.time())
+        except AwsError as error:
+            return error.code
+        return None
+
+    assert refuse(0) == "UnrecognizedClientException"
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    assert {refuse(n) for n in range(1, 10_001)} == {"UnrecognizedClientException"}
+    grown = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    tracemalloc.stop()
+    assert grown < 64 * 1024, f"{grown} bytes stayed after 10,000 refusals"
