@@ -33,6 +33,7 @@ FAMILIES = {
     "statewright_timer_lateness_seconds": "histogram",
     "statewright_timer_lag_seconds": "gauge",
     "statewright_open_executions": "gauge",
+    "statewright_account_open_executions": "gauge",
     "statewright_api_request_seconds": "histogram",
     "statewright_api_requests": "counter",
     "statewright_api_throttled_requests": "counter",
@@ -118,6 +119,9 @@ def test_open_executions_follow_starts_stops_and_restarts(tmp_path):
         own.kill()
         own.start()  # counted again from the database
         assert open_executions(own.endpoint) == 3
+        per_account = scrape(own.endpoint)["statewright_account_open_executions"]
+        assert per_account[("statewright_account_open_executions",
+                            (("account", "123456789012"), ("region", "us-east-1")))] == 3
     finally:
         own.stop()
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import urllib.request
 import uuid
 
 import boto3
@@ -213,3 +215,28 @@ def test_serve_refuses_a_limit_it_does_not_know(tmp_path):
     answer = subprocess.run([sys.executable, "-m", "statewright", "serve", "--data-dir", str(tmp_path), "--limit",
                              "tags=5"], capture_output=True, text=True, timeout=60)
     assert answer.returncode == 2 and "unknown limit 'tags'" in answer.stderr
+
+
+def test_open_executions_past_the_cap_are_refused_and_room_comes_back_as_they_close(tmp_path):
+    process = ServerProcess(tmp_path / "data", extra_args=("--limit", "open-executions=2")).start()
+    try:
+        sfn = process.client()
+        sleeper = sfn.create_state_machine(name="sleeper", roleArn=ROLE_ARN, definition=json.dumps(
+            {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}}}))["stateMachineArn"]
+        express = sfn.create_state_machine(name="quick", roleArn=ROLE_ARN, definition=PASS,
+                                           type="EXPRESS")["stateMachineArn"]
+        deadline = time.monotonic() + 30
+        while b"\nstatewright_open_executions " not in urllib.request.urlopen(f"{process.endpoint}/metrics").read():
+            assert time.monotonic() < deadline, "the start-up count never landed"  # until then nothing is refused
+            time.sleep(0.05)
+        first = sfn.start_execution(stateMachineArn=sleeper, name="one")["executionArn"]
+        sfn.start_execution(stateMachineArn=sleeper, name="two")
+        with pytest.raises(sfn.exceptions.ExecutionLimitExceeded):
+            sfn.start_execution(stateMachineArn=sleeper, name="refused")
+        names = {run["name"] for run in sfn.list_executions(stateMachineArn=sleeper)["executions"]}
+        assert names == {"one", "two"}
+        sfn.start_execution(stateMachineArn=express)  # Express executions do not count
+        sfn.stop_execution(executionArn=first)
+        sfn.start_execution(stateMachineArn=sleeper, name="room-again")
+    finally:
+        process.stop()

@@ -45,6 +45,7 @@ class _Window(Protocol):
 
 
 class _Write(Protocol):  # the fields of store.base.ExecutionWrite read here
+    arn: str
     expected_version: int
     status: str
     events: list[dict[str, Any]]
@@ -159,11 +160,12 @@ class Metrics:
         """One group commit landed: count what it made durable."""
         self.commit_seconds.observe(seconds)
         self.commit_writes.observe(len(writes))
-        steps = entered = opened = closed = 0
+        steps = entered = 0
         for index, write in enumerate(writes):
             if not result.committed(index, write):
                 continue
             steps += 1
+            opened = 0
             for event in write.effects.events:
                 kind = event["type"]
                 if kind.endswith(_ENTERED):
@@ -171,10 +173,11 @@ class Metrics:
                 elif kind in _OPENING:
                     opened += 1
                 elif kind in _CLOSING:
-                    closed += 1
+                    opened -= 1
+            if opened:
+                self.open_executions.moved(write.arn, opened)
         self.transition_steps.inc(steps)
         self.state_transitions.inc(entered)
-        self.open_executions.delta += opened - closed
 
     # -- serving
 
@@ -241,22 +244,47 @@ class ApiMetrics:
 
 
 class _OpenExecutions:
-    """RUNNING executions: one store count at a snapshot, plus the engine's +1/-1 per commit since then.
+    """RUNNING executions, in all and per (region, account): one store count at a snapshot, plus the engine's
+    +1/-1 per commit since then.
 
     The snapshot is fixed on the engine thread between commits (``take_snapshot``), where ``delta`` is exact;
-    the slow count then runs on another thread inside that snapshot while the engine goes on.
+    the slow count then runs on another thread inside that snapshot while the engine goes on. Other threads read
+    the totals and one scope at a time (``of``), never iterate what the engine thread writes.
     """
 
     def __init__(self) -> None:
         self.delta = 0  # written by the engine thread only
+        self._delta_by: dict[tuple[str, str], int] = {}  # the same, per (region, account)
         self.pending: _OpenCount | None = None  # a count waiting for its snapshot
         self._counting: _OpenCount | None = None
         self._delta_at_snapshot = 0
+        self._delta_by_at_snapshot: dict[tuple[str, str], int] = {}
         self._snapshot_taken = threading.Event()
         self._base: int | None = None  # RUNNING rows at the snapshot minus delta at the snapshot
+        self._base_by: dict[tuple[str, str], int] = {}
 
     def value(self) -> int | None:
         return None if self._base is None else self._base + self.delta
+
+    def of(self, region: str, account: str) -> int | None:
+        """RUNNING executions of one account in one region (None until the first count finishes)."""
+        if self._base is None:
+            return None
+        scope = (region, account)
+        return self._base_by.get(scope, 0) + self._delta_by.get(scope, 0)
+
+    def by_scope(self) -> dict[tuple[str, str], int]:
+        """Every (region, account) this node has counted or seen an execution of, with its RUNNING executions."""
+        if self._base is None:
+            return {}
+        scopes = set(self._base_by) | set(self._delta_by)  # set() of a dict copies it in one step of the GIL
+        return {scope: self._base_by.get(scope, 0) + self._delta_by.get(scope, 0) for scope in scopes}
+
+    def moved(self, arn: str, change: int) -> None:
+        """On the engine thread: a committed write opened (+1) or closed (-1) the execution ``arn``."""
+        self.delta += change
+        scope = _scope_of(arn)
+        self._delta_by[scope] = self._delta_by.get(scope, 0) + change
 
     def request(self, open_count: Callable[[], _OpenCount]) -> None:
         self._snapshot_taken.clear()
@@ -267,6 +295,7 @@ class _OpenExecutions:
         try:
             counting.snapshot()
             self._delta_at_snapshot = self.delta
+            self._delta_by_at_snapshot = dict(self._delta_by)
         except Exception:  # the store's error: the count is given up, the engine goes on
             log.exception("could not open a snapshot to count open executions")
             counting.close()
@@ -276,7 +305,11 @@ class _OpenExecutions:
     def finish(self) -> None:
         counting, self._counting = self._counting, None
         if counting is not None:
-            self._base = counting.count() - self._delta_at_snapshot
+            counted = counting.count()
+            at_snapshot = self._delta_by_at_snapshot
+            self._base_by = {scope: counted.get(scope, 0) - at_snapshot.get(scope, 0)
+                             for scope in counted.keys() | at_snapshot.keys()}
+            self._base = sum(counted.values()) - self._delta_at_snapshot
 
     def count(self, open_count: Callable[[], _OpenCount]) -> None:
         try:
@@ -292,6 +325,12 @@ class _OpenExecutions:
             log.exception("counting open executions failed")
 
 
+def _scope_of(arn: str) -> tuple[str, str]:
+    """The (region, account) of a Step Functions ARN."""
+    parts = arn.split(":", 5)
+    return parts[3], parts[4]
+
+
 class _ScrapeTime(Collector):
     """Gauges computed when scraped: per-shard timer lag and open executions."""
 
@@ -305,6 +344,7 @@ class _ScrapeTime(Collector):
     def describe(self) -> list[Metric]:
         return [GaugeMetricFamily("statewright_timer_lag_seconds", ""),
                 GaugeMetricFamily("statewright_open_executions", ""),
+                GaugeMetricFamily("statewright_account_open_executions", ""),
                 GaugeMetricFamily("statewright_activity_backlog_tasks", "")]
 
     def collect(self) -> Iterator[Metric]:
@@ -320,6 +360,12 @@ class _ScrapeTime(Collector):
         if value is not None:
             running.add_metric([], value)
         yield running
+        per_account = GaugeMetricFamily("statewright_account_open_executions", "Executions with status RUNNING per "
+                                        "account and region (the open-executions quota's count)",
+                                        labels=["account", "region"])
+        for (region, account), count in sorted(self._open.by_scope().items()):
+            per_account.add_metric([account, region], count)
+        yield per_account
         backlog = GaugeMetricFamily("statewright_activity_backlog_tasks", "Activity tasks dispatched and waiting "
                                     "for a worker's GetActivityTask (the in-memory backlog)")
         if self.activity_backlog is not None:

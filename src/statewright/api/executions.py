@@ -61,11 +61,23 @@ async def start_execution(service: Service, params: dict, scope: Scope) -> dict:
     command = await _start_command(service, params, None)
     # Express and Standard starts draw from buckets of their own; nothing is written yet
     service.rates.admit(scope.account, scope.region, "StartExecution.Express" if command.express else "StartExecution")
+    if not command.express:
+        _check_open_room(service, scope)
     try:
         start_ms = await service.run(command)
     except commands.ExecutionAlreadyExists:
         raise AwsError("ExecutionAlreadyExists", f"Execution Already Exists: '{command.arn}'") from None
     return {"executionArn": command.arn, "startDate": seconds(start_ms)}
+
+
+def _check_open_room(service: Service, scope: Scope) -> None:
+    """ExecutionLimitExceeded when the account holds its quota of open Standard executions in this region, as this
+    node counts them (its own commits at once; on a cluster the others' at the next recount)."""
+    limit = service.quotas.of(scope.account).open_executions
+    running = None if limit is None else service.engine.metrics.open_executions.of(scope.region, scope.account)
+    if running is not None and running >= limit:
+        raise AwsError("ExecutionLimitExceeded", f"The account already has {limit} open executions in this region, "
+                       "the most it may have (open-executions): wait for some to close, or stop some")
 
 
 @handler("StartSyncExecution")

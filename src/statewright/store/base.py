@@ -39,7 +39,7 @@ Must not import the backends (sqlite, postgresql), statewright.engine or statewr
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -156,11 +156,31 @@ class ExecutionSummary:
     redrive_ms: int | None = None
 
 
+# The SQL of a count of RUNNING executions by what they are listed under (grouped by scope_of in Python)
+COUNT_OPEN_BY_LISTING = "SELECT state_machine_arn, count(*) FROM executions WHERE status = 'RUNNING' GROUP BY 1"
+
+
+def scope_of(arn: str) -> tuple[str, str]:
+    """The (region, account) of a Step Functions ARN."""
+    parts = arn.split(":", 5)
+    return parts[3], parts[4]
+
+
+def open_by_scope(rows: Iterable[tuple[str, int]]) -> dict[tuple[str, str], int]:
+    """RUNNING executions per (region, account), from counts per state machine (or map run, or parent)."""
+    counted: dict[tuple[str, str], int] = {}
+    for listed_under, running in rows:
+        scope = scope_of(listed_under)
+        counted[scope] = counted.get(scope, 0) + running
+    return counted
+
+
 class OpenCount:
-    """A count of RUNNING executions as of one instant, in steps that may run on different threads: made by
-    ``Store.open_count`` (it may connect), ``snapshot`` fixes the instant (cheap: call it where the count must line
-    up with other books, e.g. between two commits), ``count`` counts what was committed before it (slow; once),
-    ``close`` gives it up uncounted. This default, for a store without read snapshots, counts in ``snapshot``."""
+    """A count of RUNNING executions as of one instant, per (region, account), in steps that may run on different
+    threads: made by ``Store.open_count`` (it may connect), ``snapshot`` fixes the instant (cheap: call it where the
+    count must line up with other books, e.g. between two commits), ``count`` counts what was committed before it
+    (slow; once), ``close`` gives it up uncounted. This default, for a store without read snapshots, counts in
+    ``snapshot``, all under one unnamed scope."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -169,9 +189,9 @@ class OpenCount:
     def snapshot(self) -> None:
         self._running = self._store.count_open_executions()
 
-    def count(self) -> int:
+    def count(self) -> dict[tuple[str, str], int]:
         assert self._running is not None, "count() before snapshot()"
-        return self._running
+        return {("", ""): self._running}
 
     def close(self) -> None:
         self._running = None

@@ -29,7 +29,7 @@ import orjson
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .base import CommitResult, Dispatch, ExecutionWrite, OpenCount, Store
+from .base import COUNT_OPEN_BY_LISTING, CommitResult, Dispatch, ExecutionWrite, OpenCount, Store, open_by_scope
 from .dialect import POSTGRESQL
 from .errors import CommitFailed, CommitOutcomeUnknown, StoreUnavailable
 from .postgresql_schema import MIGRATIONS
@@ -568,10 +568,10 @@ class _PostgresOpenCount(OpenCount):
             self._db.execute("SET idle_in_transaction_session_timeout = 0; "
                              "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")  # one round trip
 
-    def count(self) -> int:
+    def count(self) -> dict[tuple[str, str], int]:
         try:
             with _unavailable(self._store.reachability):
-                return self._db.execute(_COUNT_OPEN).fetchone()[0]
+                return open_by_scope(self._db.execute(COUNT_OPEN_BY_LISTING).fetchall())
         finally:
             self.close()
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from .base import CommitResult, Dispatch, ExecutionWrite, OpenCount, Store
+from .base import COUNT_OPEN_BY_LISTING, CommitResult, Dispatch, ExecutionWrite, OpenCount, Store, open_by_scope
 from .dialect import SQLITE
 from .errors import CommitFailed, CommitOutcomeUnknown, StoreUnavailable
 from .payloads import DirectoryPayloads, PayloadStore
@@ -364,10 +364,10 @@ class _SqliteOpenCount(OpenCount):
             self._db.execute("BEGIN")
             self._db.execute("SELECT count(*) FROM shards").fetchone()
 
-    def count(self) -> int:
+    def count(self) -> dict[tuple[str, str], int]:
         try:
             with _unavailable():
-                return self._db.execute("SELECT count(*) FROM executions WHERE status = 'RUNNING'").fetchone()[0]
+                return open_by_scope(self._db.execute(COUNT_OPEN_BY_LISTING).fetchall())
         finally:
             self.close()
 
