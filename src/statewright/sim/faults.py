@@ -275,6 +275,9 @@ class FaultyStore(Store):
     def list_activities(self, *args: Any) -> Any:
         return self.inner.list_activities(*args)
 
+    def count_activities(self, arn_prefix: str, at_most: int) -> int:
+        return self.inner.count_activities(arn_prefix, at_most)
+
     def get_setting(self, key: str) -> str | None:
         return self.inner.get_setting(key)
 
@@ -299,6 +302,9 @@ class FaultyStore(Store):
 
     def list_state_machines(self, *args: Any) -> Any:
         return self.inner.list_state_machines(*args)
+
+    def count_state_machines(self, arn_prefix: str, at_most: int) -> int:
+        return self.inner.count_state_machines(arn_prefix, at_most)
 
     def get_revision(self, state_machine_arn: str, revision_id: str) -> Any:
         self._maybe_busy()
