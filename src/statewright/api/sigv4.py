@@ -18,7 +18,7 @@ import hmac
 from dataclasses import dataclass
 
 from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest, HTTPHeaders
+from botocore.awsrequest import AWSRequest
 from botocore.credentials import ReadOnlyCredentials
 
 from .accounts import REGION_NAME, Accounts, Key
@@ -132,7 +132,11 @@ def _request_time(fields: dict[str, list[str]]) -> tuple[str, datetime.datetime]
     if "x-amz-date" in fields:
         stamp = fields["x-amz-date"][0]
         try:
-            return stamp, datetime.datetime.strptime(stamp, _AMZ_DATE).replace(tzinfo=datetime.UTC)
+            if not (len(stamp) == 16 and stamp[:8].isdigit() and stamp[8] == "T" and stamp[9:15].isdigit()
+                    and stamp[15] == "Z"):
+                raise ValueError(stamp)
+            return stamp, datetime.datetime(int(stamp[:4]), int(stamp[4:6]), int(stamp[6:8]), int(stamp[9:11]),
+                                            int(stamp[11:13]), int(stamp[13:15]), tzinfo=datetime.UTC)
         except ValueError:
             raise _incomplete(f"Date must be in ISO-8601 'basic format'. Got '{stamp[:64]}'. See "
                               "http://en.wikipedia.org/wiki/ISO_8601") from None
@@ -158,35 +162,56 @@ def _check_time(stamp: str, moment: datetime.datetime, now_s: float) -> None:
                        f"({form(now_s)} + 5 min.)")
 
 
-class _Recomputed(SigV4Auth):
-    """botocore's signer over the headers the client named and the body hash computed once."""
+class _SignedHeaders(dict):
+    """The headers the client named, as botocore's ``canonical_headers`` reads them (names, then each one's
+    values), without building an ``email.message`` for every request."""
 
-    def __init__(self, key: Key, region: str, signed: list[str], body_hash: str) -> None:
+    def get_all(self, name: str) -> list[str]:
+        return self.get(name, [])
+
+
+class _Recomputed(SigV4Auth):
+    """botocore's signer over the headers the client named and the body hash computed once; the signing key
+    (four HMACs over the secret, the day, the region and the service) kept for the day."""
+
+    def __init__(self, key: Key, region: str, signed: list[str], headers: _SignedHeaders, body_hash: str) -> None:
         super().__init__(ReadOnlyCredentials(key.access_key_id, key.secret, key.session_token), SERVICE, region)
         self._signed = signed
+        self._headers = headers
         self._body_hash = body_hash
 
-    def headers_to_sign(self, request: AWSRequest) -> HTTPHeaders:
-        chosen = HTTPHeaders()
-        for name in self._signed:
-            for value in request.headers.get_all(name) or ():
-                chosen[name] = value
-        return chosen
+    def headers_to_sign(self, request: AWSRequest) -> _SignedHeaders:
+        return self._headers
 
-    def signed_headers(self, headers_to_sign: HTTPHeaders) -> str:
+    def signed_headers(self, headers_to_sign: object) -> str:
         return ";".join(self._signed)  # as the client listed them: a header it named but did not send fails
 
     def payload(self, request: AWSRequest) -> str:
         return self._body_hash
+
+    def signature(self, string_to_sign: str, request: AWSRequest) -> str:
+        day = request.context["timestamp"][:8]
+        cached = (self.credentials.access_key, self.credentials.secret_key, day, self._region_name)
+        signing_key = _SIGNING_KEYS.get(cached)
+        if signing_key is None:
+            signing_key = self._sign(f"AWS4{self.credentials.secret_key}".encode(), day)
+            for part in (self._region_name, SERVICE, "aws4_request"):
+                signing_key = self._sign(signing_key, part)
+            if len(_SIGNING_KEYS) >= SIGNING_KEYS_MAX:
+                _SIGNING_KEYS.clear()
+            _SIGNING_KEYS[cached] = signing_key
+        return self._sign(signing_key, string_to_sign, hex=True)
+
+
+SIGNING_KEYS_MAX = 10_000  # keys x days x regions in use; only keys of the accounts file get here
+_SIGNING_KEYS: dict[tuple[str, str, str, str], bytes] = {}
 
 
 def _signature(key: Key, region: str, method: str, raw_path: bytes, query: bytes, fields: dict[str, list[str]],
                signed: list[str], stamp: str, body_hash: str) -> str:
     request = AWSRequest(method=method, url=f"http://{fields.get('host', [''])[0]}{raw_path.decode('latin-1')}"
                                             + (f"?{query.decode('latin-1')}" if query else ""))
-    for name in signed:
-        for value in fields.get(name, ()):
-            request.headers[name] = value
     request.context["timestamp"] = stamp
-    signer = _Recomputed(key, region, signed, body_hash)
+    signer = _Recomputed(key, region, signed, _SignedHeaders({name: fields[name] for name in signed if name in fields}),
+                         body_hash)
     return signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
