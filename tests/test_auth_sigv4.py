@@ -370,6 +370,9 @@ def test_sighup_reads_the_accounts_file_again(signed_server):
                                                   "expiration": "2030-01-01T00:00:00Z"}]}]},
      "only a temporary key"),
     ({"accounts": [{"accountId": ALICE, "secret": "x", "keys": []}]}, "unknown field 'secret'"),
+    ({"accounts": []}, "lists no account"),
+    ({"accounts": [{"accountId": ALICE, "keys": [{"accessKeyId": "AKIA0000000000000001", "secretAccessKey": ""}]}]},
+     "secretAccessKey: expected a string that is not empty"),
 ])
 def test_an_accounts_file_that_is_wrong_is_refused_with_its_place(document, complaint):
     with pytest.raises(AccountsFileError, match=complaint):
@@ -411,3 +414,24 @@ def test_ten_thousand_unknown_keys_leave_nothing_behind(tmp_path):
     grown = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename"))
     tracemalloc.stop()
     assert grown < 64 * 1024, f"{grown} bytes stayed after 10,000 refusals"
+
+
+def test_a_definition_cannot_reach_another_accounts_state_machine_or_activity(signed_server):
+    alice, bob = _client(signed_server, ALICE_KEY), _client(signed_server, BOB_KEY)
+    target = _machine(alice)
+    activity = alice.create_activity(name=f"private-{uuid.uuid4().hex[:8]}")["activityArn"]
+    for resource in ("arn:aws:states:::states:startExecution", "arn:aws:states:::states:startExecution.sync:2"):
+        caller = bob.create_state_machine(
+            name=f"reach-{uuid.uuid4().hex[:8]}", roleArn=ROLE_ARN, definition=json.dumps({"StartAt": "S", "States": {
+                "S": {"Type": "Task", "Resource": resource, "Parameters": {"StateMachineArn": target},
+                      "End": True}}}))["stateMachineArn"]
+        described = wait_closed(bob, bob.start_execution(stateMachineArn=caller)["executionArn"])
+        assert (described["status"], described["error"]) == ("FAILED", "StepFunctions.AccessDeniedException")
+        assert "not authorized to perform: states:StartExecution" in described["cause"]
+    assert alice.list_executions(stateMachineArn=target)["executions"] == []
+    worker = bob.create_state_machine(
+        name=f"steal-{uuid.uuid4().hex[:8]}", roleArn=ROLE_ARN, definition=json.dumps({"StartAt": "T", "States": {
+            "T": {"Type": "Task", "Resource": activity, "End": True}}}))["stateMachineArn"]
+    described = wait_closed(bob, bob.start_execution(stateMachineArn=worker, input='{"secret": 1}')["executionArn"])
+    assert (described["status"], described["error"]) == ("FAILED", "States.Runtime")
+    assert "does not exist" in described["cause"]

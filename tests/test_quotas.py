@@ -154,24 +154,24 @@ def test_an_accounts_own_limits_apply_to_it_alone(tmp_path):
 
 def test_a_bucket_refills_at_its_rate_and_a_node_keeps_its_share():
     now = [0.0]
-    limiter = RateLimiter(Quotas(with_settings(QuotaSet(), {"rate.Describe": "10/2"})), clock=lambda: now[0])
+    limiter = RateLimiter(Quotas(with_settings(QuotaSet(), {"rate.DescribeExecution": "10/2"})), clock=lambda: now[0])
     taken = 0
     while True:
         try:
-            limiter.admit("1", "us-east-1", "Describe")
+            limiter.admit("1", "us-east-1", "DescribeExecution")
             taken += 1
         except Exception:
             break
     assert taken == 10
     now[0] += 1.0  # two tokens back
-    limiter.admit("1", "us-east-1", "Describe")
-    limiter.admit("1", "us-east-1", "Describe")
+    limiter.admit("1", "us-east-1", "DescribeExecution")
+    limiter.admit("1", "us-east-1", "DescribeExecution")
     with pytest.raises(Exception, match="Rate exceeded"):
-        limiter.admit("1", "us-east-1", "Describe")
-    limiter.admit("2", "us-east-1", "Describe")  # another account, another bucket
-    limiter.admit("1", "us-east-1", "Undescribed")  # an action without a bucket is never throttled
+        limiter.admit("1", "us-east-1", "DescribeExecution")
+    limiter.admit("2", "us-east-1", "DescribeExecution")  # another account, another bucket
+    limiter.admit("1", "us-east-1", "DescribeActivity")  # an action without a bucket is never throttled
 
-    third = RateLimiter(Quotas(with_settings(QuotaSet(), {"rate.Describe": "9/3"})), clock=lambda: now[0],
+    third = RateLimiter(Quotas(with_settings(QuotaSet(), {"rate.DescribeExecution": "9/3"})), clock=lambda: now[0],
                         share=lambda: 1 / 3)
     admitted = sum(1 for _ in range(9) if _admits(third))
     assert admitted == 3  # a third of the bucket on each of three nodes
@@ -179,7 +179,7 @@ def test_a_bucket_refills_at_its_rate_and_a_node_keeps_its_share():
 
 def _admits(limiter: RateLimiter) -> bool:
     try:
-        limiter.admit("1", "eu-central-1", "Describe")
+        limiter.admit("1", "eu-central-1", "DescribeExecution")
         return True
     except Exception:
         return False
@@ -205,6 +205,7 @@ def test_buckets_are_bounded_and_regions_get_their_group_of_rates():
     ({"rate.StartExecution": "10"}, "expected BUCKET/REFILL"),
     ({"rate.StartExecution": "10/0"}, "expected BUCKET/REFILL"),
     ({"rates": "some"}, "expected aws or none"),
+    ({"rate.describeExecution": "1/1"}, "no bucket is named 'describeExecution'"),
 ])
 def test_a_limit_that_is_wrong_is_refused_with_what_to_write(settings, complaint):
     with pytest.raises(InvalidLimit, match=complaint):

@@ -212,8 +212,9 @@ def serve(config: ServerConfig) -> int:
     # The API, then serve.
     app = App(service, config.region, virtual, front)
     if isinstance(front, SigV4Door):
-        event(log, "auth", "requests must be signed (SigV4) with a key of the %d accounts in %s; SIGHUP reads it "
-              "again", len(front.accounts.accounts), front.accounts.path, accounts=len(front.accounts.accounts))
+        count = len(front.accounts.accounts)
+        event(log, "auth", "requests must be signed (SigV4) with a key of the %d account%s in %s; SIGHUP reads it "
+              "again", count, "" if count == 1 else "s", front.accounts.path, accounts=count)
     _report(config, service, store, where, address, functions, mocks, virtual, tracing)
     server = _Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False,
                                     lifespan="on", proxy_headers=False, server_header=False,
@@ -499,8 +500,9 @@ def _reread_accounts(front: Door) -> None:
         event(log, "accounts", "SIGHUP: %s; the accounts read before stay in use", exc, level=logging.ERROR,
               error=str(exc))
         return
-    event(log, "accounts", "SIGHUP: read %d accounts from %s", len(front.accounts.accounts), front.accounts.path,
-          accounts=len(front.accounts.accounts))
+    count = len(front.accounts.accounts)
+    event(log, "accounts", "SIGHUP: read %d account%s from %s", count, "" if count == 1 else "s",
+          front.accounts.path, accounts=count)
 
 
 def _on_exit(service: Service) -> None:

@@ -101,6 +101,8 @@ def parse(document: Any, where: str = "the accounts file") -> tuple[tuple[Accoun
     """The accounts and the keys by access key id, or AccountsFileError naming the first thing wrong."""
     if not isinstance(document, dict) or set(document) != {"accounts"} or not isinstance(document["accounts"], list):
         raise AccountsFileError(f'{where}: expected {{"accounts": [...]}}')
+    if not document["accounts"]:
+        raise AccountsFileError(f"{where}: lists no account, so no caller could sign in; list at least one")
     accounts: list[Account] = []
     keys: dict[str, Key] = {}
     for n, entry in enumerate(document["accounts"]):
@@ -145,7 +147,7 @@ def _key(raw: Any, account: Account, at: str) -> Key:
     if not isinstance(key_id, str) or not ACCESS_KEY_ID.fullmatch(key_id):
         raise AccountsFileError(f"{at}.accessKeyId: expected 16 to 128 letters and digits")
     if not isinstance(secret, str) or not secret:
-        raise AccountsFileError(f"{at}.secretAccessKey: expected a string")
+        raise AccountsFileError(f"{at}.secretAccessKey: expected a string that is not empty")
     token, expiration = raw.get("sessionToken"), raw.get("expiration")
     if token is not None and (not isinstance(token, str) or not token):
         raise AccountsFileError(f"{at}.sessionToken: expected a string")

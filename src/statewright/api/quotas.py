@@ -152,6 +152,9 @@ def with_settings(base: QuotaSet, settings: Mapping[str, Any]) -> QuotaSet:
             rates = dict(AWS_RATES) if text == "aws" else None
         elif name.startswith("rate."):
             action = name.removeprefix("rate.")
+            if action not in AWS_RATES:
+                raise InvalidLimit(f"{name}: no bucket is named {action!r}; the buckets are AWS's API actions, "
+                                   "such as rate.StartExecution, rate.DescribeExecution or rate.StartExecution.Express")
             rates = {} if rates is None else rates
             if text == "none":
                 rates.pop(action, None)

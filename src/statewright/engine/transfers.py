@@ -128,6 +128,13 @@ def _child_start(dispatch: Dispatch, context: TransferContext) -> StartExecution
         None, None, None)
     if machine is None:
         raise _refused(dispatch, "StateMachineDoesNotExist", f"State Machine Does Not Exist: '{machine_arn}'")
+    account = dispatch.execution_arn.split(":")[4]
+    if machine.arn.split(":")[4] != account:  # another account's: refused as IAM refuses the role
+        request_id = _request_id(f"{dispatch.execution_arn}|{dispatch.payload['scheduled_id']}")
+        raise _ChildError("StepFunctions.AccessDeniedException", _service_cause(
+            f"User: arn:aws:iam::{account}:root is not authorized to perform: states:StartExecution on resource: "
+            f"{machine_arn} because no resource-based policy allows the states:StartExecution action",
+            "AccessDeniedException", request_id))
     child_input = parameters.get("Input", {})
     text = child_input if isinstance(child_input, str) else dumps({} if child_input is None else child_input)
     try:
