@@ -98,24 +98,6 @@ def test_version_numbers_are_never_reused_and_deleting_is_idempotent(sfn):
     assert sfn.publish_state_machine_version(stateMachineArn=machine)["stateMachineVersionArn"] == f"{machine}:3"
 
 
-def test_publishing_stops_at_1000_versions(sfn):
-    machine = create(sfn, publish=True)["stateMachineArn"]
-    for n in range(2, 1001):
-        sfn.update_state_machine(stateMachineArn=machine, definition=json.dumps({**ONE, "Comment": str(n)}),
-                                 publish=True)
-    sfn.update_state_machine(stateMachineArn=machine, definition=json.dumps(TWO))
-    with pytest.raises(ClientError) as excinfo:
-        sfn.publish_state_machine_version(stateMachineArn=machine)
-    assert excinfo.value.response["Error"]["Code"] == "ServiceQuotaExceededException"
-    before = sfn.describe_state_machine(stateMachineArn=machine)["revisionId"]
-    with pytest.raises(ClientError) as excinfo:  # an update that would publish a 1,001st version: refused whole
-        sfn.update_state_machine(stateMachineArn=machine, definition=json.dumps(ONE), publish=True)
-    assert excinfo.value.response["Error"]["Code"] == "ServiceQuotaExceededException"
-    assert sfn.describe_state_machine(stateMachineArn=machine)["revisionId"] == before
-    sfn.delete_state_machine_version(stateMachineVersionArn=f"{machine}:1")
-    assert sfn.publish_state_machine_version(stateMachineArn=machine)["stateMachineVersionArn"] == f"{machine}:1001"
-
-
 def test_deleting_a_state_machine_deletes_its_versions_and_aliases(sfn):
     machine = create(sfn, publish=True)["stateMachineArn"]
     alias = sfn.create_state_machine_alias(name="live", routingConfiguration=[

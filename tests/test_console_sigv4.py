@@ -112,4 +112,5 @@ def test_the_consoles_views_are_signed_and_show_the_callers_account_only(server)
     SigV4Auth(Credentials(*BOB_KEY), "states", "us-east-1").add_auth(request)
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(urllib.request.Request(request.url, headers=dict(request.headers.items())))
-    assert refused.value.code == 403
+    with refused.value:  # its connection closed with it
+        assert (refused.value.code, refused.value.read()) == (403, b"not an execution of the caller's account")

@@ -40,7 +40,8 @@ def tight(tmp_path_factory):
     process = ServerProcess(tmp_path_factory.mktemp("quotas") / "data", extra_args=(
         "--limits", "aws", "--limit", "state-machines=3", "--limit", "activities=2",
         "--limit", "rate.ValidateStateMachineDefinition=3/0.01", "--limit", "rate.CreateStateMachine=30/0.01",
-        "--limit", "rate.StartExecution=2/0.01")).start()
+        "--limit", "rate.StartExecution=2/0.01", "--limit", "versions-per-state-machine=5",
+        "--limit", "aliases-per-state-machine=2")).start()
     yield process
     process.stop()
 
@@ -93,6 +94,33 @@ def test_counted_quotas_answer_awss_errors_and_an_existing_name_is_still_idempot
     with pytest.raises(sfn.exceptions.ActivityLimitExceeded):
         sfn.create_activity(name="three")
     assert sfn.create_activity(name="two")["activityArn"].endswith(":activity:two")
+
+
+def test_publishing_stops_at_the_versions_quota_and_an_update_past_it_is_refused_whole(tight):
+    """As at AWS's 1,000 (its default in every mode), at 5 here."""
+    sfn = tight.client()
+    _empty(sfn)
+    one = {"StartAt": "A", "States": {"A": {"Type": "Pass", "Result": 0, "End": True}}}
+    machine = sfn.create_state_machine(name=f"v-{uuid.uuid4().hex[:6]}", definition=json.dumps(one), roleArn=ROLE_ARN,
+                                       publish=True)["stateMachineArn"]
+    for n in range(2, 6):
+        sfn.update_state_machine(stateMachineArn=machine, definition=json.dumps({**one, "Comment": str(n)}),
+                                 publish=True)
+    sfn.update_state_machine(stateMachineArn=machine, definition=json.dumps({**one, "Comment": "six"}))
+    with pytest.raises(sfn.exceptions.ServiceQuotaExceededException, match="has 5 versions"):
+        sfn.publish_state_machine_version(stateMachineArn=machine)
+    before = sfn.describe_state_machine(stateMachineArn=machine)["revisionId"]
+    with pytest.raises(sfn.exceptions.ServiceQuotaExceededException):  # it would publish a sixth: refused whole
+        sfn.update_state_machine(stateMachineArn=machine, definition=json.dumps(one), publish=True)
+    assert sfn.describe_state_machine(stateMachineArn=machine)["revisionId"] == before
+    sfn.delete_state_machine_version(stateMachineVersionArn=f"{machine}:1")
+    assert sfn.publish_state_machine_version(stateMachineArn=machine)["stateMachineVersionArn"] == f"{machine}:6"
+    for name in ("live", "beta"):
+        sfn.create_state_machine_alias(name=name, routingConfiguration=[
+            {"stateMachineVersionArn": f"{machine}:6", "weight": 100}])
+    with pytest.raises(sfn.exceptions.ServiceQuotaExceededException, match="has 2 aliases"):
+        sfn.create_state_machine_alias(name="third", routingConfiguration=[
+            {"stateMachineVersionArn": f"{machine}:6", "weight": 100}])
 
 
 def test_an_exceeded_bucket_throttles_before_anything_is_written(tight):
@@ -196,6 +224,8 @@ def test_buckets_are_bounded_and_regions_get_their_group_of_rates():
     assert preset("local").rate("StartExecution", "us-east-1") is None
     assert (aws.tags_per_resource, preset("local").open_executions, preset("relaxed").tags_per_resource) == (
         50, None, None)
+    assert (aws.versions_per_state_machine, aws.aliases_per_state_machine) == (1_000, 100)
+    assert preset("local").versions_per_state_machine == 1_000
     assert set(AWS_RATES) >= {"StartExecution", "SendTaskSuccess", "GetActivityTask", "DescribeExecution"}
 
 

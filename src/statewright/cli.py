@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                           "--auth open); relaxed: none of them")
     run.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
                      help="one quota over --limits' (repeatable): state-machines, activities, tags-per-resource, "
-                          "open-executions (a count or none), rates (aws or none), rate.ACTION (BUCKET/REFILL or "
-                          "none); see the README's table")
+                          "open-executions, versions-per-state-machine, aliases-per-state-machine (a count or none), "
+                          "rates (aws or none), rate.ACTION (BUCKET/REFILL or none); see the README's table")
     run.add_argument("--region", default=defaults.region,
                      help=f"region for requests that are not signed for one (default {defaults.region})")
     run.add_argument("--connections", type=Path, default=None,

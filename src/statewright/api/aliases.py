@@ -20,6 +20,7 @@ from .errors import (
     resource_not_found,
     state_machine_does_not_exist,
 )
+from .quotas import UNBOUNDED
 from .service import Service, handler, seconds
 
 
@@ -72,7 +73,8 @@ async def create_state_machine_alias(service: Service, params: dict, scope: Scop
     machine, routing = _routing(params["routingConfiguration"])
     now_ms = service.clock()
     record = AliasRecord(machine, name, params.get("description", ""), routing, now_ms, now_ms)
-    stored = await _write(service, service.store.create_alias, record)
+    limit = service.quotas.of(scope.account).aliases_per_state_machine
+    stored = await _write(service, lambda alias: service.store.create_alias(alias, limit or UNBOUNDED), record)
     if (stored.description, stored.routing) != (record.description, record.routing):
         raise conflict("Failed to create alias because an alias with the same name and a different routing "
                        "configuration already exists.")

@@ -6,7 +6,7 @@ draw from.
 throttled (the default with ``--auth open``); ``--limits relaxed`` none of the quotas below. ``--limit NAME=VALUE``
 sets one on top of the mode, and an account of the accounts file may set its own (``"limits": {NAME: VALUE}``).
 The quotas AWS never raises (256 KiB payloads, 25,000 history events, a year's execution, 1 MiB definitions, the
-name rules, 1,000 versions and 100 aliases per state machine) hold in every mode, elsewhere in the code.
+name rules) hold in every mode, elsewhere in the code.
 
 A bucket holds ``bucket`` tokens and gains ``refill`` a second; a call takes one, and a call that finds none is
 answered ThrottlingException before anything is read or written. Buckets are kept per account, region and action
@@ -106,6 +106,8 @@ class QuotaSet:
     activities: int | None = None
     tags_per_resource: int | None = None
     open_executions: int | None = None
+    versions_per_state_machine: int | None = None
+    aliases_per_state_machine: int | None = None
     rates: Mapping[str, tuple[Rate, Rate]] | None = None  # None: no bucket at all
 
     def rate(self, action: str, region: str) -> Rate | None:
@@ -119,7 +121,10 @@ COUNTS = {
     "activities": ("activities", 100_000),
     "tags-per-resource": ("tags_per_resource", 50),
     "open-executions": ("open_executions", 1_000_000),
+    "versions-per-state-machine": ("versions_per_state_machine", 1_000),
+    "aliases-per-state-machine": ("aliases_per_state_machine", 100),
 }
+UNBOUNDED = 1 << 62  # a count quota of None, where the store takes a number
 
 
 def preset(mode: str) -> QuotaSet:

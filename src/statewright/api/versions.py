@@ -9,18 +9,24 @@ starting executions on a deleted version or keeps "no such version" for one just
 from __future__ import annotations
 
 from ..cluster.peers import STATE_MACHINE
-from ..store.base import VERSIONS_MAX, NoSuchStateMachine, QuotaExceeded, RevisionChanged, VersionRecord, VersionRouted
+from ..store.base import NoSuchStateMachine, QuotaExceeded, RevisionChanged, VersionRecord, VersionRouted
 from . import arns, paging
 from .arns import Scope
 from .errors import AwsError, conflict, quota_exceeded, state_machine_does_not_exist
+from .quotas import UNBOUNDED
 from .service import Service, handler, seconds
+
+
+def _versions_max(service: Service, arn: str) -> int | None:
+    """The versions-per-state-machine quota of the state machine's account."""
+    return service.quotas.of(arn.split(":")[4]).versions_per_state_machine
 
 
 async def publish(service: Service, arn: str, description: str, revision_id: str | None = None) -> VersionRecord:
     """Publish the state machine's current revision (or find the version that holds it)."""
     try:
         version = await service.store_call(service.store.publish_version, arn, description, service.clock(),
-                                           revision_id)
+                                           revision_id, _versions_max(service, arn) or UNBOUNDED)
     except NoSuchStateMachine:
         raise state_machine_does_not_exist(arn) from None
     except RevisionChanged as exc:
@@ -34,9 +40,12 @@ async def publish(service: Service, arn: str, description: str, revision_id: str
 
 async def check_room(service: Service, arn: str) -> None:
     """Before an UpdateStateMachine that publishes: refuse it whole, rather than update and then fail to publish."""
-    page = await service.store_call(service.store.list_versions, arn, VERSIONS_MAX, None)
-    if len(page.items) >= VERSIONS_MAX:
-        raise _too_many(arn, VERSIONS_MAX)
+    limit = _versions_max(service, arn)
+    if limit is None:
+        return
+    page = await service.store_call(service.store.list_versions, arn, limit, None)
+    if len(page.items) >= limit:
+        raise _too_many(arn, limit)
 
 
 def _too_many(arn: str, limit: int) -> AwsError:
