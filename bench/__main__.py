@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from . import backlog, bursts, cluster, express, lambda_chain, retention, workloads
+from . import against, backlog, bursts, cluster, express, lambda_chain, retention, workloads
 from .client import Pool
 from .servers import Moto, Statewright, drop_databases
 
@@ -98,6 +98,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="also run W1 and W2 once more under cProfile and print where the server's time goes")
     parser.add_argument("--out", type=Path, help="write every figure as JSON to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data directories, databases and logs")
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help="run the chosen workloads on REV (a git commit, branch or tag, checked out in a worktree) "
+                             "and on the working tree, alternated, and print both side by side")
+    parser.add_argument("--rounds", type=int, default=2, help="with --against: rounds on each side (default 2)")
     args = parser.parse_args(argv)
     if args.quick:
         for name, value in QUICK.items():
@@ -735,7 +739,10 @@ def run(coroutine: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = parse_args(given)
+    if args.against is not None:
+        return against.run_against(args.against, against.side_arguments(given), args.rounds, args.keep)
     work = Path(tempfile.mkdtemp(prefix="statewright-bench-"))
     print(f"bench: work directory {work}", flush=True)
     started = time.time()

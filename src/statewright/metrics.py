@@ -110,8 +110,8 @@ class Metrics:
             "statewright_api_requests", "API requests by operation and error code (empty when it succeeded)",
             ["operation", "error"], registry=registry)
         self.throttled = Counter(
-            "statewright_api_throttled_requests", "Requests answered ThrottlingException because the engine's inbox "
-            "was full (statewright serve --inbox-commands-max)", registry=registry)
+            "statewright_api_throttled_requests", "Requests answered ThrottlingException: the engine's inbox was full "
+            "(--inbox-commands-max), or the caller's rate bucket was empty (--limits aws)", registry=registry)
         self.outbox = Gauge(
             "statewright_outbox_dispatches", "Dispatches in memory: committed, handed out (to a worker's poll, an "
             "HTTP call, the engine's own transfers) and not yet done; bounded by outbox_window_max",
