@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TREE = "tree"
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _COLUMNS = re.compile(r"\s{2,}")
+_MEASURED = re.compile(r"\([^)]*\)")  # a label's parenthesis, where a figure names what the run measured
 
 
 def run_against(rev: str, argv: list[str], rounds: int, keep: bool) -> int:
@@ -77,13 +78,14 @@ def side_arguments(argv: list[str]) -> list[str]:
 
 
 def rows(table: str) -> dict[tuple[str, str], tuple[str, str]]:
-    """A bench table's rows by (workload, figure with its numbers blanked, as a rate measured in the run may name
-    one): the figure as printed, and statewright's value (the table's third column)."""
+    """A bench table's rows by (workload, figure with the numbers in its parentheses blanked: a rate measured in
+    the run may be named there): the figure as printed, and statewright's value (the table's third column)."""
     found = {}
     for line in table.splitlines():
         cells = _COLUMNS.split(line.strip())
         if len(cells) >= 3 and cells[0] != "workload" and not set(cells[0]) <= {"-", " "}:
-            found.setdefault((cells[0], _NUMBER.sub("#", cells[1])), (cells[1], cells[2]))
+            found.setdefault((cells[0], _MEASURED.sub(lambda m: _NUMBER.sub("#", m.group()), cells[1])),
+                             (cells[1], cells[2]))
     return found
 
 
