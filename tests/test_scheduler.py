@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from statewright.decider.outcomes import AttemptSucceeded
-from statewright.engine.commands import CompleteAttempt, StartExecution, TaskNotPending
+from statewright.engine.commands import CompleteAttempt, InboxFull, StartExecution, TaskNotPending
 from statewright.engine.engine import Engine
+from statewright.engine.inbox import AccountQueues
 from statewright.engine.limits import Limits
 from statewright.engine.scheduler import TickBudget, take_fairly
 from statewright.store.base import StateMachineRecord
@@ -197,3 +198,59 @@ def test_a_start_is_applied_in_the_first_tick_of_a_flood_of_task_answers_from_th
     while engine.tick(NOW_MS):
         pass
     assert all(isinstance(reply.exception(timeout=0), TaskNotPending) for reply in answers)
+
+
+# -- the API's queues, per account
+
+
+def _start(account: str, n: int) -> tuple[StartExecution, None]:
+    arn = f"arn:aws:states:us-east-1:{account}:execution:m:run-{n}"
+    return StartExecution(arn, arn.replace(":execution:", ":stateMachine:").rsplit(":", 1)[0], f"run-{n}", "r", "",
+                          "{}"), None
+
+
+def test_one_accounts_flood_of_starts_waits_behind_itself_not_in_front_of_another():
+    queues = AccountQueues(each_max=10_000)
+    for n in range(5_000):
+        queues.append(_start("111111111111", n))
+    queues.append(_start("222222222222", 0))
+    work: list = []
+    assert queues.take(work, 10) == 10
+    accounts = [command.arn.split(":")[4] for command, _ in work]
+    assert accounts.count("222222222222") == 1  # served in the first tick, not after 5,000 others
+    assert [command.name for command, _ in work if command.arn.split(":")[4] == "111111111111"] == [
+        f"run-{n}" for n in range(9)]  # each account's oldest first
+    assert queues.take(work, 10_000) == 4_991 and not queues
+
+
+def test_the_inbox_bound_is_per_account():
+    queues = AccountQueues(each_max=3)
+    for n in range(3):
+        queues.append(_start("111111111111", n))
+    with pytest.raises(InboxFull, match="for this account"):
+        queues.append(_start("111111111111", 3))
+    queues.append(_start("222222222222", 0))  # another account still has room
+
+
+@given(st.lists(st.sampled_from(["111111111111", "222222222222", "333333333333"]), max_size=60),
+       st.integers(min_value=1, max_value=20))
+def test_accounts_are_served_max_min_fairly_and_nothing_is_lost_or_reordered(accounts, budget):
+    queues = AccountQueues(each_max=1_000)
+    for n, account in enumerate(accounts):
+        queues.append(_start(account, n))
+    left = {account: accounts.count(account) for account in set(accounts)}
+    served: list = []
+    while queues:
+        tick: list = []
+        assert queues.take(tick, budget) == min(budget, sum(left.values()))
+        got = {account: sum(1 for c, _ in tick if c.arn.split(":")[4] == account) for account in left}
+        for account in got:
+            left[account] -= got[account]
+        # Max-min: an account that still has work after the tick got at least as much as any other, less one
+        most = max(got.values())
+        assert all(got[account] >= most - 1 for account in left if left[account] > 0)
+        served += tick
+    assert sorted(int(c.name.split("-")[1]) for c, _ in served) == list(range(len(accounts)))
+    for account in set(accounts):
+        mine = [int(c.name.split("-")[1]) for c, _ in served if c.arn.split(":")[4] == account]
+        assert mine == sorted(mine)

@@ -4,7 +4,10 @@ Commands from the API, its calls on executions (StartExecution, StopExecution, R
 task answers (SendTaskSuccess, SendTaskFailure, SendTaskHeartbeat, an activity task handed to a worker), each
 bounded by ``Limits.inbox_commands_max`` (past it InboxFull, and callers back off), and from the integrations (their
 results, tied to dispatches the outbox window bounds already), each in a queue of its own so that a tick serves
-them in turn (scheduler.py): a flood of task answers does not hold a start back. Also dispatches an integration
+them in turn (scheduler.py): a flood of task answers does not hold a start back. The API's two queues are each
+split by account (the account an execution's ARN names), served in turn the same way and bounded per account: one
+account's flood of starts waits behind itself and is throttled alone, not in front of another account's calls.
+Also dispatches an integration
 could not take, word that the integrations have room again, shard changes from the membership, stages another node
 answered, and decisions back from the heavy lane. The engine thread takes the changes at the start of each tick
 (``take_changes``), then work within the tick's budget (``take_commands``, ``take_answers``, ``take_results``,
@@ -24,6 +27,7 @@ from typing import Any
 from ..store.base import Dispatch
 from .batch import Reply
 from .commands import Command, InboxFull, RedriveExecution, StartExecution, StopExecution
+from .scheduler import take_fairly
 
 _CALLS = (StartExecution, StopExecution, RedriveExecution)  # the API's calls on executions; the rest answer tasks
 
@@ -39,12 +43,53 @@ class Changes:
     forwarded: list[tuple[Any, Future]] = field(default_factory=list)
 
 
+class AccountQueues:
+    """One queue per account, served in turn (``take_fairly`` between them), each holding at most ``each_max``.
+    Not thread-safe: the inbox's lock guards it."""
+
+    def __init__(self, each_max: int) -> None:
+        self._each_max = each_max
+        self._queues: dict[str, deque[tuple[Command, Reply]]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._queues)
+
+    def append(self, item: tuple[Command, Reply]) -> None:
+        account = item[0].arn.split(":", 5)[4]
+        queue = self._queues.get(account)
+        if queue is None:
+            queue = self._queues[account] = deque()
+        elif len(queue) >= self._each_max:
+            raise InboxFull(f"the engine has {len(queue)} commands of this kind waiting for this account")
+        queue.append(item)
+
+    def take(self, work: list[tuple[Any, Reply]], n: int) -> int:
+        """At most ``n`` items into ``work``, the accounts' shares equal (what one leaves going to the others),
+        each account's oldest first."""
+        if len(self._queues) == 1:
+            queue = next(iter(self._queues.values()))  # one account (always, with --auth open): no division
+            taken = min(n, len(queue))
+            work.extend(queue.popleft() for _ in range(taken))
+        else:
+            queues = list(self._queues.values())
+
+            def taker(queue: deque[tuple[Command, Reply]]) -> Callable[[int], int]:
+                def take(asked: int) -> int:
+                    got = min(asked, len(queue))
+                    work.extend(queue.popleft() for _ in range(got))
+                    return got
+                return take
+            taken = sum(take_fairly(n, [taker(queue) for queue in queues]))
+        for account in [account for account, queue in self._queues.items() if not queue]:
+            del self._queues[account]  # an account with nothing waiting holds no queue
+        return taken
+
+
 class Inbox:
     def __init__(self, commands_max: int) -> None:
-        self._commands_max = commands_max
         self._lock = threading.Condition()
-        self._commands: deque[tuple[Command, Reply]] = deque()  # the API's calls on executions (throttled)
-        self._answers: deque[tuple[Command, Reply]] = deque()  # the API's task answers (throttled)
+        self._commands = AccountQueues(commands_max)  # the API's calls on executions (throttled, per account)
+        self._answers = AccountQueues(commands_max)  # the API's task answers (throttled, per account)
         self._results: deque[tuple[Command, Reply]] = deque()  # the integrations' (never throttled)
         self._decided: deque[tuple[Command, Reply]] = deque()  # decisions back from the heavy lane
         self._changes = Changes()
@@ -55,10 +100,7 @@ class Inbox:
             if not throttle:
                 self._results.append((command, reply))
             else:
-                queue = self._commands if isinstance(command, _CALLS) else self._answers
-                if len(queue) >= self._commands_max:
-                    raise InboxFull(f"the engine has {len(queue)} commands of this kind waiting")
-                queue.append((command, reply))
+                (self._commands if isinstance(command, _CALLS) else self._answers).append((command, reply))
             self._lock.notify()
 
     def decided(self, command: Command, reply: Reply) -> None:
@@ -120,12 +162,15 @@ class Inbox:
         return changes
 
     def take_commands(self, work: list[tuple[Any, Reply]], n: int) -> int:
-        """Append at most ``n`` of the API's calls on executions to ``work``, oldest first; returns how many."""
-        return _take(self._lock, self._commands, work, n)
+        """Append at most ``n`` of the API's calls on executions to ``work``, the accounts in turn; returns how
+        many."""
+        with self._lock:
+            return self._commands.take(work, n)
 
     def take_answers(self, work: list[tuple[Any, Reply]], n: int) -> int:
-        """Append at most ``n`` of the API's task answers to ``work``, oldest first; returns how many."""
-        return _take(self._lock, self._answers, work, n)
+        """Append at most ``n`` of the API's task answers to ``work``, the accounts in turn; returns how many."""
+        with self._lock:
+            return self._answers.take(work, n)
 
     def take_results(self, work: list[tuple[Any, Reply]], n: int) -> int:
         """Append at most ``n`` of the integrations' commands to ``work``, oldest first; returns how many."""
