@@ -316,7 +316,8 @@ def _migrate(args: argparse.Namespace) -> int:
 
 # serve's options for the engine's limits (engine/limits.py): the field, its unit, what it bounds and what then
 LIMIT_OPTIONS = [
-    ("inbox_commands_max", "N", "commands that may wait for the engine; past them requests get ThrottlingException"),
+    ("inbox_commands_max", "N", "commands of one account that may wait for the engine; past them its requests get "
+                                "ThrottlingException"),
     ("http_calls_concurrent_max", "N", "HTTP Task calls in flight at once; more wait their turn"),
     ("activity_backlog_tasks_max", "N", "activity tasks held in memory for workers, all activities together; more "
                                         "wait in the database"),

@@ -15,8 +15,8 @@ from ..asl import budget
 @dataclass(frozen=True, slots=True)
 class Limits:
     # The API's commands waiting for the engine thread, in each of its two queues (calls on executions; task
-    # answers). At the limit ``Engine.submit`` raises InboxFull and the API answers ThrottlingException (HTTP 400),
-    # so a caller backs off instead of the queue growing.
+    # answers), per account. At the limit ``Engine.submit`` raises InboxFull and the API answers
+    # ThrottlingException (HTTP 400), so a caller backs off instead of the queue growing.
     inbox_commands_max: int = 20_000
     # Items of work one tick applies and commits together, shared in turn between the kinds of work waiting (the
     # API's commands, the integrations' results, the lane's decisions, transfers, due timers: scheduler.py); the
