@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -269,5 +270,44 @@ def test_open_executions_past_the_cap_are_refused_and_room_comes_back_as_they_cl
         sfn.start_execution(stateMachineArn=express)  # Express executions do not count
         sfn.stop_execution(executionArn=first)
         sfn.start_execution(stateMachineArn=sleeper, name="room-again")
+    finally:
+        process.stop()
+
+
+def test_a_flooding_account_is_throttled_alone_past_the_inbox_bound(tmp_path):
+    """The engine's inbox holds --inbox-commands-max commands per account: one account's flood overflows its own."""
+    accounts = tmp_path / "accounts.json"
+    flood, calm = ("AKIAFLOOD0000000001", "flood-secret"), ("AKIACALM00000000001", "calm-secret")
+    accounts.write_text(json.dumps({"accounts": [
+        {"accountId": "111111111111", "keys": [{"accessKeyId": flood[0], "secretAccessKey": flood[1]}]},
+        {"accountId": "222222222222", "keys": [{"accessKeyId": calm[0], "secretAccessKey": calm[1]}]}]}))
+    process = ServerProcess(tmp_path / "data", extra_args=(
+        "--auth", "sigv4", "--accounts", str(accounts), "--limits", "local", "--inbox-commands-max", "1")).start()
+    try:
+        def client(key):
+            return boto3.client("stepfunctions", endpoint_url=process.endpoint, region_name="us-east-1",
+                                aws_access_key_id=key[0], aws_secret_access_key=key[1],
+                                config=Config(retries={"max_attempts": 0}, max_pool_connections=64))
+        flooding, steady = client(flood), client(calm)
+        machines = [sfn.create_state_machine(name="m", definition=PASS, roleArn=ROLE_ARN)["stateMachineArn"]
+                    for sfn in (flooding, steady)]
+        throttled = {"flood": 0, "calm": 0}
+
+        def start(sfn, machine: str, side: str, count: int) -> None:
+            for _ in range(count):
+                try:
+                    sfn.start_execution(stateMachineArn=machine)
+                except sfn.exceptions.ClientError as error:
+                    assert error.response["Error"]["Code"] == "ThrottlingException"
+                    throttled[side] += 1
+
+        threads = [threading.Thread(target=start, args=(flooding, machines[0], "flood", 20)) for _ in range(48)]
+        threads.append(threading.Thread(target=start, args=(steady, machines[1], "calm", 100)))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert throttled["calm"] == 0  # one call at a time never overflows its own account's queue
+        assert throttled["flood"] > 0, "48 callers at once overflow a queue of one"
     finally:
         process.stop()
