@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from . import against, backlog, bursts, cluster, express, lambda_chain, retention, workloads
+from . import accounts, against, backlog, bursts, cluster, express, lambda_chain, retention, workloads
 from .client import Pool
 from .servers import Moto, Statewright, drop_databases
 
@@ -71,6 +71,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--w9-runaways", type=int, default=1, help="W9: runaway executions (default 1)")
     parser.add_argument("--w9-range", type=int, default=1000,
                         help="W9: items each runaway Pass sums with $reduce (default 1000)")
+    parser.add_argument("--w14-rate", type=float, default=200.0,
+                        help="W14 (opt-in): the steady account's W1 executions/s, alone and beside (default 200)")
+    parser.add_argument("--w14-s", type=float, default=10.0, help="W14: seconds of each phase (default 10)")
+    parser.add_argument("--w14-loops", type=int, default=10,
+                        help="W14: the runaway account's executions of a tight Pass loop kept running (default 10)")
+    parser.add_argument("--w14-flood", type=int, default=32,
+                        help="W14: the runaway account's callers flooding StartExecution at once (default 32)")
     parser.add_argument("--w15-n", type=int, default=100_000,
                         help="W15 (opt-in): executions whose timers are due in the same second (default 100000)")
     parser.add_argument("--w15-rate", type=float, default=100.0,
@@ -199,6 +206,8 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         await w7(args, work, results, table)
     if "W9" in args.only:
         await w9(args, work, results, table)
+    if "W14" in args.only:
+        await w14(args, work, results, table)
     if "W10" in args.only:
         await w10(args, work, results, table)
     if "W15" in args.only:
@@ -312,6 +321,36 @@ async def w11(args: argparse.Namespace, work: Path, results: dict, table: Table)
               verdict=half["p99_s"] < 0.005)
     table.add("W11 express", "errors: Standard / async / sync / at half peak",
               f"{run['standard']['errors']} / {run['async']['errors']} / {run['sync']['errors']} / {half['errors']}")
+
+
+async def w14(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
+    """A runaway account beside a steady one (opt-in: --only W14): the front door's buckets and fair queues."""
+    server = accounts.server(work, args.store)
+    server.start()
+    try:
+        run = await accounts.runaway_account_beside_w1(server, args.concurrency, args.w14_rate, args.w14_s,
+                                                       args.w14_loops, args.w14_flood)
+    finally:
+        server.stop()
+    results["w14"] = run
+    alone, beside = run["alone"], run["beside"]
+    change = beside["p99_s"] / alone["p99_s"] - 1
+    label = f"steady account's W1 at {args.w14_rate:,.0f}/s"
+    table.add("W14 accounts", f"{label} alone: p50 / p99 end-to-end, ms",
+              f"{fmt(ms(alone['p50_s']), 1)} / {fmt(ms(alone['p99_s']), 1)}")
+    table.add("W14 accounts", f"{label} beside the runaway account: p50 / p99, ms",
+              f"{fmt(ms(beside['p50_s']), 1)} / {fmt(ms(beside['p99_s']), 1)} ({change:+.1%} p99)",
+              target="p99 within 10 %", verdict=abs(change) < 0.10)
+    first, second = (phase["p99_s"] for phase in alone["phases"])
+    table.add("W14 accounts", f"{label} alone, first and second time: p99, ms (the host's own noise)",
+              f"{fmt(ms(first), 1)} / {fmt(ms(second), 1)} ({second / first - 1:+.1%})")
+    for index, flood in enumerate(run["runaway"]):
+        allowed = 1300 + 300 * flood["seconds"]  # AWS's StartExecution bucket in us-east-1: full, then refilled
+        table.add("W14 accounts", f"runaway account, round {index + 1}: starts accepted / refused ({args.w14_flood} "
+                  f"callers, {flood['seconds']:.1f} s)", f"{flood['accepted']:,} / {flood['throttled']:,}",
+                  target="accepted <= its bucket", verdict=flood["accepted"] <= allowed)
+        table.add("W14 accounts", f"runaway account, round {index + 1}: loops started / transitions committed "
+                  "(both accounts)", f"{flood['loops_started']:,} / {flood['transitions']:,.0f}")
 
 
 async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:

@@ -1,8 +1,10 @@
 """The load generator's client: AWS JSON 1.0 over HTTP/1.1 keep-alive connections on raw asyncio streams.
 
-No SigV4: statewright (and moto) accept any Authorization header; the header sent only names the service and
-region, which both servers read. Each connection carries one request at a time; a ``Pool`` hands connections
-to coroutines and reopens one the server closed. Bodies are JSON encoded and decoded with orjson.
+No SigV4 by default: statewright (and moto) accept any Authorization header; the header sent only names the
+service and region, which both servers read. A pool given a ``key`` signs every request with botocore's signer
+(for ``--auth sigv4``; its cost shows in the load generator's CPU). Each connection carries one request at a time;
+a ``Pool`` hands connections to coroutines and reopens one the server closed. Bodies are JSON encoded and decoded
+with orjson.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 
 IDLE_S = 2.0  # reuse an idle connection only this long: servers close idle ones (uvicorn after 5 s)
 _AUTH = (b"AWS4-HMAC-SHA256 Credential=bench/20240101/us-east-1/states/aws4_request, "
@@ -78,9 +83,10 @@ class _Connection:
 class Pool:
     """Keep-alive connections to one endpoint (``http://host:port``), at most ``size`` at a time."""
 
-    def __init__(self, endpoint: str, size: int) -> None:
+    def __init__(self, endpoint: str, size: int, key: tuple[str, str] | None = None) -> None:
         host, _, port = endpoint.removeprefix("http://").rstrip("/").partition(":")
         self.host, self.port = host, int(port or 80)
+        self._signer = None if key is None else SigV4Auth(Credentials(*key), "states", "us-east-1")
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(size)
         self.requests = 0
@@ -110,10 +116,10 @@ class Pool:
 
     async def call(self, operation: str, params: dict[str, Any], retries: int = 3) -> dict[str, Any]:
         """One operation; transport errors are retried on a new connection (the request may be re-sent)."""
-        head = (b"POST / HTTP/1.1\r\nHost: " + self.host.encode() + b"\r\nContent-Type: application/x-amz-json-1.0"
-                b"\r\nX-Amz-Target: AWSStepFunctions." + operation.encode() + b"\r\nAuthorization: " + _AUTH +
-                b"\r\nContent-Length: ")
         body = orjson.dumps(params)
+        head = (b"POST / HTTP/1.1\r\nHost: " + f"{self.host}:{self.port}".encode()
+                + b"\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AWSStepFunctions."
+                + operation.encode() + self._authorization(operation, body) + b"\r\nContent-Length: ")
         for attempt in range(retries + 1):
             try:
                 async with self._connection() as connection:
@@ -129,6 +135,17 @@ class Pool:
         if status != 200:
             raise AwsError(status, result)
         return result
+
+    def _authorization(self, operation: str, body: bytes) -> bytes:
+        """The Authorization header (and, signed, its X-Amz-Date) of one request."""
+        if self._signer is None:
+            return b"\r\nAuthorization: " + _AUTH
+        request = AWSRequest(method="POST", url=f"http://{self.host}:{self.port}/", data=body, headers={
+            "Host": f"{self.host}:{self.port}", "Content-Type": "application/x-amz-json-1.0",
+            "X-Amz-Target": f"AWSStepFunctions.{operation}"})
+        self._signer.add_auth(request)
+        return (b"\r\nX-Amz-Date: " + request.headers["X-Amz-Date"].encode() + b"\r\nAuthorization: "
+                + request.headers["Authorization"].encode())
 
     async def get(self, path: str) -> bytes:
         """A plain GET (the /metrics page) on its own connection."""

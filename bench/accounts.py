@@ -1,0 +1,128 @@
+"""W14: a runaway account beside a steady one, on a server with ``--auth sigv4 --limits aws``.
+
+The steady account runs W1 at a fixed rate, alone and then beside the runaway account, twice each (alternated, so
+the host's drift falls on both sides). The runaway account meanwhile keeps ``loops`` executions of a tight loop of
+Pass states running (started again as each one ends at its 25,000 history events) and floods StartExecution from
+``flood`` callers at once. Both accounts sign every request (SigV4, botocore's signer in the load generator).
+Reported: the steady account's p50 / p99 alone and beside (the target: p99 within 10 %), the runaway's starts
+accepted per second against its StartExecution bucket (AWS's 1,300 tokens refilled at 300 a second), how many it was
+refused, and the state transitions its loops made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .client import AwsError, Pool
+from .servers import Statewright
+from .workloads import chain_definition, chain_input, create_machine, latency_at_rate, metric_delta, percentile, scrape
+
+STEADY = ("111111111111", "AKIABENCHSTEADY0001", "steady-secret")
+RUNAWAY = ("222222222222", "AKIABENCHRUNAWAY001", "runaway-secret")
+LOOP = {"StartAt": "A", "States": {  # for ever (for an input without "stop"), until its history is full
+    "A": {"Type": "Pass", "Next": "B"},
+    "B": {"Type": "Choice", "Choices": [{"Variable": "$.stop", "IsPresent": False, "Next": "A"}], "Default": "Done"},
+    "Done": {"Type": "Succeed"}}}
+PASS = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+
+
+def accounts_file(folder: Path) -> Path:
+    path = folder / "w14-accounts.json"
+    path.write_text(json.dumps({"accounts": [
+        {"accountId": account, "keys": [{"accessKeyId": key, "secretAccessKey": secret}]}
+        for account, key, secret in (STEADY, RUNAWAY)]}))
+    return path
+
+
+def server(folder: Path, postgres: str | None) -> Statewright:
+    return Statewright(folder / "w14-statewright", postgres=postgres, extra_args=(
+        "--auth", "sigv4", "--accounts", str(accounts_file(folder)), "--limits", "aws"))
+
+
+class _Runaway:
+    """The runaway account's load while ``running``: its loops kept at ``loops`` and its start flood."""
+
+    def __init__(self, pool: Pool, loop_machine: str, pass_machine: str, loops: int, flood: int) -> None:
+        self.pool, self.loop_machine, self.pass_machine = pool, loop_machine, pass_machine
+        self.loops, self.flood = loops, flood
+        self.accepted = self.throttled = self.loops_started = 0
+        self.running = False
+        self._tasks: list[asyncio.Task] = []
+        self._open: list[str] = []
+
+    def start(self) -> None:
+        self.running = True
+        self._tasks = [asyncio.ensure_future(self._keep_looping())]
+        self._tasks += [asyncio.ensure_future(self._flood()) for _ in range(self.flood)]
+
+    async def stop(self) -> None:
+        self.running = False
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for arn in self._open:
+            with contextlib.suppress(AwsError):  # closed already, or throttled: it ends at its history's limit
+                await self.pool.call("StopExecution", {"executionArn": arn})
+        self._open.clear()
+
+    async def _keep_looping(self) -> None:
+        while self.running:
+            page = await self.pool.call("ListExecutions", {"stateMachineArn": self.loop_machine,
+                                                           "statusFilter": "RUNNING", "maxResults": 1000})
+            self._open = [run["executionArn"] for run in page["executions"]]
+            for _ in range(self.loops - len(self._open)):
+                try:
+                    started = await self.pool.call("StartExecution", {"stateMachineArn": self.loop_machine})
+                    self._open.append(started["executionArn"])
+                    self.loops_started += 1
+                except AwsError as error:
+                    if error.code != "ThrottlingException":
+                        raise
+            await asyncio.sleep(0.5)
+
+    async def _flood(self) -> None:
+        while self.running:
+            try:
+                await self.pool.call("StartExecution", {"stateMachineArn": self.pass_machine, "input": "{}"})
+                self.accepted += 1
+            except AwsError as error:
+                if error.code != "ThrottlingException":
+                    raise
+                self.throttled += 1
+
+
+async def runaway_account_beside_w1(statewright: Statewright, concurrency: int, rate_per_s: float,
+                                    duration_s: float, loops: int, flood: int) -> dict[str, Any]:
+    steady = Pool(statewright.endpoint, concurrency, key=STEADY[1:])
+    runaway = Pool(statewright.endpoint, flood + 8, key=RUNAWAY[1:])
+    try:
+        loop_machine = await create_machine(runaway, "w14-loop", LOOP)
+        pass_machine = await create_machine(runaway, "w14-flood", PASS)
+        phases: dict[str, list[dict[str, Any]]] = {"alone": [], "beside": []}
+        flooding: list[dict[str, float]] = []
+        for round_index in range(2):
+            phases["alone"].append(await latency_at_rate(statewright, steady, chain_definition(), chain_input,
+                                                         rate_per_s, duration_s, f"w14-alone-{round_index}", True))
+            load = _Runaway(runaway, loop_machine, pass_machine, loops, flood)
+            before, began = await scrape(steady), time.monotonic()
+            load.start()
+            phases["beside"].append(await latency_at_rate(statewright, steady, chain_definition(), chain_input,
+                                                          rate_per_s, duration_s, f"w14-beside-{round_index}", True))
+            await load.stop()
+            elapsed, after = time.monotonic() - began, await scrape(steady)
+            transitions = metric_delta(before, after, "statewright_state_transitions_committed_total")
+            flooding.append({"seconds": elapsed, "accepted": load.accepted, "throttled": load.throttled,
+                             "loops_started": load.loops_started, "transitions": transitions})
+    finally:
+        steady.close()
+        runaway.close()
+    found: dict[str, Any] = {"rate_per_s": rate_per_s, "duration_s": duration_s, "loops": loops, "flood": flood,
+                             "runaway": flooding}
+    for side, runs in phases.items():
+        pooled = [latency for run in runs for latency in run.pop("latencies_s")]
+        found[side] = {"p50_s": percentile(pooled, 0.5), "p99_s": percentile(pooled, 0.99),
+                       "succeeded": sum(run["succeeded"] for run in runs), "phases": runs}
+    return found
