@@ -254,3 +254,8 @@ def test_accounts_are_served_max_min_fairly_and_nothing_is_lost_or_reordered(acc
     for account in set(accounts):
         mine = [int(c.name.split("-")[1]) for c, _ in served if c.arn.split(":")[4] == account]
         assert mine == sorted(mine)
+
+
+def test_a_bound_of_nothing_refuses_even_an_accounts_first_command():
+    with pytest.raises(InboxFull):
+        AccountQueues(each_max=0).append(_start("111111111111", 0))

@@ -57,10 +57,11 @@ class AccountQueues:
     def append(self, item: tuple[Command, Reply]) -> None:
         account = item[0].arn.split(":", 5)[4]
         queue = self._queues.get(account)
+        waiting = 0 if queue is None else len(queue)
+        if waiting >= self._each_max:
+            raise InboxFull(f"the engine has {waiting} commands of this kind waiting for this account")
         if queue is None:
             queue = self._queues[account] = deque()
-        elif len(queue) >= self._each_max:
-            raise InboxFull(f"the engine has {len(queue)} commands of this kind waiting for this account")
         queue.append(item)
 
     def take(self, work: list[tuple[Any, Reply]], n: int) -> int:
