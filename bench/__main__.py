@@ -326,8 +326,8 @@ async def w11(args: argparse.Namespace, work: Path, results: dict, table: Table)
 async def w14(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
     """A runaway account beside a steady one (opt-in: --only W14): the front door's buckets and fair queues."""
     server = accounts.server(work, args.store)
-    server.start()
     try:
+        server.start()  # inside: a server that never answered is stopped too
         run = await accounts.runaway_account_beside_w1(server, args.concurrency, args.w14_rate, args.w14_s,
                                                        args.w14_loops, args.w14_flood)
     finally:
