@@ -192,7 +192,8 @@ def serve(config: ServerConfig) -> int:
             store, node_id=address, limits=config.limits, clock=virtual or wall_clock_ms, edges=edges,
             histories=histories, wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
             redrivable_ms=config.redrivable_days * DAY_MS,
-            status_events=config.status_events_bus is not None or bool(webhooks), heavy_lane=HeavyLane),
+            status_events=config.status_events_bus is not None or bool(webhooks), heavy_lane=HeavyLane,
+            transition_rate=lambda region, account: _transition_rate(quotas, node.service, region, account)),
         account_id=config.account_id, region=config.region, limits=config.limits, connections=connections,
         functions=functions, assume_machine_role=config.assume_machine_role,
         status_events={"bus": config.status_events_bus, "webhooks": webhooks},
@@ -487,6 +488,15 @@ class _Server(uvicorn.Server):
         # uvicorn raises the signal again once it has shut down, which would end the process before ``serve``
         # stops the engine and closes the store: the stop is graceful, the exit status 0.
         self._captured_signals.clear()
+
+
+def _transition_rate(quotas: Quotas, service: Service, region: str, account: str) -> tuple[float, float] | None:
+    """The account's StateTransition bucket and refill per second, this node's share of them (1/N on N nodes)."""
+    rate = quotas.of(account).rate("StateTransition", region)
+    if rate is None:
+        return None
+    share = 1.0 / (1 + len(service.peers()))
+    return rate.bucket * share, rate.refill * share
 
 
 def _reread_accounts(front: Door) -> None:

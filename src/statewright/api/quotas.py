@@ -55,6 +55,7 @@ def _rates(table: str) -> dict[str, tuple[Rate, Rate]]:
 
 # The newest copy of AWS's table (TestState in the main table at 50/10; an older one made it 1 a second, hard).
 # StartSyncExecution has no bucket ("capacity on demand"). Express's StartExecution draws from a bucket of its own.
+# StateTransition is no API action: the engine holds each account's Standard executions to it (engine/transitions.py).
 AWS_RATES.update(_rates("""
 CreateActivity 100/1 100/1
 CreateStateMachine 100/1 100/1
@@ -93,6 +94,7 @@ UpdateMapRun 100/1 100/1
 UpdateStateMachine 100/1 100/1
 UpdateStateMachineAlias 100/1 100/1
 ValidateStateMachineDefinition 100/1 100/1
+StateTransition 5000/5000 800/800
 """))
 # Actions whose bucket depends on the resource (StartExecution: Standard or Express): their handlers take the token.
 TAKEN_BY_HANDLER = frozenset({"StartExecution"})

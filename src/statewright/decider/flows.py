@@ -66,13 +66,21 @@ def run(step: Step, flow_id: str, name: str, data: Any, previous_event_id: int |
 
 def _continue_later(step: Step, flow: Flow, name: str, data: Any) -> None:
     """Stop before entering ``name``: the flow holds it and its input, and a timer (a row written in this step's
-    commit, like any timer) enters it when it fires: at once, or after ``heavy_pause_ms`` when evaluation was the
-    step's cost."""
+    commit, like any timer) enters it when it fires: at once, after ``heavy_pause_ms`` when evaluation was the
+    step's cost, or once the account's transition budget has refilled (``_pause_ms``)."""
     flow.state = name
     step.hold(flow, data)
-    pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
     flow.timer = TimerKind.CONTINUE.id(flow.entered_id)  # not step.sleep: --wait-scale scales Waits, not this
-    step.add_timer(flow.timer, step.now_ms + pause_ms)
+    step.add_timer(flow.timer, step.now_ms + _pause_ms(step))
+
+
+def _pause_ms(step: Step) -> int:
+    """How long a continuation waits: ``heavy_pause_ms`` when evaluation was the step's cost, else the engine's
+    ``continue_after_ms`` (0, or until an account over its transition budget has some again)."""
+    services = step.services
+    if services is None:
+        return 0
+    return services.heavy_pause_ms if step.heavy() else services.continue_after_ms
 
 
 def defer(step: Step, flow_id: str, name: str, data: Any) -> None:
@@ -192,7 +200,7 @@ def _gather_later(step: Step, flow: Flow) -> None:
     timer_id = TimerKind.CONTINUE.id(flow.entered_id)
     if flow.timer == timer_id:  # one is set already
         return
-    pause_ms = step.services.heavy_pause_ms if step.services is not None and step.heavy() else 0
+    pause_ms = _pause_ms(step)
     flow.timer = timer_id
     # At least a millisecond on: the same timer may have fired in this very step, and a timer is one firing of an
     # id at a time.

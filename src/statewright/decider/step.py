@@ -72,6 +72,9 @@ class Services:
     apply_states_max: int = 100  # states one step enters; then the execution continues in a later tick
     apply_steps_max: int = 2_000  # evaluation steps after which one step enters no more states
     heavy_pause_ms: int = 250  # then, the wait before the execution goes on
+    # The wait of a continuation when a step stopped at its share of states: 0, or, for an account over its
+    # StateTransition budget, until its bucket has refilled (engine/transitions.py)
+    continue_after_ms: int = 0
     wait_scale: float = 1.0  # Waits and Retry backoffs last this many times their length (serve --wait-scale)
     mocks: MockConfig | None = None  # serve --mock-config: what Task states of a test case answer instead
     # How a definition's aws-sdk resources are checked against the services the SDK models (asl/definition.py).

@@ -77,6 +77,7 @@ from .tokens import TaskTokens
 from .transfer_runner import HeldStage, Transfer, TransferRunner
 from .transfers import KINDS as TRANSFER_KINDS
 from .transfers import TransferContext
+from .transitions import Rate, TransitionBudgets
 
 log = logging.getLogger("statewright.engine")
 
@@ -97,14 +98,17 @@ class Core:
                  wait_scale: float = 1.0, evaluation_clock: Callable[[], float] | None = time.perf_counter,
                  mocks: MockConfig | None = None, resource_check: ResourceCheck | None = None,
                  redrivable_ms: int = REDRIVABLE_MS, status_events: bool = False,
-                 heavy_lane: LaneFactory | None = None, histories: Histories | None = None) -> None:
+                 heavy_lane: LaneFactory | None = None, histories: Histories | None = None,
+                 transition_rate: Callable[[str, str], Rate | None] | None = None) -> None:
         """``edges``: how the engine reaches the world (edges.py; the default reaches nothing but reply futures);
         ``evaluation_clock``: bounds each step's evaluation in wall time (the simulator passes None: its runs stay
         deterministic, bounded by steps and items alone); ``resource_check``: how definitions' aws-sdk resources are
         checked; ``redrivable_ms``: how long after it closed an execution can be redriven; ``status_events``:
         dispatch a status change event from each commit that changes an execution's status; ``heavy_lane``: where
         the steps past the engine thread's slice of evaluation are decided (None: on the engine thread, whole);
-        ``histories``: where a redrive reads a history, compacted or not (None: the store's own payloads)."""
+        ``histories``: where a redrive reads a history, compacted or not (None: the store's own payloads);
+        ``transition_rate``: each account's StateTransition bucket and refill per second, by (region, account)
+        (transitions.py; None: no budget)."""
         self.store = store
         self.node_id = node_id
         self.clock = clock
@@ -120,6 +124,7 @@ class Core:
             self.tokens.mint, self.activities, limits.budgets(evaluation_clock), limits.apply_states_max,
             limits.apply_steps_max, limits.heavy_pause_ms, wait_scale=wait_scale, mocks=mocks,
             resource_check=resource_check, status_events=status_events, redrivable_ms=redrivable_ms)
+        self.budgets = TransitionBudgets(transition_rate)
         # The engine thread's first try of a step: on a slice of the budget when a lane can take the rest.
         self._sliced = self.services if heavy_lane is None else \
             replace(self.services, budget=limits.budgets(evaluation_clock, sliced=True))
@@ -424,7 +429,8 @@ class Core:
         it passed a reply to wait on (transfer_runner.py: a stage of one task result)."""
         if batch.group and reply is None:
             return self._decided(command, current, decide(command, current, self._definitions.of(current), now_ms,
-                                                          self.services, inputs), batch, now_ms)
+                                                          self._budgeted(current.arn, self.services, now_ms), inputs),
+                                 batch, now_ms)
         staged = command.arn in batch.staged
 
         def job() -> Job:
@@ -436,12 +442,14 @@ class Core:
             return HELD
         definition = self._definitions.of(current)
         try:
-            decision = decide(command, current, definition, now_ms, self._sliced, inputs)
+            decision = decide(command, current, definition, now_ms, self._budgeted(current.arn, self._sliced, now_ms),
+                              inputs)
         except SliceSpent:
             self.metrics.heavy_lane_steps.labels("sliced").inc()
             if self.heavy.send(command, reply, staged, job):
                 return HELD
-            decision = decide(command, current, definition, now_ms, self.services, inputs)
+            decision = decide(command, current, definition, now_ms, self._budgeted(current.arn, self.services, now_ms),
+                              inputs)
         return self._decided(command, current, decision, batch, now_ms)
 
     def _landed(self, decided: Decided, current: ExecutionState | None, batch: Batch, now_ms: int,
@@ -452,7 +460,8 @@ class Core:
             return self._answer(command, None)
 
         def decide_here() -> decider.Decision | None:
-            return decide(command, current, self._definitions.of(current), now_ms, self.services, decided.inputs)
+            return decide(command, current, self._definitions.of(current), now_ms,
+                          self._budgeted(current.arn, self.services, now_ms), decided.inputs)
         decision = self.heavy.decision(decided, reply, current, command.arn in batch.staged, decide_here)
         if decision is STALE:
             return HELD
@@ -507,7 +516,8 @@ class Core:
             self.express.runs[command.arn] = ExpressRun(fresh, reply, durable=command.express == ASYNC)
             limit_ms = DURATION_MS_MAX
         try:
-            decision = decider.start(fresh, definition, now_ms, self._sliced, limit_ms)
+            decision = decider.start(fresh, definition, now_ms, self._budgeted(fresh.arn, self._sliced, now_ms),
+                                     limit_ms)
         except SliceSpent:  # its first state waits on a continuation (the lane's): the caller is answered now
             self.metrics.heavy_lane_steps.labels("sliced").inc()
             decision = decider.start(fresh, definition, now_ms, self.services, limit_ms, defer=True)
@@ -532,6 +542,10 @@ class Core:
                   self.histories.events(command.arn, decider.redrive_reads(current)).items()}
         return self._evaluate(command, current, batch, now_ms, reply, inputs)
 
+    def _budgeted(self, arn: str, services: decider.Services, now_ms: int) -> decider.Services:
+        """``services`` for a step of ``arn`` within its account's StateTransition budget (Express: none)."""
+        return services if is_express(arn) else self.budgets.services_for(arn, services, now_ms)
+
     def _stage(self, batch: Batch, decision: decider.Decision, expected_version: int, now_ms: int) -> None:
         state = decision.state
         state.version = expected_version + 1
@@ -542,6 +556,7 @@ class Core:
             if closed is not None:
                 self.metrics.express_closed.labels("async" if closed.durable else "sync").inc()
             return
+        self.budgets.spent(state.arn, decision, now_ms)
         self.heavy.staged(decision)
         if self.probe is not None:
             self.probe.staged(state.arn, decision.effects.events)

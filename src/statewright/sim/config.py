@@ -47,6 +47,9 @@ BURST_EXECUTIONS = 80
 BURSTS_MAX = 2
 BURST_WAIT_S = 30
 BURST_DEFINITION = {"StartAt": "W", "States": {"W": {"Type": "Wait", "TimestampPath": "$.at", "End": True}}}
+# Odd seeds hold the account to a StateTransition budget (engine/transitions.py) this small, per node: its loops
+# and fan-outs then wait on continuation timers in every run, and every checker runs over them.
+TRANSITION_BUDGET = (12.0, 25.0)  # bucket, refill per second
 SETTLE_MS = 4 * LEASES.lease_ms  # after the liveness phase: time for the membership to settle before it is checked
 
 

@@ -101,6 +101,7 @@ from .config import (
     SWEEP_MS,
     SWEEPS_PER_STEP_MAX,
     TICKS_PER_STEP_MAX,
+    TRANSITION_BUDGET,
     SimConfig,
     SimResult,
     replay_command,
@@ -201,6 +202,7 @@ class _Run:
         edges = Edges()  # its edges lead to the node, made once the engine is
         settings = dict(node_id=owner, edges=edges, clock=lambda: self.now_ms, limits=limits, tokens=self.tokens,
                         evaluation_clock=None, status_events=True, redrivable_ms=REDRIVABLE_MS,
+                        transition_rate=(lambda region, account: TRANSITION_BUDGET) if self.config.seed % 2 else None,
                         heavy_lane=lambda services, _, landed: SimulatedLane(self, services, landed))
         engine = PlantedEngine(store, planted=planted, **settings) if planted else Engine(store, **settings)
         sweep = PlantedSweep(engine.histories, RETENTION, planted=planted) if planted else \
