@@ -193,7 +193,8 @@ def serve(config: ServerConfig) -> int:
             histories=histories, wait_scale=config.wait_scale, mocks=mocks, resource_check=calls.resource_problems,
             redrivable_ms=config.redrivable_days * DAY_MS,
             status_events=config.status_events_bus is not None or bool(webhooks), heavy_lane=HeavyLane,
-            transition_rate=lambda region, account: _transition_rate(quotas, node.service, region, account)),
+            transition_rate=None if not _budgets_transitions(quotas, front) else (
+                lambda region, account: _transition_rate(quotas, node.service, region, account))),
         account_id=config.account_id, region=config.region, limits=config.limits, connections=connections,
         functions=functions, assume_machine_role=config.assume_machine_role,
         status_events={"bus": config.status_events_bus, "webhooks": webhooks},
@@ -488,6 +489,12 @@ class _Server(uvicorn.Server):
         # uvicorn raises the signal again once it has shut down, which would end the process before ``serve``
         # stops the engine and closes the store: the stop is graceful, the exit status 0.
         self._captured_signals.clear()
+
+
+def _budgets_transitions(quotas: Quotas, front: Door) -> bool:
+    """Whether any account may have a StateTransition budget: the server's quotas give one, or an accounts file
+    (read again on SIGHUP) may. Without, the engine skips the budget's bookkeeping altogether."""
+    return isinstance(front, SigV4Door) or quotas.base.rate("StateTransition", "us-east-1") is not None
 
 
 def _transition_rate(quotas: Quotas, service: Service, region: str, account: str) -> tuple[float, float] | None:

@@ -50,13 +50,11 @@ class TransitionBudgets:
 
     def spent(self, arn: str, decision: Decision, now_ms: int) -> None:
         """Take the states ``decision`` entered from its account's bucket."""
-        if self._rate is None:
+        found = None if self._rate is None else self._tokens(arn, now_ms)
+        if found is None:
             return
         entered = sum(1 for event in decision.effects.events if event["type"].endswith(_ENTERED))
-        if not entered:
-            return
-        found = self._tokens(arn, now_ms)
-        if found is not None:
+        if entered:
             self._buckets[_scope(arn)] = (found[0] - entered, now_ms)
 
     def _tokens(self, arn: str, now_ms: int) -> tuple[float, Rate] | None:
