@@ -259,3 +259,17 @@ def test_accounts_are_served_max_min_fairly_and_nothing_is_lost_or_reordered(acc
 def test_a_bound_of_nothing_refuses_even_an_accounts_first_command():
     with pytest.raises(InboxFull):
         AccountQueues(each_max=0).append(_start("111111111111", 0))
+
+
+def test_every_account_is_served_when_a_share_is_smaller_than_the_accounts_waiting():
+    queues = AccountQueues(each_max=1_000)
+    accounts = [f"{n:012d}" for n in range(12)]
+    served = dict.fromkeys(accounts, 0)
+    for tick in range(20):
+        for account in accounts:  # each keeps its queue topped up
+            queues.append(_start(account, tick))
+        work: list = []
+        queues.take(work, 10)
+        for command, _ in work:
+            served[command.arn.split(":")[4]] += 1
+    assert min(served.values()) >= 15, served  # 200 items over 12 accounts: none is left out

@@ -79,7 +79,9 @@ def test_three_nodes_with_every_fault_keep_every_invariant_and_end_with_one_owne
 
 
 def test_an_engine_that_runs_flows_unbounded_is_caught():
-    caught = [simulate(SimConfig(seed, frozenset(), 60, planted=frozenset({"run-unbounded"}))) for seed in range(8)]
+    # Seeds whose workloads run a long stretch of pure states in one step (odd seeds run under a transition
+    # budget, which shortens steps too: it hides the bug on some of them)
+    caught = [simulate(SimConfig(seed, frozenset(), 60, planted=frozenset({"run-unbounded"}))) for seed in (16, 19, 22)]
     assert any("more than 3" in violation for result in caught for violation in result.violations)
 
 

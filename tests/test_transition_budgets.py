@@ -9,11 +9,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from statewright.asl.definition import parse_definition
 from statewright.decider import Services
+from statewright.decider.execution import ExecutionState
 from statewright.engine.commands import StartExecution
 from statewright.engine.engine import Engine
+from statewright.engine.heavy_lane import Decided
+from statewright.engine.heavy_lane import decide as lane_decide
 from statewright.engine.limits import Limits
-from statewright.engine.transitions import TransitionBudgets
+from statewright.engine.transitions import TransitionBudgets, within
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
 
@@ -107,3 +111,49 @@ def test_a_budget_leaves_a_whole_share_while_the_bucket_holds_one_and_shortens_i
     assert indebted.apply_states_max == 1 and indebted.continue_after_ms == 1_320  # (1 + 1 + 130) / 100 s
     other = _machine(FAST).replace(":stateMachine:", ":execution:") + ":y"
     assert budgets.services_for(other, services, 0) is services
+
+
+class _LaneHere:
+    """The heavy lane, deciding each job at once on the engine's thread (the real one is a process of its own)."""
+
+    def __init__(self, services: Services, limits: Limits, landed) -> None:
+        self.services, self.landed, self.steps = services, landed, 0
+
+    def submit(self, job, reply) -> bool:
+        self.steps += 1
+        state = ExecutionState.from_blob(job.state.to_blob())
+        result = lane_decide(job.command, state, parse_definition(job.text(), mockable=job.mockable), job.now_ms,
+                             within(self.services, job.budget), job.inputs)
+        self.landed(Decided.of(job, result), reply)
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+HEAVY_LOOP = {"QueryLanguage": "JSONata", "StartAt": "Heavy", "States": {
+    "Heavy": {"Type": "Pass", "Output": "{% {'n': 0, 's': $sum([1..150000])} %}", "Next": "Count"},
+    "Count": {"Type": "Pass", "Output": "{% {'n': $states.input.n + 1} %}", "Next": "More"},
+    "More": {"Type": "Choice", "Choices": [{"Condition": "{% $states.input.n < 2000 %}", "Next": "Count"}],
+             "Default": "Done"},
+    "Done": {"Type": "Succeed"}}}
+
+
+def test_steps_decided_in_the_heavy_lane_keep_to_the_budget_too(store):
+    machine = _machine(SLOW).replace(":loop", ":heavy")
+    store.create_state_machine(StateMachineRecord(machine, "heavy", "STANDARD", json.dumps(HEAVY_LOOP), "role", "r1",
+                                                  0, 0, {}, {}))
+    clock = [1_700_000_000_000]
+    lanes: list[_LaneHere] = []
+    engine = Engine(store, clock=lambda: clock[0], limits=Limits(), evaluation_clock=None,
+                    transition_rate=lambda region, account: (20.0, 50.0),
+                    heavy_lane=lambda services, limits, landed: lanes.append(_LaneHere(services, limits, landed))
+                    or lanes[-1])
+    engine.acquire_all_shards()
+    arn = machine.replace(":stateMachine:", ":execution:") + ":run"
+    engine.submit(StartExecution(arn, machine, "run", "r1", "role", "{}"))
+    for _ in range(200):  # 2 s
+        engine.tick(clock[0])
+        clock[0] += 10
+    assert lanes[0].steps > 0, "its steps went to the lane"
+    assert _entered(store, arn) <= 20 + 50 * 2 + 2  # without the budget in the lane: 4,000 in the same time

@@ -75,12 +75,12 @@ def _continue_later(step: Step, flow: Flow, name: str, data: Any) -> None:
 
 
 def _pause_ms(step: Step) -> int:
-    """How long a continuation waits: ``heavy_pause_ms`` when evaluation was the step's cost, else the engine's
-    ``continue_after_ms`` (0, or until an account over its transition budget has some again)."""
+    """How long a continuation waits: the engine's ``continue_after_ms`` (0, or until an account over its
+    transition budget has some again), and at least ``heavy_pause_ms`` when evaluation was the step's cost."""
     services = step.services
     if services is None:
         return 0
-    return services.heavy_pause_ms if step.heavy() else services.continue_after_ms
+    return max(services.heavy_pause_ms, services.continue_after_ms) if step.heavy() else services.continue_after_ms
 
 
 def defer(step: Step, flow_id: str, name: str, data: Any) -> None:

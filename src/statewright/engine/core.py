@@ -437,7 +437,8 @@ class Core:
             key = (current.state_machine_arn, current.revision_id)
             self._definitions.of(current)  # the revision exists (and is cached) before its text is read for the lane
             return Job(command, current, key, lambda: self._definitions.text(key), self.services.mocks is not None,
-                       now_ms, self.tokens, self.activities, inputs)
+                       now_ms, self.tokens, self.activities, inputs,
+                       None if is_express(current.arn) else self.budgets.budget_for(current.arn, self.services, now_ms))
         if self.heavy.route(command, reply, staged, job):
             return HELD
         definition = self._definitions.of(current)

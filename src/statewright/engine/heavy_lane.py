@@ -41,6 +41,7 @@ from .commands import CompleteAttempt, FireTimer, RedriveExecution
 from .limits import Limits
 from .pipe_messages import put, take
 from .tokens import TaskTokens
+from .transitions import Budget, within
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ class Job:
     tokens: TaskTokens
     activities: Collection[str]
     inputs: Mapping[int, str] | None = None
+    budget: Budget | None = None  # its account's StateTransition budget, when short of a whole step (transitions.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +157,7 @@ class HeavyLane:
         # ``now_ms`` moves on by the time the job waits in the lane, so that the decision is of when it is made
         # (a timeout it sets is not spent queueing): the monotonic clock is the same in both processes.
         message = (job.state.to_blob(), key, definition, job.mockable, job.command, job.inputs, job.now_ms,
-                   time.monotonic(), keys, current, frozenset(job.activities))
+                   time.monotonic(), keys, current, frozenset(job.activities), job.budget)
         return child.send(Decided.of(job, None), reply, key, message)
 
     def close(self) -> None:
@@ -273,7 +275,7 @@ def serve(results_fd: int) -> None:
 
 def _decide(job: tuple, services: Services, limits: Limits,
             definitions: dict[tuple[str, str], Definition]) -> Decision | None:
-    blob, key, text, mockable, command, inputs, now_ms, sent, keys, current, activities = job
+    blob, key, text, mockable, command, inputs, now_ms, sent, keys, current, activities, budget = job
     now_ms += max(0, round((time.monotonic() - sent) * 1000))
     definition = definitions.pop(key, None)
     if definition is None:
@@ -285,6 +287,6 @@ def _decide(job: tuple, services: Services, limits: Limits,
         del definitions[next(iter(definitions))]
     # Wall time is what a state's evaluation may take on the engine thread; here, at nice 19, the process waits
     # whenever the server is busy, so the same bound is counted in the CPU time it gets.
-    services = replace(services, mint_token=TaskTokens(keys, current).mint, activities=activities,
-                       budget=limits.budgets(time.thread_time))
+    services = within(replace(services, mint_token=TaskTokens(keys, current).mint, activities=activities,
+                              budget=limits.budgets(time.thread_time)), budget)
     return decide(command, ExecutionState.from_blob(blob), definition, now_ms, services, inputs)

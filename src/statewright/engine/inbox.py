@@ -50,6 +50,7 @@ class AccountQueues:
     def __init__(self, each_max: int) -> None:
         self._each_max = each_max
         self._queues: dict[str, deque[tuple[Command, Reply]]] = {}
+        self._first = 0  # which account is asked first, moving on each take (the odd items go to the first)
 
     def __bool__(self) -> bool:
         return bool(self._queues)
@@ -67,12 +68,16 @@ class AccountQueues:
     def take(self, work: list[tuple[Any, Reply]], n: int) -> int:
         """At most ``n`` items into ``work``, the accounts' shares equal (what one leaves going to the others),
         each account's oldest first."""
+        if not self._queues:
+            return 0
         if len(self._queues) == 1:
             queue = next(iter(self._queues.values()))  # one account (always, with --auth open): no division
             taken = min(n, len(queue))
             work.extend(queue.popleft() for _ in range(taken))
         else:
             queues = list(self._queues.values())
+            self._first = (self._first + 1) % len(queues)
+            queues = queues[self._first:] + queues[:self._first]  # the odd items go round every account in turn
 
             def taker(queue: deque[tuple[Command, Reply]]) -> Callable[[int], int]:
                 def take(asked: int) -> int:

@@ -8,8 +8,8 @@ refilled (``Services.continue_after_ms``). So an account over its budget waits a
 is held in memory, and a crash loses nothing. The states a staged decision entered are then taken from the bucket
 (it may go below zero: the debt is paid before the account's next continuation runs).
 
-Express executions are not counted (AWS: unlimited). Steps decided in the heavy lane are counted but not shortened
-(they already wait ``heavy_pause_ms`` between steps). Per node: on a cluster each node's engine has its share of
+Express executions are not counted (AWS: unlimited). A step sent to the heavy lane carries its budget with it
+(``budget_for``, ``within``). Per node: on a cluster each node's engine has its share of
 the account's rate (node.py). Pure but for its buckets: the time is a parameter.
 """
 
@@ -22,6 +22,7 @@ from dataclasses import replace
 from ..decider import Decision, Services
 
 Rate = tuple[float, float]  # (bucket size, refill per second)
+Budget = tuple[int, int]  # a shortened step: (states it may enter, its continuation's wait in ms)
 BUCKETS_MAX = 100_000  # (region, account) pairs kept; a forgotten bucket comes back full
 _ENTERED = "StateEntered"
 
@@ -31,6 +32,11 @@ class TransitionBudgets:
         """``rate(region, account)``: that account's bucket and refill per second, None for no budget."""
         self._rate = rate
         self._buckets: dict[tuple[str, str], tuple[float, int]] = {}  # (tokens, as of ms)
+
+    def budget_for(self, arn: str, services: Services, now_ms: int) -> Budget | None:
+        """What a step of ``arn``'s account decided elsewhere (the heavy lane) must keep to: None, its whole share."""
+        budgeted = self.services_for(arn, services, now_ms)
+        return None if budgeted is services else (budgeted.apply_states_max, budgeted.continue_after_ms)
 
     def services_for(self, arn: str, services: Services, now_ms: int) -> Services:
         """``services`` as a step of ``arn``'s account may use them now."""
@@ -66,12 +72,19 @@ class TransitionBudgets:
         held = self._buckets.get(scope)
         if held is None:
             if len(self._buckets) >= BUCKETS_MAX:
-                self._buckets.clear()
-            tokens = size
+                del self._buckets[next(iter(self._buckets))]  # the one kept longest: it comes back full
+            tokens, as_of = size, now_ms
         else:
-            tokens = min(size, held[0] + max(0, now_ms - held[1]) * refill / 1000)
-        self._buckets[scope] = (tokens, now_ms)
+            as_of = max(held[1], now_ms)  # a clock that stepped back credits nothing twice
+            tokens = min(size, held[0] + (as_of - held[1]) * refill / 1000)
+        self._buckets[scope] = (tokens, as_of)
         return tokens, rate
+
+
+def within(services: Services, budget: Budget | None) -> Services:
+    """``services`` for a step decided under ``budget`` (``TransitionBudgets.budget_for``)."""
+    return services if budget is None else replace(services, apply_states_max=budget[0],
+                                                   continue_after_ms=budget[1])
 
 
 def _scope(arn: str) -> tuple[str, str]:

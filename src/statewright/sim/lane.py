@@ -14,6 +14,7 @@ from ..asl.definition import parse_definition
 from ..decider.execution import ExecutionState
 from ..engine.batch import Reply
 from ..engine.heavy_lane import Decided, Job, decide
+from ..engine.transitions import within
 from .config import LANE_DELAY_MS_MAX
 
 
@@ -35,8 +36,8 @@ class SimulatedLane:
             result = RuntimeError("the heavy lane's process died")
         else:
             result = decide(job.command, ExecutionState.from_blob(job.state.to_blob()),
-                            parse_definition(job.text(), mockable=job.mockable), job.now_ms, self._services,
-                            job.inputs)
+                            parse_definition(job.text(), mockable=job.mockable), job.now_ms,
+                            within(self._services, job.budget), job.inputs)
         decided = Decided.of(job, result)
         simulator.at(simulator.rng.randint(0, LANE_DELAY_MS_MAX), lambda: self._landed(decided, reply))
         return True
