@@ -450,6 +450,12 @@ def _report(config: ServerConfig, service: Service, store: Store, where: str, ad
           http_calls_concurrent_max=limits.http_calls_concurrent_max,
           evaluation_steps_max=limits.evaluation_steps_max, evaluation_ms_max=limits.evaluation_ms_max,
           connections_max=config.http.connections_max)
+    quotas = service.quotas.base
+    mode = config.quota_mode or ("aws" if config.auth == "sigv4" else "local")
+    event(log, "quotas", "quotas (--limits %s%s): %s state machines, %s tags a resource, %s open executions, API rate "
+          "buckets %s", mode, " with --limit" if config.quota_settings else "", quotas.state_machines or "any",
+          quotas.tags_per_resource or "any", quotas.open_executions or "any", "on" if quotas.rates else "off",
+          mode=mode, settings=dict(config.quota_settings))
     if tracing is not None:
         event(log, "traces", "traces of state machines with tracing enabled go to %s (OTLP/HTTP)", tracing.endpoint,
               endpoint=tracing.endpoint)
