@@ -323,6 +323,21 @@ async def w11(args: argparse.Namespace, work: Path, results: dict, table: Table)
               f"{run['standard']['errors']} / {run['async']['errors']} / {run['sync']['errors']} / {half['errors']}")
 
 
+def add_beside(table: Table, workload: str, label: str, beside_what: str, run: dict) -> None:
+    """The rows of a steady W1 alone and beside a load (``run``'s pooled ``alone`` and ``beside``): its p50 / p99
+    each way, the target on p99, and the two alone phases against each other (the host's own noise)."""
+    alone, beside = run["alone"], run["beside"]
+    change = beside["p99_s"] / alone["p99_s"] - 1
+    table.add(workload, f"{label} alone: p50 / p99 end-to-end, ms",
+              f"{fmt(ms(alone['p50_s']), 1)} / {fmt(ms(alone['p99_s']), 1)}")
+    table.add(workload, f"{label} beside {beside_what}: p50 / p99, ms",
+              f"{fmt(ms(beside['p50_s']), 1)} / {fmt(ms(beside['p99_s']), 1)} ({change:+.1%} p99)",
+              target="p99 within 10 %", verdict=abs(change) < 0.10)
+    first, second = (phase["p99_s"] for phase in alone["phases"])
+    table.add(workload, f"{label} alone, first and second time: p99, ms (the host's own noise)",
+              f"{fmt(ms(first), 1)} / {fmt(ms(second), 1)} ({second / first - 1:+.1%})")
+
+
 async def w14(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:
     """A runaway account beside a steady one (opt-in: --only W14): the front door's buckets and fair queues."""
     server = accounts.server(work, args.store)
@@ -333,17 +348,7 @@ async def w14(args: argparse.Namespace, work: Path, results: dict, table: Table)
     finally:
         server.stop()
     results["w14"] = run
-    alone, beside = run["alone"], run["beside"]
-    change = beside["p99_s"] / alone["p99_s"] - 1
-    label = f"steady account's W1 at {args.w14_rate:,.0f}/s"
-    table.add("W14 accounts", f"{label} alone: p50 / p99 end-to-end, ms",
-              f"{fmt(ms(alone['p50_s']), 1)} / {fmt(ms(alone['p99_s']), 1)}")
-    table.add("W14 accounts", f"{label} beside the runaway account: p50 / p99, ms",
-              f"{fmt(ms(beside['p50_s']), 1)} / {fmt(ms(beside['p99_s']), 1)} ({change:+.1%} p99)",
-              target="p99 within 10 %", verdict=abs(change) < 0.10)
-    first, second = (phase["p99_s"] for phase in alone["phases"])
-    table.add("W14 accounts", f"{label} alone, first and second time: p99, ms (the host's own noise)",
-              f"{fmt(ms(first), 1)} / {fmt(ms(second), 1)} ({second / first - 1:+.1%})")
+    add_beside(table, "W14 accounts", f"steady account's W1 at {args.w14_rate:,.0f}/s", "the runaway account", run)
     for index, flood in enumerate(run["runaway"]):
         allowed = 1300 + 300 * flood["seconds"]  # AWS's StartExecution bucket in us-east-1: full, then refilled
         table.add("W14 accounts", f"runaway account, round {index + 1}: starts accepted / refused ({args.w14_flood} "
@@ -366,17 +371,8 @@ async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) 
         server.stop()
     results["w9"] = run
     alone, beside = run["alone"], run["beside"]
-    change = beside["p99_s"] / alone["p99_s"] - 1
-    label = f"W1 at {args.w9_rate:,.0f}/s"
-    table.add("W9 runaway", f"{label} alone: p50 / p99 end-to-end, ms",
-              f"{fmt(ms(alone['p50_s']), 1)} / {fmt(ms(alone['p99_s']), 1)}")
-    table.add("W9 runaway", f"{label} beside {run['runaways']} looping JSONata Pass ($reduce over "
-              f"{run['range_items']:,} items): p50 / p99, ms",
-              f"{fmt(ms(beside['p50_s']), 1)} / {fmt(ms(beside['p99_s']), 1)} ({change:+.1%} p99)",
-              target="p99 within 10 %", verdict=abs(change) < 0.10)
-    first, second = (phase["p99_s"] for phase in alone["phases"])
-    table.add("W9 runaway", f"{label} alone, first and second time: p99, ms (the host's own noise)",
-              f"{fmt(ms(first), 1)} / {fmt(ms(second), 1)} ({second / first - 1:+.1%})")
+    add_beside(table, "W9 runaway", f"W1 at {args.w9_rate:,.0f}/s", f"{run['runaways']} looping JSONata Pass "
+               f"($reduce over {run['range_items']:,} items)", run)
     table.add("W9 runaway", "commands the engine thread took over 5 ms to apply: alone / beside",
               f"{alone['applies_over_5ms']:,.0f} / {beside['applies_over_5ms']:,.0f}")
     table.add("W9 runaway", "W1 executions succeeded alone / beside",

@@ -20,7 +20,15 @@ from typing import Any
 
 from .client import AwsError, Pool
 from .servers import Statewright
-from .workloads import chain_definition, chain_input, create_machine, latency_at_rate, metric_delta, percentile, scrape
+from .workloads import (
+    chain_definition,
+    chain_input,
+    create_machine,
+    latency_at_rate,
+    metric_delta,
+    pooled_phases,
+    scrape,
+)
 
 STEADY = ("111111111111", "AKIABENCHSTEADY0001", "steady-secret")
 RUNAWAY = ("222222222222", "AKIABENCHRUNAWAY001", "runaway-secret")
@@ -121,8 +129,5 @@ async def runaway_account_beside_w1(statewright: Statewright, concurrency: int, 
         runaway.close()
     found: dict[str, Any] = {"rate_per_s": rate_per_s, "duration_s": duration_s, "loops": loops, "flood": flood,
                              "runaway": flooding}
-    for side, runs in phases.items():
-        pooled = [latency for run in runs for latency in run.pop("latencies_s")]
-        found[side] = {"p50_s": percentile(pooled, 0.5), "p99_s": percentile(pooled, 0.99),
-                       "succeeded": sum(run["succeeded"] for run in runs), "phases": runs}
+    found.update(pooled_phases(phases))
     return found

@@ -478,6 +478,13 @@ async def runaway_beside_w1(server: Statewright, pool: Pool, rate_per_s: float, 
             events.append(newest["events"][0]["id"] if newest["events"] else 0)
             await pool.call("StopExecution", {"executionArn": arn})
     found: dict[str, Any] = {"runaways": runaways, "range_items": range_items, "runaway_events": events}
+    found.update(pooled_phases(phases))
+    return found
+
+
+def pooled_phases(phases: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each side's rounds of ``latency_at_rate`` (alone, beside) pooled: p50 and p99 over all their latencies."""
+    found = {}
     for side, runs in phases.items():
         pooled = [latency for run in runs for latency in run.pop("latencies_s")]
         found[side] = {"p50_s": percentile(pooled, 0.5), "p99_s": percentile(pooled, 0.99),
