@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from statewright.decider.outcomes import AttemptSucceeded
-from statewright.engine.commands import CompleteAttempt, InboxFull, StartExecution, TaskNotPending
+from statewright.engine.commands import CompleteAttempt, FireTimer, InboxFull, StartExecution, TaskNotPending
 from statewright.engine.engine import Engine
 from statewright.engine.inbox import AccountQueues
 from statewright.engine.limits import Limits
@@ -58,8 +58,10 @@ def test_the_tick_budget_follows_the_time_of_full_ticks():
     assert budget.items == 64  # small until full ticks show what an item costs
     budget.observe(64, 0.0128)  # 0.2 ms an item: 200 would take 40 ms; halfway there
     assert budget.items == 132
-    budget.observe(10, 0.050)  # far from full: says nothing of an item's cost
+    budget.observe(10, 0.030)  # far from full and within its time: mostly the commit's fixed cost
     assert budget.items == 132
+    budget.observe(10, 0.080)  # far from full but past its time: costly items, however few
+    assert budget.items == 69
     for _ in range(20):
         budget.observe(budget.items, budget.items * 0.0002)
     assert abs(budget.items - 200) <= 1
@@ -273,3 +275,30 @@ def test_every_account_is_served_when_a_share_is_smaller_than_the_accounts_waiti
         for command, _ in work:
             served[command.arn.split(":")[4]] += 1
     assert min(served.values()) >= 15, served  # 200 items over 12 accounts: none is left out
+
+
+def test_a_call_arriving_while_a_tick_applies_a_burst_is_committed_with_that_tick(store):
+    """The caller waits for the rest of the tick in progress, not for it and the next one too."""
+    late: list = []
+
+    class CallerArrivesMidTick(Engine):
+        def _attempt(self, command, batch, now_ms, reply=None, **kwargs):
+            if not late and isinstance(command, FireTimer):  # the burst is being applied: a caller arrives
+                late.append(started(self, PASSER, "neighbour"))
+            return super()._attempt(command, batch, now_ms, reply, **kwargs)
+
+    readings = iter(range(10**9))  # the tick clock: each reading 1 us later
+    engine = CallerArrivesMidTick(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_min=100),
+                                  evaluation_clock=lambda: next(readings) / 1e6)
+    engine.acquire_all_shards()
+    waiting = [started(engine, WAITER, f"w{i}") for i in range(300)]
+    while engine.tick(NOW_MS):
+        pass
+    assert all(reply.done() for reply in waiting)
+    due_ms = NOW_MS + 60_000
+    engine.tick(due_ms)
+    assert late and late[0].result(timeout=0) == due_ms  # answered by the tick it arrived in
+    while engine.tick(due_ms):
+        pass
+    events = store.read_history(f"{PREFIX}:execution:passer:neighbour", 0, 10, False)
+    assert [event["type"] for event in events][-1] == "ExecutionSucceeded"

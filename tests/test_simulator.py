@@ -38,6 +38,7 @@ PLANTED_FOR = {
     "lane-dies": "lane-drops-failures",  # liveness: a continuation the lane lost never runs
     "worker-dies": "lose-timeouts",  # liveness: a dead worker's attempt never times out
     "burst": "timers-first",  # fairness: a client's call waits while a burst of timers takes whole ticks
+    "call-mid-tick": "late-calls-answered-early",  # a call that joins a tick late is answered before its commit
     # several nodes
     "lease-stolen": "act-on-fenced-writes",  # a reply ahead of its commit: the fenced write never landed
     "node-paused": "commit-without-fencing",  # two nodes commit for one shard at one range id

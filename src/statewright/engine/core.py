@@ -151,6 +151,7 @@ class Core:
         self._tick_clock = evaluation_clock
         self.tick_budget = TickBudget(limits.tick_commands_min, limits.tick_commands_max,
                                       None if evaluation_clock is None else limits.tick_ms_target / 1000)
+        self._burst = False  # the last ordinary tick took at least half its budget
         self.metrics.tick_budget.set_function(lambda: self.tick_budget.items)
         self.heavy = HeavyRouting(None if heavy_lane is None else heavy_lane(self.services, limits, self.inbox.decided),
                                   self.metrics)
@@ -199,14 +200,32 @@ class Core:
         if store_ok:
             self._read_outboxes(now_ms)
             reruns = self._read_express_starts(now_ms)
-        work = self._gather(now_ms, store_ok)
+        budget = self.tick_budget.items
+        calls = self.inbox.calls  # the API's commands submitted after this join the tick late (below)
+        # Behind a full tick, a caller waiting gets a tick of the API's commands alone, committed at once; the
+        # tick after it is an ordinary one, so the burst loses at most every other tick (and each is small).
+        callers_first = self._burst and self.inbox.calls_waiting()
+        self._burst = False
+        work = self._gather(now_ms, store_ok, budget, callers_first)
+        # The API's own queues still hold commands after the gather: the API is the burst, and its callers wait
+        # their turn in its queues (per account), so no more join this tick late.
+        api_backlogged = self.inbox.calls_waiting()
         if not work and not reruns and not self.express.finished:
             return 0
         batch = Batch()
         for command in reruns:
             self._rerun_express(command, batch, now_ms)
         self.reads.prefetch([item.arn for item, _ in work if not isinstance(item, Transfer)], batch)
-        for item, reply in work:
+        # The API's commands that arrive while the tick applies join it (up to a quarter of its budget more), so a
+        # caller behind a burst waits for the rest of one tick, not for it and the next.
+        late_room = 0 if api_backlogged else budget // 4
+        index = 0
+        while index < len(work):
+            item, reply = work[index]
+            index += 1
+            if late_room and self.inbox.calls != calls:
+                calls = self.inbox.calls
+                late_room -= self._take_late(work, late_room, batch, now_ms)
             started = time.perf_counter()
             if isinstance(item, Transfer):
                 self.transfers.advance(item, batch, lambda command, held: self._attempt(command, batch, now_ms, held),
@@ -240,29 +259,42 @@ class Core:
         if batch.logged and self.edges.history is not None:
             self.edges.history(batch.logged)
         self.transfers.after_commit(batch, failed)
-        if self._tick_clock is not None:
-            self.tick_budget.observe(len(work), self._tick_clock() - started_s)
+        if not callers_first:  # a callers-first tick says nothing of the burst's items
+            if self._tick_clock is not None:
+                self.tick_budget.observe(len(work), self._tick_clock() - started_s)
+            self._burst = len(work) >= budget // 2
         return len(work) + len(reruns)
+
+    def _take_late(self, work: list[Work], room: int, batch: Batch, now_ms: int) -> int:
+        """The API's commands that arrived while the tick applies, at most ``room``, onto the end of ``work``
+        (``batch``, ``now_ms``: the tick's, a seam for the simulator); returns how many."""
+        late = self.inbox.take_late_calls(work, room)
+        if self.probe is not None:
+            self.probe.late(self, late)
+        return sum(late)
 
     def _applied(self, batch: Batch) -> None:
         """Every command of the tick is in the batch, which is about to commit (a seam for the simulator)."""
 
-    def _gather(self, now_ms: int, store_ok: bool) -> list[Work]:
-        """This tick's work, within its budget (``tick_budget``), each kind of work in turn (scheduler.py): the
+    def _gather(self, now_ms: int, store_ok: bool, budget: int, callers_only: bool) -> list[Work]:
+        """This tick's work, within its ``budget`` (``tick_budget``), each kind of work in turn (scheduler.py): the
         API's commands, the integrations' results, the lane's continuations, transfers, and the due timers of each
-        shard (and of express runs), which share the timers' part in turn too."""
+        shard (and of express runs), which share the timers' part in turn too. ``callers_only``: the API's commands
+        alone (a callers-first tick)."""
         work: list[Work] = []
         if self.heavy.redo:  # taken whatever the budget: timers popped already, callers waiting
             work.extend(self.heavy.redo)
             self.heavy.redo.clear()
         inbox = self.inbox
-        taken = self._share(max(self.tick_budget.items - len(work), 0), [
-            lambda n: inbox.take_commands(work, n), lambda n: inbox.take_answers(work, n),
-            lambda n: inbox.take_results(work, n),
-            lambda n: inbox.take_decided(work, n), lambda n: self.transfers.take(work, n, now_ms),
-            self._timers(work, now_ms, store_ok)])
+        takers: list[Taker] = [lambda n: inbox.take_commands(work, n), lambda n: inbox.take_answers(work, n)]
+        if callers_only:
+            takers += [lambda n: 0] * 4
+        else:
+            takers += [lambda n: inbox.take_results(work, n), lambda n: inbox.take_decided(work, n),
+                       lambda n: self.transfers.take(work, n, now_ms), self._timers(work, now_ms, store_ok)]
+        taken = self._share(max(budget - len(work), 0), takers)
         if self.probe is not None:
-            self.probe.gathered(self, taken)
+            self.probe.gathered(self, taken, callers_only)
         return work
 
     def _timers(self, work: list[Work], now_ms: int, store_ok: bool) -> Taker:

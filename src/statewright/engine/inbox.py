@@ -100,6 +100,7 @@ class Inbox:
         self._decided: deque[tuple[Command, Reply]] = deque()  # decisions back from the heavy lane
         self._changes = Changes()
         self._stopping = False
+        self.calls = 0  # the API's commands submitted so far (read without the lock: a tick only compares it)
 
     def submit(self, command: Command, reply: Reply, throttle: bool) -> None:
         with self._lock:
@@ -107,6 +108,7 @@ class Inbox:
                 self._results.append((command, reply))
             else:
                 (self._commands if isinstance(command, _CALLS) else self._answers).append((command, reply))
+                self.calls += 1
             self._lock.notify()
 
     def decided(self, command: Command, reply: Reply) -> None:
@@ -177,6 +179,16 @@ class Inbox:
         """Append at most ``n`` of the API's task answers to ``work``, the accounts in turn; returns how many."""
         with self._lock:
             return self._answers.take(work, n)
+
+    def calls_waiting(self) -> bool:
+        """Whether any of the API's commands wait (read without the lock: a hint for the tick's length)."""
+        return bool(self._commands) or bool(self._answers)
+
+    def take_late_calls(self, work: list[tuple[Any, Reply]], n: int) -> list[int]:
+        """Append at most ``n`` of the API's commands that arrived during a tick, to be applied and committed with
+        it: calls on executions and task answers in turn; returns how many of each."""
+        with self._lock:
+            return take_fairly(n, [lambda k: self._commands.take(work, k), lambda k: self._answers.take(work, k)])
 
     def take_results(self, work: list[tuple[Any, Reply]], n: int) -> int:
         """Append at most ``n`` of the integrations' commands to ``work``, oldest first; returns how many."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -244,6 +244,10 @@ class Ledger:
     waiting: dict[Any, list[int]] = field(default_factory=dict)
     waiting_at_tick: dict[Any, list[int]] = field(default_factory=dict)  # as each engine's last tick began
     unfair_ticks: list[str] = field(default_factory=list)
+    callers_first: dict[Any, bool] = field(default_factory=dict)  # whether each engine's last tick was one
+    callers_first_ticks: int = 0
+    late_calls: int = 0  # the API's commands that joined a tick while it applied
+    mid_tick: Callable[[], None] | None = None  # the simulator's calls held for the middle of a tick
     bugs: list[str] = field(default_factory=list)  # commands whose application raised (a bug, not a refusal)
 
     # Stops of the AWS jobs of .sync tasks (workload.JOB) the simulated service received, by (arn, scheduled id).
@@ -275,17 +279,30 @@ class Ledger:
 
     # -- the engine's probe (Engine.probe)
 
-    def gathered(self, engine: Any, taken: list[int]) -> None:
+    def gathered(self, engine: Any, taken: list[int], callers_only: bool) -> None:
         """A tick of ``engine`` took ``taken`` items of each kind (API commands, results, continuations, transfers,
         timers): a kind of command that was waiting must have had its share, so none went without while another
-        kind took two or more (a budget smaller than the kinds waiting gives one each, the first ones first)."""
+        kind took two or more (a budget smaller than the kinds waiting gives one each, the first ones first). A
+        callers-first tick (``callers_only``: the API's commands alone, behind a full tick) is the exception, but
+        never two in a row: the tick after one serves every kind."""
         waiting = self.waiting.setdefault(engine, [0, 0, 0])
         at_tick = self.waiting_at_tick.get(engine, [0, 0, 0])
+        if callers_only and self.callers_first.get(engine):
+            self.unfair_ticks.append(f"{engine.node_id}: two callers-first ticks in a row")
+        self.callers_first[engine] = callers_only
+        self.callers_first_ticks += callers_only
         for kind, name in enumerate(("API calls on executions", "API task answers", "integration results")):
-            if at_tick[kind] and not taken[kind] and max(taken) >= 2:
+            if at_tick[kind] and not taken[kind] and max(taken) >= 2 and not (callers_only and kind == 2):
                 self.unfair_ticks.append(f"{engine.node_id}: {at_tick[kind]} {name} waited through a tick in which "
                                          f"another kind took {max(taken)} items")
             waiting[kind] -= taken[kind]
+
+    def late(self, engine: Any, taken: list[int]) -> None:
+        """A tick took the API's calls and task answers that arrived while it applied (``taken``: how many of each)."""
+        waiting = self.waiting.setdefault(engine, [0, 0, 0])
+        waiting[0] -= taken[0]
+        waiting[1] -= taken[1]
+        self.late_calls += taken[0] + taken[1]
 
     def tick_begins(self, engine: Any) -> None:
         """What waits as a tick begins (a store call during the tick may run the simulator, which submits more)."""
@@ -293,7 +310,10 @@ class Ledger:
 
     def staged(self, arn: str, events: list[dict[str, Any]]) -> None:
         """A decision staged: one without fan-out (where every child started runs its first state) enters at most
-        ``states_max`` states, the rest waiting for a later tick."""
+        ``states_max`` states, the rest waiting for a later tick. Calls held for the middle of a tick
+        (``mid_tick``) arrive now."""
+        if self.mid_tick is not None:
+            self.mid_tick()
         if self.states_max is None:
             return
         types = [event["type"] for event in events]

@@ -80,6 +80,8 @@ class SimResult:
     compacted_redrives: int = 0  # redrives (of those above) of executions whose history was compacted
     laned: int = 0  # steps decided in the heavy lane
     map_runs: int = 0  # distributed Maps' map runs checked at the end
+    callers_first: int = 0  # ticks of the API's commands alone, behind a full tick
+    late_calls: int = 0  # the API's commands that joined a tick while it applied
 
     def line(self) -> str:
         faults = sum(self.injected.values())
@@ -87,7 +89,8 @@ class SimResult:
         return (f"seed {self.config.seed}: {self.executions} executions ({self.closed} closed, {self.expired} of "
                 f"them expired), {self.attempts} attempts, {self.tokens} tokens, {self.redrives} redrives "
                 f"({self.compacted_redrives} from compacted histories), {self.compacted} histories compacted, "
-                f"{self.laned} laned, {self.map_runs} map runs, {faults} faults injected, "
+                f"{self.laned} laned, {self.map_runs} map runs, {self.callers_first} callers-first ticks, "
+                f"{self.late_calls} late calls, {faults} faults injected, "
                 f"{self.virtual_ms // 1000} s virtual: {verdict}")
 
 

@@ -16,10 +16,10 @@ commits landed (their events are what the histories must read back as) and what 
                     fenced for that shard and the engine must stop serving it
 
 The other faults (duplicated, late and reordered task results, clock jumps, workers dying, crash-restart at random
-points, a burst of timers due together beside a client's call; with several nodes a node paused past its lease, the
-store cut off from one node, a node leaving and coming back, forwarded calls lost or duplicated) are the simulator's
-to inject; ``Faults`` only decides when and counts them. Everything is drawn from one ``random.Random``, so a
-seed replays exactly.
+points, a burst of timers due together beside a client's call, a client's call arriving while a tick applies; with
+several nodes a node paused past its lease, the store cut off from one node, a node leaving and coming back,
+forwarded calls lost or duplicated) are the simulator's to inject; ``Faults`` only decides when and counts them.
+Everything is drawn from one ``random.Random``, so a seed replays exactly.
 
 With several nodes the wrapper also checks the store's fencing: every write of a shard whose range id moved must be
 reported lost, never committed.
@@ -51,7 +51,7 @@ from .checkers import Ledger
 STORE_FAULTS = ("commit-fails", "outcome-unknown", "version-conflict", "busy", "crash")
 ENGINE_FAULTS = ("lane-dies",)  # the heavy lane's process dies with a continuation in hand
 CLIENT_FAULTS = ("duplicate-result", "late-result", "reordered-results", "clock-jump", "worker-dies", "restart",
-                 "burst")
+                 "burst", "call-mid-tick")
 CLUSTER_FAULTS = ("lease-stolen", "node-paused", "store-cut-off", "node-leaves", "forward-lost", "forward-duplicated")
 SINGLE_NODE_FAULTS = STORE_FAULTS + ENGINE_FAULTS + CLIENT_FAULTS
 ALL_FAULTS = SINGLE_NODE_FAULTS + CLUSTER_FAULTS

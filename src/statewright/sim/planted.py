@@ -52,6 +52,7 @@ PLANTED = frozenset({
     "compact-rows-only",  # compaction drops what an earlier compacted object held
     "timers-first",  # a tick serves due timers before any command, as long as timers are due
     "map-run-unbounded",  # a map run starts every child at once, whatever its MaxConcurrency
+    "late-calls-answered-early",  # a call that joins a tick late is answered as it is applied, before the commit
 })
 
 
@@ -95,6 +96,14 @@ class PlantedEngine(Engine):
             self.edges.replies([(reply, result) for reply, result, _ in batch.replies
                                 if not isinstance(reply, HeldStage)])
             batch.replies[:] = [entry for entry in batch.replies if isinstance(entry[0], HeldStage)]
+
+    def _take_late(self, work: list, room: int, batch: Batch, now_ms: int) -> int:
+        if "late-calls-answered-early" not in self.planted:
+            return super()._take_late(work, room, batch, now_ms)
+        late: list = []
+        taken = super()._take_late(late, room, batch, now_ms)
+        self.edges.replies([(reply, self._attempt(command, batch, now_ms, reply)) for command, reply in late])
+        return taken
 
     def _due_timers(self, window: TimerWindow, now_ms: int, limit: int,
                     store_ok: bool) -> list[tuple[int, str, str]]:

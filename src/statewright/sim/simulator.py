@@ -161,6 +161,8 @@ class _Run:
         self.path = path
         self.now_ms = START_MS
         self.ledger = Ledger()
+        self._mid_tick: list[tuple[SimNode, Command, object]] = []  # client calls held for the middle of a tick
+        self.ledger.mid_tick = self._arrive_mid_tick
         self._events: list[tuple[int, int, Callable[[], None]]] = []
         self._order = itertools.count()
         self._incarnation = 0
@@ -209,7 +211,7 @@ class _Run:
             Sweep(engine.histories, RETENTION)
         node = SimNode(index, engine, store, sweep=sweep, next_sweep_ms=self.now_ms + SWEEP_MS)
         holder.append(node)
-        edges.replies = node.replies.extend
+        edges.replies = self._replied(node)
         edges.dispatch = lambda dispatch: self._dispatched(node, dispatch)
         engine.probe = self.ledger
         if not self.cluster:
@@ -275,13 +277,28 @@ class _Run:
 
     def _hand(self, node: SimNode, command: Command, reply: object, api: bool) -> None:
         """Submit to the node's engine as the API does (throttled) or an integration (not); the ledger counts what
-        waits for the fairness checker."""
+        waits for the fairness checker. A client's call may be held for the middle of the node's next tick
+        ("call-mid-tick"), as a caller arriving while the engine thread applies."""
+        if api and self.faults.fire("call-mid-tick"):
+            self._mid_tick.append((node, command, reply))
+            return
         try:
             node.engine.submit(command, reply, throttle=api)
         except InboxFull:
             return  # throttled: the caller gives up (and a worker's attempt times out in the engine)
         kind = (0 if isinstance(command, StartExecution | StopExecution | RedriveExecution) else 1) if api else 2
         self.ledger.waiting.setdefault(node.engine, [0, 0, 0])[kind] += 1
+
+    def _arrive_mid_tick(self) -> None:
+        """The calls held for the middle of a tick arrive (while one applies, or after one when none had work)."""
+        held, self._mid_tick = self._mid_tick, []
+        for node, command, reply in held:
+            try:
+                node.engine.submit(command, reply, throttle=True)
+            except InboxFull:
+                continue
+            kind = 0 if isinstance(command, StartExecution | StopExecution | RedriveExecution) else 1
+            self.ledger.waiting.setdefault(node.engine, [0, 0, 0])[kind] += 1
 
     def _route(self, entry: SimNode, arn: str) -> SimNode | None:
         """Where ``entry`` sends a command for ``arn``: itself if it serves the shard, else the owner it last read
@@ -331,7 +348,8 @@ class _Run:
         return SimResult(self.config, dict(self.faults.injected), violations, len(ledger.acknowledged), closed,
                          self.now_ms - START_MS, len(ledger.attempts_started), len(self.tokens_answered),
                          self.redrives_done, ledger.compactions, len(ledger.expired.keys() & ledger.acknowledged),
-                         self.compacted_redrives_done, self.laned, ledger.map_runs)
+                         self.compacted_redrives_done, self.laned, ledger.map_runs, ledger.callers_first_ticks,
+                         ledger.late_calls)
 
     def _drive(self) -> None:
         """The active phase, then the faults stop and time runs on until every execution closed (or the bound)."""
@@ -465,6 +483,7 @@ class _Run:
         if node.leaving is not None and node.leaving.done():
             self._finish_leaving(node)
         self._deliver(node)
+        self._arrive_mid_tick()
         return worked
 
     # -- the cluster
@@ -517,6 +536,16 @@ class _Run:
         # Nothing in memory: timers beyond the windows' horizon load as time moves; step most of a window.
         return self.now_ms + WINDOW_MS // 2 if keep_going or not self._all_closed() else None
 
+    def _replied(self, node: SimNode) -> Callable[[list[tuple[object, object]]], None]:
+        """The node's reply edge: each reply is checked against the store as the engine hands it over (a reply
+        ahead of its commit is caught then, whether or not the commit lands after), and delivered after the tick."""
+        def replied(replies: list[tuple[object, object]]) -> None:
+            for (command, before, on_reply), result in replies:
+                if before is not None and not isinstance(on_reply, tuple):
+                    self._check_committed(command, before, result)
+            node.replies.extend(replies)
+        return replied
+
     def _deliver(self, node: SimNode) -> None:
         replies, node.replies[:] = list(node.replies), []
         for (command, before, on_reply), result in replies:
@@ -529,7 +558,6 @@ class _Run:
                 continue
             if before is None:
                 continue  # a duplicate whose replies nobody waits for
-            self._check_committed(command, before, result)
             if isinstance(command, StartExecution) and isinstance(result, int):
                 self.ledger.acknowledged.setdefault(command.arn, result)
             if isinstance(command, RedriveExecution) and result == self.now_ms:
