@@ -302,3 +302,23 @@ def test_a_call_arriving_while_a_tick_applies_a_burst_is_committed_with_that_tic
         pass
     events = store.read_history(f"{PREFIX}:execution:passer:neighbour", 0, 10, False)
     assert [event["type"] for event in events][-1] == "ExecutionSucceeded"
+
+
+def test_behind_a_full_tick_a_waiting_caller_gets_a_tick_of_its_own_and_the_burst_the_next(store):
+    readings = iter(range(10**9))  # the tick clock: each reading 1 us later
+    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_min=50, tick_commands_max=50),
+                    evaluation_clock=lambda: next(readings) / 1e6)
+    engine.acquire_all_shards()
+    waiting = [started(engine, WAITER, f"w{i}") for i in range(400)]
+    while engine.tick(NOW_MS):
+        pass
+    assert all(reply.done() for reply in waiting)
+    due_ms = NOW_MS + 60_000
+    assert engine.tick(due_ms) == 50  # a full tick of the burst
+    handled = []
+    for index in range(6):  # a caller arrives before every tick
+        caller = started(engine, PASSER, f"caller-{index}")
+        handled.append(engine.tick(due_ms))
+        assert caller.result(timeout=0) == due_ms
+    # callers-first ticks take the caller alone; the ticks between them are ordinary (the caller and 49 timers)
+    assert handled == [1, 50, 1, 50, 1, 50]
