@@ -268,7 +268,9 @@ class Core:
     def _take_late(self, work: list[Work], room: int, batch: Batch, now_ms: int) -> int:
         """The API's commands that arrived while the tick applies, at most ``room``, onto the end of ``work``
         (``batch``, ``now_ms``: the tick's, a seam for the simulator); returns how many."""
+        first = len(work)
         late = self.inbox.take_late_calls(work, room)
+        self.reads.prefetch([item.arn for item, _ in work[first:] if item.arn not in batch.fetched], batch)
         if self.probe is not None:
             self.probe.late(self, late)
         return sum(late)

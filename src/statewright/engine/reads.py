@@ -24,7 +24,8 @@ class ExecutionReads:
         self.express = express
 
     def prefetch(self, arns: list[str], batch: Batch) -> None:
-        """Read those of ``arns`` this engine does not hold into ``batch.fetched`` (None: not found, a new one)."""
+        """Read those of ``arns`` this engine does not hold into ``batch.fetched`` (None: not found, a new one); a
+        tick may prefetch more than once (the calls that join it late)."""
         wanted = list(dict.fromkeys(  # in the work's order (not a set's): the simulator replays a seed exactly
             arn for arn in arns if not self.executions.holds(arn) and not is_express(arn)
             and self.shards.serves(self.shards.of(arn))))
@@ -33,7 +34,7 @@ class ExecutionReads:
         try:
             found = self.store.load_executions(wanted)
         except Exception as exc:  # as if each had failed to load: their commands fail (and come again, if retried)
-            batch.unread = dict.fromkeys(wanted, exc)
+            batch.unread.update(dict.fromkeys(wanted, exc))
             return
         for arn in wanted:
             blob = found.get(arn)
