@@ -60,8 +60,10 @@ def test_the_tick_budget_follows_the_time_of_full_ticks():
     assert budget.items == 132
     budget.observe(10, 0.030)  # far from full and within its time: mostly the commit's fixed cost
     assert budget.items == 132
-    budget.observe(10, 0.080)  # far from full but past its time: costly items, however few
-    assert budget.items == 69
+    budget.observe(10, 0.080)  # past its time, but too few items to say what one costs
+    assert budget.items == 132
+    budget.observe(40, 0.160)  # not half full but past its time, with enough items: costly items
+    assert budget.items == 71
     for _ in range(20):
         budget.observe(budget.items, budget.items * 0.0002)
     assert abs(budget.items - 200) <= 1
@@ -322,3 +324,32 @@ def test_behind_a_full_tick_a_waiting_caller_gets_a_tick_of_its_own_and_the_burs
         assert caller.result(timeout=0) == due_ms
     # callers-first ticks take the caller alone; the ticks between them are ordinary (the caller and 49 timers)
     assert handled == [1, 50, 1, 50, 1, 50]
+
+
+def test_an_api_backlog_gets_no_callers_first_ticks_and_leaves_the_timers_their_share(store):
+    class Gathered:
+        def __init__(self):
+            self.ticks = []
+
+        def gathered(self, engine, taken, callers_only):
+            self.ticks.append((list(taken), callers_only))
+
+        def __getattr__(self, name):  # the probe's other calls: nothing to record here
+            return lambda *args, **kwargs: None
+
+    readings = iter(range(10**9))
+    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_min=60, tick_commands_max=60),
+                    evaluation_clock=lambda: next(readings) / 1e6)
+    engine.acquire_all_shards()
+    waiting = [started(engine, WAITER, f"w{i}") for i in range(300)]
+    while engine.tick(NOW_MS):
+        pass
+    assert all(reply.done() for reply in waiting)
+    engine.probe = Gathered()
+    starts = [started(engine, PASSER, f"p{i}") for i in range(600)]  # the API is the burst, beside 300 timers due
+    for _ in range(10):
+        engine.tick(NOW_MS + 60_000)
+    assert not any(callers_only for _, callers_only in engine.probe.ticks)
+    assert [taken[0] for taken, _ in engine.probe.ticks] == [30] * 10  # half of every tick, the timers the rest
+    assert [taken[5] for taken, _ in engine.probe.ticks] == [30] * 10
+    assert sum(reply.done() for reply in starts) == 300

@@ -201,14 +201,15 @@ class Core:
             self._read_outboxes(now_ms)
             reruns = self._read_express_starts(now_ms)
         budget = self.tick_budget.items
-        calls = self.inbox.calls  # the API's commands submitted after this join the tick late (below)
-        # Behind a full tick, a caller waiting gets a tick of the API's commands alone, committed at once; the
-        # tick after it is an ordinary one, so the burst loses at most every other tick (and each is small).
+        calls = self.inbox.calls_submitted  # the API's commands submitted after this join the tick late (below)
+        # Behind a tick at least half full of other work, a caller waiting gets a small tick of the API's commands
+        # alone, committed at once; the tick after it is an ordinary one, so a burst loses at most every other tick
+        # and those ticks are small.
         callers_first = self._burst and self.inbox.calls_waiting()
         self._burst = False
-        work = self._gather(now_ms, store_ok, budget, callers_first)
+        work = self._gather(now_ms, store_ok, max(budget // 4, 1) if callers_first else budget, callers_first)
         # The API's own queues still hold commands after the gather: the API is the burst, and its callers wait
-        # their turn in its queues (per account), so no more join this tick late.
+        # their turn in its queues (per account), so no more join this tick late, nor get a tick of their own.
         api_backlogged = self.inbox.calls_waiting()
         if not work and not reruns and not self.express.finished:
             return 0
@@ -217,15 +218,13 @@ class Core:
             self._rerun_express(command, batch, now_ms)
         self.reads.prefetch([item.arn for item, _ in work if not isinstance(item, Transfer)], batch)
         # The API's commands that arrive while the tick applies join it (up to a quarter of its budget more), so a
-        # caller behind a burst waits for the rest of one tick, not for it and the next.
-        late_room = 0 if api_backlogged else budget // 4
+        # caller behind a burst waits for the rest of one tick, not for it and the next. Not while the store fails
+        # reads: each late group would try it again on the engine thread.
+        late_room = 0 if api_backlogged or not store_ok or batch.unread else budget // 4
         index = 0
         while index < len(work):
             item, reply = work[index]
             index += 1
-            if late_room and self.inbox.calls != calls:
-                calls = self.inbox.calls
-                late_room -= self._take_late(work, late_room, batch, now_ms)
             started = time.perf_counter()
             if isinstance(item, Transfer):
                 self.transfers.advance(item, batch, lambda command, held: self._attempt(command, batch, now_ms, held),
@@ -236,6 +235,9 @@ class Core:
                     # so far has landed
                     batch.replies.append((reply, result, batch.last_write.get(item.arn, -1)))
             self.metrics.apply_seconds.observe(time.perf_counter() - started)
+            if late_room and self.inbox.calls_submitted != calls:  # after each item, the last one's included
+                calls = self.inbox.calls_submitted
+                late_room = 0 if batch.unread else late_room - self._take_late(work, late_room, batch, now_ms)
         self._applied(batch)
         try:
             failed = self._commit(batch, now_ms) if batch.writes else {}
@@ -262,7 +264,7 @@ class Core:
         if not callers_first:  # a callers-first tick says nothing of the burst's items
             if self._tick_clock is not None:
                 self.tick_budget.observe(len(work), self._tick_clock() - started_s)
-            self._burst = len(work) >= budget // 2
+            self._burst = len(work) >= budget // 2 and not api_backlogged
         return len(work) + len(reruns)
 
     def _take_late(self, work: list[Work], room: int, batch: Batch, now_ms: int) -> int:
@@ -289,12 +291,11 @@ class Core:
             self.heavy.redo.clear()
         inbox = self.inbox
         takers: list[Taker] = [lambda n: inbox.take_commands(work, n), lambda n: inbox.take_answers(work, n)]
-        if callers_only:
-            takers += [lambda n: 0] * 4
-        else:
+        if not callers_only:
             takers += [lambda n: inbox.take_results(work, n), lambda n: inbox.take_decided(work, n),
                        lambda n: self.transfers.take(work, n, now_ms), self._timers(work, now_ms, store_ok)]
         taken = self._share(max(budget - len(work), 0), takers)
+        taken += [0] * (6 - len(taken))  # every kind counted, for the probe
         if self.probe is not None:
             self.probe.gathered(self, taken, callers_only)
         return work

@@ -100,7 +100,7 @@ class Inbox:
         self._decided: deque[tuple[Command, Reply]] = deque()  # decisions back from the heavy lane
         self._changes = Changes()
         self._stopping = False
-        self.calls = 0  # the API's commands submitted so far (read without the lock: a tick only compares it)
+        self.calls_submitted = 0  # the API's commands so far (read without the lock: a tick only compares it)
 
     def submit(self, command: Command, reply: Reply, throttle: bool) -> None:
         with self._lock:
@@ -108,7 +108,7 @@ class Inbox:
                 self._results.append((command, reply))
             else:
                 (self._commands if isinstance(command, _CALLS) else self._answers).append((command, reply))
-                self.calls += 1
+                self.calls_submitted += 1
             self._lock.notify()
 
     def decided(self, command: Command, reply: Reply) -> None:

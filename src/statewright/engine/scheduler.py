@@ -56,10 +56,11 @@ class TickBudget:
 
     def observe(self, items: int, seconds: float) -> None:
         """A tick took ``items`` and ``seconds``. A tick near its budget says what an item costs (a small one is
-        mostly the commit's fixed cost), and so does one that outlasted ``target_s`` however few its items (a kind
-        of work bounded elsewhere, each item costly: W15 (e)'s transfers); the budget moves halfway to what would
-        have lasted ``target_s``, so one slow tick (a heavy evaluation) does not collapse it."""
-        if self.target_s is None or items == 0 or (items < self.items // 2 and seconds <= self.target_s):
+        mostly the commit's fixed cost), and so does one of at least half of ``low`` items that outlasted
+        ``target_s`` (a kind of work bounded elsewhere, each item costly: W15 (e)'s transfers); the budget moves
+        halfway to what would have lasted ``target_s``, so one slow tick (a heavy evaluation) does not collapse it."""
+        if self.target_s is None or items == 0 or (
+                items < self.items // 2 and (seconds <= self.target_s or items < self.low // 2)):
             return
         wanted = self.high if seconds <= 0 else round(self.target_s * items / seconds)
         self.items = max(self.low, min(self.high, (self.items + wanted + 1) // 2))

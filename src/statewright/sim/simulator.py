@@ -282,6 +282,9 @@ class _Run:
         if api and self.faults.fire("call-mid-tick"):
             self._mid_tick.append((node, command, reply))
             return
+        self._submit(node, command, reply, api)
+
+    def _submit(self, node: SimNode, command: Command, reply: object, api: bool) -> None:
         try:
             node.engine.submit(command, reply, throttle=api)
         except InboxFull:
@@ -290,15 +293,15 @@ class _Run:
         self.ledger.waiting.setdefault(node.engine, [0, 0, 0])[kind] += 1
 
     def _arrive_mid_tick(self) -> None:
-        """The calls held for the middle of a tick arrive (while one applies, or after one when none had work)."""
+        """The calls held for the middle of a tick arrive (while one applies, or after one when none had work), each
+        with the committed state it is checked against read as it arrives. A call for a node that crashed since is
+        lost, as its caller's connection was."""
         held, self._mid_tick = self._mid_tick, []
-        for node, command, reply in held:
-            try:
-                node.engine.submit(command, reply, throttle=True)
-            except InboxFull:
+        for node, command, (_, before, on_reply) in held:
+            if self.nodes[node.index] is not node:
                 continue
-            kind = 0 if isinstance(command, StartExecution | StopExecution | RedriveExecution) else 1
-            self.ledger.waiting.setdefault(node.engine, [0, 0, 0])[kind] += 1
+            self._submit(node, command, (command, None if before is None else self._committed(command.arn),
+                                         on_reply), api=True)
 
     def _route(self, entry: SimNode, arn: str) -> SimNode | None:
         """Where ``entry`` sends a command for ``arn``: itself if it serves the shard, else the owner it last read
@@ -540,8 +543,8 @@ class _Run:
         """The node's reply edge: each reply is checked against the store as the engine hands it over (a reply
         ahead of its commit is caught then, whether or not the commit lands after), and delivered after the tick."""
         def replied(replies: list[tuple[object, object]]) -> None:
-            for (command, before, on_reply), result in replies:
-                if before is not None and not isinstance(on_reply, tuple):
+            for (command, before, _), result in replies:
+                if before is not None:  # (None: a forwarded stage's, or a duplicate's nobody waits for)
                     self._check_committed(command, before, result)
             node.replies.extend(replies)
         return replied
