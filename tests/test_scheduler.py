@@ -99,6 +99,18 @@ def started(engine: Engine, machine: str, name: str):
     return engine.submit(StartExecution(arn, machine, name, "r1", "role", "{}"))
 
 
+def timed_engine_with_waits(store, limits: Limits, waits: int, engine_class=Engine) -> Engine:
+    """An engine on a tick clock (each reading 1 us later) whose ``waits`` Waits all end at NOW_MS + 60 s."""
+    readings = iter(range(10**9))
+    engine = engine_class(store, clock=lambda: NOW_MS, limits=limits, evaluation_clock=lambda: next(readings) / 1e6)
+    engine.acquire_all_shards()
+    waiting = [started(engine, WAITER, f"w{i}") for i in range(waits)]
+    while engine.tick(NOW_MS):
+        pass
+    assert all(reply.done() for reply in waiting)
+    return engine
+
+
 def test_a_start_is_applied_in_the_first_tick_of_a_burst_of_due_timers(store):
     engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_max=50), evaluation_clock=None)
     engine.acquire_all_shards()
@@ -289,14 +301,7 @@ def test_a_call_arriving_while_a_tick_applies_a_burst_is_committed_with_that_tic
                 late.append(started(self, PASSER, "neighbour"))
             return super()._attempt(command, batch, now_ms, reply, **kwargs)
 
-    readings = iter(range(10**9))  # the tick clock: each reading 1 us later
-    engine = CallerArrivesMidTick(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_min=100),
-                                  evaluation_clock=lambda: next(readings) / 1e6)
-    engine.acquire_all_shards()
-    waiting = [started(engine, WAITER, f"w{i}") for i in range(300)]
-    while engine.tick(NOW_MS):
-        pass
-    assert all(reply.done() for reply in waiting)
+    engine = timed_engine_with_waits(store, Limits(tick_commands_min=100), 300, CallerArrivesMidTick)
     due_ms = NOW_MS + 60_000
     engine.tick(due_ms)
     assert late and late[0].result(timeout=0) == due_ms  # answered by the tick it arrived in
@@ -307,14 +312,7 @@ def test_a_call_arriving_while_a_tick_applies_a_burst_is_committed_with_that_tic
 
 
 def test_behind_a_full_tick_a_waiting_caller_gets_a_tick_of_its_own_and_the_burst_the_next(store):
-    readings = iter(range(10**9))  # the tick clock: each reading 1 us later
-    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_min=50, tick_commands_max=50),
-                    evaluation_clock=lambda: next(readings) / 1e6)
-    engine.acquire_all_shards()
-    waiting = [started(engine, WAITER, f"w{i}") for i in range(400)]
-    while engine.tick(NOW_MS):
-        pass
-    assert all(reply.done() for reply in waiting)
+    engine = timed_engine_with_waits(store, Limits(tick_commands_min=50, tick_commands_max=50), 400)
     due_ms = NOW_MS + 60_000
     assert engine.tick(due_ms) == 50  # a full tick of the burst
     handled = []
@@ -337,14 +335,7 @@ def test_an_api_backlog_gets_no_callers_first_ticks_and_leaves_the_timers_their_
         def __getattr__(self, name):  # the probe's other calls: nothing to record here
             return lambda *args, **kwargs: None
 
-    readings = iter(range(10**9))
-    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_min=60, tick_commands_max=60),
-                    evaluation_clock=lambda: next(readings) / 1e6)
-    engine.acquire_all_shards()
-    waiting = [started(engine, WAITER, f"w{i}") for i in range(300)]
-    while engine.tick(NOW_MS):
-        pass
-    assert all(reply.done() for reply in waiting)
+    engine = timed_engine_with_waits(store, Limits(tick_commands_min=60, tick_commands_max=60), 300)
     engine.probe = Gathered()
     starts = [started(engine, PASSER, f"p{i}") for i in range(600)]  # the API is the burst, beside 300 timers due
     for _ in range(10):
