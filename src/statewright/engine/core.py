@@ -271,7 +271,7 @@ class Core:
         """The API's commands that arrived while the tick applies, at most ``room``, onto the end of ``work``
         (``batch``, ``now_ms``: the tick's, a seam for the simulator); returns how many."""
         first = len(work)
-        late = self.inbox.take_late_calls(work, room)
+        late = take_fairly(room, self._api_takers(work))
         self.reads.prefetch([item.arn for item, _ in work[first:] if item.arn not in batch.fetched], batch)
         if self.probe is not None:
             self.probe.late(self, late)
@@ -290,7 +290,7 @@ class Core:
             work.extend(self.heavy.redo)
             self.heavy.redo.clear()
         inbox = self.inbox
-        takers: list[Taker] = [lambda n: inbox.take_commands(work, n), lambda n: inbox.take_answers(work, n)]
+        takers = self._api_takers(work)
         if not callers_only:
             takers += [lambda n: inbox.take_results(work, n), lambda n: inbox.take_decided(work, n),
                        lambda n: self.transfers.take(work, n, now_ms), self._timers(work, now_ms, store_ok)]
@@ -299,6 +299,10 @@ class Core:
         if self.probe is not None:
             self.probe.gathered(self, taken, callers_only)
         return work
+
+    def _api_takers(self, work: list[Work]) -> list[Taker]:
+        """The API's two kinds of work, calls on executions and task answers, as takers onto ``work``."""
+        return [lambda n: self.inbox.take_commands(work, n), lambda n: self.inbox.take_answers(work, n)]
 
     def _timers(self, work: list[Work], now_ms: int, store_ok: bool) -> Taker:
         """The due timers' taker: each shard's window (every one refilled first, whatever its share) and the express

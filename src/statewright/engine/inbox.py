@@ -184,12 +184,6 @@ class Inbox:
         """Whether any of the API's commands wait (read without the lock: a hint for the tick's length)."""
         return bool(self._commands) or bool(self._answers)
 
-    def take_late_calls(self, work: list[tuple[Any, Reply]], n: int) -> list[int]:
-        """Append at most ``n`` of the API's commands that arrived during a tick, to be applied and committed with
-        it: calls on executions and task answers in turn; returns how many of each."""
-        with self._lock:
-            return take_fairly(n, [lambda k: self._commands.take(work, k), lambda k: self._answers.take(work, k)])
-
     def take_results(self, work: list[tuple[Any, Reply]], n: int) -> int:
         """Append at most ``n`` of the integrations' commands to ``work``, oldest first; returns how many."""
         return _take(self._lock, self._results, work, n)
