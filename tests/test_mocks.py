@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # real server processes: not in the fast tier
 
 LAMBDA = "arn:aws:states:::lambda:invoke"
 SQS = "arn:aws:states:::sqs:sendMessage"
-UNBUILT = "arn:aws:states:::bedrock:invokeModel"  # an optimized integration statewright does not call yet
+UNLISTED = "arn:aws:states:::bedrock:invokeModelStream"  # no optimized integration AWS lists
 HELLO = {"StatusCode": 200, "Payload": {"body": "Hello from Lambda!"}}
 CONFIG = {
     "StateMachines": {
@@ -215,14 +215,12 @@ def test_a_lambda_function_arn_is_recorded_with_lambda_function_events(server):
     assert scheduled["resource"] == function
 
 
-def test_a_resource_statewright_does_not_call_and_no_mock_answers_fails_the_execution(server):
+def test_a_resource_aws_does_not_list_is_refused_with_a_mock_configuration_too(server):
     sfn = server.client()
-    machine = create(sfn, "unbuilt", {"StartAt": "M", "States": {"M": {
-        "Type": "Task", "Resource": UNBUILT, "Parameters": {"ModelId": "m"}, "End": True}}})
-    started = sfn.start_execution(stateMachineArn=machine, input="{}")  # no test case: the resource itself
-    described = wait_closed(sfn, started["executionArn"])
-    assert described["status"] == "FAILED" and described["error"] == "States.Runtime"
-    assert "mock configuration" in described["cause"]
+    with pytest.raises(ClientError) as refused:
+        create(sfn, "unlisted", {"StartAt": "M", "States": {"M": {"Type": "Task", "Resource": UNLISTED, "End": True}}})
+    assert refused.value.response["Error"]["Code"] == "InvalidDefinition"
+    assert f"The resource provided {UNLISTED} is not recognized" in refused.value.response["Error"]["Message"]
 
 
 def test_a_start_with_the_same_name_on_another_test_case_is_another_execution(server):
@@ -269,14 +267,10 @@ def test_a_test_case_naming_a_state_that_is_not_a_task_of_the_machine_is_refused
         "'typos'; its Task states: Charge, Ship")
 
 
-def test_without_a_mock_config_test_cases_and_unrun_resources_are_refused(tmp_path):
+def test_without_a_mock_config_test_cases_are_refused(tmp_path):
     plain = ServerProcess(tmp_path / "plain").start()
     try:
         sfn = plain.client()
-        with pytest.raises(ClientError) as refused:
-            sfn.create_state_machine(name="orders", roleArn=ROLE_ARN, definition=json.dumps(
-                {"StartAt": "L", "States": {"L": {"Type": "Task", "Resource": UNBUILT, "End": True}}}))
-        assert "--mock-config" in refused.value.response["Error"]["Message"]
         machine = sfn.create_state_machine(name="p", roleArn=ROLE_ARN, definition=json.dumps(
             {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}))["stateMachineArn"]
         with pytest.raises(ClientError) as refused:

@@ -122,7 +122,7 @@ class _LaneHere:
     def submit(self, job, reply) -> bool:
         self.steps += 1
         state = ExecutionState.from_blob(job.state.to_blob())
-        result = lane_decide(job.command, state, parse_definition(job.text(), mockable=job.mockable), job.now_ms,
+        result = lane_decide(job.command, state, parse_definition(job.text()), job.now_ms,
                              within(self.services, job.budget), job.inputs)
         self.landed(Decided.of(job, result), reply)
         return True

@@ -229,7 +229,7 @@ def _check_case_states(machine: StateMachineRecord, case: str, named: dict[str, 
     """Every state a test case names is a Task state of the machine (at any depth): a name that is not one would
     leave the state it meant calling its real resource, unseen. Step Functions Local's documentation has a test
     case map Task states to responses and says nothing of other names; this refusal, and its words, are ours."""
-    definition = parse_definition(machine.definition, mockable=True)
+    definition = parse_definition(machine.definition)
     tasks = sorted(name for found in definition.machines for name, state in found.states.items()
                    if isinstance(state, TaskState))
     strays = [name for name in named if name not in tasks]

@@ -23,7 +23,7 @@ _CHANGEABLE = ("definition", "roleArn", "loggingConfiguration", "tracingConfigur
 
 def _check_definition(service: Service, text: str, kind: str) -> None:
     try:
-        parse_definition(text, mockable=service.mocks is not None, express=kind == EXPRESS,
+        parse_definition(text, express=kind == EXPRESS,
                          resource_check=service.engine.services.resource_check)
     except InvalidDefinition as exc:
         raise AwsError("InvalidDefinition", str(exc)) from None
@@ -177,8 +177,7 @@ async def list_state_machines(service: Service, params: dict, scope: Scope) -> d
 @handler("ValidateStateMachineDefinition")
 def validate_state_machine_definition(service: Service, params: dict, scope: Scope) -> dict:
     try:
-        parse_definition(params["definition"], mockable=service.mocks is not None,
-                         express=params.get("type") == EXPRESS,
+        parse_definition(params["definition"], express=params.get("type") == EXPRESS,
                          resource_check=service.engine.services.resource_check)
         diagnostics = []
     except InvalidDefinition as exc:

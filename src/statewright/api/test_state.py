@@ -92,8 +92,7 @@ def _start_test(service: Service, params: dict, text: str, variables: dict[str, 
     """On an evaluation thread: the definition parsed, the request checked against the state it tests (before
     anything of it runs), and the state run."""
     services = service.engine.services
-    definition, name = definition_under_test(params["definition"], params.get("stateName"), mocked is not None,
-                                             services)
+    definition, name = definition_under_test(params["definition"], params.get("stateName"), services)
     state = state_named(definition, name)
     if state is None:  # test_base_state_name_validation_failures
         raise AwsError("ValidationException", "State not found in definition")

@@ -111,16 +111,14 @@ _NOT_YET: set[str] = set()
 ResourceCheck = Callable[[str, str, str, Collection[str] | None], list[tuple[str, str]]]
 
 
-def parse_definition(text: str, *, mockable: bool = False, resource_check: ResourceCheck | None = None,
-                     express: bool = False) -> Definition:
-    """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong. ``mockable`` (a
-    server with mocks): a Task may name an AWS resource this build does not call, for a mock to answer.
-    ``resource_check``: how AWS resources are checked (without it they are taken as written). ``express``: the
-    rules of an EXPRESS state machine too (no activities, no .sync or .waitForTaskToken). A Map in DISTRIBUTED mode
-    is compiled with its distributed fields (``asl/distributed.py``)."""
+def parse_definition(text: str, *, resource_check: ResourceCheck | None = None, express: bool = False) -> Definition:
+    """Compile ``text`` (a JSON definition) or raise InvalidDefinition listing what is wrong. ``resource_check``:
+    how AWS resources are checked (without it they are taken as written). ``express``: the rules of an EXPRESS state
+    machine too (no activities, no .sync or .waitForTaskToken). A Map in DISTRIBUTED mode is compiled with its
+    distributed fields (``asl/distributed.py``)."""
     raw, duplicates = load_json(text)
     try:
-        return _Parser(duplicates, mockable, resource_check, express).parse(raw)
+        return _Parser(duplicates, resource_check, express).parse(raw)
     except RecursionError:
         raise InvalidDefinition([Diagnostic(TOO_DEEPLY_NESTED, "The states are too deeply nested")]) from None
 
@@ -164,10 +162,9 @@ class _Scope:
 
 
 class _Parser(RuleParsing, TaskParsing):
-    def __init__(self, duplicates: dict[int, list[str]], mockable: bool = False,
-                 resource_check: ResourceCheck | None = None, express: bool = False) -> None:
+    def __init__(self, duplicates: dict[int, list[str]], resource_check: ResourceCheck | None = None,
+                 express: bool = False) -> None:
         self.duplicates = duplicates  # id(object) -> keys the JSON text repeats in it
-        self.mockable = mockable
         self.resource_check = resource_check
         self.express = express
         self.labels: set[str] = set()  # the distributed Maps' Labels so far: each names its own runs

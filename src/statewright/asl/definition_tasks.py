@@ -22,30 +22,46 @@ LAMBDA_FUNCTION = "lambdaFunction"  # TaskState.integration of a Task whose Reso
 _SDK_ARN = re.compile(r"^arn:aws[a-z-]*:states:::aws-sdk:(?P<service>[a-z0-9]+):(?P<action>[a-zA-Z0-9]+)"
                       r"(?:\.(?P<pattern>waitForTaskToken))?$")
 _LAMBDA_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[a-zA-Z0-9_-]+(?::[a-zA-Z0-9_$-]+)?$")
-# The optimized service integrations this build runs, with the patterns each allows (AWS's table of supported
-# patterns per integration); aws-sdk resources allow "" and waitForTaskToken.
+# Every optimized integration AWS lists, with the patterns each allows ("" is request-response), from AWS's page on
+# each service. Where its summary table says more than the service's page (a callback for Bedrock and EKS), the
+# page is followed. aws-sdk resources allow "" and waitForTaskToken.
+_PLAIN = {""}
 _CALLBACK = {"", "waitForTaskToken"}
-_JOB = {"", "sync", "waitForTaskToken"}
+_JOB = {"", "sync"}
+
+
+def _service(service: str, plain: str = "", jobs: str = "", callbacks: str = "") -> dict[tuple[str, str], set[str]]:
+    return {**{(service, action): _PLAIN for action in plain.split()},
+            **{(service, action): _JOB for action in jobs.split()},
+            **{(service, action): _CALLBACK for action in callbacks.split()}}
+
+
 _INTEGRATIONS: dict[tuple[str, str], set[str]] = {
-    ("http", "invoke"): {""}, ("states", "startExecution"): {"", "sync", "sync:2", "waitForTaskToken"},
-    ("lambda", "invoke"): _CALLBACK, ("sqs", "sendMessage"): _CALLBACK, ("sns", "publish"): _CALLBACK,
-    ("events", "putEvents"): _CALLBACK,
-    **{("dynamodb", action): {""} for action in ("getItem", "putItem", "updateItem", "deleteItem")},
-    ("batch", "submitJob"): _JOB, ("ecs", "runTask"): _JOB, ("glue", "startJobRun"): {"", "sync"},
-    ("athena", "startQueryExecution"): {"", "sync"}, ("codebuild", "startBuild"): {"", "sync"},
+    ("http", "invoke"): _PLAIN, ("states", "startExecution"): {"", "sync", "sync:2", "waitForTaskToken"},
+    ("ecs", "runTask"): {"", "sync", "waitForTaskToken"},
+    **_service("lambda", callbacks="invoke"), **_service("sqs", callbacks="sendMessage"),
+    **_service("sns", callbacks="publish"), **_service("events", callbacks="putEvents"),
+    **_service("apigateway", callbacks="invoke"),
+    **_service("dynamodb", plain="getItem putItem updateItem deleteItem"),
+    **_service("batch", jobs="submitJob"), **_service("glue", jobs="startJobRun"),
+    **_service("databrew", jobs="startJobRun"), **_service("mediaconvert", jobs="createJob"),
+    **_service("athena", plain="stopQueryExecution getQueryExecution getQueryResults", jobs="startQueryExecution"),
+    **_service("codebuild", plain="stopBuild batchDeleteBuilds batchGetReports stopBuildBatch deleteBuildBatch",
+               jobs="startBuild startBuildBatch retryBuildBatch"),
+    **_service("sagemaker", plain="createEndpoint createEndpointConfig createModel updateEndpoint",
+               jobs="createHyperParameterTuningJob createLabelingJob createProcessingJob createTrainingJob "
+                    "createTransformJob"),
+    **_service("elasticmapreduce", plain="setClusterTerminationProtection cancelStep modifyInstanceFleetByName "
+                                         "modifyInstanceGroupByName", jobs="createCluster terminateCluster addStep"),
+    **_service("emr-containers", plain="createVirtualCluster", jobs="deleteVirtualCluster startJobRun"),
+    **_service("emr-serverless", jobs="createApplication startApplication stopApplication deleteApplication "
+                                      "startJobRun cancelJobRun"),
+    **_service("eks", jobs="createCluster deleteCluster createFargateProfile deleteFargateProfile createNodegroup "
+                           "deleteNodegroup"),
+    **_service("bedrock", plain="invokeModel", jobs="createModelCustomizationJob"),
 }
 NOT_RECOGNIZED = "is not recognized. The value is not a valid resource ARN, or the resource is not available in " \
                  "this region."
-
-
-def _other_resource(resource: str) -> tuple[str, str, str] | None:
-    """(resource type, resource, pattern) as AWS records them in TaskScheduled for an AWS resource this build does
-    not call (an optimized integration it has not built), for a mock to answer; None if it is not one."""
-    service = _SERVICE_ARN.match(resource)
-    if service:
-        return service["service"], service["action"], service["pattern"] or ""
-    return None
-
 
 
 class TaskParsing:
@@ -90,13 +106,6 @@ class TaskParsing:
                 self.http_parameters(raw, where)
             elif state.integration != "states":
                 self.check_resource(state, raw, where)
-        elif self.mockable and (other := _other_resource(resource)) is not None:
-            state.integration, state.action, state.pattern = other
-            state.runnable = False
-        elif service:
-            self.problem(INVALID_RESOURCE, f"statewright does not run the resource '{resource}' yet; it runs "
-                         "activities, Lambda functions, arn:aws:states:::aws-sdk:*, and the optimized integrations "
-                         "listed in the README (others only when mocked: serve --mock-config)", f"{where}/Resource")
         else:
             self.schema(f"The resource provided {resource} {NOT_RECOGNIZED}", f"{where}/Resource")
         if self.express:

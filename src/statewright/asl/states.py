@@ -85,7 +85,6 @@ class TaskState(ResultState):
     integration: str = ""  # "activity", "lambdaFunction", "aws-sdk:<service>" or an optimized one ("http", "sqs")
     action: str = ""  # for service integrations: "invoke", "startExecution", ...
     pattern: str = ""  # "" (request and response), "sync", "sync:2" or "waitForTaskToken"
-    runnable: bool = True  # False: a resource this build does not call, accepted because a mock may answer it
     parameters: Template | None = None
     credentials: Template | None = None  # {"RoleArn": ...}: the role the call is made as (JSONata: in jsonata)
     timeout_seconds: int | None = None

@@ -41,9 +41,6 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
     flow = step.flows[flow_id]
     attempt = flow.attempts = flow.attempts + 1
     mocked = _mocked(step, state, attempt)
-    if mocked is None and not state.runnable and step.trace is None:  # TestState answers from its own mock
-        raise StatesError(errors.RUNTIME, f"statewright does not call the resource {state.resource}; name the "
-                                          "state in the execution's test case of the mock configuration")
     scheduled_id = step.execution.next_event_id  # the id the Scheduled event is about to get
     flow.task = TaskAttempt(scheduled_id)  # visible to $$.Task.Token while Parameters render
     try:

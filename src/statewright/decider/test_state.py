@@ -35,14 +35,13 @@ class TestOutcome:
     inspection: dict[str, Any] = field(default_factory=dict)
 
 
-def definition_under_test(definition_text: str, state_name: str | None, mockable: bool,
+def definition_under_test(definition_text: str, state_name: str | None,
                           services: decide.Services | None = None) -> tuple[Definition, str]:
     """The definition to test and the name of the state in it; raises InvalidDefinition when the state (or the
-    machine holding ``state_name``) is not valid. ``mockable``: a mock is given, so a Task's resource need not be
-    one statewright calls."""
+    machine holding ``state_name``) is not valid."""
     if state_name is None:
         definition_text, state_name = _as_machine(definition_text)
-    return parse_definition(definition_text, mockable=mockable,
+    return parse_definition(definition_text,
                             resource_check=None if services is None else services.resource_check), state_name
 
 

@@ -55,10 +55,9 @@ class Executions:
 class Definitions:
     """Each definition revision parsed once (never per transition), the first parsed leaving first."""
 
-    def __init__(self, store: Store, capacity: int, mockable: bool) -> None:
+    def __init__(self, store: Store, capacity: int) -> None:
         self._store = store
         self._capacity = capacity
-        self._mockable = mockable
         self._parsed: OrderedDict[tuple[str, str], Definition] = OrderedDict()
         self._processors: OrderedDict[tuple[tuple[str, str], str], Definition] = OrderedDict()
 
@@ -79,7 +78,7 @@ class Definitions:
     def _parsed_as(self, key: tuple[str, str]) -> Definition:
         definition = self._parsed.get(key)
         if definition is None:
-            definition = parse_definition(self.text(key), mockable=self._mockable)
+            definition = parse_definition(self.text(key))
             self._parsed[key] = definition
             while len(self._parsed) > self._capacity:
                 self._parsed.popitem(last=False)

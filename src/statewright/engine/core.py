@@ -141,7 +141,7 @@ class Core:
         self.inbox = Inbox(limits.inbox_commands_max)
         self.express = ExpressRuns()
         self._executions = Executions(limits.cached_executions_max)
-        self._definitions = Definitions(store, limits.cached_definitions_max, mockable=mocks is not None)
+        self._definitions = Definitions(store, limits.cached_definitions_max)
         self.reads = ExecutionReads(store, self._executions, self.shards, self.express)
         self.transfers = TransferRunner(
             TransferContext(store.get_state_machine, store.get_version, store.get_alias, self.reads.load, self.tokens),
@@ -475,8 +475,8 @@ class Core:
         def job() -> Job:
             key = (current.state_machine_arn, current.revision_id)
             self._definitions.of(current)  # the revision exists (and is cached) before its text is read for the lane
-            return Job(command, current, key, lambda: self._definitions.text(key), self.services.mocks is not None,
-                       now_ms, self.tokens, self.activities, inputs,
+            return Job(command, current, key, lambda: self._definitions.text(key), now_ms, self.tokens,
+                       self.activities, inputs,
                        None if is_express(current.arn) else self.budgets.budget_for(current.arn, self.services, now_ms))
         if self.heavy.route(command, reply, staged, job):
             return HELD

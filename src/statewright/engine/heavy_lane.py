@@ -77,7 +77,6 @@ class Job:
     state: ExecutionState
     definition_key: tuple[str, str]
     text: Callable[[], str]
-    mockable: bool
     now_ms: int
     tokens: TaskTokens
     activities: Collection[str]
@@ -156,7 +155,7 @@ class HeavyLane:
         keys, current = job.tokens.key_set
         # ``now_ms`` moves on by the time the job waits in the lane, so that the decision is of when it is made
         # (a timeout it sets is not spent queueing): the monotonic clock is the same in both processes.
-        message = (job.state.to_blob(), key, definition, job.mockable, job.command, job.inputs, job.now_ms,
+        message = (job.state.to_blob(), key, definition, job.command, job.inputs, job.now_ms,
                    time.monotonic(), keys, current, frozenset(job.activities), job.budget)
         return child.send(Decided.of(job, None), reply, key, message)
 
@@ -275,13 +274,13 @@ def serve(results_fd: int) -> None:
 
 def _decide(job: tuple, services: Services, limits: Limits,
             definitions: dict[tuple[str, str], Definition]) -> Decision | None:
-    blob, key, text, mockable, command, inputs, now_ms, sent, keys, current, activities, budget = job
+    blob, key, text, command, inputs, now_ms, sent, keys, current, activities, budget = job
     now_ms += max(0, round((time.monotonic() - sent) * 1000))
     definition = definitions.pop(key, None)
     if definition is None:
         if text is None:
             raise LookupError(f"the heavy lane has not parsed definition {key}")
-        definition = parse_definition(text, mockable=mockable)
+        definition = parse_definition(text)
     definitions[key] = definition  # last: the most recently used
     while len(definitions) > DEFINITIONS_MAX:
         del definitions[next(iter(definitions))]

@@ -538,7 +538,7 @@ async def _read_response(connection: h11.Connection, reader: asyncio.StreamReade
             chunks.append(event.data)
         elif isinstance(event, h11.EndOfMessage):
             assert head is not None
-            headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in head.headers]
+            headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in head.headers.raw_items()]
             return Response(head.status_code, _status_text(head), headers, b"".join(chunks))
         elif isinstance(event, h11.ConnectionClosed):
             raise h11.RemoteProtocolError("the connection closed before the response was complete")
@@ -570,8 +570,8 @@ def _reason(error: BaseException) -> str:
 
 def _result(response: Response) -> dict:
     headers: dict[str, list[str]] = {}
-    for name, value in response.headers:
-        headers.setdefault(name, []).append(value)
+    for name, value in response.headers:  # names as sent; the HTTP Task's result has them in lower case
+        headers.setdefault(name.lower(), []).append(value)
     media_type, charset = _content_type(headers)
     if media_type == "application/octet-stream" or media_type.partition("/")[0] in ("image", "video", "audio"):
         raise Failure(errors.RUNTIME, f"The HTTP response has the unsupported content type '{media_type}'")

@@ -36,7 +36,7 @@ class SimulatedLane:
             result = RuntimeError("the heavy lane's process died")
         else:
             result = decide(job.command, ExecutionState.from_blob(job.state.to_blob()),
-                            parse_definition(job.text(), mockable=job.mockable), job.now_ms,
+                            parse_definition(job.text()), job.now_ms,
                             within(self._services, job.budget), job.inputs)
         decided = Decided.of(job, result)
         simulator.at(simulator.rng.randint(0, LANE_DELAY_MS_MAX), lambda: self._landed(decided, reply))

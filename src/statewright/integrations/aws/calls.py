@@ -28,6 +28,7 @@ lower case).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,8 @@ from ...asl.definition_tasks import LAMBDA_FUNCTION, NOT_RECOGNIZED
 from ...asl.jsonio import dumps, loads
 from ...decider.outcomes import AttemptFailed, AttemptSucceeded
 from ...decider.tasks import AWS_CALL_DEADLINE_MS
-from . import catalogue, shapes
+from . import api_gateway, catalogue, shapes
+from .optimized import LAMBDA, OPTIMIZED, ClientFor, Optimized, Params
 
 LAMBDA_UNKNOWN = "Lambda.Unknown"
 LAMBDA_CLIENT = "Lambda.SdkClientException"
@@ -58,40 +60,6 @@ FAILED_ENTRY = "EventBridge.FailedEntry"
 Outcome = AttemptSucceeded | AttemptFailed
 
 
-@dataclass(frozen=True)
-class Optimized:
-    """One optimized integration: the botocore service and operation it calls, its error names, and the fields
-    that take a JSON value for text."""
-
-    service: str  # botocore's name
-    operation: str
-    prefix: str  # error names: <prefix>.<Exception>
-    generic: str  # the service's own exception class in the AWS SDK for Java 1.x
-    sdk_name: str  # the service in Java 1.x's error texts
-    json_fields: tuple[str, ...] = ()
-    metadata: bool = True  # the result carries SdkHttpMetadata and SdkResponseMetadata
-
-
-_SQS = ("sqs", "SendMessage", "SQS", "AmazonSQSException", "AmazonSQS")
-_DYNAMODB = ("DynamoDB", "AmazonDynamoDBException", "AmazonDynamoDBv2")
-OPTIMIZED: dict[tuple[str, str], Optimized] = {
-    ("sqs", "sendMessage"): Optimized(*_SQS, json_fields=("MessageBody",)),
-    ("sns", "publish"): Optimized("sns", "Publish", "SNS", "AmazonSNSException", "AmazonSNS", json_fields=("Message",)),
-    ("events", "putEvents"): Optimized("events", "PutEvents", "EventBridge", "AmazonEventBridgeException",
-                                       "AmazonEventBridge", metadata=False),
-    ("lambda", "invoke"): Optimized("lambda", "Invoke", "Lambda", "AWSLambdaException", "AWSLambda",
-                                    json_fields=("Payload",)),
-    **{("dynamodb", action): Optimized("dynamodb", action[0].upper() + action[1:], *_DYNAMODB)
-       for action in ("getItem", "putItem", "updateItem", "deleteItem")},
-    ("batch", "submitJob"): Optimized("batch", "SubmitJob", "Batch", "AWSBatchException", "AWSBatch"),
-    ("ecs", "runTask"): Optimized("ecs", "RunTask", "ECS", "AmazonECSException", "AmazonECS"),
-    ("glue", "startJobRun"): Optimized("glue", "StartJobRun", "Glue", "AWSGlueException", "AWSGlue"),
-    ("athena", "startQueryExecution"): Optimized("athena", "StartQueryExecution", "Athena", "AmazonAthenaException",
-                                                 "AmazonAthena"),
-    ("codebuild", "startBuild"): Optimized("codebuild", "StartBuild", "CodeBuild", "AWSCodeBuildException",
-                                           "AWSCodeBuild"),
-}
-LAMBDA = OPTIMIZED[("lambda", "invoke")]
 
 
 @dataclass(frozen=True)
@@ -104,6 +72,10 @@ class Call:
     timeout_s: float  # the call's deadline (its read timeout): the attempt's TimeoutSeconds, capped
     naming: Naming
     legacy_lambda: bool = False  # a bare function ARN: the result is the payload itself
+    # an optimized integration's own: the request made with calls of its own first (``params`` then unused), and
+    # how its result differs from the API's
+    prepare: Callable[[ClientFor], dict[str, Any]] | None = None
+    result: Callable[[Params, ClientFor], Params] | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +117,9 @@ def resource_problems(integration: str, action: str, pattern: str,
     state machine is created (asl/definition.py ResourceCheck)."""
     if integration == LAMBDA_FUNCTION:
         return []  # the parameters are the function's payload
+    if integration == "apigateway":
+        return [("Parameters", f"The field '{name}' is not supported by Step Functions")
+                for name in sorted(names or ()) if name not in api_gateway.FIELDS]
     if integration.startswith("aws-sdk:"):
         service = catalogue.service(integration[len("aws-sdk:"):])
         operation = service.operation(action) if service else None
@@ -154,6 +129,9 @@ def resource_problems(integration: str, action: str, pattern: str,
     elif (integration, action) in OPTIMIZED:
         spec = OPTIMIZED[(integration, action)]
         operation = catalogue.by_botocore_name(spec.service).model.operation_model(spec.operation)
+        if spec.fields is not None:
+            return [("Parameters", f"The field '{name}' is not supported by Step Functions")
+                    for name in sorted(names or ()) if name not in spec.fields]
     else:
         return []
     members = shapes.member_names(operation.input_shape)
@@ -171,11 +149,22 @@ def _optimized_call(spec: Optimized, parameters: Any, timeout_s: float, payload:
             parameters[name] = dumps(parameters[name])
     if spec.operation == "PutEvents" and isinstance(parameters.get("Entries"), list):
         parameters["Entries"] = [_event_entry(entry, payload["execution"]) for entry in parameters["Entries"]]
+    given = parameters
+    if spec.request is not None:
+        parameters = spec.request(parameters)
     service = catalogue.by_botocore_name(spec.service)
     operation = service.model.operation_model(spec.operation)
-    params = shapes.request(operation.input_shape, parameters, payload=payload_member(operation.input_shape))
-    return Call(spec.service, operation, params, timeout_s,
-                Naming(spec.sdk_name, _v1_errors(service, spec), v1=True, metadata=spec.metadata), legacy_lambda)
+    naming = Naming(spec.sdk_name, _optimized_errors(service, spec), v1=spec.v1, metadata=spec.metadata)
+    result = None if spec.result is None else functools.partial(spec.result, given)
+    member = payload_member(operation.input_shape)
+    if spec.prepare is not None:
+        prepare = spec.prepare
+
+        def prepared(client_for: ClientFor) -> dict[str, Any]:
+            return shapes.request(operation.input_shape, prepare(given, client_for), payload=member)
+        return Call(spec.service, operation, {}, timeout_s, naming, prepare=prepared, result=result)
+    params = shapes.request(operation.input_shape, parameters, payload=member)
+    return Call(spec.service, operation, params, timeout_s, naming, legacy_lambda, result=result)
 
 
 def _event_entry(entry: Any, execution_arn: str) -> Any:
@@ -192,7 +181,7 @@ def _event_entry(entry: Any, execution_arn: str) -> Any:
     return entry
 
 
-def _v1_errors(service: catalogue.Service, spec: Optimized) -> Any:
+def _optimized_errors(service: catalogue.Service, spec: Optimized) -> Any:
     def name(error: dict) -> str:
         shape = service.error_shape(error)
         if shape is None:
@@ -206,11 +195,15 @@ def payload_member(shape: Any) -> str | None:
     return shape.serialization.get("payload") if shape is not None else None
 
 
-def perform(call: Call, client: Any) -> Outcome:
-    """Make ``call`` with ``client`` (blocking: on a pool thread) and read its answer."""
+def perform(call: Call, client: Any, client_for: ClientFor | None = None) -> Outcome:
+    """Make ``call`` with ``client`` (blocking: on a pool thread) and read its answer; ``client_for`` gives the
+    clients of other services an optimized integration calls too (Bedrock's S3 input and output)."""
+    def clients(service: str) -> Any:
+        return client if service == call.service else client_for(service) if client_for else None
     try:
-        raw = getattr(client, xform_name(call.operation.name))(**call.params)
-        return _result(call, raw)  # reading a streamed body can fail too
+        params = call.params if call.prepare is None else call.prepare(clients)
+        raw = getattr(client, xform_name(call.operation.name))(**params)
+        return _result(call, raw, clients)  # reading a streamed body can fail too
     except shapes.ParameterError as error:  # the answer holds what a Task cannot return
         return AttemptFailed(errors.RUNTIME, str(error))
     except ClientError as error:
@@ -237,7 +230,7 @@ def _service_error(call: Call, error: ClientError) -> AttemptFailed:
     return AttemptFailed(call.naming.name(detail), cause)
 
 
-def _result(call: Call, raw: dict[str, Any]) -> Outcome:
+def _result(call: Call, raw: dict[str, Any], clients: ClientFor) -> Outcome:
     operation = call.operation
     output = shapes.response(operation.output_shape, raw, payload=payload_member(operation.output_shape))
     if call.service == "lambda" and operation.name == "Invoke" and call.naming.v1:
@@ -245,6 +238,8 @@ def _result(call: Call, raw: dict[str, Any]) -> Outcome:
                               raw.get("ResponseMetadata", {}), call.legacy_lambda)
     if operation.name == "PutEvents" and call.naming.v1 and output.get("FailedEntryCount"):
         return AttemptFailed(FAILED_ENTRY, dumps(output))
+    if call.result is not None:
+        output = call.result(output, clients)
     if call.naming.metadata:
         output.update(metadata(raw.get("ResponseMetadata", {})))
     return AttemptSucceeded(dumps(output))

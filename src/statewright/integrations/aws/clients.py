@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import botocore.session
 from botocore.client import BaseClient
 from botocore.config import Config
+from botocore.credentials import Credentials
 
 from ...engine.limits import Limits
 
@@ -82,6 +83,18 @@ class AwsClients:
                                                                           **keys, **self._own(service, keys))
                 client.meta.events.register("before-call", self._traced)
             return client
+
+    def credentials(self, region: str, role_arn: str | None = None) -> Credentials | None:
+        """The credentials a request signed by hand is signed with (API Gateway's): ``role_arn``'s, else the
+        server's own (None: it has none). Blocks as ``client`` does."""
+        if role_arn:
+            keys = self._role_keys(role_arn, region)
+            return Credentials(keys["aws_access_key_id"], keys["aws_secret_access_key"], keys["aws_session_token"])
+        found = self._session.get_credentials()
+        if found is None:
+            return None
+        frozen = found.get_frozen_credentials()
+        return Credentials(frozen.access_key, frozen.secret_key, frozen.token)
 
     def _own(self, service: str, keys: dict[str, str]) -> dict[str, str]:
         """For Step Functions: this server's endpoint, unless AWS_ENDPOINT_URL_SFN names another (and placeholder

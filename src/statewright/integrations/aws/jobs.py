@@ -1,22 +1,25 @@
-"""Start a job and wait for it (``.sync``): AWS Batch submitJob, ECS runTask, Glue startJobRun, Athena
-startQueryExecution, CodeBuild startBuild.
+"""Start a job and wait for it (``.sync``): every optimized integration AWS gives the pattern (Batch, ECS, Glue,
+Athena, CodeBuild, SageMaker, EMR, EMR on EKS, EMR Serverless, EKS, Glue DataBrew, Bedrock, MediaConvert).
 
 The start is an ordinary call (``calls``); its answer submits the attempt with the job's handle (what the describe
 call needs). The engine then polls: a timer in the execution's commit fires a poll dispatch, this module's
 ``poll`` makes the describe call, and the attempt either ends (the job's final describe output as the result, or
 ``States.TaskFailed`` with it as the cause) or is polled again later, less often each time. A restart loses no
 poll (the timer and the dispatch are rows). When the attempt is abandoned (its deadline, a stop of the execution,
-a sibling's failure), the job is stopped where the API allows: TerminateJob, StopTask, BatchStopJobRun,
-StopQueryExecution, StopBuild.
+a sibling's failure), the job is stopped where Step Functions stops it (TerminateJob, StopTask, BatchStopJobRun,
+StopQueryExecution, StopBuild, Stop...Job, CancelSteps, CancelJobRun, ...); clusters, applications and node groups
+are left as they are, as AWS's EMR and EKS pages say. A deletion (``eks:deleteCluster.sync``) is done once its
+describe call answers that the resource does not exist.
 
 A describe call that fails in passing (throttled, the service's own error, no answer) is tried again at the next
 poll, and so is one whose report was lost (the engine's poll timers go on whatever becomes of each report); a
 describe call the service refuses (the job is gone, access denied) fails the attempt. An ECS task succeeds when
 every container exited 0.
 
-Sources: AWS's pages on each integration's "Run a Job (.sync)" pattern (the result is the job's description,
-the terminal statuses). Inferred: the poll schedule (AWS does not document its own), ECS's exit codes deciding the
-task's outcome.
+Sources: AWS's pages on each integration's "Run a Job (.sync)" pattern (what it waits for; the describe and stop
+calls its IAM policy allows). Inferred: the poll schedule (AWS does not document its own; EMR's page says 60 s,
+then 300 s after ten minutes), ECS's exit codes deciding the task's outcome, which statuses are a failure where
+the pages do not say, and the result: the last describe call's answer.
 """
 
 from __future__ import annotations
@@ -44,11 +47,13 @@ class Job:
     describe: str
     describe_params: Callable[[dict], dict]
     progress: Callable[[dict], tuple[str, Any]]  # describe's output -> (RUNNING | SUCCEEDED | FAILED, the result)
-    stop: str
-    stop_params: Callable[[dict], dict]
+    stop: str | None  # None: Step Functions leaves it running when the task is abandoned
+    stop_params: Callable[[dict], dict] | None
     # Where the result ``progress`` takes is modelled: an operation whose output holds it, and the path to it in
     # that output (botocore member names; 0 for a list's items). CodeBuild's {"Build": ...} is StartBuild's.
     result_of: tuple[str, tuple[str | int, ...]]
+    gone_is_done: bool = False  # a deletion: done once describe answers that it does not exist (the result:
+    # the delete call's answer, kept in the handle as "Deleted")
 
 
 def _first(items: Any) -> dict | None:
@@ -100,6 +105,99 @@ def _codebuild(output: dict) -> tuple[str, Any]:
     return (FAILED if status in ("FAILED", "FAULT", "TIMED_OUT", "STOPPED") else RUNNING), {"Build": build}
 
 
+def _status(path: tuple[str, ...], succeeded: str | tuple[str, ...], failed: tuple[str, ...],
+            result: tuple[str, ...] = ()) -> Callable[[dict], tuple[str, Any]]:
+    """Progress read at ``path`` of the describe output: one of ``succeeded``, one of ``failed``, else running; the
+    result is the output (or what is at ``result`` in it)."""
+    done = (succeeded,) if isinstance(succeeded, str) else succeeded
+    def progress(output: dict) -> tuple[str, Any]:
+        value: Any = output
+        for step in path:
+            value = value.get(step) if isinstance(value, dict) else None
+        found: Any = output
+        for step in result:
+            found = found.get(step, {}) if isinstance(found, dict) else {}
+        return (SUCCEEDED if value in done else FAILED if value in failed else RUNNING), found
+    return progress
+
+
+def _sagemaker(kind: str) -> Job:
+    """A SageMaker job: Create<kind>Job's name, Describe<kind>Job until Completed, Stop<kind>Job."""
+    name = f"{kind}JobName"
+    return Job("sagemaker", lambda given, out: {name: given[name]} if given.get(name) else None,
+               f"Describe{kind}Job", lambda job: {name: job[name]},
+               _status((f"{kind}JobStatus",), "Completed", ("Failed", "Stopped")),
+               f"Stop{kind}Job", lambda job: {name: job[name]}, (f"Describe{kind}Job", ()))
+
+
+def _eks(kind: str, *, delete: bool) -> Job:
+    """An EKS cluster, node group or Fargate profile: described until ACTIVE, or (``delete``) until it is gone.
+    Step Functions stops none of them (AWS's EKS page)."""
+    member = {"Cluster": "Name", "Nodegroup": "NodegroupName", "FargateProfile": "FargateProfileName"}[kind]
+    lower = member[0].lower() + member[1:]
+
+    def handle_(given: dict, out: dict) -> dict | None:
+        described = out.get(kind) or {}
+        name = given.get(member) or described.get(member)
+        if not name:
+            return None
+        found = {member: name, **({"ClusterName": given["ClusterName"]} if kind != "Cluster" else {})}
+        return {**found, "Deleted": out} if delete else found
+
+    def params(job: dict) -> dict:
+        return {("name" if kind == "Cluster" else lower): job[member],
+                **({"clusterName": job["ClusterName"]} if kind != "Cluster" else {})}
+    progress = (_status((kind, "Status"), (), ("DELETE_FAILED",)) if delete
+                else _status((kind, "Status"), "ACTIVE", ("FAILED", "CREATE_FAILED")))
+    return Job("eks", handle_, f"Describe{kind}", params, progress, None, None,
+               (f"Describe{kind}", ()), gone_is_done=delete)
+
+
+def _serverless(state: str | tuple[str, ...], failed: tuple[str, ...] = ()) -> Job:
+    """An EMR Serverless application, described until it is in ``state``."""
+    return Job("emr-serverless", lambda given, out: {"ApplicationId": out.get("ApplicationId")}
+               if out.get("ApplicationId") else None,
+               "GetApplication", lambda job: {"applicationId": job["ApplicationId"]},
+               _status(("Application", "State"), state, failed), None, None, ("GetApplication", ()))
+
+
+def _serverless_run(state: str, stop: bool) -> Job:
+    """An EMR Serverless job run, described until it is in ``state`` (stopped with CancelJobRun if ``stop``)."""
+    def params(job: dict) -> dict:
+        return {"applicationId": job["ApplicationId"], "jobRunId": job["JobRunId"]}
+    return Job("emr-serverless", lambda given, out: {"ApplicationId": out["ApplicationId"], "JobRunId": out["JobRunId"]}
+               if out.get("JobRunId") else None, "GetJobRun", params,
+               _status(("JobRun", "State"), state, ("FAILED", "CANCELLED") if state != "CANCELLED" else ("FAILED",)),
+               "CancelJobRun" if stop else None, params if stop else None, ("GetJobRun", ()))
+
+
+def _emr_cluster(state: str, failed: tuple[str, ...]) -> Job:
+    """An EMR cluster, described until it is in ``state``. Step Functions terminates no cluster (AWS's EMR page)."""
+    return Job("emr", lambda given, out: {"ClusterId": out.get("ClusterId") or given.get("ClusterId")}
+               if out.get("ClusterId") or given.get("ClusterId") else None,
+               "DescribeCluster", lambda job: {"ClusterId": job["ClusterId"]},
+               _status(("Cluster", "Status", "State"), state, failed), None, None, ("DescribeCluster", ()))
+
+
+def _build_batch(given: dict, out: dict) -> dict | None:
+    batch = out.get("BuildBatch") or {}
+    return {"Id": batch["Id"]} if batch.get("Id") else None
+
+
+_BUILD_BATCH = Job("codebuild", _build_batch, "BatchGetBuildBatches", lambda job: {"ids": [job["Id"]]},
+                   lambda output: _codebuild_batch(output), "StopBuildBatch", lambda job: {"id": job["Id"]},
+                   ("StartBuildBatch", ()))
+
+
+def _codebuild_batch(output: dict) -> tuple[str, Any]:
+    batch = _first(output.get("BuildBatches"))
+    if batch is None:
+        return FAILED, output
+    status = batch.get("BuildBatchStatus")
+    return (SUCCEEDED if status == "SUCCEEDED" else FAILED if status in ("FAILED", "FAULT", "TIMED_OUT", "STOPPED")
+            else RUNNING), {"BuildBatch": batch}
+
+
 JOBS: dict[tuple[str, str], Job] = {
     ("batch", "submitJob"): Job(
         "batch", lambda given, out: {"JobId": out["JobId"]} if "JobId" in out else None,
@@ -127,6 +225,60 @@ JOBS: dict[tuple[str, str], Job] = {
         "codebuild", lambda given, out: {"Id": out["Build"]["Id"]} if "Id" in out.get("Build", {}) else None,
         "BatchGetBuilds", lambda job: {"ids": [job["Id"]]}, _codebuild,
         "StopBuild", lambda job: {"id": job["Id"]}, ("StartBuild", ())),
+    ("codebuild", "startBuildBatch"): _BUILD_BATCH,
+    ("codebuild", "retryBuildBatch"): _BUILD_BATCH,
+    **{("sagemaker", f"create{kind}Job"): _sagemaker(kind)
+       for kind in ("Training", "Transform", "Processing", "HyperParameterTuning", "Labeling")},
+    ("elasticmapreduce", "createCluster"): _emr_cluster("WAITING", ("TERMINATED", "TERMINATED_WITH_ERRORS")),
+    ("elasticmapreduce", "terminateCluster"): _emr_cluster("TERMINATED", ("TERMINATED_WITH_ERRORS",)),
+    ("elasticmapreduce", "addStep"): Job(
+        "emr", lambda given, out: {"ClusterId": given.get("ClusterId"), "StepId": out["StepId"]}
+        if out.get("StepId") else None,
+        "DescribeStep", lambda job: {"ClusterId": job["ClusterId"], "StepId": job["StepId"]},
+        _status(("Step", "Status", "State"), "COMPLETED", ("CANCELLED", "FAILED", "INTERRUPTED")),
+        "CancelSteps", lambda job: {"ClusterId": job["ClusterId"], "StepIds": [job["StepId"]]},
+        ("DescribeStep", ())),
+    ("emr-containers", "startJobRun"): Job(
+        "emr-containers", lambda given, out: {"VirtualClusterId": out["VirtualClusterId"], "Id": out["Id"]}
+        if out.get("Id") and out.get("VirtualClusterId") else None,
+        "DescribeJobRun", lambda job: {"virtualClusterId": job["VirtualClusterId"], "id": job["Id"]},
+        _status(("JobRun", "State"), "COMPLETED", ("FAILED", "CANCELLED")),
+        "CancelJobRun", lambda job: {"virtualClusterId": job["VirtualClusterId"], "id": job["Id"]},
+        ("DescribeJobRun", ())),
+    ("emr-containers", "deleteVirtualCluster"): Job(
+        "emr-containers", lambda given, out: {"Id": out["Id"]} if out.get("Id") else None,
+        "DescribeVirtualCluster", lambda job: {"id": job["Id"]},
+        _status(("VirtualCluster", "State"), "TERMINATED", ("ARRESTED",)), None, None,
+        ("DescribeVirtualCluster", ())),
+    # created: CREATED, or any state an application reaches only once created (one that starts itself)
+    ("emr-serverless", "createApplication"): _serverless(("CREATED", "STARTING", "STARTED", "STOPPING", "STOPPED"),
+                                                         ("TERMINATED",)),
+    ("emr-serverless", "startApplication"): _serverless("STARTED", ("STOPPED", "TERMINATED")),
+    ("emr-serverless", "stopApplication"): _serverless("STOPPED", ("TERMINATED",)),
+    ("emr-serverless", "deleteApplication"): _serverless("TERMINATED"),
+    ("emr-serverless", "startJobRun"): _serverless_run("SUCCESS", stop=True),
+    ("emr-serverless", "cancelJobRun"): _serverless_run("CANCELLED", stop=False),
+    ("eks", "createCluster"): _eks("Cluster", delete=False),
+    ("eks", "deleteCluster"): _eks("Cluster", delete=True),
+    ("eks", "createNodegroup"): _eks("Nodegroup", delete=False),
+    ("eks", "deleteNodegroup"): _eks("Nodegroup", delete=True),
+    ("eks", "createFargateProfile"): _eks("FargateProfile", delete=False),
+    ("eks", "deleteFargateProfile"): _eks("FargateProfile", delete=True),
+    ("databrew", "startJobRun"): Job(
+        "databrew", lambda given, out: {"Name": given.get("Name"), "RunId": out["RunId"]} if out.get("RunId") else None,
+        "DescribeJobRun", lambda job: {"Name": job["Name"], "RunId": job["RunId"]},
+        _status(("State",), "SUCCEEDED", ("FAILED", "STOPPED", "TIMEOUT")),
+        "StopJobRun", lambda job: {"Name": job["Name"], "RunId": job["RunId"]}, ("DescribeJobRun", ())),
+    ("bedrock", "createModelCustomizationJob"): Job(
+        "bedrock", lambda given, out: {"JobArn": out["JobArn"]} if out.get("JobArn") else None,
+        "GetModelCustomizationJob", lambda job: {"jobIdentifier": job["JobArn"]},
+        _status(("Status",), "Completed", ("Failed", "Stopped")),
+        "StopModelCustomizationJob", lambda job: {"jobIdentifier": job["JobArn"]},
+        ("GetModelCustomizationJob", ())),
+    ("mediaconvert", "createJob"): Job(
+        "mediaconvert", lambda given, out: {"Id": out["Job"]["Id"]} if (out.get("Job") or {}).get("Id") else None,
+        "GetJob", lambda job: {"Id": job["Id"]}, _status(("Job", "Status"), "COMPLETE", ("ERROR", "CANCELED")),
+        "CancelJob", lambda job: {"Id": job["Id"]}, ("GetJob", ())),
 }
 
 
@@ -148,6 +300,8 @@ def poll(kind: str, action: str, handle_: dict, client: Any, number: int) -> Out
         if _passing(error):
             return AttemptPolled(number)  # the next poll tries again
         detail = error.response.get("Error", {})
+        if job.gone_is_done and detail.get("Code") in _GONE:
+            return AttemptSucceeded(dumps(handle_.get("Deleted", {})))
         return AttemptFailed(TASK_FAILED, f"The job could not be followed: {job.describe} was refused with "
                                           f"{detail.get('Code')}: {detail.get('Message')}")
     except BotoCoreError:
@@ -161,6 +315,7 @@ def poll(kind: str, action: str, handle_: dict, client: Any, number: int) -> Out
     return AttemptFailed(TASK_FAILED, dumps(result))
 
 
+_GONE = frozenset({"ResourceNotFoundException", "ResourceNotFound", "NotFoundException"})
 _THROTTLED = frozenset({"Throttling", "ThrottlingException", "ThrottledException", "TooManyRequestsException",
                         "RequestLimitExceeded", "RequestThrottled", "SlowDown"})
 
@@ -172,6 +327,8 @@ def _passing(error: ClientError) -> bool:
 
 
 def stop(kind: str, action: str, handle_: dict, client: Any, number: int) -> None:
-    """Stop the job (blocking); a job that already ended, or a refusal, is left as it is."""
+    """Stop the job (blocking); a job that already ended, or a refusal, is left as it is, and so is one Step
+    Functions does not stop (a cluster)."""
     job = JOBS[(kind, action)]
-    getattr(client, xform_name(job.stop))(**job.stop_params(handle_))
+    if job.stop is not None and job.stop_params is not None:
+        getattr(client, xform_name(job.stop))(**job.stop_params(handle_))

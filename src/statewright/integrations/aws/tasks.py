@@ -33,7 +33,7 @@ from ...engine.commands import AckDispatch, CompleteAttempt
 from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
 from ..traces import CallSpans, CallTrace
-from . import calls, jobs, shapes
+from . import api_gateway, calls, jobs, shapes
 from .clients import AwsClients
 from .functions import FunctionStyle, LocalFunctions
 
@@ -51,7 +51,7 @@ class AwsTasks:
         self.spans = spans or CallSpans()
         self.functions = functions or LocalFunctions()
         self.assume_machine_role = assume_machine_role
-        for kind in {"aws-sdk", LAMBDA_FUNCTION, *(service for service, _ in calls.OPTIMIZED)}:
+        for kind in {"aws-sdk", LAMBDA_FUNCTION, "apigateway", *(service for service, _ in calls.OPTIMIZED)}:
             dispatcher.register(kind, self.run)
 
     async def run(self, dispatch: Dispatch) -> None:
@@ -109,6 +109,10 @@ class AwsTasks:
     async def _perform_traced(self, payload: dict[str, Any], traced: CallTrace | None
                               ) -> AttemptSucceeded | AttemptFailed:
         kind, given = payload["kind"], payload["input"]
+        if kind == "apigateway":
+            region = payload["execution"].split(":")[3]
+            return await api_gateway.invoke(given, lambda: self.clients.run(self.clients.credentials, region,
+                                                                             self._role(payload)))
         url = self.functions.url(_function_name(payload))
         if url is None:
             return await self.clients.run(self._call, payload, None if traced is None else traced.xray_header)
@@ -167,10 +171,12 @@ class AwsTasks:
             client = self.clients.client(call.service, region, role, call.timeout_s, account)
         except (ClientError, BotoCoreError) as error:
             return AttemptFailed(calls.TASK_FAILED, f"Could not assume the role {role}: {error}")
+        def client_for(service: str) -> Any:  # another service the call needs (Bedrock's S3 input and output)
+            return self.clients.client(service, region, role, call.timeout_s, account)
         if trace_header is None:
-            return calls.perform(call, client)
+            return calls.perform(call, client, client_for)
         with self.clients.trace_header(trace_header):
-            return calls.perform(call, client)
+            return calls.perform(call, client, client_for)
 
 
 def _function_name(payload: dict[str, Any]) -> Any:

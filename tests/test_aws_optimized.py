@@ -1,0 +1,308 @@
+"""Every optimized integration AWS lists, through boto3 against a real server whose AWS is moto's: request-response
+calls and .sync jobs of SageMaker, EMR, EMR on EKS, EMR Serverless, EKS, Bedrock and Athena, API Gateway against a
+stand-in API, and TestState mocks checked STRICT for the ones moto does not run (Glue DataBrew, MediaConvert,
+CodeBuild's build batches, SageMaker's labeling jobs)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from botocore.exceptions import ClientError
+
+from aws import ACCOUNT, aws_client, output, run, server_env, task
+from server import ROLE_ARN, ServerProcess
+
+
+@pytest.fixture
+def sfn(aws_server):
+    return aws_server.client()
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _types(described: dict) -> list[str]:
+    return [event["type"] for event in described["events"]]
+
+
+def test_sagemaker_training_job_sync_waits_for_the_job_and_returns_its_description(sfn):
+    name = _name("train")
+    described = run(sfn, task("arn:aws:states:::sagemaker:createTrainingJob.sync", {
+        "TrainingJobName": name, "RoleArn": ROLE_ARN,
+        "AlgorithmSpecification": {"TrainingImage": "img", "TrainingInputMode": "File"},
+        "OutputDataConfig": {"S3OutputPath": "s3://bucket/out"},
+        "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 60}}))
+    result = output(described)
+    assert result["TrainingJobName"] == name and result["TrainingJobStatus"] == "Completed"
+    assert _types(described)[2:6] == ["TaskScheduled", "TaskStarted", "TaskSubmitted", "TaskSucceeded"]
+    submitted = next(e for e in described["events"] if e["type"] == "TaskSubmitted")["taskSubmittedEventDetails"]
+    assert json.loads(submitted["output"])["TrainingJobArn"].endswith(f"training-job/{name}")
+
+
+def test_sagemaker_request_response_returns_the_api_answer_with_its_http_metadata(sfn):
+    name = _name("model")
+    result = output(run(sfn, task("arn:aws:states:::sagemaker:createModel", {
+        "ModelName": name, "ExecutionRoleArn": ROLE_ARN, "PrimaryContainer": {"Image": "img"}})))
+    assert result["ModelArn"].endswith(f"model/{name}")
+    assert result["SdkHttpMetadata"]["HttpStatusCode"] == 200 and "RequestId" in result["SdkResponseMetadata"]
+
+
+def test_a_sagemaker_error_is_named_as_the_java_sdk_names_it(sfn):
+    described = run(sfn, task("arn:aws:states:::sagemaker:createEndpoint", {
+        "EndpointName": _name("e"), "EndpointConfigName": "no-such-config"}))
+    assert described["status"] == "FAILED" and described["error"].startswith("SageMaker.")
+    assert "(Service: AmazonSageMaker; Status Code: " in described["cause"]
+
+
+def _instances() -> dict:
+    return {"KeepJobFlowAliveWhenNoSteps": True, "InstanceGroups": [
+        {"Name": "primary", "InstanceRole": "MASTER", "InstanceType": "m5.xlarge", "InstanceCount": 1},
+        {"Name": "workers", "InstanceRole": "CORE", "InstanceType": "m5.xlarge", "InstanceCount": 1}]}
+
+
+def test_an_emr_cluster_is_created_waited_for_changed_by_name_stepped_and_terminated(sfn, moto):
+    cluster = {"Name": _name("c"), "ReleaseLabel": "emr-6.9.0", "Instances": _instances(), "JobFlowRole": "r",
+               "ServiceRole": "s"}
+    definition = {"StartAt": "Create", "States": {
+        "Create": {"Type": "Task", "Resource": "arn:aws:states:::elasticmapreduce:createCluster.sync",
+                   "Parameters": cluster, "ResultSelector": {"ClusterId.$": "$.Cluster.Id",
+                                                             "State.$": "$.Cluster.Status.State"},
+                   "ResultPath": "$.created", "Next": "Grow"},
+        "Grow": {"Type": "Task", "Resource": "arn:aws:states:::elasticmapreduce:modifyInstanceGroupByName",
+                 "Parameters": {"ClusterId.$": "$.created.ClusterId", "InstanceGroupName": "workers",
+                                "InstanceGroup": {"InstanceCount": 3}}, "ResultPath": None, "Next": "Step"},
+        "Step": {"Type": "Task", "Resource": "arn:aws:states:::elasticmapreduce:addStep",
+                 "Parameters": {"ClusterId.$": "$.created.ClusterId", "Step": {
+                     "Name": "s", "HadoopJarStep": {"Jar": "command-runner.jar", "Args": ["true"]}}},
+                 "ResultPath": "$.step", "Next": "Terminate"},
+        "Terminate": {"Type": "Task", "Resource": "arn:aws:states:::elasticmapreduce:terminateCluster.sync",
+                      "Parameters": {"ClusterId.$": "$.created.ClusterId"}, "ResultSelector": {
+                          "State.$": "$.Cluster.Status.State"}, "ResultPath": "$.terminated", "End": True}}}
+    result = output(run(sfn, definition))
+    assert result["created"]["State"] == "WAITING" and result["terminated"]["State"] == "TERMINATED"
+    assert result["step"]["StepId"].startswith("s-")
+    groups = aws_client(moto, "emr").list_instance_groups(ClusterId=result["created"]["ClusterId"])
+    assert {group["Name"]: group["RequestedInstanceCount"] for group in groups["InstanceGroups"]} == {
+        "primary": 1, "workers": 3}
+
+
+def test_an_emr_cluster_with_steps_or_not_kept_alive_is_refused_before_any_call(sfn):
+    described = run(sfn, task("arn:aws:states:::elasticmapreduce:createCluster", {
+        "Name": "c", "ReleaseLabel": "emr-6.9.0", "Instances": {"KeepJobFlowAliveWhenNoSteps": False},
+        "JobFlowRole": "r", "ServiceRole": "s"}))
+    assert described["status"] == "FAILED" and described["error"] == "States.Runtime"
+    assert "KeepJobFlowAliveWhenNoSteps must be true" in described["cause"]
+
+
+def test_an_instance_group_that_is_not_there_fails_the_task_saying_so(sfn, moto):
+    cluster = aws_client(moto, "emr").run_job_flow(Name="c", ReleaseLabel="emr-6.9.0", Instances=_instances(),
+                                                   JobFlowRole="r", ServiceRole="s")["JobFlowId"]
+    described = run(sfn, task("arn:aws:states:::elasticmapreduce:modifyInstanceGroupByName", {
+        "ClusterId": cluster, "InstanceGroupName": "nobody", "InstanceGroup": {"InstanceCount": 2}}))
+    assert described["status"] == "FAILED" and "no instance group named 'nobody'" in described["cause"]
+
+
+def test_emr_serverless_application_and_job_run_are_followed_to_their_states(sfn):
+    definition = {"StartAt": "Create", "States": {
+        "Create": {"Type": "Task", "Resource": "arn:aws:states:::emr-serverless:createApplication.sync",
+                   "Parameters": {"Name": _name("app"), "ReleaseLabel": "emr-6.6.0", "Type": "SPARK"},
+                   "ResultSelector": {"Id.$": "$.Application.ApplicationId"}, "ResultPath": "$.app",
+                   "Next": "Run"},
+        "Run": {"Type": "Task", "Resource": "arn:aws:states:::emr-serverless:startJobRun.sync",
+                "Parameters": {"ApplicationId.$": "$.app.Id", "ExecutionRoleArn": ROLE_ARN, "ClientToken": "t"},
+                "ResultSelector": {"State.$": "$.JobRun.State"}, "ResultPath": "$.run", "Next": "Stop"},
+        "Stop": {"Type": "Task", "Resource": "arn:aws:states:::emr-serverless:stopApplication",
+                 "Parameters": {"ApplicationId.$": "$.app.Id"}, "ResultPath": "$.stopped", "End": True}}}
+    result = output(run(sfn, definition))
+    assert result["run"] == {"State": "SUCCESS"}
+    assert result["stopped"] == {"ApplicationId": result["app"]["Id"]}  # Step Functions' answer, not the API's {}
+
+
+def test_emr_on_eks_virtual_cluster_is_created_and_deleted_to_terminated(sfn):
+    definition = {"StartAt": "Create", "States": {
+        "Create": {"Type": "Task", "Resource": "arn:aws:states:::emr-containers:createVirtualCluster",
+                   "Parameters": {"Name": "v", "ContainerProvider": {"Type": "EKS", "Id": "eks", "Info": {
+                       "EksInfo": {"Namespace": _name("ns")}}}}, "ResultPath": "$.cluster", "Next": "Delete"},
+        "Delete": {"Type": "Task", "Resource": "arn:aws:states:::emr-containers:deleteVirtualCluster.sync",
+                   "Parameters": {"Id.$": "$.cluster.Id"},
+                   "ResultSelector": {"State.$": "$.VirtualCluster.State"}, "End": True}}}
+    assert output(run(sfn, definition)) == {"State": "TERMINATED"}
+
+
+def test_eks_cluster_created_to_active_and_its_node_group_deleted_until_gone(sfn):
+    name = _name("k")
+    definition = {"StartAt": "Cluster", "States": {
+        "Cluster": {"Type": "Task", "Resource": "arn:aws:states:::eks:createCluster.sync",
+                    "Parameters": {"Name": name, "RoleArn": ROLE_ARN, "ResourcesVpcConfig": {"SubnetIds": ["s"]}},
+                    "ResultSelector": {"Status.$": "$.Cluster.Status"}, "ResultPath": "$.cluster",
+                    "Next": "Nodes"},
+        "Nodes": {"Type": "Task", "Resource": "arn:aws:states:::eks:createNodegroup.sync",
+                  "Parameters": {"ClusterName": name, "NodegroupName": "n", "Subnets": ["s"], "NodeRole": ROLE_ARN},
+                  "ResultSelector": {"Status.$": "$.Nodegroup.Status"}, "ResultPath": "$.nodes",
+                  "Next": "Drop"},
+        "Drop": {"Type": "Task", "Resource": "arn:aws:states:::eks:deleteNodegroup.sync",
+                 "Parameters": {"ClusterName": name, "NodegroupName": "n"},
+                 "ResultSelector": {"Name.$": "$.Nodegroup.NodegroupName"}, "ResultPath": "$.dropped",
+                 "End": True}}}
+    result = output(run(sfn, definition))
+    assert result["cluster"] == {"Status": "ACTIVE"} and result["nodes"] == {"Status": "ACTIVE"}
+    assert result["dropped"] == {"Name": "n"}  # the delete call's answer, once describe says it is gone
+
+
+def test_bedrock_invoke_model_sends_json_and_reads_and_writes_s3(sfn, moto):
+    s3 = aws_client(moto, "s3")
+    bucket = _name("prompts")
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="in.json", Body=b'{"inputText": "hello"}', ContentType="application/json")
+    model = "amazon.titan-text-express-v1"
+    direct = output(run(sfn, task("arn:aws:states:::bedrock:invokeModel", {
+        "ModelId": model, "Body": {"inputText": "hi"}})))
+    assert isinstance(direct["Body"], dict) and direct["ContentType"] == "application/json"
+    stored = output(run(sfn, task("arn:aws:states:::bedrock:invokeModel", {
+        "ModelId": model, "Input": {"S3Uri": f"s3://{bucket}/in.json"}, "Output": {"S3Uri": f"s3://{bucket}/out"}})))
+    assert stored["Body"] == {"S3Uri": f"s3://{bucket}/out"}
+    assert json.loads(s3.get_object(Bucket=bucket, Key="out")["Body"].read()) == direct["Body"]
+
+
+def test_bedrock_model_customization_job_is_started_and_named(sfn):
+    result = output(run(sfn, task("arn:aws:states:::bedrock:createModelCustomizationJob", {
+        "JobName": _name("j"), "CustomModelName": "m", "RoleArn": ROLE_ARN, "BaseModelIdentifier": "amazon.titan",
+        "TrainingDataConfig": {"S3Uri": "s3://b/t"}, "OutputDataConfig": {"S3Uri": "s3://b/o"},
+        "HyperParameters": {}})))
+    assert result["JobArn"].startswith(f"arn:aws:bedrock:us-east-1:{ACCOUNT}:model-customization-job/")
+    assert "SdkHttpMetadata" not in result
+
+
+def test_athena_get_query_execution_is_a_request_response_call(sfn, moto):
+    started = aws_client(moto, "athena").start_query_execution(
+        QueryString="SELECT 1", WorkGroup="primary", ResultConfiguration={"OutputLocation": "s3://r/"})
+    result = output(run(sfn, task("arn:aws:states:::athena:getQueryExecution",
+                                  {"QueryExecutionId": started["QueryExecutionId"]})))
+    assert result["QueryExecution"]["QueryExecutionId"] == started["QueryExecutionId"]
+
+
+@pytest.mark.parametrize(("resource", "parameters", "says"), [
+    ("arn:aws:states:::bedrock:invokeModel.sync", {"ModelId": "m"}, "does not support the '.sync' pattern"),
+    ("arn:aws:states:::sagemaker:createModel.sync", {"ModelName": "m"}, "does not support the '.sync' pattern"),
+    ("arn:aws:states:::eks:describeCluster", {"Name": "k"}, "is not recognized"),
+    ("arn:aws:states:::elasticmapreduce:addStep", {"ClusterId": "j", "Steps": []},
+     "The field 'Steps' is not supported by Step Functions"),
+    ("arn:aws:states:::apigateway:invoke", {"ApiEndpoint": "x", "Method": "GET", "Body": 1},
+     "The field 'Body' is not supported by Step Functions"),
+    ("arn:aws:states:::mediaconvert:createJob.waitForTaskToken", {}, "does not support the '.waitForTaskToken'"),
+])
+def test_a_resource_pattern_or_field_aws_does_not_take_is_refused_when_the_machine_is_created(
+        sfn, resource, parameters, says):
+    with pytest.raises(ClientError) as refused:
+        sfn.create_state_machine(name=_name("bad"), roleArn=ROLE_ARN,
+                                 definition=json.dumps(task(resource, parameters)))
+    assert refused.value.response["Error"]["Code"] == "InvalidDefinition"
+    assert says in refused.value.response["Error"]["Message"]
+
+
+@pytest.mark.parametrize(("resource", "result", "wrong"), [
+    ("arn:aws:states:::databrew:startJobRun.sync", {"Name": "j", "RunId": "r", "State": "SUCCEEDED"},
+     {"State": 3}),
+    ("arn:aws:states:::mediaconvert:createJob.sync", {"Job": {"Role": ROLE_ARN, "Settings": {}, "Status": "COMPLETE"}},
+     {"Job": {"Status": ["COMPLETE"]}}),
+    ("arn:aws:states:::codebuild:startBuildBatch.sync", {"BuildBatch": {"Id": "b:1", "BuildBatchStatus": "SUCCEEDED"}},
+     {"BuildBatch": {"BuildBatchStatus": 1}}),
+    ("arn:aws:states:::sagemaker:createLabelingJob.sync", {"LabelingJobStatus": "Completed"},
+     {"LabelingJobStatus": "Done"}),
+])
+def test_test_state_checks_a_mocked_job_result_against_what_the_pattern_returns(sfn, resource, result, wrong):
+    state = {"Type": "Task", "Resource": resource, "End": True}
+    answer = sfn.test_state(definition=json.dumps(state), input="{}",
+                            mock={"result": json.dumps(result), "fieldValidationMode": "PRESENT"})
+    assert answer["status"] == "SUCCEEDED" and json.loads(answer["output"]) == result
+    refused = pytest.raises(ClientError)
+    with refused:
+        sfn.test_state(definition=json.dumps(state), input="{}",
+                       mock={"result": json.dumps(wrong), "fieldValidationMode": "STRICT"})
+    assert "Mock result schema validation error" in refused.excinfo.value.response["Error"]["Message"]
+
+
+class StandInApi:
+    """An HTTP server standing in for an API deployed on API Gateway: it answers each request with what the test
+    set for its path, and keeps what it received."""
+
+    def __init__(self) -> None:
+        self.received: list[dict] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                api.received.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
+                                     "body": body.decode()})
+                status, content_type, text = (403, "application/json", '{"message":"Missing Authentication Token"}') \
+                    if "forbidden" in self.path else (200, "application/json", '{"pets": [1, 2]}')
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text.encode())
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture(scope="module")
+def api_gateway(tmp_path_factory, moto):
+    """A server whose execute-api endpoint is a stand-in API (AWS_ENDPOINT_URL_EXECUTE_API) and whose AWS is moto."""
+    api = StandInApi()
+    process = ServerProcess(tmp_path_factory.mktemp("apigw") / "data",
+                            env={**server_env(moto), "AWS_ENDPOINT_URL_EXECUTE_API": api.url + "/{api_id}"}).start()
+    yield process.client(), api
+    process.stop()
+    api.server.shutdown()
+
+
+def test_api_gateway_invoke_calls_the_stage_and_path_and_returns_the_answer(api_gateway):
+    sfn, api = api_gateway
+    result = output(run(sfn, task("arn:aws:states:::apigateway:invoke", {
+        "ApiEndpoint": "abc123.execute-api.us-east-1.amazonaws.com", "Method": "POST", "Stage": "prod",
+        "Path": "pets", "QueryParameters": {"kind": ["cat", "dog"]}, "Headers": {"X-Team": ["blue"]},
+        "RequestBody": {"name": "rex", "owner": None}, "AuthType": "IAM_ROLE"})))
+    assert result["StatusCode"] == 200 and result["StatusText"] == "OK"
+    assert result["ResponseBody"] == {"pets": [1, 2]} and result["Headers"]["Content-Type"] == ["application/json"]
+    sent = api.received[-1]
+    assert sent["method"] == "POST" and sent["path"] == "/abc123/prod/pets?kind=cat&kind=dog"
+    assert json.loads(sent["body"]) == {"name": "rex"}  # null fields left out without AllowNullValues
+    assert sent["headers"]["X-Team"] == "blue"
+    assert "/us-east-1/execute-api/aws4_request" in sent["headers"]["Authorization"]  # IAM_ROLE: SigV4-signed
+
+
+def test_api_gateway_status_outside_2xx_fails_with_the_status_and_the_body(api_gateway):
+    sfn, api = api_gateway
+    described = run(sfn, task("arn:aws:states:::apigateway:invoke", {
+        "ApiEndpoint": "abc123.execute-api.us-east-1.amazonaws.com", "Method": "GET", "Path": "forbidden"}))
+    assert described["status"] == "FAILED" and described["error"] == "ApiGateway.403"
+    assert described["cause"] == '{"message":"Missing Authentication Token"}'
+    assert "Authorization" not in api.received[-1]["headers"]  # NO_AUTH by default
+
+
+@pytest.mark.parametrize(("parameters", "says"), [
+    ({"ApiEndpoint": "example.com", "Method": "GET"}, "is not an API's endpoint"),
+    ({"ApiEndpoint": "abc.execute-api.us-east-1.amazonaws.com", "Method": "FETCH"}, "is not one of GET"),
+    ({"ApiEndpoint": "abc.execute-api.us-east-1.amazonaws.com", "Method": "GET",
+      "Headers": {"Host": ["x"]}}, "The 'Headers' field contains unsupported values: ['Host']"),
+])
+def test_api_gateway_parameters_aws_refuses_fail_the_task_with_states_runtime(api_gateway, parameters, says):
+    sfn, _ = api_gateway
+    described = run(sfn, task("arn:aws:states:::apigateway:invoke", parameters))
+    assert described["status"] == "FAILED" and described["error"] == "States.Runtime"
+    assert says in described["cause"]
