@@ -70,6 +70,9 @@ def test_an_ecs_task_whose_deadline_passes_is_stopped(sfn, moto):
     assert described["status"] == "FAILED" and described["error"] == "States.Timeout"
     started = [t for t in ecs.list_tasks(cluster=cluster, desiredStatus="STOPPED")["taskArns"]]
     assert len(started) == 1  # moto's tasks run until stopped: the timeout stopped it
+    scheduled = next(e for e in described["events"] if e["type"] == "TaskScheduled")["taskScheduledEventDetails"]
+    assert json.loads(scheduled["parameters"])["StartedBy"] == "AWS Step Functions"  # as AWS's recording shows
+    assert ecs.describe_tasks(cluster=cluster, tasks=started)["tasks"][0]["startedBy"] == "AWS Step Functions"
 
 
 def test_stopping_the_execution_stops_its_ecs_task(sfn, moto):

@@ -47,6 +47,9 @@ def schedule(step: Step, flow_id: str, state: TaskState, data: Any, context: Any
         effective, timeout_s, heartbeat_s, role_arn = _task_input(step, flow_id, state, data, context)
     finally:
         flow.task = None  # scheduled only once its event is recorded
+    if (state.integration, state.pattern) == ("ecs", "sync") and isinstance(effective, dict):
+        # Step Functions starts a .sync ECS task as its own (AWS's recording shows it in TaskScheduled's parameters)
+        effective = {**effective, "StartedBy": "AWS Step Functions"}
     text = step.json_of(effective, state.name)
     if state.integration in _OWN_EVENTS:
         details = {"resource": state.resource, "input": text, "inputDetails": {"truncated": False}}
