@@ -5,8 +5,10 @@ CodeBuild's build batches, SageMaker's labeling jobs)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -269,6 +271,7 @@ def api_gateway(tmp_path_factory, moto):
     yield process.client(), api
     process.stop()
     api.server.shutdown()
+    api.server.server_close()
 
 
 def test_api_gateway_invoke_calls_the_stage_and_path_and_returns_the_answer(api_gateway):
@@ -306,3 +309,166 @@ def test_api_gateway_parameters_aws_refuses_fail_the_task_with_states_runtime(ap
     described = run(sfn, task("arn:aws:states:::apigateway:invoke", parameters))
     assert described["status"] == "FAILED" and described["error"] == "States.Runtime"
     assert says in described["cause"]
+
+
+def _certificate(directory) -> tuple[str, str, str]:
+    """A self-signed certificate for 127.0.0.1: (cert file, key file, its PEM as base64, as EKS gives it)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                  critical=False)
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                   .sign(key, hashes.SHA256()))
+    pem = certificate.public_bytes(serialization.Encoding.PEM)
+    (directory / "cert.pem").write_bytes(pem)
+    (directory / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                          serialization.PrivateFormat.PKCS8,
+                                                          serialization.NoEncryption()))
+    return str(directory / "cert.pem"), str(directory / "key.pem"), base64.b64encode(pem).decode()
+
+
+class StandInKubernetes:
+    """An HTTPS server standing in for an EKS cluster's Kubernetes API: Jobs created, read (running, then ended:
+    Failed when the Job's name says so), deleted; their pods listed and logged; everything else a PodList. A
+    request without an EKS bearer token, or to /forbidden, is answered 401."""
+
+    def __init__(self, directory) -> None:
+        import ssl
+
+        cert, key, self.authority = _certificate(directory)
+        self.received: list[dict] = []
+        self.reads: dict[str, int] = {}
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                stand_in.received.append({"method": self.command, "path": self.path, "body": body,
+                                          "authorization": self.headers.get("Authorization", "")})
+                status, answer = stand_in.answer(self.command, self.path, body,
+                                                 self.headers.get("Authorization", ""))
+                text = answer if isinstance(answer, str) else json.dumps(answer)
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")
+                self.send_header("Content-Length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text.encode())
+
+            do_GET = do_POST = do_DELETE = _answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = f"https://127.0.0.1:{self.server.server_address[1]}"
+
+    def answer(self, method: str, path: str, body, authorization: str) -> tuple[int, object]:
+        if not authorization.startswith("Bearer k8s-aws-v1.") or path.startswith("/forbidden"):
+            return 401, {"kind": "Status", "status": "Failure", "message": "Unauthorized", "code": 401}
+        route = path.split("?")[0]
+        if method == "POST" and route.endswith("/jobs"):
+            return 201, {**body, "metadata": {**body["metadata"], "namespace": route.split("/")[5]}}
+        if route.startswith("/apis/batch/v1/") and method == "GET":
+            name = route.rsplit("/", 1)[1]
+            self.reads[name] = self.reads.get(name, 0) + 1
+            ended = ("Failed" if "fail" in name else "Complete") if self.reads[name] > 1 else None
+            status = {"active": 1} if ended is None else {"conditions": [{"type": ended, "status": "True"}]}
+            return 200, {"kind": "Job", "metadata": {"name": name}, "status": status}
+        if route.startswith("/apis/batch/v1/") and method == "DELETE":
+            return 200, {"kind": "Status", "status": "Success"}
+        if route.endswith("/log"):
+            return 200, '{"answer": 42}'
+        return 200, {"kind": "PodList", "items": [{"metadata": {"name": "pod-1"},
+                                                   "spec": {"containers": [{"name": "main"}]}}]}
+
+
+@pytest.fixture(scope="module")
+def kubernetes(tmp_path_factory):
+    stand_in = StandInKubernetes(tmp_path_factory.mktemp("k8s"))
+    yield stand_in
+    stand_in.server.shutdown()
+    stand_in.server.server_close()
+
+
+def _cluster(kubernetes) -> dict:
+    return {"ClusterName": "k", "CertificateAuthority": kubernetes.authority, "Endpoint": kubernetes.endpoint}
+
+
+def test_eks_call_reaches_the_cluster_api_with_an_eks_token_over_its_own_tls(sfn, kubernetes):
+    result = output(run(sfn, task("arn:aws:states:::eks:call", {
+        **_cluster(kubernetes), "Method": "GET", "Path": "/api/v1/namespaces/default/pods",
+        "QueryParameters": {"labelSelector": ["app=web"]}})))
+    assert result["StatusCode"] == 200 and result["ResponseBody"]["kind"] == "PodList"
+    sent = kubernetes.received[-1]
+    assert sent["path"] == "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb"
+    token = sent["authorization"].removeprefix("Bearer k8s-aws-v1.")
+    presigned = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    assert "Action=GetCallerIdentity" in presigned and "X-Amz-SignedHeaders=host%3Bx-k8s-aws-id" in presigned
+
+
+def test_eks_call_refused_by_the_cluster_fails_with_its_status_and_answer(sfn, kubernetes):
+    described = run(sfn, task("arn:aws:states:::eks:call", {**_cluster(kubernetes), "Method": "GET",
+                                                            "Path": "/forbidden"}))
+    assert described["status"] == "FAILED" and described["error"] == "EKS.401"
+    cause = json.loads(described["cause"])
+    assert cause["StatusCode"] == 401 and cause["ResponseBody"]["message"] == "Unauthorized"
+
+
+def _job(name: str) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox"}],
+                                           "restartPolicy": "Never"}}}}
+
+
+def test_eks_run_job_sync_follows_the_job_to_its_end_and_returns_its_logs(sfn, kubernetes):
+    name = _name("job")
+    described = run(sfn, task("arn:aws:states:::eks:runJob.sync", {
+        **_cluster(kubernetes), "Namespace": "batch", "Job": _job(name), "LogOptions": {"RetrieveLogs": True}}))
+    result = output(described)
+    assert result["ResponseBody"]["status"]["conditions"][0]["type"] == "Complete"
+    assert result["logs"] == {"pods": {"pod-1": {"containers": {"main": {"log": {"answer": 42}}}}}}
+    submitted = next(e for e in described["events"] if e["type"] == "TaskSubmitted")["taskSubmittedEventDetails"]
+    assert json.loads(submitted["output"])["StatusCode"] == 201
+    assert any(sent["path"] == "/apis/batch/v1/namespaces/batch/jobs" and sent["method"] == "POST"
+               for sent in kubernetes.received)
+
+
+def test_eks_run_job_that_fails_fails_the_task_and_a_bad_authority_is_refused(sfn, kubernetes):
+    failed = run(sfn, task("arn:aws:states:::eks:runJob.sync", {**_cluster(kubernetes), "Job": _job(_name("fail"))}))
+    assert failed["status"] == "FAILED" and failed["error"] == "States.TaskFailed"
+    assert json.loads(failed["cause"])["ResponseBody"]["status"]["conditions"][0]["type"] == "Failed"
+    refused = run(sfn, task("arn:aws:states:::eks:runJob", {**_cluster(kubernetes), "CertificateAuthority": "x",
+                                                            "Job": _job(_name("j"))}))
+    assert refused["status"] == "FAILED" and refused["error"] == "States.Runtime"
+    assert "CertificateAuthority" in refused["cause"]
+
+
+def test_an_abandoned_eks_job_is_deleted(sfn, kubernetes):
+    name = _name("slow")
+    kubernetes.reads[name] = -1000  # it runs for a long while
+    described = run(sfn, task("arn:aws:states:::eks:runJob.sync", {**_cluster(kubernetes), "Job": _job(name)},
+                              TimeoutSeconds=2))
+    assert described["status"] == "FAILED" and described["error"] == "States.Timeout"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+            sent["method"] == "DELETE" and name in sent["path"] for sent in kubernetes.received):
+        time.sleep(0.1)
+    deleted = [sent for sent in kubernetes.received if sent["method"] == "DELETE" and name in sent["path"]]
+    assert deleted and deleted[0]["path"].endswith("?propagationPolicy=Foreground")

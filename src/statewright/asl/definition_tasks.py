@@ -56,8 +56,8 @@ _INTEGRATIONS: dict[tuple[str, str], set[str]] = {
     **_service("emr-containers", plain="createVirtualCluster", jobs="deleteVirtualCluster startJobRun"),
     **_service("emr-serverless", jobs="createApplication startApplication stopApplication deleteApplication "
                                       "startJobRun cancelJobRun"),
-    **_service("eks", jobs="createCluster deleteCluster createFargateProfile deleteFargateProfile createNodegroup "
-                           "deleteNodegroup"),
+    **_service("eks", plain="call", jobs="runJob createCluster deleteCluster createFargateProfile "
+                                          "deleteFargateProfile createNodegroup deleteNodegroup"),
     **_service("bedrock", plain="invokeModel", jobs="createModelCustomizationJob"),
 }
 NOT_RECOGNIZED = "is not recognized. The value is not a valid resource ARN, or the resource is not available in " \

@@ -482,8 +482,9 @@ def _target(url: str) -> _Target:
     return _Target(host, port or (443 if parts.scheme == "https" else 80), parts.scheme == "https", authority, path)
 
 
-async def exchange(request: Request) -> Response:
-    """Send one request on a new connection and read the whole response (at most RESPONSE_BYTES_MAX of body)."""
+async def exchange(request: Request, tls: ssl.SSLContext | None = None) -> Response:
+    """Send one request on a new connection and read the whole response (at most RESPONSE_BYTES_MAX of body);
+    ``tls``: the context an https connection is made with (default: the system's certificate authorities)."""
     target = _target(request.url)
     connection = h11.Connection(h11.CLIENT)
     try:  # serialized before connecting, so a request h11 refuses never reaches the network
@@ -498,7 +499,7 @@ async def exchange(request: Request) -> Response:
         raise Failure(errors.RUNTIME, f"The HTTP request is not valid: {error}") from None
     try:
         reader, writer = await asyncio.open_connection(
-            target.host, target.port, ssl=_tls_context() if target.tls else None,
+            target.host, target.port, ssl=(tls or _tls_context()) if target.tls else None,
             server_hostname=target.host if target.tls else None)
     except (OSError, UnicodeError) as error:
         raise Failure(SOCKET, f"Could not connect to {target.authority}: {_reason(error)}") from None

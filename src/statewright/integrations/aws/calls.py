@@ -49,7 +49,7 @@ from ...asl.definition_tasks import LAMBDA_FUNCTION, NOT_RECOGNIZED
 from ...asl.jsonio import dumps, loads
 from ...decider.outcomes import AttemptFailed, AttemptSucceeded
 from ...decider.tasks import AWS_CALL_DEADLINE_MS
-from . import api_gateway, catalogue, shapes
+from . import api_gateway, catalogue, kubernetes, shapes
 from .optimized import LAMBDA, OPTIMIZED, ClientFor, Optimized, Params
 
 LAMBDA_UNKNOWN = "Lambda.Unknown"
@@ -117,9 +117,11 @@ def resource_problems(integration: str, action: str, pattern: str,
     state machine is created (asl/definition.py ResourceCheck)."""
     if integration == LAMBDA_FUNCTION:
         return []  # the parameters are the function's payload
-    if integration == "apigateway":
+    own = {("apigateway", "invoke"): api_gateway.FIELDS, ("eks", "call"): kubernetes.CALL_FIELDS,
+           ("eks", "runJob"): kubernetes.JOB_FIELDS}.get((integration, action))
+    if own is not None:
         return [("Parameters", f"The field '{name}' is not supported by Step Functions")
-                for name in sorted(names or ()) if name not in api_gateway.FIELDS]
+                for name in sorted(names or ()) if name not in own]
     if integration.startswith("aws-sdk:"):
         service = catalogue.service(integration[len("aws-sdk:"):])
         operation = service.operation(action) if service else None

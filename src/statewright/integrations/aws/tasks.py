@@ -33,7 +33,7 @@ from ...engine.commands import AckDispatch, CompleteAttempt
 from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
 from ..traces import CallSpans, CallTrace
-from . import api_gateway, calls, jobs, shapes
+from . import api_gateway, calls, jobs, kubernetes, shapes
 from .clients import AwsClients
 from .functions import FunctionStyle, LocalFunctions
 
@@ -62,7 +62,11 @@ class AwsTasks:
         if "poll" in payload:  # a .sync task's job: no attempt to start, the describe call may repeat
             async with self.clients.slot(service):
                 try:
-                    outcome = await self.clients.run(self._job_call, payload, jobs.poll)
+                    if _kubernetes(payload):
+                        outcome = await kubernetes.poll(payload["job"], _region(payload), self._credentials(payload),
+                                                        payload["poll"])
+                    else:
+                        outcome = await self.clients.run(self._job_call, payload, jobs.poll)
                 except (ClientError, BotoCoreError):  # no client now (its role could not be assumed): poll later
                     outcome = AttemptPolled(payload["poll"])
             await self.dispatcher.report(CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], outcome),
@@ -70,7 +74,10 @@ class AwsTasks:
         elif "cancel" in payload:
             async with self.clients.slot(service):
                 try:
-                    await self.clients.run(self._job_call, payload, jobs.stop)
+                    if _kubernetes(payload):
+                        await kubernetes.stop(payload["job"], _region(payload), self._credentials(payload))
+                    else:
+                        await self.clients.run(self._job_call, payload, jobs.stop)
                 except (ClientError, BotoCoreError) as error:
                     log.info("could not stop the job of %s: %s", dispatch.execution_arn, error)
             await self.dispatcher.report(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id), within_s)
@@ -110,9 +117,10 @@ class AwsTasks:
                               ) -> AttemptSucceeded | AttemptFailed:
         kind, given = payload["kind"], payload["input"]
         if kind == "apigateway":
-            region = payload["execution"].split(":")[3]
-            return await api_gateway.invoke(given, lambda: self.clients.run(self.clients.credentials, region,
-                                                                             self._role(payload)))
+            return await api_gateway.invoke(given, self._credentials(payload))
+        if _kubernetes(payload):
+            run = kubernetes.call if payload["action"] == "call" else kubernetes.run_job
+            return await run(given, _region(payload), self._credentials(payload))
         url = self.functions.url(_function_name(payload))
         if url is None:
             return await self.clients.run(self._call, payload, None if traced is None else traced.xray_header)
@@ -139,13 +147,20 @@ class AwsTasks:
             return AttemptFailed(ECS_FAILURES, outcome.output)  # as AWS fails an ECS job or callback task
         if pattern == "waitForTaskToken":
             return AttemptSubmitted(output)
-        handle = jobs.handle(payload["kind"], payload["action"], payload["input"], output)
+        handle = (kubernetes.handle(payload["input"], output) if _kubernetes(payload)
+                  else jobs.handle(payload["kind"], payload["action"], payload["input"], output))
         if handle is None:
             return AttemptFailed(calls.TASK_FAILED, f"The call started no job: {outcome.output}")
         role = self._role(payload)
         if role:
             handle["RoleArn"] = role  # its polls and its stop are made as the role that started it
         return AttemptSubmitted(output, handle)
+
+    def _credentials(self, payload: dict[str, Any]) -> kubernetes.CredentialsFor:
+        """The credentials a request signed here is signed with (API Gateway's, a cluster's token), when asked: a
+        job's polls and stop as the role that started it."""
+        role = (payload.get("job") or {}).get("RoleArn") or self._role(payload)
+        return lambda: self.clients.run(self.clients.credentials, _region(payload), role)
 
     def _role(self, payload: dict[str, Any]) -> str | None:
         return payload.get("role") or (payload.get("machine_role") if self.assume_machine_role else None) or None
@@ -177,6 +192,15 @@ class AwsTasks:
             return calls.perform(call, client, client_for)
         with self.clients.trace_header(trace_header):
             return calls.perform(call, client, client_for)
+
+
+def _region(payload: dict[str, Any]) -> str:
+    return payload["execution"].split(":")[3]
+
+
+def _kubernetes(payload: dict[str, Any]) -> bool:
+    """Whether the Task calls a cluster's Kubernetes API (eks:call, eks:runJob) rather than an AWS API."""
+    return payload["kind"] == "eks" and payload["action"] in ("call", "runJob")
 
 
 def _function_name(payload: dict[str, Any]) -> Any:
