@@ -4,6 +4,7 @@ and Lambda functions served by a local web service (serve --functions)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -149,6 +150,9 @@ def test_aws_sdk_errors_are_named_service_dot_exception(sfn):
     assert "(Service: Sqs, Status Code: 400, Request ID: " in result["Cause"]
     result = output(run(sfn, caught("arn:aws:states:::aws-sdk:s3:getObject", {"Bucket": "nope", "Key": "k"})))
     assert result["Error"] == "S3.NoSuchBucketException"
+    # S3's text carries its extended request id too (LocalStack's AWS recordings mask "Extended Request ID: ...")
+    assert re.search(r"\(Service: S3, Status Code: 404, Request ID: [^,]+, Extended Request ID: [^)]+\)$",
+                     result["Cause"]), result["Cause"]
 
 
 def test_aws_sdk_takes_pascal_case_for_a_camel_case_api_and_answers_in_pascal_case(sfn, moto):

@@ -227,8 +227,11 @@ def _service_error(call: Call, error: ClientError) -> AttemptFailed:
     if call.naming.v1:
         cause = (f"{message} (Service: {call.naming.java_name}; Status Code: {status}; Error Code: "
                  f"{detail.get('Code', '')}; Request ID: {request_id}; Proxy: null)")
-    else:
-        cause = f"{message} (Service: {call.naming.java_name}, Status Code: {status}, Request ID: {request_id})"
+    else:  # the AWS SDK for Java 2.x's text; S3's adds its extended request id (x-amz-id-2; "null", as that SDK
+        # writes it, when S3 sent none), as AWS's recordings have it
+        extended = f", Extended Request ID: {meta.get('HostId') or 'null'}" if call.service == "s3" else ""
+        cause = (f"{message} (Service: {call.naming.java_name}, Status Code: {status}, Request ID: {request_id}"
+                 f"{extended})")
     return AttemptFailed(call.naming.name(detail), cause)
 
 
