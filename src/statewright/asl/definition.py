@@ -293,7 +293,7 @@ class _Parser(RuleParsing, TaskParsing):
     def targets(state: State, where: str) -> list[tuple[str, str]]:
         found = [(state.next, f"{where}/Next")] if state.next else []
         if isinstance(state, ChoiceState):
-            found += [(target, f"{where}/Choices[{i}]/Next") for i, (_, target, _) in enumerate(state.choices)]
+            found += [(target, f"{where}/Choices[{i}]/Next") for i, (_, target, _, _) in enumerate(state.choices)]
             if state.default is not None:
                 found.append((state.default, f"{where}/Default"))
         if isinstance(state, ResultState):

@@ -48,12 +48,13 @@ class RuleParsing:
         for i, rule in enumerate(choices):
             at = f"{where}/Choices[{i}]"
             if self.language == "JSONata":
-                condition = self.jsonata_rule(rule, at, i)
-                if condition is not None:
-                    state.choices.append((condition, rule["Next"], self.assign(rule, at)))
+                compiled = self.jsonata_rule(rule, at, i)
+                if compiled is not None:
+                    state.choices.append((compiled["Condition"], rule["Next"], self.assign(rule, at),
+                                          compiled.get("Output")))
             elif self.check_rule(rule, at, top=True):
                 try:
-                    state.choices.append((compile_rule(rule, at, True), rule["Next"], self.assign(rule, at)))
+                    state.choices.append((compile_rule(rule, at, True), rule["Next"], self.assign(rule, at), None))
                 except RuleSyntaxError as exc:  # check_rule found nothing, so this is not expected
                     self.schema(str(exc), exc.field)
         if "Default" in raw:
@@ -137,13 +138,15 @@ class RuleParsing:
             return False
         return True
 
-    def jsonata_rule(self, rule: Any, where: str, index: int) -> CompiledValue | None:
-        """A JSONata Choice rule: {"Condition": "{% ... %}", "Next": ..., "Assign"?: ...}."""
+    def jsonata_rule(self, rule: Any, where: str, index: int) -> dict[str, CompiledValue] | None:
+        """A JSONata Choice rule: {"Condition": "{% ... %}", "Next": ..., "Assign"?: ..., "Output"?: ...}; its
+        Condition and Output compiled. The Output of the rule that matches is the state's output (AWS's JSONata
+        Choice state)."""
         if not isinstance(rule, dict):
             self.schema(expected("OBJECT"), where)
             return None
         jsonpath_only = {"Variable", *_RULE_COMBINATORS, *(key for key in rule if key in COMPARISON_OPERATORS)}
-        clean = self.unknown_fields(rule, {"Condition", "Next", "Assign", "Comment"}, where, jsonpath_only)
+        clean = self.unknown_fields(rule, {"Condition", "Next", "Assign", "Output", "Comment"}, where, jsonpath_only)
         missing = [key for key in ("Condition", "Next") if key not in rule]
         if missing:
             self.schema(f"These fields are required: [{', '.join(missing)}]", where)
@@ -151,8 +154,8 @@ class RuleParsing:
         if not isinstance(rule["Next"], str):
             self.schema(expected("STRING"), f"{where}/Next")
             return None
-        condition = self.expressions(rule, ("Condition",), where, f"Choices[{index}]/").get("Condition")
-        return condition if clean else None
+        compiled = self.expressions(rule, ("Condition", "Output"), where, f"Choices[{index}]/")
+        return compiled if clean and "Condition" in compiled else None
 
     def rules(self, raw: dict, key: str, where: str) -> list[tuple[dict, str]]:
         """The Retriers or Catchers, each with its location; States.ALL only in the last one."""

@@ -44,7 +44,8 @@ class PassState(State):
 
 @dataclass(slots=True)
 class ChoiceState(State):
-    choices: list[tuple[Rule, str, Template | None]] = field(default_factory=list)  # (rule, Next, rule's Assign)
+    # (rule, Next, the rule's Assign, the rule's Output: JSONata only, the state's output when the rule matches)
+    choices: list[tuple[Rule, str, Template | None, Any]] = field(default_factory=list)
     default: str | None = None  # the state's own Assign applies only when the Default is taken
 
 

@@ -59,8 +59,8 @@ def _choice(step: Step, flow_id: str, state: ChoiceState, data: Any) -> Next:
     """A rule's Condition is named ``Choices[<index>]/Condition`` in the EvaluationFailed location and the cause
     alike: AWS names one field the same in both (recorded for Output, Assign, Arguments and their members); the
     bracketed index is inferred (the form of AWS's definition diagnostics)."""
-    target, assign = state.default, state.jsonata.get("Assign")
-    for index, (condition, nxt, rule_assign) in enumerate(state.choices):
+    target, assign, rule_output = state.default, state.jsonata.get("Assign"), None
+    for index, (condition, nxt, rule_assign, rule_output_of) in enumerate(state.choices):
         field = f"Choices[{index}]/Condition"
         verdict = step.evaluate_expression(flow_id, state, condition, data, field)
         if not isinstance(verdict, bool):
@@ -68,11 +68,15 @@ def _choice(step: Step, flow_id: str, state: ChoiceState, data: Any) -> Next:
                               f"not {type(verdict).__name__}", field)
         if verdict:
             target, assign = nxt, rule_assign
+            rule_output = None if rule_output_of is None else (index, rule_output_of)
             break
     if target is None:
         raise StatesError(errors.NO_CHOICE_MATCHED, "No Choice Rule matched and no Default is specified.")
     assigned = None if assign is None else step.evaluate_expression(flow_id, state, assign, data, "Assign")
-    output = step.jsonata(flow_id, state, "Output", data, data)
+    if rule_output is None:
+        output = step.jsonata(flow_id, state, "Output", data, data)
+    else:
+        output = step.evaluate_expression(flow_id, state, rule_output[1], data, f"Choices[{rule_output[0]}]/Output")
     step.emit_exited(state, output, flow_id, assigned)
     return Next(target, output)
 

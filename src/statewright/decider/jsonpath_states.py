@@ -42,7 +42,7 @@ def _pass(step: Step, flow_id: str, state: PassState, data: Any, context: Any) -
 
 def _choice(step: Step, flow_id: str, state: ChoiceState, data: Any, context: Any) -> Outcome:
     effective = step.note("afterInputPath", select(state.input_path, data, context))
-    target, assign = next(((nxt, rule_assign) for rule, nxt, rule_assign in state.choices
+    target, assign = next(((nxt, rule_assign) for rule, nxt, rule_assign, _ in state.choices
                            if rule.matches(effective, context)), (state.default, state.assign))
     if target is None:
         raise StatesError(errors.NO_CHOICE_MATCHED, "No Choice Rule matched and no Default is specified.")
