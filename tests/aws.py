@@ -88,7 +88,7 @@ class LocalFunction:
                     number = owner.calls[self.path] = owner.calls.get(self.path, 0) + 1
                     owner.payloads.append(payload)
                 status, answer = handler(self.path, payload, number)
-                data = json.dumps(answer).encode()
+                data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()  # bytes: as they are
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

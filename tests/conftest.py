@@ -164,6 +164,8 @@ def _function_answer(path: str, payload, number: int) -> tuple[int, object]:
     if path == "/slow":
         time.sleep(2)
         return 200, {"slow": True}
+    if path == "/unmarshalable":
+        return 200, b"{not json"
     return 200, payload  # /legacy echoes
 
 
@@ -186,7 +188,7 @@ def functions():
 def aws_server(tmp_path_factory, moto, functions):
     """A server whose AWS endpoint is moto's, with the functions of _function_answer at local URLs."""
     directory = tmp_path_factory.mktemp("aws")
-    mapping = {name: f"{functions.url}/{name}" for name in ("greet", "flaky", "broken", "slow")}
+    mapping = {name: f"{functions.url}/{name}" for name in ("greet", "flaky", "broken", "slow", "unmarshalable")}
     mapping[f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:legacy"] = f"{functions.url}/legacy"
     (directory / "functions.json").write_text(json.dumps(mapping))
     process = ServerProcess(directory / "data", extra_args=("--functions", str(directory / "functions.json")),

@@ -203,6 +203,15 @@ def test_lambda_reply_without_error_type_is_lambda_unknown(sfn):
     assert result["Error"] == "Lambda.Unknown"
 
 
+def test_a_result_that_is_not_json_is_lambdas_marshal_error_with_lambdas_error_payload(sfn):
+    described = run(sfn, task("arn:aws:states:::lambda:invoke", {"FunctionName": "unmarshalable", "Payload": {}}))
+    assert described["status"] == "FAILED" and described["error"] == "Runtime.MarshalError"
+    cause = json.loads(described["cause"])
+    assert cause["errorType"] == "Runtime.MarshalError" and cause["errorMessage"].startswith(
+        "Unable to marshal response: ")
+    assert set(cause) == {"errorMessage", "errorType", "requestId", "stackTrace"}
+
+
 def test_legacy_function_arn_resource_returns_the_payload_and_records_lambda_events(sfn):
     described = run(sfn, task(f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:legacy"), {"echo": [1, 2]})
     assert output(described) == {"echo": [1, 2]}

@@ -1,16 +1,17 @@
 """Lambda functions served as local web services (``statewright serve --functions FILE``), for development
 without a Lambda service.
 
-The file is a JSON object mapping a function's name or ARN to an http(s) URL. A Task that invokes a mapped
-function (``lambda:invoke`` or the function's ARN as its Resource) POSTs the payload there as JSON, and the reply
-is the function's answer: a 2xx reply's body is its result; a reply whose body is a JSON object carrying
-``errorType`` and ``errorMessage`` is a function error, named by errorType (as Lambda reports a function that
-raised); any other reply is a function error ``Lambda.Unknown``; no reply at all is ``Lambda.SdkClientException``.
-The result has the shape of Lambda's own (``StatusCode`` 200, ``ExecutedVersion`` the numeric Qualifier or
-``$LATEST``, the reply's headers in SdkHttpMetadata); ``InvocationType`` Event answers 202 without waiting for the
-function, DryRun 204 without calling it. ``aws-sdk:lambda:invoke`` gets the API's answer as it is (a function
-error is its ``FunctionError`` field, not a failure). A function the file does not map is invoked through the
-Lambda endpoint botocore is configured for.
+The file is a JSON object mapping a function's name or ARN to an http(s) URL. A Task that invokes a mapped function
+(``lambda:invoke`` or the function's ARN as its Resource) POSTs the payload there as JSON, and the reply is the
+function's answer: a 2xx reply's JSON body is its result (a body that is not JSON is Lambda's
+``Runtime.MarshalError``, as its runtime answers a result it cannot serialize); a reply whose body is a JSON object
+carrying ``errorType`` and ``errorMessage`` is a function error, named by errorType (as Lambda reports a function
+that raised); any other reply is a function error ``Lambda.Unknown``; no reply at all is
+``Lambda.SdkClientException``. The result has the shape of Lambda's own (``StatusCode`` 200, ``ExecutedVersion`` the
+numeric Qualifier or ``$LATEST``, the reply's headers in SdkHttpMetadata); ``InvocationType`` Event answers 202
+without waiting for the function, DryRun 204 without calling it. ``aws-sdk:lambda:invoke`` gets the API's answer as
+it is (a function error is its ``FunctionError`` field, not a failure). A function the file does not map is invoked
+through the Lambda endpoint botocore is configured for.
 """
 
 from __future__ import annotations
@@ -96,12 +97,20 @@ class LocalFunctions:
         except Failure as failure:
             return AttemptFailed(LAMBDA_CLIENT, f"The function at {url} could not be reached: {failure.cause}")
         text = reply.body.decode("utf-8", errors="replace") or "null"
+        request_id = str(uuid.uuid4())
         try:
             answer = loads(text)
-        except ValueError:
-            answer = None
-        if isinstance(answer, dict) and "errorType" in answer and "errorMessage" in answer:
+        except ValueError as problem:
+            answer, unreadable = None, problem
+        else:
+            unreadable = None
+        if unreadable is not None and 200 <= reply.status < 300:
+            # what Lambda's runtime answers for a result it cannot serialize as JSON
+            text = dumps({"errorMessage": f"Unable to marshal response: {unreadable}",
+                          "errorType": "Runtime.MarshalError", "requestId": request_id, "stackTrace": []})
             error: str | None = "Unhandled"
+        elif isinstance(answer, dict) and "errorType" in answer and "errorMessage" in answer:
+            error = "Unhandled"
         elif not 200 <= reply.status < 300:
             if style is not FunctionStyle.SDK:
                 return AttemptFailed(LAMBDA_UNKNOWN, f"The function at {url} answered {reply.status} {reply.reason}: "
@@ -110,7 +119,7 @@ class LocalFunctions:
         else:
             error = None
         return _answer(style, error, text, {"ExecutedVersion": version, "StatusCode": 200},
-                       _metadata(200, reply.headers))
+                       _metadata(200, reply.headers, request_id))
 
 
 _BACKGROUND: set[asyncio.Task] = set()  # Event invocations under way (held so they are not collected)
@@ -122,9 +131,9 @@ def _answer(style: FunctionStyle, error: str | None, text: str, fields: dict[str
     return lambda_outcome(error, text, fields, metadata, style is FunctionStyle.PAYLOAD)
 
 
-def _metadata(status: int, headers: list[tuple[str, str]]) -> dict[str, Any]:
+def _metadata(status: int, headers: list[tuple[str, str]], request_id: str | None = None) -> dict[str, Any]:
     return {"HTTPHeaders": {name.lower(): value for name, value in headers}, "HTTPStatusCode": status,
-            "RequestId": str(uuid.uuid4())}
+            "RequestId": request_id or str(uuid.uuid4())}
 
 
 def _bare_name(function_name: str) -> str:
