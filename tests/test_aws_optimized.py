@@ -73,9 +73,7 @@ def test_an_emr_cluster_is_created_waited_for_changed_by_name_stepped_and_termin
                "ServiceRole": "s"}
     definition = {"StartAt": "Create", "States": {
         "Create": {"Type": "Task", "Resource": "arn:aws:states:::elasticmapreduce:createCluster.sync",
-                   "Parameters": cluster, "ResultSelector": {"ClusterId.$": "$.Cluster.Id",
-                                                             "State.$": "$.Cluster.Status.State"},
-                   "ResultPath": "$.created", "Next": "Grow"},
+                   "Parameters": cluster, "ResultPath": "$.created", "Next": "Grow"},
         "Grow": {"Type": "Task", "Resource": "arn:aws:states:::elasticmapreduce:modifyInstanceGroupByName",
                  "Parameters": {"ClusterId.$": "$.created.ClusterId", "InstanceGroupName": "workers",
                                 "InstanceGroup": {"InstanceCount": 3}}, "ResultPath": None, "Next": "Step"},
@@ -84,20 +82,24 @@ def test_an_emr_cluster_is_created_waited_for_changed_by_name_stepped_and_termin
                      "Name": "s", "HadoopJarStep": {"Jar": "command-runner.jar", "Args": ["true"]}}},
                  "ResultPath": "$.step", "Next": "Terminate"},
         "Terminate": {"Type": "Task", "Resource": "arn:aws:states:::elasticmapreduce:terminateCluster.sync",
-                      "Parameters": {"ClusterId.$": "$.created.ClusterId"}, "ResultSelector": {
-                          "State.$": "$.Cluster.Status.State"}, "ResultPath": "$.terminated", "End": True}}}
+                      "Parameters": {"ClusterId.$": "$.created.ClusterId"}, "ResultPath": None, "End": True}}}
     result = output(run(sfn, definition))
-    assert result["created"]["State"] == "WAITING" and result["terminated"]["State"] == "TERMINATED"
+    # createCluster.sync answers createCluster's ClusterId once the cluster waits (AWS's "Manage an EMR job" sample
+    # reads $.ClusterId), and terminateCluster.sync returns once it is terminated
+    emr = aws_client(moto, "emr")
+    assert emr.describe_cluster(ClusterId=result["created"]["ClusterId"])["Cluster"]["Status"]["State"] == \
+        "TERMINATED"
+    assert result["created"]["ClusterArn"].endswith(result["created"]["ClusterId"])
     assert result["step"]["StepId"].startswith("s-")
-    groups = aws_client(moto, "emr").list_instance_groups(ClusterId=result["created"]["ClusterId"])
+    groups = emr.list_instance_groups(ClusterId=result["created"]["ClusterId"])
     assert {group["Name"]: group["RequestedInstanceCount"] for group in groups["InstanceGroups"]} == {
         "primary": 1, "workers": 3}
 
 
-def test_an_emr_cluster_with_steps_or_not_kept_alive_is_refused_before_any_call(sfn):
+def test_an_emr_cluster_not_kept_alive_is_refused_before_any_call(sfn):
     described = run(sfn, task("arn:aws:states:::elasticmapreduce:createCluster", {
-        "Name": "c", "ReleaseLabel": "emr-6.9.0", "Instances": {"KeepJobFlowAliveWhenNoSteps": False},
-        "JobFlowRole": "r", "ServiceRole": "s"}))
+        "Name": "c", "ReleaseLabel": "emr-6.9.0", "Instances.$": "$.instances", "JobFlowRole": "r",
+        "ServiceRole": "s"}), {"instances": {"KeepJobFlowAliveWhenNoSteps": False}})
     assert described["status"] == "FAILED" and described["error"] == "States.Runtime"
     assert "KeepJobFlowAliveWhenNoSteps must be true" in described["cause"]
 
@@ -110,19 +112,22 @@ def test_an_instance_group_that_is_not_there_fails_the_task_saying_so(sfn, moto)
     assert described["status"] == "FAILED" and "no instance group named 'nobody'" in described["cause"]
 
 
-def test_emr_serverless_application_and_job_run_are_followed_to_their_states(sfn):
+def test_emr_serverless_application_and_job_run_are_followed_to_their_states(sfn, moto):
     definition = {"StartAt": "Create", "States": {
         "Create": {"Type": "Task", "Resource": "arn:aws:states:::emr-serverless:createApplication.sync",
                    "Parameters": {"Name": _name("app"), "ReleaseLabel": "emr-6.6.0", "Type": "SPARK"},
-                   "ResultSelector": {"Id.$": "$.Application.ApplicationId"}, "ResultPath": "$.app",
+                   "ResultSelector": {"Id.$": "$.ApplicationId"}, "ResultPath": "$.app",
                    "Next": "Run"},
         "Run": {"Type": "Task", "Resource": "arn:aws:states:::emr-serverless:startJobRun.sync",
                 "Parameters": {"ApplicationId.$": "$.app.Id", "ExecutionRoleArn": ROLE_ARN, "ClientToken": "t"},
-                "ResultSelector": {"State.$": "$.JobRun.State"}, "ResultPath": "$.run", "Next": "Stop"},
+                "ResultSelector": {"JobRunId.$": "$.JobRunId"}, "ResultPath": "$.run", "Next": "Stop"},
         "Stop": {"Type": "Task", "Resource": "arn:aws:states:::emr-serverless:stopApplication",
                  "Parameters": {"ApplicationId.$": "$.app.Id"}, "ResultPath": "$.stopped", "End": True}}}
     result = output(run(sfn, definition))
-    assert result["run"] == {"State": "SUCCESS"}
+    # each .sync answers its call's own answer, once the application or run reached its state (AWS's page)
+    run_state = aws_client(moto, "emr-serverless").get_job_run(applicationId=result["app"]["Id"],
+                                                               jobRunId=result["run"]["JobRunId"])
+    assert run_state["jobRun"]["state"] == "SUCCESS"
     assert result["stopped"] == {"ApplicationId": result["app"]["Id"]}  # Step Functions' answer, not the API's {}
 
 
@@ -172,6 +177,13 @@ def test_bedrock_invoke_model_sends_json_and_reads_and_writes_s3(sfn, moto):
     assert json.loads(s3.get_object(Bucket=bucket, Key="out")["Body"].read()) == direct["Body"]
 
 
+def test_a_bedrock_input_object_that_is_not_there_fails_as_s3_names_it(sfn):
+    described = run(sfn, task("arn:aws:states:::bedrock:invokeModel", {
+        "ModelId": "amazon.titan-text-express-v1", "Input": {"S3Uri": f"s3://{_name('none')}/in.json"}}))
+    assert described["status"] == "FAILED" and described["error"] == "S3.NoSuchBucketException"
+    assert "(Service: S3, Status Code: 404, " in described["cause"]
+
+
 def test_bedrock_model_customization_job_is_started_and_named(sfn):
     result = output(run(sfn, task("arn:aws:states:::bedrock:createModelCustomizationJob", {
         "JobName": _name("j"), "CustomModelName": "m", "RoleArn": ROLE_ARN, "BaseModelIdentifier": "amazon.titan",
@@ -198,6 +210,22 @@ def test_athena_get_query_execution_is_a_request_response_call(sfn, moto):
     ("arn:aws:states:::apigateway:invoke", {"ApiEndpoint": "x", "Method": "GET", "Body": 1},
      "The field 'Body' is not supported by Step Functions"),
     ("arn:aws:states:::mediaconvert:createJob.waitForTaskToken", {}, "does not support the '.waitForTaskToken'"),
+    ("arn:aws:states:::elasticmapreduce:createCluster", {"Name": "c", "Instances": {}, "Steps": []},
+     "The field 'Steps' is not supported by Step Functions"),
+    ("arn:aws:states:::elasticmapreduce:createCluster", {"Name": "c", "Instances": {}},
+     "Instances.KeepJobFlowAliveWhenNoSteps must be true"),
+    ("arn:aws:states:::elasticmapreduce:modifyInstanceGroupByName",
+     {"ClusterId": "j-1", "InstanceGroupName": "g", "InstanceGroup": {"InstanceGroupId": "ig-1"}},
+     "The field 'InstanceGroup.InstanceGroupId' is not supported"),
+    ("arn:aws:states:::apigateway:invoke", {"ApiEndpoint": "abc.execute-api.us-east-1.amazonaws.com",
+                                            "Method": "FETCH"}, "The value of the field 'Method' must be one of"),
+    ("arn:aws:states:::apigateway:invoke", {"Method": "GET"}, "The field 'ApiEndpoint' is required"),
+    ("arn:aws:states:::apigateway:invoke", {"ApiEndpoint": "abc.execute-api.us-east-1.amazonaws.com",
+                                            "Method": "GET", "AuthType": "IAM_AUTH"},
+     "The value of the field 'AuthType' must be one of"),
+    ("arn:aws:states:::apigateway:invoke", {"ApiEndpoint": "abc.execute-api.us-east-1.amazonaws.com",
+                                            "Method": "GET", "Headers": {"Host": ["x"]}},
+     "The 'Headers' field contains unsupported values: ['Host']"),
 ])
 def test_a_resource_pattern_or_field_aws_does_not_take_is_refused_when_the_machine_is_created(
         sfn, resource, parameters, says):
@@ -304,9 +332,13 @@ def test_api_gateway_status_outside_2xx_fails_with_the_status_and_the_body(api_g
     ({"ApiEndpoint": "abc.execute-api.us-east-1.amazonaws.com", "Method": "GET",
       "Headers": {"Host": ["x"]}}, "The 'Headers' field contains unsupported values: ['Host']"),
 ])
-def test_api_gateway_parameters_aws_refuses_fail_the_task_with_states_runtime(api_gateway, parameters, says):
-    sfn, _ = api_gateway
-    described = run(sfn, task("arn:aws:states:::apigateway:invoke", parameters))
+def test_api_gateway_parameters_computed_as_it_runs_fail_the_task_with_states_runtime(api_gateway, parameters,
+                                                                                        says):
+    sfn, _ = api_gateway  # given as the execution's input, they are known only as the Task runs
+    described = run(sfn, task("arn:aws:states:::apigateway:invoke", {"ApiEndpoint.$": "$.ApiEndpoint",
+                                                                      "Method.$": "$.Method",
+                                                                      "Headers.$": "$.Headers"}),
+                    {"Headers": {}, **parameters})
     assert described["status"] == "FAILED" and described["error"] == "States.Runtime"
     assert says in described["cause"]
 

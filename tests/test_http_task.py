@@ -119,7 +119,8 @@ def test_an_unknown_connection_fails_the_task(sfn, make_machine, endpoint):
 
 def test_test_state_calls_the_endpoint_for_an_http_task(sfn, endpoint):
     state = task(f"{endpoint}/orders", End=True, ResultSelector={"status.$": "$.StatusCode"})
-    result = sfn.test_state(definition=json.dumps(state), input='{"order": 3}', inspectionLevel="DEBUG")
+    result = sfn.test_state(definition=json.dumps(state), input='{"order": 3}', roleArn=ROLE_ARN,
+                            inspectionLevel="DEBUG")
     assert (result["status"], json.loads(result["output"])) == ("SUCCEEDED", {"status": 200})
     assert json.loads(result["inspectionData"]["afterParameters"])["RequestBody"] == {"order": 3}
     assert json.loads(result["inspectionData"]["result"])["ResponseBody"]["got"] == {"order": 3}
@@ -129,7 +130,8 @@ def test_test_state_calls_the_endpoint_for_an_http_task(sfn, endpoint):
 def test_test_state_at_trace_shows_the_request_and_response_and_hides_the_connections_secrets(sfn, endpoint,
                                                                                                 reveal):
     state = task(f"{endpoint}/orders", End=True)
-    result = sfn.test_state(definition=json.dumps(state), input='{"order": 3}', inspectionLevel="TRACE",
+    result = sfn.test_state(definition=json.dumps(state), input='{"order": 3}', roleArn=ROLE_ARN,
+                            inspectionLevel="TRACE",
                             revealSecrets=reveal)
     request, response = result["inspectionData"]["request"], result["inspectionData"]["response"]
     assert (request["method"], request["url"], request["protocol"]) == ("POST", f"{endpoint}/orders?q=1", "http")
@@ -137,5 +139,6 @@ def test_test_state_at_trace_shows_the_request_and_response_and_hides_the_connec
     assert ("x-api-key: secret" in request["headers"]) is reveal  # the connection's key only when revealed
     assert (response["statusCode"], response["statusMessage"]) == ("200", "OK")
     assert json.loads(response["body"])["got"] == {"order": 3}
-    debug = sfn.test_state(definition=json.dumps(state), input='{"order": 3}', inspectionLevel="DEBUG")
+    debug = sfn.test_state(definition=json.dumps(state), input='{"order": 3}', roleArn=ROLE_ARN,
+                            inspectionLevel="DEBUG")
     assert "request" not in debug["inspectionData"]

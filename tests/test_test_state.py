@@ -22,8 +22,49 @@ def test_pass_state_shows_each_data_flow_step_at_debug(sfn):
     assert json.loads(data["input"]) == {"in": {"n": 4}}
     assert json.loads(data["afterInputPath"]) == {"n": 4}
     assert json.loads(data["afterParameters"]) == {"doubled": 8}
-    assert json.loads(data["result"]) == {"doubled": 8}
+    assert "result" not in data  # AWS's recordings: a Pass without Result shows afterResultSelector instead
+    assert json.loads(data["afterResultSelector"]) == {"doubled": 8}
     assert json.loads(data["afterResultPath"]) == {"in": {"n": 4}, "out": {"doubled": 8}}
+
+
+@pytest.mark.parametrize(("state", "shown"), [
+    ({"Type": "Pass", "End": True}, {"afterInputPath", "afterParameters", "afterResultSelector", "afterResultPath"}),
+    ({"Type": "Pass", "Result": {"r": 1}, "End": True}, {"result", "afterResultSelector", "afterResultPath"}),
+    ({"Type": "Fail", "Error": "E"}, {"afterInputPath"}),
+    ({"Type": "Parallel", "InputPath": "$.a", "Branches": [{"StartAt": "B", "States": {"B": {"Type": "Pass",
+                                                                                              "End": True}}}],
+      "End": True}, {"afterResultSelector", "afterResultPath"}),
+])
+def test_each_state_type_shows_the_inspection_data_aws_records(sfn, state, shown):
+    """LocalStack's AWS-validated test_base_inspection_level_debug and test_base_parallel_state_mock_success."""
+    mock = {"mock": {"result": '[{"b": 1}]'}} if state["Type"] == "Parallel" else {}
+    result = run(sfn, state, {"a": {"v": 1}}, inspectionLevel="DEBUG", **mock)
+    assert set(result["inspectionData"]) == {"input", *shown}
+
+
+def test_the_context_is_the_one_aws_gives_a_tested_state(sfn):
+    """LocalStack's AWS-validated test_state_with_variables and test_state_task_catch_error (2025)."""
+    state = {"Type": "Pass", "QueryLanguage": "JSONata", "Output": "{% $states.context %}", "End": True}
+    context = json.loads(sfn.test_state(definition=json.dumps(state), input="{}")["output"])
+    assert context["State"]["Name"] == "StateName" and context["Execution"]["RoleArn"] is None
+    assert ":express:TestStateMachine:" in context["Execution"]["Id"] and "RedriveCount" not in context["Execution"]
+
+
+def test_a_state_named_test_state_inside_a_map_is_no_clash(sfn):
+    """LocalStack's AWS-validated test_base_map_state_inspect: the Map's ItemProcessor holds a state named
+    TestState."""
+    state = {"Type": "Map", "QueryLanguage": "JSONata", "Items": "{% $states.input.Values %}", "ItemProcessor": {
+        "StartAt": "TestState", "States": {"TestState": {"Type": "Pass", "End": True}}}, "End": True}
+    result = run(sfn, state, {"Values": [1, 2]}, inspectionLevel="DEBUG", mock={"result": "[1, 1]"})
+    assert result["status"] == "SUCCEEDED" and json.loads(result["output"]) == [1, 1]
+    assert "result" not in result["inspectionData"]
+
+
+def test_a_task_without_a_mock_needs_a_role(sfn):
+    with pytest.raises(ClientError) as refused:
+        sfn.test_state(definition=json.dumps({"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                                              "Parameters": {"FunctionName": "f"}, "End": True}), input="{}")
+    assert refused.value.response["Error"]["Message"] == "RoleArn must be specified when testing a Task state"
 
 
 def test_info_level_has_no_inspection_data(sfn):
@@ -124,7 +165,7 @@ def test_a_mocked_error_output_goes_to_the_tasks_catch(sfn):
     (LAMBDA_TASK, {"result": "{}", "errorOutput": {"error": "E"}},
      "A test mock should have only one of the following fields: [result, errorOutput]."),
     (LAMBDA_TASK, {"fieldValidationMode": "NONE"}, "A test mock should have one of the following fields"),
-    (LAMBDA_TASK, {"result": "not json"}, "Invalid mock result"),
+    (LAMBDA_TASK, {"result": "not json"}, "Mocked result must be valid JSON"),
     ({"Type": "Pass", "End": True}, {"result": "{}"}, "State type 'Pass' is not supported when a mock is specified"),
     ({"Type": "Choice", "Choices": [{"Variable": "$.a", "IsPresent": True, "Next": "A"}]},
      {"errorOutput": {"error": "E"}}, "State type 'Choice' is not supported when a mock is specified"),

@@ -52,7 +52,8 @@ async def test_state(service: Service, params: dict, scope: Scope) -> dict:
     if "roleArn" in params:  # optional with a mock (AWS's "Using TestState API"), an IAM role ARN when given
         arns.check_role(params["roleArn"])
     machine_arn = scope.state_machine_arn("TestStateMachine")
-    execution_arn = machine_arn.replace(":stateMachine:", ":execution:") + ":" + str(uuid.uuid4())
+    # AWS's $$.Execution.Id in TestState is an Express execution's (LocalStack's AWS-validated recordings, 2025)
+    execution_arn = machine_arn.replace(":stateMachine:", ":express:") + ":" + str(uuid.uuid4())
     # Every evaluation off the event loop (evaluating a state can take up to its budget, and every other request
     # waits on the loop) and off the store's threads, on the engine's evaluation budget.
     try:
@@ -102,6 +103,9 @@ def _start_test(service: Service, params: dict, text: str, variables: dict[str, 
     _check_state_configuration(configuration, state, mocked)
     if context is not None:
         _check_context_task(context, state)
+    if isinstance(state, TaskState) and mocked is None and "roleArn" not in params:
+        # AWS's words (LocalStack's AWS-validated test_base_lambda_service_task_state_no_role_arn_validation)
+        raise AwsError("ValidationException", "RoleArn must be specified when testing a Task state")
     failures = configuration.get("mapIterationFailureCount", 0)
     run = start_test(definition, name, text, variables, execution_arn, machine_arn, params.get("roleArn", ""),
                      now_ms, services, mocked, configuration.get("retrierRetryCount", 0), context, failures,
@@ -127,7 +131,11 @@ def _mock(mock: Any) -> Mock | None:
         raise AwsError("ValidationException", "A test mock should have one of the following fields: [result, "
                        "errorOutput].")
     if "result" in mock:
-        parse_json(mock["result"], "ValidationException", "Invalid mock result")
+        try:  # AWS's words (LocalStack's AWS-validated test_base_lambda_service_task_mock_is_not_json_string)
+            orjson.loads(mock["result"])
+        except orjson.JSONDecodeError:
+            raise AwsError("ValidationException", "Mocked result must be valid JSON") from None
+        parse_json(mock["result"], "ValidationException", "Invalid mock result")  # its depth, as any payload's
         return AttemptSucceeded(mock["result"])
     error = mock["errorOutput"]
     if "error" not in error:  # MockErrorOutput.error: "required if mock.errorOutput is specified" (AWS's model)

@@ -105,10 +105,10 @@ _JSONATA_FIELDS = ("Arguments", "Output", "Assign", "Items", "ItemSelector", "Se
 # Recognised States Language types that this build does not run yet.
 _NOT_YET: set[str] = set()
 # What checks an AWS resource against the services and operations the SDK models: (integration, action, pattern,
-# the names of the Task's literal Parameters or Arguments, or None when they are computed) -> the problems found,
-# each as (the field it is in: "Resource" or "Parameters", message). The caller injects it: the language layer
-# knows no service models.
-ResourceCheck = Callable[[str, str, str, Collection[str] | None], list[tuple[str, str]]]
+# the names of the Task's Parameters or Arguments, or None when they are computed as a whole, and the values of
+# those written literally) -> the problems found, each as (the field it is in: "Resource" or "Parameters",
+# message). The caller injects it: the language layer knows no service models.
+ResourceCheck = Callable[[str, str, str, Collection[str] | None, dict[str, Any]], list[tuple[str, str]]]
 
 
 def parse_definition(text: str, *, resource_check: ResourceCheck | None = None, express: bool = False) -> Definition:

@@ -129,7 +129,11 @@ class TaskParsing:
         given = raw.get(key, {})
         names = ({name[:-2] if name.endswith(".$") and key == "Parameters" else name for name in given}
                  if isinstance(given, dict) else None)
-        for field_name, message in self.resource_check(state.integration, state.action, state.pattern, names):
+        literal = ({name: value for name, value in given.items()
+                    if not (key == "Parameters" and name.endswith(".$")) and not is_expression(value)}
+                   if isinstance(given, dict) else {})
+        for field_name, message in self.resource_check(state.integration, state.action, state.pattern, names,
+                                                       literal):
             self.schema(message, f"{where}/{key if field_name == 'Parameters' else field_name}")
 
     def credentials(self, state: TaskState, raw: dict, where: str) -> None:

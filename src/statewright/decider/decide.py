@@ -326,7 +326,16 @@ class OneStateRun:
             self._flow.fan = None
             return fan_out.failed(step, ROOT, distributed_map.THRESHOLD_EXCEEDED, distributed_map.THRESHOLD_CAUSE)
         fan.results = loads(mock.output)
-        return fan_out.join(step, ROOT, state)
+        outcome = fan_out.join(step, ROOT, state)
+        # AWS's inspection data of a mocked Parallel or Map (LocalStack's AWS-validated 2025 recordings): no
+        # result (the mock is its own), a Parallel no afterInputPath, and afterResultSelector in JSONPath
+        trace = step.trace
+        result = trace.pop("result", None)
+        if isinstance(state, ParallelState):
+            trace.pop("afterInputPath", None)
+        if state.query_language != "JSONata":
+            trace.setdefault("afterResultSelector", result)
+        return outcome
 
     @property
     def trace(self) -> dict[str, Any]:

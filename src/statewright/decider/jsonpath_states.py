@@ -30,11 +30,18 @@ def evaluate(step: Step, flow_id: str, state: State, data: Any, context: Any) ->
 
 
 def _pass(step: Step, flow_id: str, state: PassState, data: Any, context: Any) -> Outcome:
-    effective = step.note("afterInputPath", select(state.input_path, data, context))
+    """TestState's inspection data as AWS records it (LocalStack's AWS-validated test_base_inspection_level_debug,
+    2024 and 2025): a Pass with a Result shows that ``result``; one without shows its input processing
+    (``afterParameters`` even without Parameters); both show ``afterResultSelector``, a Pass having none."""
+    effective = selected = select(state.input_path, data, context)
     if state.parameters is not None:
-        rendered = state.parameters.render(effective, context, step.seed_of(step.flows[flow_id]))
-        effective = step.note("afterParameters", rendered)
-    result = step.note("result", _copy_json(state.result) if state.has_result else effective)
+        effective = state.parameters.render(selected, context, step.seed_of(step.flows[flow_id]))
+    if state.has_result:
+        result = step.note("result", _copy_json(state.result))
+    else:
+        step.note("afterInputPath", selected)
+        result = step.note("afterParameters", effective)
+    step.note("afterResultSelector", result)
     assigned = step.assigned(flow_id, state.assign, result, context)
     placed = step.note("afterResultPath", place_result(state.result_path, data, result))
     return step.exit(state, select(state.output_path, placed, context), flow_id, assigned)
@@ -71,6 +78,7 @@ def _succeed(step: Step, flow_id: str, state: SucceedState, data: Any, context: 
 
 
 def _fail(step: Step, flow_id: str, state: FailState, data: Any, context: Any) -> Outcome:
+    step.note("afterInputPath", data)  # a Fail has no InputPath; AWS's TestState shows its input so
     seed = step.seed(step.flows[flow_id])
     error = _fail_field(state.error_path, "ErrorPath", data, context, seed) if state.error_path else state.error
     cause = _fail_field(state.cause_path, "CausePath", data, context, seed) if state.cause_path else state.cause

@@ -93,14 +93,17 @@ def outcome_of(run: decide.OneStateRun, input_text: str) -> TestOutcome:
 
 
 def _as_machine(state_text: str) -> tuple[str, str]:
-    """Wrap one state in a machine whose other states are placeholders for its transition targets."""
-    name = "TestState"
+    """Wrap one state in a machine whose other states are placeholders for its transition targets. Its name is
+    TestState unless a state inside it (a Map's or a branch's) has that name: AWS tests such a Map (LocalStack's
+    AWS-validated test_base_map_state_inspect)."""
     try:
         state = orjson.loads(state_text)
     except orjson.JSONDecodeError as exc:
         raise InvalidDefinition([Diagnostic("INVALID_JSON_DESCRIPTION", str(exc))]) from None
     if not isinstance(state, dict):
         raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED", "The state must be a JSON object")])
+    inner = _inner_names(state)
+    name = next(f"TestState{suffix}" for suffix in ("", *range(1, len(inner) + 2)) if f"TestState{suffix}" not in inner)
     if "Type" not in state and "States" in state:  # ours: AWS's words for a whole machine without stateName are
         # not known (it would answer as for a state without a Type)
         raise InvalidDefinition([Diagnostic("SCHEMA_VALIDATION_FAILED", "The definition is a whole state machine "
@@ -110,3 +113,17 @@ def _as_machine(state_text: str) -> tuple[str, str]:
     targets += [rule.get("Next") for rule in state.get("Catch", []) if isinstance(rule, dict)]
     states = {target: {"Type": "Succeed"} for target in targets if isinstance(target, str) and target != name}
     return dumps({"StartAt": name, "States": {name: state, **states}}), name
+
+
+def _inner_names(value: Any) -> set[str]:
+    """The names of the states nested in a state (its branches', its ItemProcessor's or Iterator's)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "States" and isinstance(item, dict):
+                found.update(name for name in item if isinstance(name, str))
+            found |= _inner_names(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= _inner_names(item)
+    return found

@@ -93,8 +93,7 @@ def _request(given: Any, url_template: str) -> tuple[http.Request, str, bool]:
     if query:
         url += "?" + urlencode([(name, value) for name, values in query.items() for value in values])
     headers = [(name, ", ".join(values)) for name, values in _lists(given.get("Headers"), "Headers").items()]
-    reserved = sorted(name for name, _ in headers if name.lower() in _RESERVED
-                      or name.lower().startswith(_RESERVED_PREFIXES))
+    reserved = sorted(name for name, _ in headers if _reserved(name))
     if reserved:
         raise http.Failure(errors.RUNTIME, f"The 'Headers' field contains unsupported values: {reserved}")
     body = None
@@ -106,6 +105,27 @@ def _request(given: Any, url_template: str) -> tuple[http.Request, str, bool]:
         if not any(name.lower() == "content-type" for name, _ in headers):
             headers.append(("Content-Type", "text/plain" if isinstance(value, str) else "application/json"))
     return http.Request(method, url, headers, body), found["region"], auth != "NO_AUTH"
+
+
+def definition_problems(names: Any, literal: dict[str, Any]) -> list[str]:
+    """What a state machine's literal parameters break, refused when it is created (checked again as it runs)."""
+    problems = [f"The field '{name}' is required" for name in ("ApiEndpoint", "Method")
+                if names is not None and name not in names]
+    for name, allowed in (("Method", METHODS), ("AuthType", AUTH_TYPES)):
+        if name in literal and literal[name] not in allowed:
+            problems.append(f"The value of the field '{name}' must be one of [{', '.join(allowed)}]")
+    if "ApiEndpoint" in literal and not (isinstance(literal["ApiEndpoint"], str)
+                                         and _ENDPOINT.match(literal["ApiEndpoint"])):
+        problems.append("The value of the field 'ApiEndpoint' must be <api id>.execute-api.<region>.amazonaws.com")
+    headers = literal.get("Headers")
+    reserved = sorted(name for name in headers if _reserved(name)) if isinstance(headers, dict) else []
+    if reserved:
+        problems.append(f"The 'Headers' field contains unsupported values: {reserved}")
+    return problems
+
+
+def _reserved(name: str) -> bool:
+    return name.lower() in _RESERVED or name.lower().startswith(_RESERVED_PREFIXES)
 
 
 def _lists(value: Any, field_name: str) -> dict[str, list[str]]:
@@ -126,8 +146,8 @@ def _lists(value: Any, field_name: str) -> dict[str, list[str]]:
 def _without_nulls(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _without_nulls(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [_without_nulls(item) for item in value if item is not None]
+    if isinstance(value, list):  # an array keeps its length: only fields are left out
+        return [_without_nulls(item) for item in value]
     return value
 
 

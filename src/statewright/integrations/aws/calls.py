@@ -49,8 +49,8 @@ from ...asl.definition_tasks import LAMBDA_FUNCTION, NOT_RECOGNIZED
 from ...asl.jsonio import dumps, loads
 from ...decider.outcomes import AttemptFailed, AttemptSucceeded
 from ...decider.tasks import AWS_CALL_DEADLINE_MS
-from . import api_gateway, catalogue, kubernetes, shapes
-from .optimized import LAMBDA, OPTIMIZED, ClientFor, Optimized, Params
+from . import api_gateway, catalogue, kubernetes, optimized, shapes
+from .optimized import LAMBDA, OPTIMIZED, ClientFor, Optimized, OtherServiceFailed, Params
 
 LAMBDA_UNKNOWN = "Lambda.Unknown"
 LAMBDA_CLIENT = "Lambda.SdkClientException"
@@ -111,17 +111,19 @@ def plan(payload: dict[str, Any]) -> Call:
     return _optimized_call(OPTIMIZED[(kind, action)], parameters, timeout_s, payload)
 
 
-def resource_problems(integration: str, action: str, pattern: str,
-                      names: Collection[str] | None) -> list[tuple[str, str]]:
-    """What is wrong with an AWS Task resource and the names of its literal parameters, as AWS reports it when a
-    state machine is created (asl/definition.py ResourceCheck)."""
+def resource_problems(integration: str, action: str, pattern: str, names: Collection[str] | None,
+                      literal: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """What is wrong with an AWS Task resource, the names of its parameters and the values written literally, as
+    AWS reports it when a state machine is created (asl/definition.py ResourceCheck)."""
     if integration == LAMBDA_FUNCTION:
         return []  # the parameters are the function's payload
+    values = [("Parameters", message)
+              for message in literal_problems(integration, action, names, literal or {})]
     own = {("apigateway", "invoke"): api_gateway.FIELDS, ("eks", "call"): kubernetes.CALL_FIELDS,
            ("eks", "runJob"): kubernetes.JOB_FIELDS}.get((integration, action))
     if own is not None:
-        return [("Parameters", f"The field '{name}' is not supported by Step Functions")
-                for name in sorted(names or ()) if name not in own]
+        return values + [("Parameters", f"The field '{name}' is not supported by Step Functions")
+                         for name in sorted(names or ()) if name not in own]
     if integration.startswith("aws-sdk:"):
         service = catalogue.service(integration[len("aws-sdk:"):])
         operation = service.operation(action) if service else None
@@ -132,13 +134,23 @@ def resource_problems(integration: str, action: str, pattern: str,
         spec = OPTIMIZED[(integration, action)]
         operation = catalogue.by_botocore_name(spec.service).model.operation_model(spec.operation)
         if spec.fields is not None:
-            return [("Parameters", f"The field '{name}' is not supported by Step Functions")
-                    for name in sorted(names or ()) if name not in spec.fields]
+            return values + [("Parameters", f"The field '{name}' is not supported by Step Functions")
+                             for name in sorted(names or ()) if name not in spec.fields]
     else:
         return []
     members = shapes.member_names(operation.input_shape)
-    return [("Parameters", f"The field '{name}' is not supported by Step Functions")
-            for name in sorted(names or ()) if name not in members]
+    return values + [("Parameters", f"The field '{name}' is not supported by Step Functions")
+                     for name in sorted(names or ()) if name not in members]
+
+
+def literal_problems(integration: str, action: str, names: Collection[str] | None,
+                     literal: dict[str, Any]) -> list[str]:
+    """What the parameters written literally break of an integration's own rules (known before it runs)."""
+    if (integration, action) == ("apigateway", "invoke"):
+        return api_gateway.definition_problems(names, literal)
+    if integration == "elasticmapreduce":
+        return optimized.emr_problems(action, names, literal)
+    return []
 
 
 def _optimized_call(spec: Optimized, parameters: Any, timeout_s: float, payload: dict[str, Any],
@@ -209,7 +221,10 @@ def perform(call: Call, client: Any, client_for: ClientFor | None = None) -> Out
     except shapes.ParameterError as error:  # the answer holds what a Task cannot return
         return AttemptFailed(errors.RUNTIME, str(error))
     except ClientError as error:
-        return _service_error(call, error)
+        return _service_error(call.service, call.naming, error)
+    except OtherServiceFailed as failed:  # a call of another service the integration makes (Bedrock's S3)
+        other = catalogue.by_botocore_name(failed.service)
+        return _service_error(failed.service, Naming(other.java_name, other.error_name), failed.error)
     except ReadTimeoutError as error:
         return AttemptFailed(errors.TIMEOUT, f"The call to {call.operation.name} got no answer in time: {error}")
     except ParamValidationError as error:
@@ -219,20 +234,20 @@ def perform(call: Call, client: Any, client_for: ClientFor | None = None) -> Out
                              f"{type(error).__name__}: {error}")
 
 
-def _service_error(call: Call, error: ClientError) -> AttemptFailed:
+def _service_error(service: str, naming: Naming, error: ClientError) -> AttemptFailed:
     detail = error.response.get("Error", {})
     meta = error.response.get("ResponseMetadata", {})
     message = detail.get("Message") or detail.get("Code") or "The service refused the call"
     status, request_id = meta.get("HTTPStatusCode", 400), meta.get("RequestId", "")
-    if call.naming.v1:
-        cause = (f"{message} (Service: {call.naming.java_name}; Status Code: {status}; Error Code: "
+    if naming.v1:
+        cause = (f"{message} (Service: {naming.java_name}; Status Code: {status}; Error Code: "
                  f"{detail.get('Code', '')}; Request ID: {request_id}; Proxy: null)")
     else:  # the AWS SDK for Java 2.x's text; S3's adds its extended request id (x-amz-id-2; "null", as that SDK
         # writes it, when S3 sent none), as AWS's recordings have it
-        extended = f", Extended Request ID: {meta.get('HostId') or 'null'}" if call.service == "s3" else ""
-        cause = (f"{message} (Service: {call.naming.java_name}, Status Code: {status}, Request ID: {request_id}"
+        extended = f", Extended Request ID: {meta.get('HostId') or 'null'}" if service == "s3" else ""
+        cause = (f"{message} (Service: {naming.java_name}, Status Code: {status}, Request ID: {request_id}"
                  f"{extended})")
-    return AttemptFailed(call.naming.name(detail), cause)
+    return AttemptFailed(naming.name(detail), cause)
 
 
 def _result(call: Call, raw: dict[str, Any], clients: ClientFor) -> Outcome:

@@ -52,8 +52,11 @@ class Job:
     # Where the result ``progress`` takes is modelled: an operation whose output holds it, and the path to it in
     # that output (botocore member names; 0 for a list's items). CodeBuild's {"Build": ...} is StartBuild's.
     result_of: tuple[str, tuple[str | int, ...]]
-    gone_is_done: bool = False  # a deletion: done once describe answers that it does not exist (the result:
-    # the delete call's answer, kept in the handle as "Deleted")
+    gone_is_done: bool = False  # a deletion: done once describe answers that it does not exist
+    # the result is the start call's answer (kept in the handle as "Started"), not the last describe's: a resource
+    # waited into a state (EMR's cluster, EMR Serverless's application; AWS's samples read $.ClusterId after
+    # createCluster.sync) or deleted
+    answers_start: bool = False
 
 
 def _first(items: Any) -> dict | None:
@@ -141,8 +144,7 @@ def _eks(kind: str, *, delete: bool) -> Job:
         name = given.get(member) or described.get(member)
         if not name:
             return None
-        found = {member: name, **({"ClusterName": given["ClusterName"]} if kind != "Cluster" else {})}
-        return {**found, "Deleted": out} if delete else found
+        return {member: name, **({"ClusterName": given["ClusterName"]} if kind != "Cluster" else {})}
 
     def params(job: dict) -> dict:
         return {("name" if kind == "Cluster" else lower): job[member],
@@ -150,33 +152,35 @@ def _eks(kind: str, *, delete: bool) -> Job:
     progress = (_status((kind, "Status"), (), ("DELETE_FAILED",)) if delete
                 else _status((kind, "Status"), "ACTIVE", ("FAILED", "CREATE_FAILED")))
     return Job("eks", handle_, f"Describe{kind}", params, progress, None, None,
-               (f"Describe{kind}", ()), gone_is_done=delete)
+               (f"{'Delete' if delete else 'Describe'}{kind}", ()), gone_is_done=delete, answers_start=delete)
 
 
-def _serverless(state: str | tuple[str, ...], failed: tuple[str, ...] = ()) -> Job:
-    """An EMR Serverless application, described until it is in ``state``."""
+def _serverless(start: str, state: str | tuple[str, ...], failed: tuple[str, ...] = ()) -> Job:
+    """An EMR Serverless application, described until it is in ``state``; the result is ``start``'s answer."""
     return Job("emr-serverless", lambda given, out: {"ApplicationId": out.get("ApplicationId")}
                if out.get("ApplicationId") else None,
                "GetApplication", lambda job: {"applicationId": job["ApplicationId"]},
-               _status(("Application", "State"), state, failed), None, None, ("GetApplication", ()))
+               _status(("Application", "State"), state, failed), None, None, (start, ()), answers_start=True)
 
 
-def _serverless_run(state: str, stop: bool) -> Job:
-    """An EMR Serverless job run, described until it is in ``state`` (stopped with CancelJobRun if ``stop``)."""
+def _serverless_run(start: str, state: str, stop: bool) -> Job:
+    """An EMR Serverless job run, described until it is in ``state`` (stopped with CancelJobRun if ``stop``); the
+    result is ``start``'s answer."""
     def params(job: dict) -> dict:
         return {"applicationId": job["ApplicationId"], "jobRunId": job["JobRunId"]}
     return Job("emr-serverless", lambda given, out: {"ApplicationId": out["ApplicationId"], "JobRunId": out["JobRunId"]}
                if out.get("JobRunId") else None, "GetJobRun", params,
                _status(("JobRun", "State"), state, ("FAILED", "CANCELLED") if state != "CANCELLED" else ("FAILED",)),
-               "CancelJobRun" if stop else None, params if stop else None, ("GetJobRun", ()))
+               "CancelJobRun" if stop else None, params if stop else None, (start, ()), answers_start=True)
 
 
-def _emr_cluster(state: str, failed: tuple[str, ...]) -> Job:
-    """An EMR cluster, described until it is in ``state``. Step Functions terminates no cluster (AWS's EMR page)."""
+def _emr_cluster(start: str, state: str, failed: tuple[str, ...]) -> Job:
+    """An EMR cluster, described until it is in ``state``; the result is ``start``'s answer. Step Functions
+    terminates no cluster (AWS's EMR page)."""
     return Job("emr", lambda given, out: {"ClusterId": out.get("ClusterId") or given.get("ClusterId")}
                if out.get("ClusterId") or given.get("ClusterId") else None,
                "DescribeCluster", lambda job: {"ClusterId": job["ClusterId"]},
-               _status(("Cluster", "Status", "State"), state, failed), None, None, ("DescribeCluster", ()))
+               _status(("Cluster", "Status", "State"), state, failed), None, None, (start, ()), answers_start=True)
 
 
 def _build_batch(given: dict, out: dict) -> dict | None:
@@ -229,8 +233,10 @@ JOBS: dict[tuple[str, str], Job] = {
     ("codebuild", "retryBuildBatch"): _BUILD_BATCH,
     **{("sagemaker", f"create{kind}Job"): _sagemaker(kind)
        for kind in ("Training", "Transform", "Processing", "HyperParameterTuning", "Labeling")},
-    ("elasticmapreduce", "createCluster"): _emr_cluster("WAITING", ("TERMINATED", "TERMINATED_WITH_ERRORS")),
-    ("elasticmapreduce", "terminateCluster"): _emr_cluster("TERMINATED", ("TERMINATED_WITH_ERRORS",)),
+    ("elasticmapreduce", "createCluster"): _emr_cluster("RunJobFlow", "WAITING",
+                                                        ("TERMINATED", "TERMINATED_WITH_ERRORS")),
+    ("elasticmapreduce", "terminateCluster"): _emr_cluster("TerminateJobFlows", "TERMINATED",
+                                                           ("TERMINATED_WITH_ERRORS",)),
     ("elasticmapreduce", "addStep"): Job(
         "emr", lambda given, out: {"ClusterId": given.get("ClusterId"), "StepId": out["StepId"]}
         if out.get("StepId") else None,
@@ -251,13 +257,13 @@ JOBS: dict[tuple[str, str], Job] = {
         _status(("VirtualCluster", "State"), "TERMINATED", ("ARRESTED",)), None, None,
         ("DescribeVirtualCluster", ())),
     # created: CREATED, or any state an application reaches only once created (one that starts itself)
-    ("emr-serverless", "createApplication"): _serverless(("CREATED", "STARTING", "STARTED", "STOPPING", "STOPPED"),
-                                                         ("TERMINATED",)),
-    ("emr-serverless", "startApplication"): _serverless("STARTED", ("STOPPED", "TERMINATED")),
-    ("emr-serverless", "stopApplication"): _serverless("STOPPED", ("TERMINATED",)),
-    ("emr-serverless", "deleteApplication"): _serverless("TERMINATED"),
-    ("emr-serverless", "startJobRun"): _serverless_run("SUCCESS", stop=True),
-    ("emr-serverless", "cancelJobRun"): _serverless_run("CANCELLED", stop=False),
+    ("emr-serverless", "createApplication"): _serverless(
+        "CreateApplication", ("CREATED", "STARTING", "STARTED", "STOPPING", "STOPPED"), ("TERMINATED",)),
+    ("emr-serverless", "startApplication"): _serverless("StartApplication", "STARTED", ("STOPPED", "TERMINATED")),
+    ("emr-serverless", "stopApplication"): _serverless("StopApplication", "STOPPED", ("TERMINATED",)),
+    ("emr-serverless", "deleteApplication"): _serverless("DeleteApplication", "TERMINATED"),
+    ("emr-serverless", "startJobRun"): _serverless_run("StartJobRun", "SUCCESS", stop=True),
+    ("emr-serverless", "cancelJobRun"): _serverless_run("CancelJobRun", "CANCELLED", stop=False),
     ("eks", "createCluster"): _eks("Cluster", delete=False),
     ("eks", "deleteCluster"): _eks("Cluster", delete=True),
     ("eks", "createNodegroup"): _eks("Nodegroup", delete=False),
@@ -287,7 +293,8 @@ def handle(kind: str, action: str, given: Any, output: Any) -> dict | None:
     job = JOBS.get((kind, action))
     if job is None or not isinstance(output, dict):
         return None
-    return job.handle(given if isinstance(given, dict) else {}, output)
+    found = job.handle(given if isinstance(given, dict) else {}, output)
+    return {**found, "Started": output} if found is not None and job.answers_start else found
 
 
 def poll(kind: str, action: str, handle_: dict, client: Any, number: int) -> Outcome:
@@ -301,7 +308,7 @@ def poll(kind: str, action: str, handle_: dict, client: Any, number: int) -> Out
             return AttemptPolled(number)  # the next poll tries again
         detail = error.response.get("Error", {})
         if job.gone_is_done and detail.get("Code") in _GONE:
-            return AttemptSucceeded(dumps(handle_.get("Deleted", {})))
+            return AttemptSucceeded(dumps(handle_.get("Started", {})))
         return AttemptFailed(TASK_FAILED, f"The job could not be followed: {job.describe} was refused with "
                                           f"{detail.get('Code')}: {detail.get('Message')}")
     except BotoCoreError:
@@ -311,7 +318,7 @@ def poll(kind: str, action: str, handle_: dict, client: Any, number: int) -> Out
     if status == RUNNING:
         return AttemptPolled(number)
     if status == SUCCEEDED:
-        return AttemptSucceeded(dumps(result))
+        return AttemptSucceeded(dumps(handle_.get("Started", {}) if job.answers_start else result))
     return AttemptFailed(TASK_FAILED, dumps(result))
 
 

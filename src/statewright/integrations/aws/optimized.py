@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from ...asl.jsonio import loads
 from .shapes import ParameterError
 
@@ -69,17 +71,36 @@ def _actions(service: str, prefix: str, java: str, actions: list[str], maker: Ca
 
 # EMR: one cluster, step, group or fleet where the API takes lists.
 def _create_cluster(given: Params) -> Params:
-    instances = given.get("Instances")
-    if not isinstance(instances, dict) or instances.get("KeepJobFlowAliveWhenNoSteps") is not True:
-        raise ParameterError("Instances.KeepJobFlowAliveWhenNoSteps must be true: Step Functions adds steps with "
-                             "emr:addStep")
-    if "Steps" in given:
-        raise ParameterError("The field 'Steps' is not supported by Step Functions: add steps with emr:addStep")
+    problems = emr_problems("createCluster", given, given)
+    if problems:
+        raise ParameterError(problems[0])
     return given
 
 
 def _without(given: Params, *names: str) -> Params:
     return {key: value for key, value in given.items() if key not in names}
+
+
+def emr_problems(action: str, names: Any, literal: dict[str, Any]) -> list[str]:
+    """What EMR's parameters written literally break of Step Functions' rules (refused when the state machine is
+    created, and checked again as it runs)."""
+    problems = []
+    if action == "createCluster":
+        if names is not None and "Steps" in names:
+            problems.append("The field 'Steps' is not supported by Step Functions: add steps with emr:addStep")
+        instances = literal.get("Instances")
+        kept = instances.get("KeepJobFlowAliveWhenNoSteps", False) if isinstance(instances, dict) else True
+        computed = (isinstance(kept, str) and kept.lstrip().startswith("{%")) or (
+            isinstance(instances, dict) and "KeepJobFlowAliveWhenNoSteps.$" in instances)
+        if kept is not True and not computed:
+            problems.append("Instances.KeepJobFlowAliveWhenNoSteps must be true: Step Functions adds steps with "
+                            "emr:addStep")
+    for kind in ("Group", "Fleet"):
+        given = literal.get(f"Instance{kind}")
+        if action == f"modifyInstance{kind}ByName" and isinstance(given, dict) and f"Instance{kind}Id" in given:
+            problems.append(f"The field 'Instance{kind}.Instance{kind}Id' is not supported by Step Functions: the "
+                            f"instance {kind.lower()} is found by its Instance{kind}Name")
+    return problems
 
 
 def _by_name(kind: str) -> Callable[[Params, ClientFor], Params]:
@@ -92,7 +113,11 @@ def _by_name(kind: str) -> Callable[[Params, ClientFor], Params]:
         if len(found) != 1:
             raise ParameterError(f"The cluster {cluster} has {'no' if not found else 'more than one'} instance "
                                  f"{kind.lower()} named {name!r}")
-        changed = {**(given.get(f"Instance{kind}") or {}), f"Instance{kind}Id": found[0]}
+        changed = dict(given.get(f"Instance{kind}") or {})
+        if f"Instance{kind}Id" in changed:
+            raise ParameterError(f"The field 'Instance{kind}.Instance{kind}Id' is not supported by Step Functions: "
+                                 f"the instance {kind.lower()} is found by its Instance{kind}Name")
+        changed[f"Instance{kind}Id"] = found[0]
         return {"ClusterId": cluster, **({"InstanceGroups": [changed]} if kind == "Group" else
                                          {"InstanceFleet": changed})}
     return prepare
@@ -134,6 +159,22 @@ def _application(given: Params, out: Params, _: ClientFor) -> Params:
     return {"ApplicationId": given.get("ApplicationId"), **out}
 
 
+class OtherServiceFailed(Exception):
+    """A call of another service an integration makes (Bedrock's S3 input or output) was refused: its error is
+    named as that service's (``S3.NoSuchKeyException``)."""
+
+    def __init__(self, service: str, error: ClientError) -> None:
+        super().__init__(service, error)
+        self.service, self.error = service, error
+
+
+def _s3(client_for: ClientFor, operation: str, **params: Any) -> Any:
+    try:
+        return getattr(client_for("s3"), operation)(**params)
+    except ClientError as error:
+        raise OtherServiceFailed("s3", error) from None
+
+
 def _s3_location(where: Any, field_name: str) -> tuple[str, str]:
     uri = where.get("S3Uri") if isinstance(where, dict) else None
     if not isinstance(uri, str) or not uri.startswith("s3://") or "/" not in uri[5:]:
@@ -150,7 +191,7 @@ def _model_input(given: Params, client_for: ClientFor) -> Params:
         if "Body" in given:
             raise ParameterError("Give either 'Body' or 'Input', not both")
         bucket, key = _s3_location(given["Input"], "Input")
-        found = client_for("s3").get_object(Bucket=bucket, Key=key)
+        found = _s3(client_for, "get_object", Bucket=bucket, Key=key)
         params["Body"] = found["Body"].read().decode("utf-8", errors="replace")
         if "ContentType" not in params and found.get("ContentType"):
             params["ContentType"] = found["ContentType"]
@@ -163,7 +204,7 @@ def _model_output(given: Params, out: Params, client_for: ClientFor) -> Params:
     body = out.get("Body", "")
     if "Output" in given:
         bucket, key = _s3_location(given["Output"], "Output")
-        client_for("s3").put_object(Bucket=bucket, Key=key, Body=body.encode())
+        _s3(client_for, "put_object", Bucket=bucket, Key=key, Body=body.encode())
         return {**out, "Body": {"S3Uri": f"s3://{bucket}/{key}"}}
     try:
         return {**out, "Body": loads(body)}
