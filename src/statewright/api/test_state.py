@@ -132,10 +132,9 @@ def _mock(mock: Any) -> Mock | None:
                        "errorOutput].")
     if "result" in mock:
         try:  # AWS's words (LocalStack's AWS-validated test_base_lambda_service_task_mock_is_not_json_string)
-            orjson.loads(mock["result"])
-        except orjson.JSONDecodeError:
+            parse_json(mock["result"], "ValidationException", "Invalid mock result")
+        except AwsError:
             raise AwsError("ValidationException", "Mocked result must be valid JSON") from None
-        parse_json(mock["result"], "ValidationException", "Invalid mock result")  # its depth, as any payload's
         return AttemptSucceeded(mock["result"])
     error = mock["errorOutput"]
     if "error" not in error:  # MockErrorOutput.error: "required if mock.errorOutput is specified" (AWS's model)

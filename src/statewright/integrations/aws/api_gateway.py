@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -36,6 +35,7 @@ from ...asl import errors
 from ...asl.jsonio import dumps, loads
 from ...decider.outcomes import AttemptFailed, AttemptSucceeded
 from .. import http
+from .clients import CredentialsFor
 
 DEFAULT_URL = "https://{api_endpoint}"
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
@@ -49,7 +49,6 @@ _RESERVED = frozenset({"authorization", "connection", "content-md5", "expect", "
 _RESERVED_PREFIXES = ("x-forwarded", "x-amz")
 NO_ANSWER = "ApiGateway.SdkClientException"
 Outcome = AttemptSucceeded | AttemptFailed
-CredentialsFor = Callable[[], Awaitable[Credentials | None]]
 
 
 async def invoke(given: Any, credentials: CredentialsFor) -> Outcome:

@@ -6,11 +6,12 @@ Three families, as Step Functions has them:
   PascalCase (``shapes``), errors ``<Service>.<Exception>`` named as the AWS SDK for Java 2.x names them
   (``catalogue``), with the service's answer as the cause: ``<message> (Service: <Service>, Status Code: <n>,
   Request ID: <id>)``.
-- The optimized integrations (``arn:aws:states:::sqs:sendMessage``, ...): the same call, with the shapes AWS gives
-  them: a JSON value for a message body, event detail or Lambda payload is sent as its JSON text; the result
-  carries ``SdkHttpMetadata`` and ``SdkResponseMetadata`` (not for events:putEvents); errors are named with the
-  AWS SDK for Java 1.x's classes (``SQS.QueueDoesNotExistException``, ``DynamoDB.ConditionalCheckFailedException``,
-  the service's own ``SQS.AmazonSQSException`` for one its model does not list).
+- The optimized integrations (``arn:aws:states:::sqs:sendMessage``, ...; ``optimized`` has them all): the same
+  call, with the shapes AWS gives them: a JSON value for a message body, event detail or Lambda payload is sent as
+  its JSON text; the older ones' results carry ``SdkHttpMetadata`` and ``SdkResponseMetadata`` (not
+  events:putEvents') and their errors are named with the AWS SDK for Java 1.x's classes
+  (``SQS.QueueDoesNotExistException``, ``DynamoDB.ConditionalCheckFailedException``, the service's own
+  ``SQS.AmazonSQSException`` for one its model does not list); the newer ones' with 2.x's.
 - Lambda (``lambda:invoke`` and a bare function ARN, the legacy form whose result is the function's payload
   itself): a function error becomes the error the function names (``errorType``) or ``Lambda.Unknown``, with the
   function's payload as the cause.
@@ -58,8 +59,6 @@ TASK_FAILED = "States.TaskFailed"
 FAILED_ENTRY = "EventBridge.FailedEntry"
 
 Outcome = AttemptSucceeded | AttemptFailed
-
-
 
 
 @dataclass(frozen=True)
@@ -115,32 +114,39 @@ def resource_problems(integration: str, action: str, pattern: str, names: Collec
                       literal: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     """What is wrong with an AWS Task resource, the names of its parameters and the values written literally, as
     AWS reports it when a state machine is created (asl/definition.py ResourceCheck)."""
-    if integration == LAMBDA_FUNCTION:
-        return []  # the parameters are the function's payload
-    values = [("Parameters", message)
-              for message in literal_problems(integration, action, names, literal or {})]
-    own = {("apigateway", "invoke"): api_gateway.FIELDS, ("eks", "call"): kubernetes.CALL_FIELDS,
-           ("eks", "runJob"): kubernetes.JOB_FIELDS}.get((integration, action))
-    if own is not None:
-        return values + [("Parameters", f"The field '{name}' is not supported by Step Functions")
-                         for name in sorted(names or ()) if name not in own]
+    allowed = _allowed_fields(integration, action, pattern)
+    if isinstance(allowed, str):
+        return [("Resource", allowed)]
+    if allowed is None:
+        return []
+    return [("Parameters", message) for message in literal_problems(integration, action, names, literal or {})] + [
+        ("Parameters", f"The field '{name}' is not supported by Step Functions")
+        for name in sorted(names or ()) if name not in allowed]
+
+
+_OWN_FIELDS = {("apigateway", "invoke"): api_gateway.FIELDS, ("eks", "call"): kubernetes.CALL_FIELDS,
+               ("eks", "runJob"): kubernetes.JOB_FIELDS}  # integrations that are no single AWS API call
+
+
+def _allowed_fields(integration: str, action: str, pattern: str) -> Collection[str] | str | None:
+    """The parameters a resource takes; a refusal of the resource itself (text); None: not checked here (a Lambda
+    function's payload, an activity's input)."""
+    if (integration, action) in _OWN_FIELDS:
+        return _OWN_FIELDS[(integration, action)]
     if integration.startswith("aws-sdk:"):
         service = catalogue.service(integration[len("aws-sdk:"):])
         operation = service.operation(action) if service else None
         if operation is None or pattern not in ("", "waitForTaskToken"):
             resource = f"arn:aws:states:::{integration}:{action}" + (f".{pattern}" if pattern else "")
-            return [("Resource", f"The resource provided {resource} {NOT_RECOGNIZED}")]
-    elif (integration, action) in OPTIMIZED:
+            return f"The resource provided {resource} {NOT_RECOGNIZED}"
+        return shapes.member_names(operation.input_shape)
+    if (integration, action) in OPTIMIZED:
         spec = OPTIMIZED[(integration, action)]
-        operation = catalogue.by_botocore_name(spec.service).model.operation_model(spec.operation)
         if spec.fields is not None:
-            return values + [("Parameters", f"The field '{name}' is not supported by Step Functions")
-                             for name in sorted(names or ()) if name not in spec.fields]
-    else:
-        return []
-    members = shapes.member_names(operation.input_shape)
-    return values + [("Parameters", f"The field '{name}' is not supported by Step Functions")
-                     for name in sorted(names or ()) if name not in members]
+            return spec.fields
+        return shapes.member_names(catalogue.by_botocore_name(spec.service).model.operation_model(
+            spec.operation).input_shape)
+    return None
 
 
 def literal_problems(integration: str, action: str, names: Collection[str] | None,

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -41,6 +41,9 @@ T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 ROLE_SESSION_S = 3600  # how long an assumed role's credentials are asked for
 ROLE_REFRESH_MARGIN_S = 300.0  # they are assumed again this long before they expire
+
+
+CredentialsFor = Callable[[], Awaitable[Credentials | None]]  # the credentials a request is signed with, when asked
 
 
 class AwsClients:

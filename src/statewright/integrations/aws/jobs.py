@@ -4,7 +4,8 @@ Athena, CodeBuild, SageMaker, EMR, EMR on EKS, EMR Serverless, EKS, Glue DataBre
 The start is an ordinary call (``calls``); its answer submits the attempt with the job's handle (what the describe
 call needs). The engine then polls: a timer in the execution's commit fires a poll dispatch, this module's
 ``poll`` makes the describe call, and the attempt either ends (the job's final describe output as the result, or
-``States.TaskFailed`` with it as the cause) or is polled again later, less often each time. A restart loses no
+the start call's own answer for a resource waited into a state or deleted; ``States.TaskFailed`` with the describe
+output as the cause) or is polled again later, less often each time. A restart loses no
 poll (the timer and the dispatch are rows). When the attempt is abandoned (its deadline, a stop of the execution,
 a sibling's failure), the job is stopped where Step Functions stops it (TerminateJob, StopTask, BatchStopJobRun,
 StopQueryExecution, StopBuild, Stop...Job, CancelSteps, CancelJobRun, ...); clusters, applications and node groups
@@ -19,7 +20,7 @@ every container exited 0.
 Sources: AWS's pages on each integration's "Run a Job (.sync)" pattern (what it waits for; the describe and stop
 calls its IAM policy allows). Inferred: the poll schedule (AWS does not document its own; EMR's page says 60 s,
 then 300 s after ten minutes), ECS's exit codes deciding the task's outcome, which statuses are a failure where
-the pages do not say, and the result: the last describe call's answer.
+the pages do not say, and which result (the last describe call's answer, or the start call's).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def _eks(kind: str, *, delete: bool) -> Job:
     def params(job: dict) -> dict:
         return {("name" if kind == "Cluster" else lower): job[member],
                 **({"clusterName": job["ClusterName"]} if kind != "Cluster" else {})}
-    progress = (_status((kind, "Status"), (), ("DELETE_FAILED",)) if delete
+    progress = (_status((kind, "Status"), (), ("DELETE_FAILED", "FAILED")) if delete
                 else _status((kind, "Status"), "ACTIVE", ("FAILED", "CREATE_FAILED")))
     return Job("eks", handle_, f"Describe{kind}", params, progress, None, None,
                (f"{'Delete' if delete else 'Describe'}{kind}", ()), gone_is_done=delete, answers_start=delete)
@@ -170,7 +171,8 @@ def _serverless_run(start: str, state: str, stop: bool) -> Job:
         return {"applicationId": job["ApplicationId"], "jobRunId": job["JobRunId"]}
     return Job("emr-serverless", lambda given, out: {"ApplicationId": out["ApplicationId"], "JobRunId": out["JobRunId"]}
                if out.get("JobRunId") else None, "GetJobRun", params,
-               _status(("JobRun", "State"), state, ("FAILED", "CANCELLED") if state != "CANCELLED" else ("FAILED",)),
+               _status(("JobRun", "State"), state,
+                       ("FAILED", "CANCELLED") if state != "CANCELLED" else ("FAILED", "SUCCESS")),
                "CancelJobRun" if stop else None, params if stop else None, (start, ()), answers_start=True)
 
 

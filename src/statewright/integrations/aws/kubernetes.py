@@ -39,16 +39,16 @@ from ...asl import errors
 from ...asl.jsonio import dumps, loads
 from ...decider.outcomes import AttemptFailed, AttemptPolled, AttemptSucceeded
 from .. import http
+from .clients import CredentialsFor
 
 CALL_FIELDS = ("ClusterName", "CertificateAuthority", "Endpoint", "Method", "Path", "QueryParameters",
                "RequestBody")
 JOB_FIELDS = ("ClusterName", "CertificateAuthority", "Endpoint", "Namespace", "Job", "LogOptions")
 METHODS = ("GET", "POST", "PUT", "DELETE", "HEAD", "PATCH")
 NO_ANSWER = "EKS.SdkClientException"
-TASK_FAILED = "States.TaskFailed"
+TASK_FAILED = "States.TaskFailed"  # a Job that failed, as a .sync job that fails does
 TOKEN_EXPIRES_S = 60
 Outcome = AttemptSucceeded | AttemptFailed
-CredentialsFor = Callable[[], Awaitable[Credentials | None]]
 
 
 class Cluster:
@@ -61,6 +61,8 @@ class Cluster:
                 raise http.Failure(errors.RUNTIME, f"The field '{name}' is required: a string")
         self.name, self.region = given["ClusterName"], region
         self.endpoint = given["Endpoint"].rstrip("/")
+        if not self.endpoint.startswith("https://"):  # the token must not travel in the clear
+            raise http.Failure(errors.RUNTIME, "The field 'Endpoint' must be the cluster API's https URL")
         try:
             authority = base64.b64decode(given["CertificateAuthority"], validate=True).decode("ascii")
             self.tls = ssl.create_default_context(cadata=authority)
@@ -110,6 +112,8 @@ async def _guarded(work: Callable[[], Awaitable[Outcome]]) -> Outcome:
         return await work()
     except http.Failure as failure:
         return AttemptFailed(NO_ANSWER if failure.error == http.SOCKET else failure.error, failure.cause)
+    except ValueError as error:  # a Job given as text that is not JSON
+        return AttemptFailed(errors.RUNTIME, f"The field 'Job' is not a JSON object: {error}")
 
 
 async def call(given: Any, region: str, credentials: CredentialsFor) -> Outcome:
@@ -123,14 +127,23 @@ async def call(given: Any, region: str, credentials: CredentialsFor) -> Outcome:
             raise http.Failure(errors.RUNTIME, f"The Method '{method}' is not one of {', '.join(METHODS)}")
         if not isinstance(path, str) or not path.startswith("/"):
             raise http.Failure(errors.RUNTIME, "The field 'Path' is required: a path such as /api/v1/pods")
-        query = [(name, str(value)) for name, values in (given.get("QueryParameters") or {}).items()
-                 for value in (values if isinstance(values, list) else [values])]
+        query = _pairs(given.get("QueryParameters"), "QueryParameters")
         status, reason, body = await cluster.request(method, path, await credentials(), given.get("RequestBody"),
                                                      query)
         if not 200 <= status < 300:
             return _refused(status, reason, body)
         return AttemptSucceeded(dumps(_answer(status, reason, body)))
     return await _guarded(work)
+
+
+def _pairs(value: Any, field_name: str) -> list[tuple[str, str]]:
+    """QueryParameters or LogParameters: each name to a list of values, as query pairs."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise http.Failure(errors.RUNTIME, f"The field '{field_name}' must be an object of lists of strings")
+    return [(name, str(item)) for name, items in value.items()
+            for item in (items if isinstance(items, list) else [items])]
 
 
 def _namespace(given: dict) -> str:
@@ -144,6 +157,8 @@ async def run_job(given: Any, region: str, credentials: CredentialsFor) -> Outco
             raise http.Failure(errors.RUNTIME, "The field 'Job' is required: a batch/v1 Job")
         cluster = Cluster(given, region)
         job = loads(given["Job"]) if isinstance(given["Job"], str) else given["Job"]
+        if not isinstance(job, dict):
+            raise http.Failure(errors.RUNTIME, "The field 'Job' is required: a batch/v1 Job")
         status, reason, body = await cluster.request(
             "POST", f"/apis/batch/v1/namespaces/{_namespace(given)}/jobs", await credentials(), job)
         if not 200 <= status < 300:
@@ -154,12 +169,14 @@ async def run_job(given: Any, region: str, credentials: CredentialsFor) -> Outco
 
 def handle(given: dict, output: dict) -> dict | None:
     """What following a created Job needs: the cluster, the Job's namespace and name, the log options."""
-    metadata = (output.get("ResponseBody") or {}).get("metadata") if isinstance(output, dict) else None
-    if not isinstance(metadata, dict) or not metadata.get("name"):
+    body = output.get("ResponseBody") if isinstance(output, dict) else None
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
         return None
+    options = given.get("LogOptions")
     return {**{name: given.get(name) for name in ("ClusterName", "CertificateAuthority", "Endpoint")},
             "Namespace": metadata.get("namespace") or _namespace(given), "Name": metadata["name"],
-            "LogOptions": given.get("LogOptions") or {}}
+            "LogOptions": options if isinstance(options, dict) else {}}
 
 
 def _condition(job: Any) -> str | None:
@@ -189,13 +206,13 @@ async def poll(job: dict, region: str, credentials: CredentialsFor, number: int)
     if ended is None:
         return AttemptPolled(number)
     result = _answer(status, reason, body)
-    if (job.get("LogOptions") or {}).get("RetrieveLogs"):
+    if job["LogOptions"].get("RetrieveLogs"):
         result["logs"] = await _logs(cluster, job, keys)
     return AttemptSucceeded(dumps(result)) if ended == "Complete" else AttemptFailed(TASK_FAILED, dumps(result))
 
 
 async def _logs(cluster: Cluster, job: dict, keys: Credentials | None) -> dict[str, Any]:
-    options = job.get("LogOptions") or {}
+    options = job["LogOptions"]
     namespace = job["Namespace"]
     pods: dict[str, Any] = {}
     try:
@@ -205,8 +222,10 @@ async def _logs(cluster: Cluster, job: dict, keys: Credentials | None) -> dict[s
         return {"error": failure.error, "cause": failure.cause}
     if not 200 <= status < 300 or not isinstance(listed, dict):
         return {"error": f"EKS.{status}", "cause": dumps(_answer(status, reason, listed))}
-    extra = [(name, str(value)) for name, values in (options.get("LogParameters") or {}).items()
-             for value in (values if isinstance(values, list) else [values])]
+    try:
+        extra = _pairs(options.get("LogParameters"), "LogOptions.LogParameters")
+    except http.Failure as failure:
+        return {"error": failure.error, "cause": failure.cause}
     for pod in listed.get("items") or []:
         name = (pod.get("metadata") or {}).get("name")
         containers: dict[str, Any] = {}

@@ -107,17 +107,16 @@ def _by_name(kind: str) -> Callable[[Params, ClientFor], Params]:
     """EMR's modifyInstance{kind}ByName: the group's or fleet's id found by its name (List Instance{kind}s), then
     the API's request (ModifyInstanceGroups takes a list of groups, ModifyInstanceFleet one fleet)."""
     def prepare(given: Params, client_for: ClientFor) -> Params:
+        problems = emr_problems(f"modifyInstance{kind}ByName", given, given)
+        if problems:
+            raise ParameterError(problems[0])
         cluster, name = given.get("ClusterId"), given.get(f"Instance{kind}Name")
         listed = getattr(client_for("emr"), f"list_instance_{kind.lower()}s")(ClusterId=cluster)
         found = [item["Id"] for item in listed.get(f"Instance{kind}s", []) if item.get("Name") == name]
         if len(found) != 1:
             raise ParameterError(f"The cluster {cluster} has {'no' if not found else 'more than one'} instance "
                                  f"{kind.lower()} named {name!r}")
-        changed = dict(given.get(f"Instance{kind}") or {})
-        if f"Instance{kind}Id" in changed:
-            raise ParameterError(f"The field 'Instance{kind}.Instance{kind}Id' is not supported by Step Functions: "
-                                 f"the instance {kind.lower()} is found by its Instance{kind}Name")
-        changed[f"Instance{kind}Id"] = found[0]
+        changed = {**(given.get(f"Instance{kind}") or {}), f"Instance{kind}Id": found[0]}
         return {"ClusterId": cluster, **({"InstanceGroups": [changed]} if kind == "Group" else
                                          {"InstanceFleet": changed})}
     return prepare

@@ -34,7 +34,7 @@ from ...store.base import Dispatch
 from ..dispatcher import Dispatcher
 from ..traces import CallSpans, CallTrace
 from . import api_gateway, calls, jobs, kubernetes, shapes
-from .clients import AwsClients
+from .clients import AwsClients, CredentialsFor
 from .functions import FunctionStyle, LocalFunctions
 
 log = logging.getLogger("statewright.integrations")
@@ -62,23 +62,25 @@ class AwsTasks:
         if "poll" in payload:  # a .sync task's job: no attempt to start, the describe call may repeat
             async with self.clients.slot(service):
                 try:
-                    if _kubernetes(payload):
-                        outcome = await kubernetes.poll(payload["job"], _region(payload), self._credentials(payload),
-                                                        payload["poll"])
+                    if _kubernetes(payload):  # a cluster's API: bounded here, botocore's calls by their own timeout
+                        async with asyncio.timeout(within_s):
+                            outcome = await kubernetes.poll(payload["job"], _region(payload),
+                                                            self._credentials(payload), payload["poll"])
                     else:
                         outcome = await self.clients.run(self._job_call, payload, jobs.poll)
-                except (ClientError, BotoCoreError):  # no client now (its role could not be assumed): poll later
-                    outcome = AttemptPolled(payload["poll"])
+                except (ClientError, BotoCoreError, TimeoutError):  # no client now (its role could not be assumed)
+                    outcome = AttemptPolled(payload["poll"])  # or no answer in time: the next poll tries again
             await self.dispatcher.report(CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], outcome),
                                          within_s)
         elif "cancel" in payload:
             async with self.clients.slot(service):
                 try:
                     if _kubernetes(payload):
-                        await kubernetes.stop(payload["job"], _region(payload), self._credentials(payload))
+                        async with asyncio.timeout(within_s):
+                            await kubernetes.stop(payload["job"], _region(payload), self._credentials(payload))
                     else:
                         await self.clients.run(self._job_call, payload, jobs.stop)
-                except (ClientError, BotoCoreError) as error:
+                except (ClientError, BotoCoreError, TimeoutError) as error:
                     log.info("could not stop the job of %s: %s", dispatch.execution_arn, error)
             await self.dispatcher.report(AckDispatch(dispatch.execution_arn, dispatch.dispatch_id), within_s)
         else:
@@ -94,6 +96,8 @@ class AwsTasks:
                 outcome = await self._perform(payload)
         except TimeoutError:
             return AttemptFailed(errors.TIMEOUT, f"The call got no answer within {deadline_s:g} seconds")
+        except (ClientError, BotoCoreError) as error:  # a role to sign with that could not be assumed
+            return AttemptFailed(calls.TASK_FAILED, f"Could not assume the role {self._role(payload)}: {error}")
         except Exception as error:  # a bug; the attempt fails alone, with what went wrong
             log.exception("the AWS call of %s failed", payload["execution"])
             return AttemptFailed(calls.TASK_FAILED, f"{type(error).__name__}: {error}")
@@ -156,7 +160,7 @@ class AwsTasks:
             handle["RoleArn"] = role  # its polls and its stop are made as the role that started it
         return AttemptSubmitted(output, handle)
 
-    def _credentials(self, payload: dict[str, Any]) -> kubernetes.CredentialsFor:
+    def _credentials(self, payload: dict[str, Any]) -> CredentialsFor:
         """The credentials a request signed here is signed with (API Gateway's, a cluster's token), when asked: a
         job's polls and stop as the role that started it."""
         role = (payload.get("job") or {}).get("RoleArn") or self._role(payload)
