@@ -191,7 +191,9 @@ def aws_server(tmp_path_factory, moto, functions):
     mapping = {name: f"{functions.url}/{name}" for name in ("greet", "flaky", "broken", "slow", "unmarshalable")}
     mapping[f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:legacy"] = f"{functions.url}/legacy"
     (directory / "functions.json").write_text(json.dumps(mapping))
-    process = ServerProcess(directory / "data", extra_args=("--functions", str(directory / "functions.json")),
+    # --wait-scale: a .sync job's polls (and Retry's backoffs) come five times sooner; no test here times them
+    process = ServerProcess(directory / "data", extra_args=("--functions", str(directory / "functions.json"),
+                                                            "--wait-scale", "0.2"),
                             env=server_env(moto)).start()
     yield process
     process.stop()

@@ -178,11 +178,18 @@ def test_the_replay_command_of_a_caught_seed_reproduces_it():
     assert printed[-1].endswith(f"{len(caught.violations)} violations")
 
 
+# The first seed that catches each planted bug, tried first (the others only when a change moved it): a scan from
+# seed 0 spent up to 15 s on seeds that could not catch it.
+CAUGHT_AT = {"busy": 3, "commit-fails": 3, "forward-lost": 4, "lane-dies": 3, "node-paused": 1,
+             "version-conflict": 1}
+
+
 def caught_by(fault: str):
-    """The first seed whose run with ``fault`` and the bug planted for it reports a violation."""
+    """A seed whose run with ``fault`` and the bug planted for it reports a violation."""
     planted = frozenset({PLANTED_FOR[fault]})
     nodes = NODES if fault in CLUSTER_FAULTS else 1
-    for seed in range(12):
+    first = CAUGHT_AT.get(fault, 0)
+    for seed in (first, *(seed for seed in range(12) if seed != first)):
         result = simulate(SimConfig(seed, frozenset({fault}), STEPS, nodes, fault_rate=0.2, planted=planted))
         if result.violations:
             return result
