@@ -136,3 +136,24 @@ def wait_for_submitted(sfn, execution_arn: str) -> None:
         assert time.monotonic() < deadline, "the task was never submitted"
         time.sleep(0.05)
 
+
+
+def test_a_sync_child_can_answer_its_parent_with_the_parents_task_token(sfn, make_machine):
+    """LocalStack's AWS-validated SFN_START_EXECUTION_SYNC_WITH_TASK_TOKEN: $$.Task.Token is there in a
+    startExecution.sync Task, and SendTaskSuccess with it ends the parent's task before its child ends."""
+    sleeper = make_machine({"StartAt": "Sleep", "States": {"Sleep": {"Type": "Wait", "Seconds": 3600, "End": True}}})
+    machine = make_machine({"StartAt": "Start", "States": {"Start": {
+        "Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync", "End": True,
+        "Parameters": {"StateMachineArn": sleeper, "Input": {"TaskToken.$": "$$.Task.Token"}}}}})
+    started = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+    deadline = time.monotonic() + 20
+    children = []
+    while not children and time.monotonic() < deadline:
+        children = sfn.list_executions(stateMachineArn=sleeper)["executions"]
+        time.sleep(0.05)
+    child = sfn.describe_execution(executionArn=children[0]["executionArn"])
+    sfn.send_task_success(taskToken=json.loads(child["input"])["TaskToken"], output='{"answered": "early"}')
+    described = wait_closed(sfn, started)
+    assert described["status"] == "SUCCEEDED" and json.loads(described["output"]) == {"answered": "early"}
+    assert sfn.describe_execution(executionArn=child["executionArn"])["status"] == "RUNNING"
+    sfn.stop_execution(executionArn=child["executionArn"])

@@ -498,3 +498,13 @@ def test_every_state_type_answers_at_every_inspection_level(sfn, state, mock, st
     assert json.loads(answers["DEBUG"]["inspectionData"]["input"]) == {"items": [1, 2]}
     assert answers["TRACE"]["inspectionData"] == answers["DEBUG"]["inspectionData"]  # TRACE adds an HTTP Task's
     # request and response only
+
+
+def test_a_mocked_parallel_result_passed_on_untouched_keeps_its_text(sfn):
+    """LocalStack's AWS-validated test_base_parallel_state_mock_success: AWS echoes the mock as it was written."""
+    state = {"Type": "Parallel", "End": True, "Branches": [
+        {"StartAt": "A", "States": {"A": {"Type": "Pass", "End": True}}},
+        {"StartAt": "B", "States": {"B": {"Type": "Pass", "End": True}}}]}
+    written = '[{"branch1": "result"}, {"branch2": "result"}]'
+    result = run(sfn, state, {}, inspectionLevel="DEBUG", mock={"result": written})
+    assert result["output"] == written and result["inspectionData"]["afterResultSelector"] == written

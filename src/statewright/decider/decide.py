@@ -294,6 +294,7 @@ class OneStateRun:
         flow.entered_prev = step.decision.effects.events[-1]["previousEventId"]
         self._step, self._flow = step, flow
         self.iterations: int | None = None
+        self.mocked_text: tuple[Any, str] | None = None  # a Parallel's or Map's mocked result, and its text
         if isinstance(state, ParallelState | MapState):
             assert mock is not None, "TestState runs a Parallel or Map only with a mock for its children"
             self.outcome: Outcome = self._guarded(lambda: self._mocked_fan_out(state, data, mock, failures, read))
@@ -326,6 +327,7 @@ class OneStateRun:
             self._flow.fan = None
             return fan_out.failed(step, ROOT, distributed_map.THRESHOLD_EXCEEDED, distributed_map.THRESHOLD_CAUSE)
         fan.results = loads(mock.output)
+        self.mocked_text = (loads(mock.output), mock.output)
         outcome = fan_out.join(step, ROOT, state)
         # AWS's inspection data of a mocked Parallel or Map (LocalStack's AWS-validated 2025 recordings): no
         # result (the mock is its own), a Parallel no afterInputPath, and afterResultSelector in JSONPath

@@ -396,7 +396,7 @@ class Step:
         state = self.definition.machines[flow.machine].states.get(state_name) if self.definition else None
         if isinstance(state, TaskState):
             context["State"]["RetryCount"] = max(flow.attempts - 1, 0)
-            if state.pattern == "waitForTaskToken" and flow.task is not None:
+            if _has_token(state) and flow.task is not None:
                 context["Task"] = {"Token": self.token(flow.task.scheduled_id, flow.attempts)}
         if self.trace is not None:  # TestState's context as AWS records it (LocalStack's AWS-validated 2025
             # recordings): the state is "StateName", no RedriveCount, a null RoleArn when none was given, and a
@@ -530,6 +530,13 @@ class Step:
             return failure.cause
         return (f"An error occurred while executing the state '{flow.state}' "
                 f"(entered at the event id #{flow.entered_id}). {failure.cause}")
+
+
+def _has_token(state: TaskState) -> bool:
+    """Whether the Task's attempts have a task token in $$.Task.Token: a callback's, and a nested execution's
+    .sync too, whose child may answer its parent's attempt with it (LocalStack's AWS-validated
+    SFN_START_EXECUTION_SYNC_WITH_TASK_TOKEN: SendTaskSuccess ends the parent's .sync task before its child ends)."""
+    return state.pattern == "waitForTaskToken" or (state.integration == "states" and state.pattern.startswith("sync"))
 
 
 _DEFAULT_SERVICES = Services(lambda arn, scheduled_id, attempt: "", ())
