@@ -201,6 +201,15 @@ def test_athena_get_query_execution_is_a_request_response_call(sfn, moto):
     assert result["QueryExecution"]["QueryExecutionId"] == started["QueryExecutionId"]
 
 
+@pytest.mark.parametrize("resource", ["arn:aws:states:::bedrock:invokeModel.waitForTaskToken",
+                                      "arn:aws:states:::eks:runJob.waitForTaskToken",
+                                      "arn:aws:states:::elasticmapreduce:addStep.sync",
+                                      "arn:aws:states:::codebuild:retryBuildBatch.sync"])
+def test_the_patterns_aws_lists_are_taken(sfn, resource):
+    """AWS's table of optimized integrations (its summary table for Bedrock's and EKS's callbacks)."""
+    sfn.create_state_machine(name=_name("ok"), roleArn=ROLE_ARN, definition=json.dumps(task(resource)))
+
+
 @pytest.mark.parametrize(("resource", "parameters", "says"), [
     ("arn:aws:states:::bedrock:invokeModel.sync", {"ModelId": "m"}, "does not support the '.sync' pattern"),
     ("arn:aws:states:::sagemaker:createModel.sync", {"ModelName": "m"}, "does not support the '.sync' pattern"),

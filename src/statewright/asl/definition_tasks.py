@@ -23,11 +23,13 @@ _SDK_ARN = re.compile(r"^arn:aws[a-z-]*:states:::aws-sdk:(?P<service>[a-z0-9]+):
                       r"(?:\.(?P<pattern>waitForTaskToken))?$")
 _LAMBDA_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[a-zA-Z0-9_-]+(?::[a-zA-Z0-9_$-]+)?$")
 # Every optimized integration AWS lists, with the patterns each allows ("" is request-response), from AWS's page on
-# each service. Where its summary table says more than the service's page (a callback for Bedrock and EKS), the
-# page is followed. aws-sdk resources allow "" and waitForTaskToken.
+# each service and its summary table; where the table says more than a page (a callback for Bedrock and EKS), the
+# table is followed for the calls a callback can follow (a model's invocation or customization, a Job, a call to a
+# cluster), so that a definition AWS takes runs here. aws-sdk resources allow "" and waitForTaskToken.
 _PLAIN = {""}
 _CALLBACK = {"", "waitForTaskToken"}
 _JOB = {"", "sync"}
+_JOB_OR_CALLBACK = {"", "sync", "waitForTaskToken"}
 
 
 def _service(service: str, plain: str = "", jobs: str = "", callbacks: str = "") -> dict[tuple[str, str], set[str]]:
@@ -38,7 +40,7 @@ def _service(service: str, plain: str = "", jobs: str = "", callbacks: str = "")
 
 _INTEGRATIONS: dict[tuple[str, str], set[str]] = {
     ("http", "invoke"): _PLAIN, ("states", "startExecution"): {"", "sync", "sync:2", "waitForTaskToken"},
-    ("ecs", "runTask"): {"", "sync", "waitForTaskToken"},
+    ("ecs", "runTask"): _JOB_OR_CALLBACK,
     **_service("lambda", callbacks="invoke"), **_service("sqs", callbacks="sendMessage"),
     **_service("sns", callbacks="publish"), **_service("events", callbacks="putEvents"),
     **_service("apigateway", callbacks="invoke"),
@@ -56,9 +58,10 @@ _INTEGRATIONS: dict[tuple[str, str], set[str]] = {
     **_service("emr-containers", plain="createVirtualCluster", jobs="deleteVirtualCluster startJobRun"),
     **_service("emr-serverless", jobs="createApplication startApplication stopApplication deleteApplication "
                                       "startJobRun cancelJobRun"),
-    **_service("eks", plain="call", jobs="runJob createCluster deleteCluster createFargateProfile "
-                                          "deleteFargateProfile createNodegroup deleteNodegroup"),
-    **_service("bedrock", plain="invokeModel", jobs="createModelCustomizationJob"),
+    **_service("eks", callbacks="call", jobs="createCluster deleteCluster createFargateProfile "
+                                              "deleteFargateProfile createNodegroup deleteNodegroup"),
+    ("eks", "runJob"): _JOB_OR_CALLBACK,
+    **_service("bedrock", callbacks="invokeModel"), ("bedrock", "createModelCustomizationJob"): _JOB_OR_CALLBACK,
 }
 NOT_RECOGNIZED = "is not recognized. The value is not a valid resource ARN, or the resource is not available in " \
                  "this region."
