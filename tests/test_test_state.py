@@ -508,3 +508,20 @@ def test_a_mocked_parallel_result_passed_on_untouched_keeps_its_text(sfn):
     written = '[{"branch1": "result"}, {"branch2": "result"}]'
     result = run(sfn, state, {}, inspectionLevel="DEBUG", mock={"result": written})
     assert result["output"] == written and result["inspectionData"]["afterResultSelector"] == written
+
+
+def test_a_task_shows_its_parameters_and_result_selector_steps_even_without_them(sfn):
+    state = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "End": True}
+    result = run(sfn, state, {"FunctionName": "f", "Payload": None}, inspectionLevel="DEBUG",
+                 mock={"result": '{"StatusCode": 200, "Payload": {"ok": true}}'})
+    data = result["inspectionData"]
+    assert json.loads(data["afterParameters"]) == json.loads(data["afterInputPath"])
+    assert json.loads(data["afterResultSelector"]) == json.loads(data["result"])
+
+
+def test_a_spent_retrier_is_named_in_the_error_details(sfn):
+    state = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Parameters": {"FunctionName": "f"},
+             "Retry": [{"ErrorEquals": ["MockException"], "MaxAttempts": 5}], "End": True}
+    result = run(sfn, state, {}, inspectionLevel="DEBUG", mock={"errorOutput": {"error": "MockException"}},
+                 stateConfiguration={"retrierRetryCount": 5})
+    assert result["status"] == "FAILED" and result["inspectionData"]["errorDetails"] == {"retryIndex": 0}

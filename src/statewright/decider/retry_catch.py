@@ -61,8 +61,9 @@ def retry(step: Step, flow_id: str, state: State, error: str | None, cause: str 
         if not matches(retrier.error_equals, error, alias):
             continue
         used = flow.retries.get(str(index), 0)
-        if used >= retrier.max_attempts:
-            return None  # the first matching retrier decides; once spent, Catch decides
+        if used >= retrier.max_attempts:  # the first matching retrier decides; once spent, Catch decides
+            step.note("errorDetails", {"retryIndex": index})  # AWS's TestState names the spent retrier
+            return None
         flow.retries[str(index)] = used + 1
         seed = jitter_seed(step.execution.arn, flow.entered_id, used + 1)
         delay_ms = retrier.delay_ms(used + 1, seed)

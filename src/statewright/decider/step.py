@@ -496,8 +496,8 @@ class Step:
         else:
             context = self.scope(flow_id, state.name)
             if state.result_selector is not None:
-                result = self.note("afterResultSelector", state.result_selector.render(
-                    result, context, self.seed_of(self.flows[flow_id])))
+                result = state.result_selector.render(result, context, self.seed_of(self.flows[flow_id]))
+            self.note("afterResultSelector", result)  # shown without a ResultSelector too (AWS's TestState)
             assigned = self.assigned(flow_id, state.assign, result, context)
             placed = self.note("afterResultPath", place_result(state.result_path, data, result))
             output = select(state.output_path, placed, context)

@@ -110,7 +110,8 @@ def _task_input(step: Step, flow_id: str, state: TaskState, data: Any,
         selected = effective = step.note("afterInputPath", select(state.input_path, data, context))
         seed = step.seed_of(step.flows[flow_id])
         if state.parameters is not None:
-            effective = step.note("afterParameters", state.parameters.render(effective, context, seed))
+            effective = state.parameters.render(effective, context, seed)
+        step.note("afterParameters", effective)  # shown without Parameters too, as AWS's TestState shows it
         credentials = None if state.credentials is None else state.credentials.render(selected, context, seed)
         timeout_s = _seconds(state.timeout_seconds, state.timeout_seconds_path, effective, context,
                              "TimeoutSecondsPath")
