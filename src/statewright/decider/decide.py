@@ -320,6 +320,8 @@ class OneStateRun:
         fan = self._flow.fan
         if isinstance(state, MapState):
             self.iterations = len(fan.inputs)
+        else:  # AWS's inspection data of a mocked Parallel has no afterInputPath (LocalStack's AWS-validated 2025
+            step.trace.pop("afterInputPath", None)  # recordings of test_base_parallel_state_mock_success)
         if isinstance(mock, AttemptFailed):
             self._flow.fan = None
             return fan_out.failed(step, ROOT, mock.error, mock.cause)
@@ -329,14 +331,7 @@ class OneStateRun:
         fan.results = loads(mock.output)
         self.mocked_text = (loads(mock.output), mock.output)
         outcome = fan_out.join(step, ROOT, state)
-        # AWS's inspection data of a mocked Parallel or Map (LocalStack's AWS-validated 2025 recordings): no
-        # result (the mock is its own), a Parallel no afterInputPath, and afterResultSelector in JSONPath
-        trace = step.trace
-        result = trace.pop("result", None)
-        if isinstance(state, ParallelState):
-            trace.pop("afterInputPath", None)
-        if state.query_language != "JSONata":
-            trace.setdefault("afterResultSelector", result)
+        step.trace.pop("result", None)  # AWS shows no result for a mocked Parallel or Map: the mock is its own
         return outcome
 
     @property
