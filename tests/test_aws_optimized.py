@@ -47,6 +47,23 @@ def test_sagemaker_training_job_sync_waits_for_the_job_and_returns_its_descripti
     assert json.loads(submitted["output"])["TrainingJobArn"].endswith(f"training-job/{name}")
 
 
+@pytest.mark.parametrize(("kind", "parameters"), [
+    ("Transform", {"ModelName": "m", "TransformInput": {"DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": "s3://b/i"}}}, "TransformOutput": {"S3OutputPath": "s3://b/o"},
+        "TransformResources": {"InstanceType": "ml.m5.large", "InstanceCount": 1}}),
+    ("Processing", {"ProcessingResources": {"ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large",
+                                                              "VolumeSizeInGB": 1}},
+                    "AppSpecification": {"ImageUri": "img"}, "RoleArn": ROLE_ARN}),
+    ("HyperParameterTuning", {"HyperParameterTuningJobConfig": {"Strategy": "Bayesian", "ResourceLimits": {
+        "MaxParallelTrainingJobs": 1}}}),
+])
+def test_each_sagemaker_job_sync_waits_for_its_describe_to_complete(sfn, kind, parameters):
+    name = _name(kind.lower()[:10])
+    result = output(run(sfn, task(f"arn:aws:states:::sagemaker:create{kind}Job.sync",
+                                  {f"{kind}JobName": name, **parameters})))
+    assert result[f"{kind}JobName"] == name and result[f"{kind}JobStatus"] == "Completed"
+
+
 def test_sagemaker_request_response_returns_the_api_answer_with_its_http_metadata(sfn):
     name = _name("model")
     result = output(run(sfn, task("arn:aws:states:::sagemaker:createModel", {
@@ -129,6 +146,22 @@ def test_emr_serverless_application_and_job_run_are_followed_to_their_states(sfn
                                                                jobRunId=result["run"]["JobRunId"])
     assert run_state["jobRun"]["state"] == "SUCCESS"
     assert result["stopped"] == {"ApplicationId": result["app"]["Id"]}  # Step Functions' answer, not the API's {}
+
+
+def test_emr_on_eks_job_run_is_started_and_cancelled(sfn, moto):
+    containers = aws_client(moto, "emr-containers")
+    cluster = containers.create_virtual_cluster(name="v", containerProvider={
+        "type": "EKS", "id": "eks", "info": {"eksInfo": {"namespace": _name("ns")}}})["id"]
+    definition = {"StartAt": "Run", "States": {
+        "Run": {"Type": "Task", "Resource": "arn:aws:states:::emr-containers:startJobRun", "ResultPath": "$.run",
+                "Parameters": {"VirtualClusterId": cluster, "ExecutionRoleArn": ROLE_ARN,
+                               "ReleaseLabel": "emr-6.3.0-latest", "ClientToken": "t",
+                               "JobDriver": {"SparkSubmitJobDriver": {"EntryPoint": "s3://b/job.py"}}},
+                "Next": "Cancel"},
+        "Cancel": {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:emrcontainers:cancelJobRun",
+                   "Parameters": {"VirtualClusterId": cluster, "Id.$": "$.run.Id"}, "End": True}}}
+    result = output(run(sfn, definition))
+    assert result["VirtualClusterId"] == cluster and result["Id"]
 
 
 def test_emr_on_eks_virtual_cluster_is_created_and_deleted_to_terminated(sfn):
