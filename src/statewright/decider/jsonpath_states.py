@@ -36,12 +36,14 @@ def _pass(step: Step, flow_id: str, state: PassState, data: Any, context: Any) -
     effective = selected = select(state.input_path, data, context)
     if state.parameters is not None:
         effective = state.parameters.render(selected, context, step.seed_of(step.flows[flow_id]))
-    if state.has_result:
-        result = step.note("result", _copy_json(state.result))
-    else:
-        step.note("afterInputPath", selected)
-        result = step.note("afterParameters", effective)
-    step.note("afterResultSelector", result)
+    result = _copy_json(state.result) if state.has_result else effective
+    if step.trace is not None:  # TestState: nothing to note on an execution's path
+        if state.has_result:
+            step.note("result", result)
+        else:
+            step.note("afterInputPath", selected)
+            step.note("afterParameters", effective)
+        step.note("afterResultSelector", result)
     assigned = step.assigned(flow_id, state.assign, result, context)
     placed = step.note("afterResultPath", place_result(state.result_path, data, result))
     return step.exit(state, select(state.output_path, placed, context), flow_id, assigned)

@@ -71,10 +71,15 @@ def _actions(service: str, prefix: str, java: str, actions: list[str], maker: Ca
 
 # EMR: one cluster, step, group or fleet where the API takes lists.
 def _create_cluster(given: Params) -> Params:
-    problems = emr_problems("createCluster", given, given)
+    _refuse_broken("createCluster", given)
+    return given
+
+
+def _refuse_broken(action: str, given: Params) -> None:
+    """EMR's rules, checked again as the Task runs (its parameters may have been computed)."""
+    problems = emr_problems(action, given, given)
     if problems:
         raise ParameterError(problems[0])
-    return given
 
 
 def _without(given: Params, *names: str) -> Params:
@@ -107,9 +112,7 @@ def _by_name(kind: str) -> Callable[[Params, ClientFor], Params]:
     """EMR's modifyInstance{kind}ByName: the group's or fleet's id found by its name (List Instance{kind}s), then
     the API's request (ModifyInstanceGroups takes a list of groups, ModifyInstanceFleet one fleet)."""
     def prepare(given: Params, client_for: ClientFor) -> Params:
-        problems = emr_problems(f"modifyInstance{kind}ByName", given, given)
-        if problems:
-            raise ParameterError(problems[0])
+        _refuse_broken(f"modifyInstance{kind}ByName", given)
         cluster, name = given.get("ClusterId"), given.get(f"Instance{kind}Name")
         listed = getattr(client_for("emr"), f"list_instance_{kind.lower()}s")(ClusterId=cluster)
         found = [item["Id"] for item in listed.get(f"Instance{kind}s", []) if item.get("Name") == name]
