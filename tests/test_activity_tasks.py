@@ -414,3 +414,13 @@ def test_tasks_see_activities_created_and_deleted_while_the_server_runs(sfn, mak
         assert last_event(sfn.start_execution(stateMachineArn=machine)["executionArn"]) == "ActivityScheduled"
     finally:
         sfn.delete_activity(activityArn=arn)
+
+
+def test_an_empty_cause_is_kept_as_an_empty_cause(sfn, make_machine):
+    activity = sfn.create_activity(name=f"empty-cause-{uuid.uuid4().hex[:8]}")["activityArn"]
+    machine = make_machine({"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": activity, "End": True}}})
+    execution = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+    task = sfn.get_activity_task(activityArn=activity)
+    sfn.send_task_failure(taskToken=task["taskToken"], error="E", cause="")
+    described = wait_closed(sfn, execution)
+    assert (described["status"], described["error"], described["cause"]) == ("FAILED", "E", "")
