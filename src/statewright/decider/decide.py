@@ -123,10 +123,13 @@ def redrive(execution: ExecutionState, definition: Definition, now_ms: int, clie
             entered_inputs: Mapping[int, str], services: Services | None = None) -> Decision:
     """RedriveExecution (the caller checked ``execution.not_redrivable``): ExecutionRedriven, the definition's
     timeout counted again from now, and every flow the execution left entering again the state it stood in.
-    ``entered_inputs``: the inputs of the Entered events ``redrive_reads`` named."""
+    ``entered_inputs``: the inputs of the Entered events ``redrive_reads`` named. A map run's child is redriven by
+    its run alone, in a redrive round of the run's own that its token names and its close will tell."""
     decision = Decision(execution.copy())
     step = Step(decision, definition, now_ms, services)
     state = step.execution
+    if state.map_run is not None:
+        state.parent = {**state.parent, "round": map_runs.token_round(client_token)}
     step.resumed, state.halted = dict(state.halted), {}
     for flow_id, flow in step.resumed.items():
         if _waiting(flow):

@@ -363,12 +363,17 @@ def redrive(state: ExecutionState, request: dict[str, Any], now_ms: int) -> Deci
     return decision
 
 
-def child_closed(state: ExecutionState, index: int, described: dict[str, Any], now_ms: int) -> Decision | None:
-    """A child closed (``described``: as DescribeExecution describes it to a parent, describe_for_parent): count
-    it, start the next ones or close the run. A child the run stopped was counted aborted: its close corrects that
-    (it may have failed or succeeded first) and gives its record to the results, which are written once every
-    stopped child told. None: the run counted it already."""
+def child_closed(state: ExecutionState, index: int, described: dict[str, Any], round_: int | None,
+                 now_ms: int) -> Decision | None:
+    """A child closed (``described``: as DescribeExecution describes it to a parent, describe_for_parent) in the
+    run's redrive ``round_`` (None: a child started before rounds were told): count it, start the next ones or close
+    the run. A child the run stopped was counted aborted: its close corrects that (it may have failed or succeeded
+    first) and gives its record to the results, which are written once every stopped child told. None: the run
+    counted it already, or it tells of an earlier round (told again, or late: the run was redriven since, and
+    awaits that child's close in this round)."""
     run = state.run
+    if round_ is not None and round_ != state.redrive_count:
+        return None
     stopped = index in run.stopped
     if not stopped and (not state.is_open or index not in run.running):
         return None
@@ -535,7 +540,7 @@ def _stop_running(decision: Decision) -> None:
             "kind": DispatchKind.STOP, "target": child_arn(state, name), "start": {
                 "machine": state.state_machine_arn, "name": name, "revision_id": state.revision_id,
                 "role_arn": state.role_arn, "input": dumps(inputs[index]),
-                "parent": {"map_run": state.arn, "index": index}, "processor": state.processor}}))
+                "parent": _parent(state, index), "processor": state.processor}}))
         _count(run, index, ABORTED)
     run.stopped.extend(run.running)
     run.running = []
@@ -583,7 +588,7 @@ def _start_child(decision: Decision, index: int, child_input: Any) -> None:
     decision.effects.dispatches_added.append((f"child-{index}", {
         "kind": DispatchKind.MAP_CHILD, "arn": child_arn(state, name), "machine": state.state_machine_arn,
         "name": name, "revision_id": state.revision_id, "role_arn": state.role_arn, "input": dumps(child_input),
-        "parent": {"map_run": state.arn, "index": index}, "processor": state.processor,
+        "parent": _parent(state, index), "processor": state.processor,
         **({} if state.trace is None else {"trace": state.trace})}))
 
 
@@ -592,7 +597,23 @@ def _redrive_child(decision: Decision, index: int) -> None:
     state.run.running.append(index)
     decision.effects.dispatches_added.append((f"child-{index}-{state.redrive_count}", {
         "kind": DispatchKind.MAP_CHILD, "arn": child_arn(state, child_name(state.arn, index)), "redrive": True,
-        "token": f"{state.arn}|{state.redrive_count}", "run": state.arn, "index": index}))
+        "token": redrive_token(state), "run": state.arn, "index": index}))
+
+
+def redrive_token(state: ExecutionState) -> str:
+    """The client token a run redrives its children with in this redrive round of its own: the same each time the
+    redrive is sent, and naming the round, which the child takes on (``token_round``) and tells when it closes."""
+    return f"{state.arn}|{state.redrive_count}"
+
+
+def token_round(token: str) -> int:
+    return int(token.rsplit("|", 1)[1])
+
+
+def _parent(state: ExecutionState, index: int) -> dict[str, Any]:
+    """What a child knows of the run that started it: which one, its index, and the run's redrive round (its close
+    tells the run all three)."""
+    return {"map_run": state.arn, "index": index, "round": state.redrive_count}
 
 
 def item_count(run_arn: str, run: MapRun, name: str) -> int:

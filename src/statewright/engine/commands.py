@@ -100,7 +100,8 @@ class StopExecution:
 @dataclass(frozen=True, slots=True)
 class RedriveExecution:
     """Reply: the redrive time (ms; that of the earlier redrive a repeated client token made), or
-    ExecutionDoesNotExist, or ExecutionNotRedrivable. ``by_map_run``: a map run redrives its child (only it may)."""
+    ExecutionDoesNotExist, or ExecutionNotRedrivable. ``by_map_run``: a map run redrives its child (only it may;
+    its client token names the run's redrive round, map_runs.redrive_token)."""
 
     arn: str
     client_token: str | None = None
@@ -166,11 +167,13 @@ class StartMapRun:
 
 @dataclass(frozen=True, slots=True)
 class MapRunChildClosed:
-    """A map run's child closed (``described``: as a parent hears of it, decider.describe_for_parent). Reply: True."""
+    """A map run's child closed (``described``: as a parent hears of it, decider.describe_for_parent) in the run's
+    ``round`` (its redrive count then; None: a child started before rounds were told). Reply: True."""
 
     arn: str  # the map run's
     index: int
     described: dict
+    round: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

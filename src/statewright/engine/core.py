@@ -447,7 +447,7 @@ class Core:
             return True if isinstance(command, MapRunChildClosed | MapRunWritten) else ExecutionDoesNotExist(
                 command.arn)
         if isinstance(command, MapRunChildClosed):
-            decision = map_runs.child_closed(current, command.index, command.described, now_ms)
+            decision = map_runs.child_closed(current, command.index, command.described, command.round, now_ms)
         elif isinstance(command, MapRunWritten):
             decision = map_runs.written(current, command.error, command.cause, now_ms)
         elif isinstance(command, UpdateMapRun):

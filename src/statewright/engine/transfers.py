@@ -24,7 +24,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from ..asl.jsonio import dumps, loads
-from ..decider import describe_for_parent, trace_context
+from ..decider import describe_for_parent, map_runs, trace_context
 from ..decider.effects import DispatchKind
 from ..decider.execution import ExecutionState
 from ..decider.outcomes import AttemptFailed, AttemptResult, AttemptSubmitted, AttemptSucceeded
@@ -212,13 +212,15 @@ def _notify_parent(dispatch: Dispatch, context: TransferContext) -> Stages:
 
 def _create_map_run(dispatch: Dispatch) -> Stages:
     """A distributed Map entered: create its map run, then mark the Map's attempt started (which deletes this
-    dispatch); a parent that moved on meanwhile has its run stopped, then the dispatch goes."""
+    dispatch); a parent that moved on meanwhile has its run stopped, then the dispatch goes. A redrive the run
+    refuses fails the Map's attempt, then the dispatch goes."""
     payload = dispatch.payload
     created, = yield [StartMapRun(payload["run"], payload)]
     if isinstance(created, ExecutionDoesNotExist | ExecutionNotRedrivable):  # a redrive refused
         cause = (created.reason if isinstance(created, ExecutionNotRedrivable)
                  else f"The map run {payload['run']} no longer exists and cannot be redriven")  # (retention)
         yield [CompleteAttempt(dispatch.execution_arn, payload["scheduled_id"], AttemptFailed("States.Runtime", cause))]
+        yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
         return
     started, = yield [StartAttempt(dispatch.execution_arn, payload["scheduled_id"])]
     if started is not True:
@@ -274,7 +276,8 @@ def _redrive_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stag
         if described["Status"] == "RUNNING":  # it is closing (stopped by the run): its close will report
             described = {**described, "Status": "FAILED", "Error": "States.Runtime",
                          "Cause": f"The child execution {payload['arn']} was still running and cannot be redriven"}
-        yield [MapRunChildClosed(payload["run"], payload["index"], described)]
+        yield [MapRunChildClosed(payload["run"], payload["index"], described,
+                                  map_runs.token_round(payload["token"]))]
     elif isinstance(redriven, BaseException):
         raise redriven
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
@@ -283,7 +286,7 @@ def _redrive_map_run_child(dispatch: Dispatch, context: TransferContext) -> Stag
 def _notify_map_run(dispatch: Dispatch) -> Stages:
     """A map run's child closed: the run counts it, then acknowledge."""
     payload = dispatch.payload
-    yield [MapRunChildClosed(payload["map_run"], payload["index"], payload["describe"])]
+    yield [MapRunChildClosed(payload["map_run"], payload["index"], payload["describe"], payload.get("round"))]
     yield [AckDispatch(dispatch.execution_arn, dispatch.dispatch_id)]
 
 

@@ -19,7 +19,15 @@ from ..decider.effects import DispatchKind, TimerKind
 from ..decider.execution import ExecutionState, Flow
 from ..decider.map_runs import CONCURRENCY_MAX
 from ..engine.batch import Batch, Reply
-from ..engine.commands import Command, CompleteAttempt, RedriveExecution, StartAttempt, StartMapRun, TaskNotPending
+from ..engine.commands import (
+    Command,
+    CompleteAttempt,
+    MapRunChildClosed,
+    RedriveExecution,
+    StartAttempt,
+    StartMapRun,
+    TaskNotPending,
+)
 from ..engine.engine import Engine
 from ..engine.heavy_routing import HeavyRouting
 from ..engine.limits import Limits
@@ -52,6 +60,7 @@ PLANTED = frozenset({
     "compact-rows-only",  # compaction drops what an earlier compacted object held
     "timers-first",  # a tick serves due timers before any command, as long as timers are due
     "map-run-unbounded",  # a map run starts every child at once, whatever its MaxConcurrency
+    "map-run-counts-any-round",  # a map run counts a child's close told from before the run's redrive
     "late-calls-answered-early",  # a call that joins a tick late is answered as it is applied, before the commit
 })
 
@@ -161,6 +170,8 @@ class PlantedEngine(Engine):
                           now_ms: int) -> object:
         if "map-run-unbounded" in self.planted and isinstance(command, StartMapRun):
             command = StartMapRun(command.arn, {**command.request, "max_concurrency": CONCURRENCY_MAX})
+        if "map-run-counts-any-round" in self.planted and isinstance(command, MapRunChildClosed):
+            command = dataclasses.replace(command, round=None)
         return super()._apply_to_map_run(command, current, batch, now_ms)
 
     def _redrive(self, command: RedriveExecution, current: ExecutionState | None, batch: Batch, now_ms: int,
