@@ -17,9 +17,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from server import ROLE_ARN, ServerProcess, wait_closed
+from statewright.decider.execution import ExecutionState
 from statewright.decider.outcomes import AttemptFailed, AttemptSucceeded
 from statewright.engine import heavy_lane
-from statewright.engine.commands import CompleteAttempt, RedriveExecution, StartExecution, StopExecution
+from statewright.engine.commands import CompleteAttempt, FireTimer, RedriveExecution, StartExecution, StopExecution
 from statewright.engine.engine import Engine
 from statewright.engine.heavy_lane import DEFINITIONS_MAX, HeavyLane
 from statewright.engine.limits import Limits
@@ -469,3 +470,48 @@ def test_a_nested_start_whose_next_states_are_heavy_is_decided_in_the_lane(store
     assert state["status"] == "SUCCEEDED" and json.loads(state["output"]) == {"started": True, "sum": 12502500}
     assert lane_steps(engine, "sliced") == 1  # the engine thread gave the start's result one slice
     assert [event["type"] for event in history(store, arn)][2:5] == ["TaskScheduled", "TaskStarted", "TaskSucceeded"]
+
+
+def test_one_accounts_heavy_steps_wait_behind_themselves_not_in_front_of_another_accounts(tmp_path):
+    """The lane serves the accounts in turn: a step of another account waits for at most a step of each account
+    before it, not for every step the first account sent ahead of it."""
+    store = SqliteStore(tmp_path / "db.sqlite", shard_count=2)
+    waiting_then_heavy = {"QueryLanguage": "JSONata", "StartAt": "W", "States": {
+        "W": {"Type": "Wait", "Seconds": 1, "Next": "Sum"},
+        "Sum": {"Type": "Pass", "Output": "{% $reduce([1..3000], function($a, $b) { $a + $b }) %}", "End": True}}}
+    machines = {account: f"arn:aws:states:us-east-1:{account}:stateMachine:heavy"
+                for account in ("123456789012", "210987654321")}
+    for machine in machines.values():
+        store.create_state_machine(StateMachineRecord(machine, "heavy", "STANDARD", json.dumps(waiting_then_heavy),
+                                                      "role", "r1", 0, 0, {}, {}))
+    engine = Engine(store, clock=Clock(), heavy_lane=None)
+    engine.acquire_all_shards()
+    arns = [f"{machines['123456789012'].replace(':stateMachine:', ':execution:')}:burst-{n}" for n in range(6)]
+    arns.append(f"{machines['210987654321'].replace(':stateMachine:', ':execution:')}:neighbour")
+    for arn in arns:
+        name = arn.rsplit(":", 1)[1]
+        engine.submit(StartExecution(arn, arn.rsplit(":", 1)[0].replace(":execution:", ":stateMachine:"), name, "r1",
+                                     "role", "{}"))
+    while engine.tick(START_MS):
+        pass
+    landed: list[str] = []
+    lane = HeavyLane(engine.services, Limits(), lambda decided, reply: landed.append(decided.arn))
+    try:
+        for arn in arns:  # the first account's six, then the other's one
+            state = ExecutionState.from_blob(store.load_execution(arn))
+            (timer_id, due_ms), = state.timers.items()
+            key = (state.state_machine_arn, state.revision_id)
+            job = heavy_lane.Job(FireTimer(arn, timer_id, due_ms), state, key,
+                                 lambda key=key: store.get_revision(*key)[0], due_ms, engine.tokens, set())
+            assert lane.submit(job, None)
+        deadline = time.monotonic() + 60
+        while len(landed) < len(arns):
+            assert time.monotonic() < deadline, "the lane did not answer"
+            time.sleep(0.01)
+    finally:
+        lane.close()
+        engine.stop()
+        store.close()
+    # Two were in the process already; the other account's comes within the next two, not after the other four
+    assert landed.index(arns[-1]) <= 3, landed
+    assert sorted(landed) == sorted(arns)

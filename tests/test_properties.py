@@ -314,7 +314,8 @@ def test_timer_window_fires_every_timer_exactly_once(preloaded, ops):
         return sorted(rows, key=lambda row: (row.fire_at_ms, row.execution_arn, row.timer_id))[:limit]
 
     def add(fire_at_ms: int) -> None:
-        key = (f"arn-{len(created) % 3}", f"t{len(created)}")
+        n = len(created)  # three executions of two accounts: each account's timers are served in turn
+        key = (f"arn:aws:states:us-east-1:{n % 2:012d}:execution:m:e{n % 3}", f"t{n}")
         created.add(key)
         store[key] = fire_at_ms  # committed first ...
         window.offer(fire_at_ms, *key)  # ... then offered to the window

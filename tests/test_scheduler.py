@@ -15,10 +15,12 @@ from statewright.engine.engine import Engine
 from statewright.engine.inbox import AccountQueues
 from statewright.engine.limits import Limits
 from statewright.engine.scheduler import TickBudget, take_fairly
+from statewright.engine.timers import TimerWindow
 from statewright.store.base import StateMachineRecord
 from statewright.store.sqlite import SqliteStore
 
 PREFIX = "arn:aws:states:us-east-1:123456789012"
+OTHER = "arn:aws:states:us-east-1:210987654321"  # another account's resources
 WAITER = f"{PREFIX}:stateMachine:waiter"
 PASSER = f"{PREFIX}:stateMachine:passer"
 DEFINITIONS = {
@@ -270,6 +272,102 @@ def test_accounts_are_served_max_min_fairly_and_nothing_is_lost_or_reordered(acc
     for account in set(accounts):
         mine = [int(c.name.split("-")[1]) for c, _ in served if c.arn.split(":")[4] == account]
         assert mine == sorted(mine)
+
+
+def test_items_put_back_go_ahead_of_their_accounts_queue_in_their_order_and_dropped_ones_go():
+    queues = AccountQueues(each_max=None)
+    for n in range(3):
+        queues.append(_start("111111111111", n))
+    queues.prepend([_start("111111111111", 10), _start("222222222222", 11), _start("111111111111", 12)])
+    queues.keep(lambda item: item[0].name != "run-1")
+    work: list = []
+    queues.take(work, 10)
+    names = [command.name for command, _ in work]
+    assert sorted(names) == ["run-0", "run-10", "run-11", "run-12", "run-2"]
+    assert [name for name in names if name != "run-11"] == ["run-10", "run-12", "run-0", "run-2"]
+
+
+def test_a_window_serves_each_accounts_due_timers_in_turn_each_its_earliest_first():
+    window = TimerWindow(0)
+    window.refill(0, lambda *_: [])  # loaded: every timer due within the window is offered
+    for n in range(100):
+        window.offer(1_000 + n, f"arn:aws:states:us-east-1:111111111111:execution:m:e{n}", "wait")
+    window.offer(1_200, "arn:aws:states:us-east-1:222222222222:execution:m:late", "wait")
+    assert window.next_due_ms() == 1_000 and len(window) == 101
+    due = window.pop_due(2_000, 10)
+    assert [arn.rsplit(":", 1)[1] for _, arn, _ in due if "222222222222" in arn] == ["late"]
+    assert [at for at, arn, _ in due if "111111111111" in arn] == list(range(1_000, 1_009))
+    assert window.pop_due(1_050, 100) == [(1_000 + n, f"arn:aws:states:us-east-1:111111111111:execution:m:e{n}",
+                                            "wait") for n in range(9, 51)]  # only what is due by then
+    assert len(window) == 49 and window.next_due_ms() == 1_051
+
+
+def test_one_accounts_burst_of_due_timers_leaves_another_accounts_timer_its_turn(store):
+    neighbour_machine = f"{OTHER}:stateMachine:waiter"
+    store.create_state_machine(StateMachineRecord(neighbour_machine, "waiter", "STANDARD",
+                                                  json.dumps(DEFINITIONS[WAITER]), "role", "r1", 0, 0, {}, {}))
+    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_max=50), evaluation_clock=None)
+    engine.acquire_all_shards()
+    burst = [started(engine, WAITER, f"w{i}") for i in range(400)]
+    while engine.tick(NOW_MS):
+        pass
+    neighbour = started(engine, neighbour_machine, "n")  # its Wait ends after every one of the burst's
+    while engine.tick(NOW_MS + 1):
+        pass
+    assert all(reply.done() for reply in burst) and neighbour.done()
+    engine.tick(NOW_MS + 60_001)
+    arn = f"{OTHER}:execution:waiter:n"
+    assert json.loads(store.load_execution(arn))["status"] == "SUCCEEDED"  # in the burst's first tick
+    closed = sum(json.loads(store.load_execution(f"{PREFIX}:execution:waiter:w{i}"))["status"] == "SUCCEEDED"
+                 for i in range(400))
+    assert closed == 49
+    while engine.tick(NOW_MS + 60_001):
+        pass
+
+
+def test_one_accounts_burst_of_task_results_leaves_another_accounts_result_its_turn(store):
+    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_max=50), evaluation_clock=None)
+    engine.acquire_all_shards()
+    results = [engine.submit(CompleteAttempt(f"{PREFIX}:execution:waiter:gone", 3, AttemptSucceeded("{}")),
+                             throttle=False) for _ in range(400)]
+    neighbour = engine.submit(CompleteAttempt(f"{OTHER}:execution:waiter:gone", 3, AttemptSucceeded("{}")),
+                              throttle=False)
+    engine.tick(NOW_MS)
+    assert isinstance(neighbour.exception(timeout=0), TaskNotPending)  # applied in the first tick
+    assert sum(reply.done() for reply in results) == 49
+
+
+def test_one_accounts_burst_of_nested_starts_leaves_another_accounts_start_its_turn(store):
+    """Engine-to-engine transfers (here a nested StartExecution each) wait per account too."""
+    def machine(prefix: str, name: str, definition: dict) -> str:
+        arn = f"{prefix}:stateMachine:{name}"
+        store.create_state_machine(StateMachineRecord(arn, name, "STANDARD", json.dumps(definition), "role", "r1", 0,
+                                                      0, {}, {}))
+        return arn
+
+    def nesting(prefix: str, name: str, items: int) -> str:
+        child = machine(prefix, f"{name}-child", DEFINITIONS[PASSER])
+        return machine(prefix, name, {"StartAt": "M", "States": {"M": {
+            "Type": "Map", "ItemsPath": "$.items", "ResultPath": None, "End": True, "ItemProcessor": {
+                "StartAt": "T", "States": {"T": {
+                    "Type": "Task", "Resource": "arn:aws:states:::states:startExecution", "End": True,
+                    "Parameters": {"StateMachineArn": child, "Name.$": "States.Format('c{}', $)"}}}}}}})
+
+    burst, neighbour = nesting(PREFIX, "burst", 600), nesting(OTHER, "neighbour", 1)
+    engine = Engine(store, clock=lambda: NOW_MS, limits=Limits(tick_commands_max=50), evaluation_clock=None)
+    engine.acquire_all_shards()
+    engine.submit(StartExecution(f"{PREFIX}:execution:burst:b", burst, "b", "r1", "role",
+                                 json.dumps({"items": list(range(600))})))
+    for _ in range(20):  # the Map's iterations schedule their starts: hundreds of transfers ready
+        engine.tick(NOW_MS)
+    engine.submit(StartExecution(f"{OTHER}:execution:neighbour:n", neighbour, "n", "r1", "role",
+                                 json.dumps({"items": [0]})))
+    engine.tick(NOW_MS)  # its Task schedules its start
+    engine.tick(NOW_MS)  # ... which is served in the next tick's share of transfers
+    assert store.load_execution(f"{OTHER}:execution:neighbour-child:c0") is not None
+    started_children = sum(store.load_execution(f"{PREFIX}:execution:burst-child:c{i}") is not None
+                           for i in range(600))
+    assert started_children < 600  # the burst's transfers were still waiting
 
 
 def test_a_bound_of_nothing_refuses_even_an_accounts_first_command():

@@ -22,7 +22,6 @@ import contextlib
 import itertools
 import logging
 import os
-import queue
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ from ..decider.execution import ExecutionState
 from ..decider.step import Decision, Services
 from .batch import Reply
 from .commands import CompleteAttempt, FireTimer, RedriveExecution
+from .inbox import AccountQueues
 from .limits import Limits
 from .pipe_messages import put, take
 from .tokens import TaskTokens
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 DEFINITIONS_MAX = 100  # parsed definitions the lane process keeps (least recently used leave first)
 JOBS_MAX = 10_000  # steps in the lane's hands at once (one per execution); past it the engine thread decides them
+IN_PROCESS_MAX = 2  # of those, sent to the process (the rest wait per account): one deciding, the next ready
 RESTART_PAUSE_S = 30.0  # after a process that failed before it answered anything (it cannot run here)
 # The lane process lowers its priority (nice 19) and keeps its stdout for the results before it imports
 # statewright (most of its start): what an import prints goes to stderr. Ctrl-C is for the server, not for it.
@@ -150,14 +151,13 @@ class HeavyLane:
             child = self._child
         if len(child.pending) >= JOBS_MAX:
             return False
-        key = job.definition_key
-        definition = None if key in child.parsed else job.text()
         keys, current = job.tokens.key_set
         # ``now_ms`` moves on by the time the job waits in the lane, so that the decision is of when it is made
-        # (a timeout it sets is not spent queueing): the monotonic clock is the same in both processes.
-        message = (job.state.to_blob(), key, definition, job.command, job.inputs, job.now_ms,
+        # (a timeout it sets is not spent queueing): the monotonic clock is the same in both processes. The
+        # definition's text (None here) goes with it if the process has not parsed it (``_Child._write``).
+        message = (job.state.to_blob(), job.definition_key, None, job.command, job.inputs, job.now_ms,
                    time.monotonic(), keys, current, frozenset(job.activities), job.budget)
-        return child.send(Decided.of(job, None), reply, key, message)
+        return child.send(Decided.of(job, None), reply, job.text, message)
 
     def close(self) -> None:
         with self._lock:
@@ -168,7 +168,9 @@ class HeavyLane:
 
 
 class _Child:
-    """One lane process and its two threads. Jobs it had in hand when it died come back failed."""
+    """One lane process and its two threads. Jobs wait here per account, served in turn (the lane is no FIFO in
+    which one account's runaway steps hold another's back), and the process holds at most ``IN_PROCESS_MAX`` at a
+    time. Jobs it had in hand when it died come back failed."""
 
     def __init__(self, settings: tuple[Services, Limits], landed: Callable[[Decided, Reply], None]) -> None:
         self._landed = landed
@@ -179,40 +181,70 @@ class _Child:
         self.alive = True
         self.died_early = False  # it failed (exited with an error, or broke its stream) before it answered anything
         self._answered = False
-        self._lock = threading.Lock()  # a job is either in pending before the process is found dead, or refused
+        # A job is either in pending before the process is found dead, or refused; the writer waits on it for a
+        # job and for room in the process
+        self._lock = threading.Condition()
         self._ids = itertools.count()
-        self._jobs: queue.SimpleQueue[tuple[int, tuple] | None] = queue.SimpleQueue()
+        self._waiting = AccountQueues(None, _job_arn)  # (job id, definition text, job) not sent yet
+        self._in_process = 0  # jobs sent whose result is not back yet
+        self._stopping = False
         self._process = subprocess.Popen([sys.executable, "-c", BOOT], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE)
-        self._jobs.put((-1, settings))
+        self._settings = settings
         threading.Thread(target=self._write, name="heavy-lane-writer", daemon=True).start()
         threading.Thread(target=self._read, name="heavy-lane-reader", daemon=True).start()
 
-    def send(self, decided: Decided, reply: Reply, definition_key: tuple[str, str], job: tuple) -> bool:
-        """Hand the job to the process; False if it has died meanwhile."""
+    def send(self, decided: Decided, reply: Reply, text: Callable[[], str], job: tuple) -> bool:
+        """Hand the job to the process (``text``: its definition's, read if the process has not parsed it); False
+        if it has died meanwhile."""
         with self._lock:
             if not self.alive:
                 return False
             job_id = next(self._ids)
             self.pending[job_id] = (decided, reply)
-            self.parsed[definition_key] = None
-            self.parsed.move_to_end(definition_key)
+            self._waiting.append((job_id, text, job))
+            self._lock.notify()
+        return True
+
+    def _next(self) -> tuple[int, tuple] | None:
+        """The next job to write, the accounts in turn, once the process has room (None: stop writing)."""
+        with self._lock:
+            while not self._stopping and (not self._waiting or self._in_process >= IN_PROCESS_MAX):
+                self._lock.wait()
+            if self._stopping:
+                return None
+            taken: list[tuple[int, Callable[[], str], tuple]] = []
+            self._waiting.take(taken, 1)
+            self._in_process += 1
+        (job_id, text, job), = taken
+        # The definitions the process holds, in the order it is sent them: its own LRU's
+        key = job[1]
+        if key in self.parsed:
+            self.parsed.move_to_end(key)
+        else:
+            self.parsed[key] = None
+            job = (job[0], key, text(), *job[3:])
             while len(self.parsed) > DEFINITIONS_MAX:
                 self.parsed.popitem(last=False)
-        self._jobs.put((job_id, job))
-        return True
+        return job_id, job
 
     def _write(self) -> None:
         pipe = self._process.stdin
         assert pipe is not None
         try:
-            while (message := self._jobs.get()) is not None:
+            put(pipe, (-1, self._settings))
+            while (message := self._next()) is not None:
                 put(pipe, message)
         except (OSError, ValueError):  # the process died: the reader sees it too
             pass
         finally:
             with contextlib.suppress(OSError):
                 pipe.close()
+
+    def _stop_writing(self) -> None:
+        with self._lock:
+            self._stopping = True
+            self._lock.notify()
 
     def _read(self) -> None:
         pipe = self._process.stdout
@@ -221,7 +253,10 @@ class _Child:
         try:
             while (message := take(pipe)) is not None:
                 job_id, result, error = message
-                decided, reply = self.pending.pop(job_id)
+                with self._lock:
+                    decided, reply = self.pending.pop(job_id)
+                    self._in_process -= 1
+                    self._lock.notify()
                 self._answered = True
                 self._landed(replace(decided, result=result if error is None else RuntimeError(error)), reply)
         except Exception:  # a broken stream (anything but our messages on it): the process is done for
@@ -232,7 +267,7 @@ class _Child:
         with self._lock:
             self.alive = False
             orphans, self.pending = list(self.pending.values()), {}
-        self._jobs.put(None)
+        self._stop_writing()
         self._process.kill()  # it may be alive still, its stream broken
         self.died_early = (self._process.wait() > 0 or broken) and not self._answered
         if self._process.returncode not in (0, -9):
@@ -243,7 +278,7 @@ class _Child:
 
     def close(self) -> None:
         """Stop the process now: what it still has in hand is for nobody."""
-        self._jobs.put(None)
+        self._stop_writing()
         with contextlib.suppress(OSError):
             self._process.kill()
 
@@ -289,3 +324,7 @@ def _decide(job: tuple, services: Services, limits: Limits,
     services = within(replace(services, mint_token=TaskTokens(keys, current).mint, activities=activities,
                               budget=limits.budgets(time.thread_time)), budget)
     return decide(command, ExecutionState.from_blob(blob), definition, now_ms, services, inputs)
+
+
+def _job_arn(waiting: tuple[int, Callable[[], str], tuple]) -> str:
+    return waiting[2][3].arn  # the job's command's execution

@@ -4,9 +4,10 @@ Commands from the API, its calls on executions (StartExecution, StopExecution, R
 task answers (SendTaskSuccess, SendTaskFailure, SendTaskHeartbeat, an activity task handed to a worker), each
 bounded by ``Limits.inbox_commands_max`` (past it InboxFull, and callers back off), and from the integrations (their
 results, tied to dispatches the outbox window bounds already), each in a queue of its own so that a tick serves
-them in turn (scheduler.py): a flood of task answers does not hold a start back. The API's two queues are each
-split by account (the account an execution's ARN names), served in turn the same way and bounded per account: one
-account's flood of starts waits behind itself and is throttled alone, not in front of another account's calls.
+them in turn (scheduler.py): a flood of task answers does not hold a start back. Every queue is split by account
+(the account an execution's ARN names) and the accounts are served in turn the same way; the API's two are bounded
+per account: one account's flood of starts waits behind itself and is throttled alone, not in front of another
+account's calls, and its integrations' results and the lane's decisions for it wait behind its own.
 Also dispatches an integration
 could not take, word that the integrations have room again, shard changes from the membership, stages another node
 answered, and decisions back from the heavy lane. The engine thread takes the changes at the start of each tick
@@ -27,7 +28,7 @@ from typing import Any
 from ..store.base import Dispatch
 from .batch import Reply
 from .commands import Command, InboxFull, RedriveExecution, StartExecution, StopExecution
-from .scheduler import take_fairly
+from .scheduler import account_of, take_fairly
 
 _CALLS = (StartExecution, StopExecution, RedriveExecution)  # the API's calls on executions; the rest answer tasks
 
@@ -43,29 +44,53 @@ class Changes:
     forwarded: list[tuple[Any, Future]] = field(default_factory=list)
 
 
-class AccountQueues:
-    """One queue per account, served in turn (``take_fairly`` between them), each holding at most ``each_max``.
-    Not thread-safe: the inbox's lock guards it."""
+def _command_arn(item: tuple[Any, Reply]) -> str:
+    return item[0].arn
 
-    def __init__(self, each_max: int) -> None:
+
+class AccountQueues:
+    """One queue per account, served in turn (``take_fairly`` between them), each holding at most ``each_max``
+    (None: unbounded); ``arn_of``: the ARN an item is of, whose account it waits for. Not thread-safe: the inbox's
+    lock guards it (the transfers' is the engine thread's alone)."""
+
+    def __init__(self, each_max: int | None, arn_of: Callable[[Any], str] = _command_arn) -> None:
         self._each_max = each_max
-        self._queues: dict[str, deque[tuple[Command, Reply]]] = {}
+        self._arn_of = arn_of
+        self._queues: dict[str, deque[Any]] = {}
         self._first = 0  # which account is asked first, moving on each take (the odd items go to the first)
 
     def __bool__(self) -> bool:
         return bool(self._queues)
 
-    def append(self, item: tuple[Command, Reply]) -> None:
-        account = item[0].arn.split(":", 5)[4]
+    def prepend(self, items: list[Any]) -> None:
+        """Put ``items`` back at the head of their accounts' queues, in their order."""
+        for item in reversed(items):
+            account = account_of(self._arn_of(item))
+            queue = self._queues.get(account)
+            if queue is None:
+                queue = self._queues[account] = deque()
+            queue.appendleft(item)
+
+    def keep(self, wanted: Callable[[Any], bool]) -> None:
+        """Drop every item not ``wanted``."""
+        for account, queue in list(self._queues.items()):
+            kept = deque(item for item in queue if wanted(item))
+            if kept:
+                self._queues[account] = kept
+            else:
+                del self._queues[account]
+
+    def append(self, item: Any) -> None:
+        account = account_of(self._arn_of(item))
         queue = self._queues.get(account)
         waiting = 0 if queue is None else len(queue)
-        if waiting >= self._each_max:
+        if self._each_max is not None and waiting >= self._each_max:
             raise InboxFull(f"the engine has {waiting} commands of this kind waiting for this account")
         if queue is None:
             queue = self._queues[account] = deque()
         queue.append(item)
 
-    def take(self, work: list[tuple[Any, Reply]], n: int) -> int:
+    def take(self, work: list[Any], n: int) -> int:
         """At most ``n`` items into ``work``, the accounts' shares equal (what one leaves going to the others),
         each account's oldest first."""
         if not self._queues:
@@ -79,7 +104,7 @@ class AccountQueues:
             self._first = (self._first + 1) % len(queues)
             queues = queues[self._first:] + queues[:self._first]  # the odd items go round every account in turn
 
-            def taker(queue: deque[tuple[Command, Reply]]) -> Callable[[int], int]:
+            def taker(queue: deque[Any]) -> Callable[[int], int]:
                 def take(asked: int) -> int:
                     got = min(asked, len(queue))
                     work.extend(queue.popleft() for _ in range(got))
@@ -96,8 +121,8 @@ class Inbox:
         self._lock = threading.Condition()
         self._commands = AccountQueues(commands_max)  # the API's calls on executions (throttled, per account)
         self._answers = AccountQueues(commands_max)  # the API's task answers (throttled, per account)
-        self._results: deque[tuple[Command, Reply]] = deque()  # the integrations' (never throttled)
-        self._decided: deque[tuple[Command, Reply]] = deque()  # decisions back from the heavy lane
+        self._results = AccountQueues(None)  # the integrations' (never throttled: bounded by the outbox window)
+        self._decided = AccountQueues(None)  # decisions back from the heavy lane (bounded by its jobs)
         self._changes = Changes()
         self._stopping = False
         self.calls_submitted = 0  # the API's commands so far (read without the lock: a tick only compares it)
@@ -185,21 +210,15 @@ class Inbox:
         return bool(self._commands) or bool(self._answers)
 
     def take_results(self, work: list[tuple[Any, Reply]], n: int) -> int:
-        """Append at most ``n`` of the integrations' commands to ``work``, oldest first; returns how many."""
-        return _take(self._lock, self._results, work, n)
+        """Append at most ``n`` of the integrations' commands to ``work``, the accounts in turn; returns how many."""
+        with self._lock:
+            return self._results.take(work, n)
 
     def take_decided(self, work: list[tuple[Any, Reply]], n: int) -> int:
-        """Append at most ``n`` of the lane's continuations to ``work``, oldest first; returns how many."""
-        return _take(self._lock, self._decided, work, n)
+        """Append at most ``n`` of the lane's continuations to ``work``, the accounts in turn; returns how many."""
+        with self._lock:
+            return self._decided.take(work, n)
 
     def decided_waiting(self) -> bool:
         with self._lock:
             return bool(self._decided)
-
-
-def _take(lock: threading.Condition, queue: deque[tuple[Command, Reply]], work: list[tuple[Any, Reply]],
-          n: int) -> int:
-    with lock:
-        taken = min(n, len(queue))
-        work.extend(queue.popleft() for _ in range(taken))
-    return taken

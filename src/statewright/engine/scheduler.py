@@ -20,6 +20,11 @@ from collections.abc import Callable, Sequence
 Taker = Callable[[int], int]  # takes at most n items of work; returns how many it took
 
 
+def account_of(arn: str) -> str:
+    """The account an ARN names: each kind of work is served per account, in turn."""
+    return arn.split(":", 5)[4]
+
+
 def take_fairly(budget: int, takers: Sequence[Taker]) -> list[int]:
     """Ask ``takers`` for work within ``budget`` items in all, in equal shares (of the items that do not divide
     evenly, earlier takers get the first); returns how many each took."""

@@ -7,6 +7,9 @@ months-away timers cost no memory. Loads are paged (``Limits.refill_rows_max``),
 overdue timers after an outage loads them oldest first, a page at a time as the heap drains. Firing a timer only
 proposes an event: the decider ignores it if the execution no longer expects that timer, so a timer in the heap
 twice (a reload after ``forget``) is harmless.
+
+The timers due are served per account (the account their execution's ARN names), in turn: a burst of one account's
+timers due in the same second takes its turn beside another account's, not the whole window ahead of them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable
 
 from ..store.base import TimerRow
 from .limits import Limits
+from .scheduler import account_of, take_fairly
 
 WINDOW_MS = 120_000  # how far ahead rows are loaded
 REFILL_MARGIN_MS = 30_000  # load the next stretch when the horizon is this close
@@ -29,14 +33,16 @@ class TimerWindow:
     def __init__(self, shard_id: int, limits: Limits | None = None) -> None:
         self.shard_id = shard_id
         self._limits = limits or Limits()
-        self._heap: list[TimerKey] = []
+        self._heaps: dict[str, list[TimerKey]] = {}  # by account; an account with no timer loaded holds none
+        self._size = 0
+        self._first = 0  # which account is asked first, moving on each pop (the odd items go to the first)
         # The loaded bound: with a key, the last row of a full page (rows after it are not loaded yet); otherwise
         # every row due up to ``_until_ms`` is loaded. Both None: nothing loaded, every row is on disk.
         self._until_ms: int | None = None
         self._last_key: TimerKey | None = None
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return self._size
 
     @property
     def loaded(self) -> bool:
@@ -53,7 +59,7 @@ class TimerWindow:
         """Load the next page of rows when the horizon is near or the last page was full, unless the heap already
         holds a page's worth (it drains first: memory stays bounded by the page size, not by what is due)."""
         limit = self._limits.refill_rows_max
-        if len(self._heap) >= limit:
+        if self._size >= limit:
             return
         if self._last_key is None and self._until_ms is not None and now_ms + REFILL_MARGIN_MS < self._until_ms:
             return
@@ -63,7 +69,7 @@ class TimerWindow:
         else:
             rows = load(self.shard_id, -1 if self._until_ms is None else self._until_ms, until_ms, limit, None)
         for row in rows:
-            heapq.heappush(self._heap, (row.fire_at_ms, row.execution_arn, row.timer_id))
+            self._push((row.fire_at_ms, row.execution_arn, row.timer_id))
         if len(rows) == limit:
             last = rows[-1]
             self._last_key = (last.fire_at_ms, last.execution_arn, last.timer_id)
@@ -80,29 +86,58 @@ class TimerWindow:
             inside = self._until_ms is not None and fire_at_ms <= self._until_ms
         if not inside:
             return
-        if len(self._heap) >= self._limits.timer_window_max:
+        if self._size >= self._limits.timer_window_max:
             self.forget()
             return
-        heapq.heappush(self._heap, key)
+        self._push(key)
+
+    def _push(self, key: TimerKey) -> None:
+        account = account_of(key[1])
+        heap = self._heaps.get(account)
+        if heap is None:
+            heap = self._heaps[account] = []
+        heapq.heappush(heap, key)
+        self._size += 1
 
     def pop_due(self, now_ms: int, limit: int) -> list[TimerKey]:
-        due = []
-        heap = self._heap
-        while heap and heap[0][0] <= now_ms and len(due) < limit:
-            due.append(heapq.heappop(heap))
+        """At most ``limit`` timers due by ``now_ms``: the accounts' shares equal (what one leaves going to the
+        others), each account's earliest first."""
+        due: list[TimerKey] = []
+        if limit <= 0 or not self._heaps:
+            return due
+
+        def taker(heap: list[TimerKey]):
+            def take(asked: int) -> int:
+                got = 0
+                while got < asked and heap and heap[0][0] <= now_ms:
+                    due.append(heapq.heappop(heap))
+                    got += 1
+                return got
+            return take
+        heaps = list(self._heaps.values())
+        if len(heaps) == 1:  # one account (always, with --auth open): no division
+            taker(heaps[0])(limit)
+        else:
+            self._first = (self._first + 1) % len(heaps)
+            take_fairly(limit, [taker(heap) for heap in heaps[self._first:] + heaps[:self._first]])
+            for account in [account for account, heap in self._heaps.items() if not heap]:
+                del self._heaps[account]
+        self._size -= len(due)
         return due
 
     def next_due_ms(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
+        return min((heap[0][0] for heap in self._heaps.values() if heap), default=None)
 
     def planted_lose_rows(self, until_ms: int) -> None:
         """Test-only planted bugs (Engine.planted "refill-skips-overdue", "skip-timers-at-start"): act as if every
         row due up to ``until_ms`` were loaded and fired, losing them."""
-        self._heap.clear()
+        self._heaps.clear()
+        self._size = 0
         self._until_ms, self._last_key = until_ms, None
 
     def forget(self) -> None:
         """Drop the cache (the shard was lost, or a commit's outcome is unknown); the next refill reloads it from
         the rows, overdue ones first."""
-        self._heap.clear()
+        self._heaps.clear()
+        self._size = 0
         self._until_ms = self._last_key = None

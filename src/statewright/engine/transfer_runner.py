@@ -11,7 +11,6 @@ Must not import the API, the integrations or the cluster.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from ..store.base import Dispatch, StoreUnavailable
 from .batch import HELD, Batch, Reply
 from .commands import Command, CompleteAttempt, EngineUnavailable
 from .edges import Edges
-from .inbox import Inbox
+from .inbox import AccountQueues, Inbox
 from .outbox import OutboxWindow
 from .shards import Shards
 from .transfers import Stages, TransferContext, stages
@@ -56,13 +55,15 @@ class TransferRunner:
         self._shards = shards
         self._inbox = inbox
         self._edges = edges
-        self.ready: deque[Transfer] = deque()  # their dispatches are held in the outbox window: bounded
+        # (transfer, None) as the tick's work holds it, served per account: their dispatches are held in the outbox
+        # window, so they are bounded
+        self.ready = AccountQueues(None, _execution_arn)
         self._remote: dict[int, Transfer] = {}  # id -> transfers whose stage another node is applying
         self.retries: list[tuple[int, Transfer]] = []  # (not before ms, transfer) to send again
         self.reread_now: set[int] = set()  # shards re-read during this tick (their transfers start over)
 
     def start(self, dispatch: Dispatch) -> None:
-        self.ready.append(Transfer(dispatch, stages(dispatch, self._context)))
+        self.ready.append((Transfer(dispatch, stages(dispatch, self._context)), None))
 
     def take(self, work: list[tuple[Any, Reply]], n: int, now_ms: int) -> int:
         """Send again the remote stages due, then append at most ``n`` of the transfers ready; returns how many."""
@@ -71,9 +72,7 @@ class TransferRunner:
             self.retries = [(at_ms, transfer) for at_ms, transfer in self.retries if at_ms > now_ms]
             for transfer in due:
                 self._send_remote(transfer)
-        taken = min(n, len(self.ready))
-        work.extend((self.ready.popleft(), None) for _ in range(taken))
-        return taken
+        return self.ready.take(work, n)
 
     def next_due_ms(self, now_ms: int) -> int | None:
         if self.ready:
@@ -137,13 +136,12 @@ class TransferRunner:
             elif dispatch.shard_id not in self.reread_now:  # else its row is read back, and it starts again
                 transfer.replies = replies
                 going_on.append(transfer)
-        self.ready.extendleft(reversed(going_on))
+        self.ready.prepend([(transfer, None) for transfer in going_on])
         self.reread_now.clear()
 
     def drop(self, shards: set[int]) -> None:
         """Transfers of these shards come back with their rows; kept as well, they would apply twice."""
-        if self.ready:
-            self.ready = deque(t for t in self.ready if t.dispatch.shard_id not in shards)
+        self.ready.keep(lambda item: item[0].dispatch.shard_id not in shards)
         for key in [key for key, transfer in self._remote.items() if transfer.dispatch.shard_id in shards]:
             del self._remote[key]  # its replies, when they come, are dropped
         self.retries = [(at_ms, t) for at_ms, t in self.retries if t.dispatch.shard_id not in shards]
@@ -160,7 +158,7 @@ class TransferRunner:
                     self._outbox.read_again(transfer.dispatch)  # start over: every stage is safe to repeat
                 else:
                     transfer.replies = [reply]
-                    self.ready.append(transfer)
+                    self.ready.append((transfer, None))
                 continue
             replies = None if done.exception() is not None else done.result()
             if replies is None or any(isinstance(reply, EngineUnavailable) for reply in replies):
@@ -168,7 +166,7 @@ class TransferRunner:
                 continue
             transfer.remote = None
             transfer.replies = list(replies)
-            self.ready.append(transfer)
+            self.ready.append((transfer, None))
 
     def _send_again(self, transfer: Transfer, now_ms: int) -> None:
         log.warning("a %s stage for %s did not reach its node; sending it again",
@@ -185,3 +183,7 @@ class TransferRunner:
             future = Future()
             future.set_exception(exc)
         future.add_done_callback(lambda done: self._inbox.forwarded(transfer, done))
+
+
+def _execution_arn(item: tuple[Transfer, None]) -> str:
+    return item[0].dispatch.execution_arn
