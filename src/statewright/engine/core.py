@@ -294,10 +294,13 @@ class Core:
         if not callers_only:
             takers += [lambda n: inbox.take_results(work, n), lambda n: inbox.take_decided(work, n),
                        lambda n: self.transfers.take(work, n, now_ms), self._timers(work, now_ms, store_ok)]
+        kinds: list[list[Work]] = [[] for _ in range(6)]
+        if self.probe is not None:  # what each kind took, for the probe
+            takers = [_recorded(taker, work, kinds[kind]) for kind, taker in enumerate(takers)]
         taken = self._share(max(budget - len(work), 0), takers)
         taken += [0] * (6 - len(taken))  # every kind counted, for the probe
         if self.probe is not None:
-            self.probe.gathered(self, taken, callers_only)
+            self.probe.gathered(self, taken, callers_only, kinds)
         return work
 
     def _api_takers(self, work: list[Work]) -> list[Taker]:
@@ -805,3 +808,13 @@ def _activity_arns(store: Store) -> set[str]:
         cursor = page.next_cursor
         if cursor is None:
             return arns
+
+
+def _recorded(taker: Taker, work: list[Work], into: list[Work]) -> Taker:
+    """``taker``, noting in ``into`` what it appends to ``work``."""
+    def take(n: int) -> int:
+        first = len(work)
+        got = taker(n)
+        into.extend(work[first:])
+        return got
+    return take

@@ -62,6 +62,10 @@ class AccountQueues:
     def __bool__(self) -> bool:
         return bool(self._queues)
 
+    def counts(self) -> dict[str, int]:
+        """What each account has waiting."""
+        return {account: len(queue) for account, queue in self._queues.items()}
+
     def prepend(self, items: list[Any]) -> None:
         """Put ``items`` back at the head of their accounts' queues, in their order."""
         for item in reversed(items):
@@ -188,6 +192,12 @@ class Inbox:
         changes = self._changes
         return bool(self._commands or self._answers or self._results or self._decided or changes.given_back
                     or changes.room_again or changes.ownership or changes.forwarded)
+
+    def counts(self) -> list[dict[str, int]]:
+        """What each account has waiting in each queue: the API's calls and task answers, the integrations'
+        results, the lane's decisions (the simulator's fairness checker)."""
+        with self._lock:
+            return [queues.counts() for queues in (self._commands, self._answers, self._results, self._decided)]
 
     def take_changes(self) -> Changes:
         with self._lock:

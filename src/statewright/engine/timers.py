@@ -125,6 +125,11 @@ class TimerWindow:
         self._size -= len(due)
         return due
 
+    def due_counts(self, now_ms: int) -> dict[str, int]:
+        """How many timers due by ``now_ms`` each account has loaded (the simulator's fairness checker)."""
+        counts = {account: sum(1 for key in heap if key[0] <= now_ms) for account, heap in self._heaps.items()}
+        return {account: count for account, count in counts.items() if count}
+
     def next_due_ms(self) -> int | None:
         return min((heap[0][0] for heap in self._heaps.values() if heap), default=None)
 

@@ -243,6 +243,8 @@ class Ledger:
     # integrations' results), and the ticks that served other work while one kind waited and got nothing.
     waiting: dict[Any, list[int]] = field(default_factory=dict)
     waiting_at_tick: dict[Any, list[int]] = field(default_factory=dict)  # as each engine's last tick began
+    # ... and what each account had waiting of each kind then (the timers: by shard)
+    accounts_at_tick: dict[Any, list[Any]] = field(default_factory=dict)
     unfair_ticks: list[str] = field(default_factory=list)
     callers_first: dict[Any, bool] = field(default_factory=dict)  # whether each engine's last tick was one
     callers_first_ticks: int = 0
@@ -279,12 +281,14 @@ class Ledger:
 
     # -- the engine's probe (Engine.probe)
 
-    def gathered(self, engine: Any, taken: list[int], callers_only: bool) -> None:
+    def gathered(self, engine: Any, taken: list[int], callers_only: bool, kinds: list[list[Any]]) -> None:
         """A tick of ``engine`` took ``taken`` items of each kind (API commands, results, continuations, transfers,
         timers): a kind of command that was waiting must have had its share, so none went without while another
         kind took two or more (a budget smaller than the kinds waiting gives one each, the first ones first). A
         callers-first tick (``callers_only``: the API's commands alone, behind a full tick) is the exception, but
-        never two in a row: the tick after one serves every kind."""
+        never two in a row: the tick after one serves every kind. Within each kind (``kinds``: the items each
+        took), each account is served in turn the same way (the timers within each shard)."""
+        self._accounts_served(engine, kinds)
         waiting = self.waiting.setdefault(engine, [0, 0, 0])
         at_tick = self.waiting_at_tick.get(engine, [0, 0, 0])
         if callers_only and self.callers_first.get(engine):
@@ -304,9 +308,33 @@ class Ledger:
         waiting[1] -= taken[1]
         self.late_calls += taken[0] + taken[1]
 
-    def tick_begins(self, engine: Any) -> None:
-        """What waits as a tick begins (a store call during the tick may run the simulator, which submits more)."""
+    def tick_begins(self, engine: Any, now_ms: int) -> None:
+        """What waits as a tick begins (a store call during the tick may run the simulator, which submits more),
+        and each account's share of it."""
         self.waiting_at_tick[engine] = list(self.waiting.get(engine, [0, 0, 0]))
+        self.accounts_at_tick[engine] = [*engine.inbox.counts(), engine.transfers.ready.counts(), {
+            shard: window.due_counts(now_ms) for shard, window in engine.windows.items()}]
+
+    def _accounts_served(self, engine: Any, kinds: list[list[Any]]) -> None:
+        """No account with work of a kind waiting went without any while another account took two or more of it
+        (the timers: of one shard's window)."""
+        waiting = self.accounts_at_tick.get(engine)
+        if waiting is None:
+            return
+        for kind, name in enumerate(_KIND_NAMES[:5]):
+            self._accounts_fair(engine, name, waiting[kind], Counter(_account(item) for item in kinds[kind]))
+        timers: dict[int, Counter[str]] = defaultdict(Counter)
+        for command, _ in kinds[5]:
+            timers[engine.shards.of(command.arn)][command.arn.split(":", 5)[4]] += 1
+        for shard, due in waiting[5].items():
+            self._accounts_fair(engine, f"timers of shard {shard}", due, timers.get(shard, Counter()))
+
+    def _accounts_fair(self, engine: Any, name: str, waiting: dict[str, int], took: Counter[str]) -> None:
+        most = max(took.values(), default=0)
+        for account in waiting:
+            if not took[account] and most >= 2:
+                self.unfair_ticks.append(f"{engine.node_id}: account {account}'s {name} waited through a tick in "
+                                         f"which another account took {most} of them")
 
     def staged(self, arn: str, events: list[dict[str, Any]]) -> None:
         """A decision staged: one without fan-out (where every child started runs its first state) enters at most
@@ -330,6 +358,17 @@ class Ledger:
         self.timer_fires[(arn, timer_id, due_ms)] += 1
         if now_ms < due_ms:
             self.early_timers.append(f"{arn}: timer {timer_id} due at {due_ms} applied at {now_ms}")
+
+
+_KIND_NAMES = ("API calls on executions", "API task answers", "integration results", "heavy lane decisions",
+               "transfers", "timers")
+
+
+def _account(item: tuple[Any, Any]) -> str:
+    """The account a tick's item of work is for (a transfer's: its dispatch's execution's)."""
+    work = item[0]
+    arn = work.arn if hasattr(work, "arn") else work.dispatch.execution_arn
+    return arn.split(":", 5)[4]
 
 
 def check_all(histories: Histories, ledger: Ledger, machines: Iterable[str] = (), *, liveness: bool) -> list[str]:

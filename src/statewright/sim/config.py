@@ -11,6 +11,7 @@ from ..engine.retention import RetentionSettings
 from .faults import ALL_FAULTS
 
 ACCOUNT = "123456789012"
+BURST_ACCOUNT = "210987654321"  # the bursts' (the "burst" fault): another tenant's, beside the workload's account
 REGION = "us-east-1"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/simulated"
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the virtual clock's origin

@@ -30,6 +30,7 @@ from ..engine.commands import (
 )
 from ..engine.engine import Engine
 from ..engine.heavy_routing import HeavyRouting
+from ..engine.inbox import AccountQueues
 from ..engine.limits import Limits
 from ..engine.retention import Sweep
 from ..engine.scheduler import Taker
@@ -62,6 +63,7 @@ PLANTED = frozenset({
     "map-run-unbounded",  # a map run starts every child at once, whatever its MaxConcurrency
     "map-run-counts-any-round",  # a map run counts a child's close told from before the run's redrive
     "late-calls-answered-early",  # a call that joins a tick late is answered as it is applied, before the commit
+    "accounts-in-order",  # the per-account queues serve the account that came first as long as it has work
 })
 
 
@@ -82,6 +84,10 @@ class PlantedEngine(Engine):
         # The parts carry their own plants: swapped for subclasses that differ only in one method.
         if "forward-once" in planted:
             self.transfers.__class__ = _ForwardOnce
+        if "accounts-in-order" in planted:
+            inbox = self.inbox
+            for queues in (inbox._commands, inbox._answers, inbox._results, inbox._decided, self.transfers.ready):
+                queues.__class__ = _InOrder
         if {"lane-ignores-version", "lane-drops-failures"} & planted:
             self.heavy.__class__ = _PlantedRouting
             self.heavy.planted = planted
@@ -181,6 +187,18 @@ class PlantedEngine(Engine):
             current.halted = {"": Flow(0, None, 0, self._definitions.of(current).start_at,
                                        orjson.loads(current.input))}
         return super()._redrive(command, current, batch, now_ms, reply)
+
+
+class _InOrder(AccountQueues):
+    def take(self, work: list[Any], n: int) -> int:
+        taken = 0
+        for account, queue in list(self._queues.items()):
+            while queue and taken < n:
+                work.append(queue.popleft())
+                taken += 1
+            if not queue:
+                del self._queues[account]
+        return taken
 
 
 class _ForwardOnce(TransferRunner):

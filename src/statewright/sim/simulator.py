@@ -79,6 +79,7 @@ from .config import (
     ACCOUNT,
     ACK_RETRY_MS,
     ACTIVITIES,
+    BURST_ACCOUNT,
     BURST_DEFINITION,
     BURST_EXECUTIONS,
     BURST_WAIT_S,
@@ -176,7 +177,7 @@ class _Run:
         self.tokens_answered: set[str] = set()
         self.children_seen: set[str] = set()  # children whose input was looked at for a token
         self.machines: list[tuple[str, workload.MachineSpec]] = []
-        self.burst_machine = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:sim-burst"
+        self.burst_machine = f"arn:aws:states:{REGION}:{BURST_ACCOUNT}:stateMachine:sim-burst"
         self.bursts = 0
         # A key drawn from the seed, so replays sign the same tokens (a real store draws a random one).
         self.tokens = TaskTokens({"k1": self.rng.randbytes(32)}, "k1")
@@ -478,7 +479,7 @@ class _Run:
         if node.paused_at_ms is not None:  # woken in the middle of the tick it was paused in: its clock is old
             now_ms, node.paused_at_ms = node.paused_at_ms, None
         try:
-            self.ledger.tick_begins(node.engine)
+            self.ledger.tick_begins(node.engine, now_ms)
             worked = bool(node.engine.tick(now_ms))
         except Crash:
             self._crash(node)
@@ -600,7 +601,8 @@ class _Run:
             self._start_execution(again=True)
 
     def _burst(self) -> None:
-        """``BURST_EXECUTIONS`` executions whose Waits end in the same millisecond, and a client's call just then."""
+        """``BURST_EXECUTIONS`` executions of another account whose Waits end in the same millisecond, with a call of
+        the workload's account as they start and another just as their Waits end."""
         self.bursts += 1
         due_ms = (self.now_ms // 1000 + BURST_WAIT_S) * 1000
         at = datetime.fromtimestamp(due_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -608,6 +610,7 @@ class _Run:
             name = f"b{self.bursts}-{index}"
             arn = self.burst_machine.replace(":stateMachine:", ":execution:") + f":{name}"
             self.submit(StartExecution(arn, self.burst_machine, name, "r1", ROLE, json.dumps({"at": at})))
+        self._client_action()
         self.at(due_ms - self.now_ms, self._client_action)
 
     def _start_execution(self, again: bool = False) -> None:
