@@ -427,7 +427,7 @@ def test_an_api_backlog_gets_no_callers_first_ticks_and_leaves_the_timers_their_
         def __init__(self):
             self.ticks = []
 
-        def gathered(self, engine, taken, callers_only):
+        def gathered(self, engine, taken, callers_only, kinds):
             self.ticks.append((list(taken), callers_only))
 
         def __getattr__(self, name):  # the probe's other calls: nothing to record here
