@@ -78,6 +78,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="W14: the runaway account's executions of a tight Pass loop kept running (default 10)")
     parser.add_argument("--w14-flood", type=int, default=32,
                         help="W14: the runaway account's callers flooding StartExecution at once (default 32)")
+    parser.add_argument("--w14-timers", type=int, default=30_000,
+                        help="W14 (b): the runaway account's Waits ending in one second, beside 50 of the steady "
+                             "account's a second later (default 30000; 0: skip)")
     parser.add_argument("--w15-n", type=int, default=100_000,
                         help="W15 (opt-in): executions whose timers are due in the same second (default 100000)")
     parser.add_argument("--w15-rate", type=float, default=100.0,
@@ -356,6 +359,20 @@ async def w14(args: argparse.Namespace, work: Path, results: dict, table: Table)
                   target="accepted <= its bucket", verdict=flood["accepted"] <= allowed)
         table.add("W14 accounts", f"runaway account, round {index + 1}: loops started / transitions committed "
                   "(both accounts)", f"{flood['loops_started']:,} / {flood['transitions']:,.0f}")
+    if args.w14_timers:
+        server = accounts.server(work, args.store, limits="local")
+        try:
+            server.start()
+            timers = await accounts.timers_beside_a_burst(server, args.w14_timers, 50, args.concurrency)
+        finally:
+            server.stop()
+        results["w14_timers"] = timers
+        label = f"W14 (b) {args.w14_timers:,} timers"
+        table.add(label, "the runaway account's burst: drained after its due second / its last close, s",
+                  f"{timers['burst_drain_s']:.2f} / {timers['burst_last_s']:.2f}")
+        table.add(label, f"the steady account's {timers['steady_closed']} Waits a second later: late p50 / p99 / "
+                  "max, ms", f"{timers['steady_late_p50_s'] * 1000:.0f} / {timers['steady_late_p99_s'] * 1000:.0f}"
+                  f" / {timers['steady_late_max_s'] * 1000:.0f}")
 
 
 async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:

@@ -7,6 +7,10 @@ Pass states running (started again as each one ends at its 25,000 history events
 Reported: the steady account's p50 / p99 alone and beside (the target: p99 within 10 %), the runaway's starts
 accepted per second against its StartExecution bucket (AWS's 1,300 tokens refilled at 300 a second), how many it was
 refused, and the state transitions its loops made.
+
+``timers_beside_a_burst`` (W14 (b)), on a server with ``--limits local`` (its starts not throttled): the runaway
+account's executions whose Waits all end in one second, and the steady account's Waits ending a second later, while
+the burst still drains: how late the steady account's timers fire against how long the burst takes.
 """
 
 from __future__ import annotations
@@ -21,13 +25,20 @@ from typing import Any
 from .client import AwsError, Pool
 from .servers import Statewright
 from .workloads import (
+    TIMER_DEFINITION,
     chain_definition,
     chain_input,
     create_machine,
+    iso_ms,
     latency_at_rate,
+    list_all,
     metric_delta,
+    percentile,
     pooled_phases,
     scrape,
+    start_closed_loop,
+    stop_seconds,
+    wait_none_running,
 )
 
 STEADY = ("111111111111", "AKIABENCHSTEADY0001", "steady-secret")
@@ -47,9 +58,9 @@ def accounts_file(folder: Path) -> Path:
     return path
 
 
-def server(folder: Path, postgres: str | None) -> Statewright:
-    return Statewright(folder / "w14-statewright", postgres=postgres, extra_args=(
-        "--auth", "sigv4", "--accounts", str(accounts_file(folder)), "--limits", "aws"))
+def server(folder: Path, postgres: str | None, limits: str = "aws") -> Statewright:
+    return Statewright(folder / f"w14-statewright-{limits}", postgres=postgres, extra_args=(
+        "--auth", "sigv4", "--accounts", str(accounts_file(folder)), "--limits", limits))
 
 
 class _Runaway:
@@ -131,3 +142,38 @@ async def runaway_account_beside_w1(statewright: Statewright, concurrency: int, 
                              "runaway": flooding}
     found.update(pooled_phases(phases))
     return found
+
+
+async def timers_beside_a_burst(statewright: Statewright, burst: int, steady: int,
+                                concurrency: int) -> dict[str, Any]:
+    """The runaway account's ``burst`` Waits ending in one second, the steady account's ``steady`` Waits a second
+    later: the steady timers' lateness (their executions' stop dates against their due time) and the burst's drain."""
+    runaway_pool = Pool(statewright.endpoint, concurrency, key=RUNAWAY[1:])
+    steady_pool = Pool(statewright.endpoint, 8, key=STEADY[1:])
+    try:
+        burst_machine = await create_machine(runaway_pool, "w14-burst", TIMER_DEFINITION)
+        steady_machine = await create_machine(steady_pool, "w14-timers", TIMER_DEFINITION)
+        due_ms = (int(time.time() + burst / 1_500 + 5) + 1) * 1000  # after every start, at a rate well below the
+        # server's
+        started = await start_closed_loop(runaway_pool, burst_machine, burst, concurrency,
+                                          lambda _: json.dumps({"due": iso_ms(due_ms)}), "b", record=False)
+        steady_due_ms = due_ms + 1000
+        await start_closed_loop(steady_pool, steady_machine, steady, 8,
+                                lambda _: json.dumps({"due": iso_ms(steady_due_ms)}), "s", record=False)
+        if time.time() * 1000 >= due_ms:
+            raise RuntimeError("the burst was not started before its Waits ended: give it fewer executions")
+        await asyncio.sleep(max(due_ms / 1000 - time.time(), 0))
+        drained = await wait_none_running(runaway_pool, burst_machine, 600, poll_s=0.2)
+        drain_s = time.time() - due_ms / 1000
+        await wait_none_running(steady_pool, steady_machine, 60, poll_s=0.2)
+        lateness = [stop - steady_due_ms / 1000 for item in await list_all(steady_pool, steady_machine)
+                    if (stop := stop_seconds(item)) is not None]
+        burst_stops = [stop - due_ms / 1000 for item in await list_all(runaway_pool, burst_machine)
+                       if (stop := stop_seconds(item)) is not None]
+    finally:
+        runaway_pool.close()
+        steady_pool.close()
+    return {"burst": burst, "steady": steady, "start_errors": len(started.errors), "burst_drained": drained,
+            "burst_drain_s": drain_s, "burst_last_s": max(burst_stops, default=float("nan")),
+            "steady_closed": len(lateness), "steady_late_p50_s": percentile(lateness, 0.5),
+            "steady_late_p99_s": percentile(lateness, 0.99), "steady_late_max_s": max(lateness, default=float("nan"))}
