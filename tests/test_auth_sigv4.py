@@ -22,6 +22,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
+from prometheus_client.parser import text_string_to_metric_families
 
 from server import ROLE_ARN, ServerProcess, history, wait_closed
 from statewright.api import sigv4
@@ -435,3 +437,32 @@ def test_a_definition_cannot_reach_another_accounts_state_machine_or_activity(si
     described = wait_closed(bob, bob.start_execution(stateMachineArn=worker, input='{"secret": 1}')["executionArn"])
     assert (described["status"], described["error"]) == ("FAILED", "States.Runtime")
     assert "does not exist" in described["cause"]
+
+
+def _account_samples(server, family: str) -> dict[tuple, float]:
+    with urllib.request.urlopen(server.endpoint + "/metrics") as response:
+        text = response.read().decode()
+    return {tuple(sorted(sample.labels.items())): sample.value for metric in text_string_to_metric_families(text)
+            if metric.name == family for sample in metric.samples if sample.name.endswith("_total")}
+
+
+def test_metrics_count_each_accounts_requests_and_transitions_apart(signed_server):
+    requests, transitions = "statewright_account_api_requests", "statewright_account_state_transitions_committed"
+    before = (_account_samples(signed_server, requests), _account_samples(signed_server, transitions))
+    alice, bob = _client(signed_server, ALICE_KEY), _client(signed_server, BOB_KEY)
+    run = alice.start_execution(stateMachineArn=_machine(alice), input="{}")["executionArn"]
+    wait_closed(alice, run)
+    bob.list_state_machines()
+    with pytest.raises(ClientError):  # an unknown key: counted under no account
+        _client(signed_server, ("AKIAUNKNOWN00000001", "nope")).list_state_machines()
+    after = (_account_samples(signed_server, requests), _account_samples(signed_server, transitions))
+
+    def moved(kind: int, **labels: str) -> float:
+        key = tuple(sorted(labels.items()))
+        return after[kind].get(key, 0) - before[kind].get(key, 0)
+
+    assert moved(0, account=ALICE, region="us-east-1", error="") >= 3  # create, start, describe
+    assert moved(0, account=BOB, region="us-east-1", error="") == 1
+    assert moved(0, account="", region="", error="UnrecognizedClientException") == 1
+    assert moved(1, account=ALICE, region="us-east-1") == 1  # its one Pass state
+    assert moved(1, account=BOB, region="us-east-1") == 0

@@ -27,6 +27,7 @@ SLEEPER = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "En
 FAMILIES = {
     "statewright_transition_steps_committed": "counter",
     "statewright_state_transitions_committed": "counter",
+    "statewright_account_state_transitions_committed": "counter",
     "statewright_commit_batch_writes": "histogram",
     "statewright_commit_seconds": "histogram",
     "statewright_engine_apply_seconds": "histogram",
@@ -36,6 +37,7 @@ FAMILIES = {
     "statewright_account_open_executions": "gauge",
     "statewright_api_request_seconds": "histogram",
     "statewright_api_requests": "counter",
+    "statewright_account_api_requests": "counter",
     "statewright_api_throttled_requests": "counter",
     "statewright_activity_backlog_tasks": "gauge",
     "statewright_outbox_dispatches": "gauge",
@@ -84,6 +86,9 @@ def test_metrics_families_exist_and_move(server, sfn, make_machine):
 
     assert moved("statewright_transition_steps_committed", "statewright_transition_steps_committed_total") >= 3
     assert moved("statewright_state_transitions_committed", "statewright_state_transitions_committed_total") >= 9
+    assert moved("statewright_account_state_transitions_committed",
+                 "statewright_account_state_transitions_committed_total", account="123456789012",
+                 region="us-east-1") >= 9
     assert moved("statewright_commit_seconds", "statewright_commit_seconds_count") >= 1
     assert moved("statewright_commit_batch_writes", "statewright_commit_batch_writes_sum") >= 3
     assert moved("statewright_engine_apply_seconds", "statewright_engine_apply_seconds_count") >= 3

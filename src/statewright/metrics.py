@@ -78,6 +78,10 @@ class Metrics:
         self.state_transitions = Counter(
             "statewright_state_transitions_committed", "State transitions committed: states entered, as AWS counts "
             "them", registry=registry)
+        self.account_transitions = Counter(
+            "statewright_account_state_transitions_committed", "State transitions committed per account and region "
+            "(the StateTransition quota's count)", ["account", "region"], registry=registry)
+        self._account_transitions: dict[str, Any] = {}  # by the ARN's "region:account", its child (engine thread)
         self.express_closed = Counter(
             "statewright_express_executions_closed", "EXPRESS executions run to their end in memory, by how they "
             "were started (async: StartExecution, sync: StartSyncExecution)", ["start"], registry=registry)
@@ -109,6 +113,10 @@ class Metrics:
         self.api_requests = Counter(
             "statewright_api_requests", "API requests by operation and error code (empty when it succeeded)",
             ["operation", "error"], registry=registry)
+        self.account_requests = Counter(
+            "statewright_account_api_requests", "API requests per calling account and region, by error code (empty "
+            "when it succeeded; ThrottlingException when its bucket was empty); a request whose caller was not "
+            "recognized counts under an empty account", ["account", "region", "error"], registry=registry)
         self.throttled = Counter(
             "statewright_api_throttled_requests", "Requests answered ThrottlingException: the engine's inbox was full "
             "(--inbox-commands-max), or the caller's rate bucket was empty (--limits aws)", registry=registry)
@@ -161,23 +169,35 @@ class Metrics:
         self.commit_seconds.observe(seconds)
         self.commit_writes.observe(len(writes))
         steps = entered = 0
+        by_account: dict[str, int] = {}
         for index, write in enumerate(writes):
             if not result.committed(index, write):
                 continue
             steps += 1
-            opened = 0
+            opened = mine = 0
             for event in write.effects.events:
                 kind = event["type"]
                 if kind.endswith(_ENTERED):
-                    entered += 1
+                    mine += 1
                 elif kind in _OPENING:
                     opened += 1
                 elif kind in _CLOSING:
                     opened -= 1
+            if mine:
+                entered += mine
+                scope = write.arn.split(":", 5)[3:5]
+                key = f"{scope[0]}:{scope[1]}"
+                by_account[key] = by_account.get(key, 0) + mine
             if opened:
                 self.open_executions.moved(write.arn, opened)
         self.transition_steps.inc(steps)
         self.state_transitions.inc(entered)
+        for key, count in by_account.items():
+            child = self._account_transitions.get(key)
+            if child is None:
+                region, account = key.split(":")
+                child = self._account_transitions[key] = self.account_transitions.labels(account, region)
+            child.inc(count)
 
     # -- serving
 
@@ -217,9 +237,12 @@ class ApiMetrics:
         self._operations = frozenset(operations)
         self._latency: dict[str, Any] = {}
         self._requests: dict[tuple[str, str], Any] = {}
+        self._per_account: dict[tuple[tuple[str, str], str], Any] = {}
         self._throttled = metrics.throttled
 
-    def request_done(self, scope: dict, status: int, body: dict, seconds: float) -> None:
+    def request_done(self, scope: dict, status: int, body: dict, seconds: float,
+                     caller: tuple[str, str] = ("", "")) -> None:
+        """One request answered; ``caller``: the (account, region) it was admitted as, empty if it was not."""
         operation = "unknown"  # label values stay bounded: only the service model's operation names
         for name, value in scope["headers"]:
             if name == b"x-amz-target":
@@ -236,6 +259,10 @@ class ApiMetrics:
         if requests is None:
             requests = self._requests[(operation, error)] = self.metrics.api_requests.labels(operation, error)
         requests.inc()
+        per_account = self._per_account.get((caller, error))
+        if per_account is None:
+            per_account = self._per_account[(caller, error)] = self.metrics.account_requests.labels(*caller, error)
+        per_account.inc()
         if error == _THROTTLED:
             self._throttled.inc()
 

@@ -97,8 +97,9 @@ class App:
             return
         started = time.perf_counter()
         request_id = next(self._request_ids)
+        caller: list[Scope] = []  # who the door admitted the request as
         try:
-            status, body = 200, await self._handle(scope, receive)
+            status, body = 200, await self._handle(scope, receive, caller)
         except _ClientGone:
             return
         except AwsError as error:
@@ -113,7 +114,8 @@ class App:
                     "headers": [*_JSON_HEADERS, (b"content-length", b"%d" % len(answer)),
                                 (b"x-amzn-requestid", request_id.encode())]})
         await send({"type": "http.response.body", "body": answer})
-        self.metrics.request_done(scope, status, body, time.perf_counter() - started)
+        self.metrics.request_done(scope, status, body, time.perf_counter() - started,
+                                  (caller[0].account, caller[0].region) if caller else ("", ""))
 
     async def _console(self, scope: dict, receive: Any, send: Any) -> None:
         """The console's page is anyone's; its views and stream are admitted as an API call is (the page signs
@@ -128,13 +130,14 @@ class App:
             account = None if where.caller is None else where.account
         await self.console(scope, receive, send, account)
 
-    async def _handle(self, scope: dict, receive: Any) -> dict:
+    async def _handle(self, scope: dict, receive: Any, caller: list[Scope]) -> dict:
         if scope["method"] != "POST":
             raise AwsError("UnknownOperationException", "Send AWS JSON 1.0 requests as HTTP POST to /", 404)
         headers = dict(scope["headers"])
         body = await _read_body(receive)
         # The caller is known first, as AWS knows it: nothing about the request is told to an unknown one
         where = self._admit(scope, body)
+        caller.append(where)
         target = headers.get(b"x-amz-target", b"").decode("latin-1")
         if target.startswith(clock.TARGET_PREFIX):
             return await self._clock(target.removeprefix(clock.TARGET_PREFIX), body)
