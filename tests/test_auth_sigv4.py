@@ -288,8 +288,36 @@ def test_another_account_can_reach_nothing_of_alices(signed_server):
     assert ALICE not in listed
 
 
-def test_a_task_token_answers_only_for_its_own_account(signed_server):
+def test_a_region_holds_nothing_of_another_region_of_the_same_account(signed_server):
+    """Each operation answers for Alice's us-east-1 resources, asked for in eu-west-1, what it answers there for a
+    resource that does not exist: the region is a place of its own."""
+    alice = _client(signed_server, ALICE_KEY)
+    world = _alice_world(alice)
+    here = f"arn:aws:states:eu-west-1:{ALICE}"
+    nowhere = {"machine": f"{here}:stateMachine:nowhere", "version": f"{here}:stateMachine:nowhere:1",
+               "alias": f"{here}:stateMachine:nowhere:live", "execution": f"{here}:execution:nowhere:run",
+               "activity": f"{here}:activity:nowhere", "map_run": f"{here}:mapRun:nowhere/M:{uuid.uuid4()}"}
+    missing = _bob_calls(nowhere)
+    for operation, params in _bob_calls(world).items():
+        asked = _send(signed_server, _signed(signed_server, ALICE_KEY, operation, params, region="eu-west-1"))
+        absent = _send(signed_server, _signed(signed_server, ALICE_KEY, operation, missing[operation],
+                                              region="eu-west-1"))
+        assert _error(asked) == _error(absent), operation
+        if asked[0] == 200:  # a deletion of nothing, an empty list
+            assert asked[1] == absent[1], operation
+        else:
+            assert f"arn:aws:states:us-east-1:{ALICE}:" in json.dumps(asked[1]), operation  # it names what it missed
+    # Nothing of Alice's in us-east-1 changed
+    assert alice.describe_state_machine(stateMachineArn=world["machine"])["status"] == "ACTIVE"
+    assert alice.describe_state_machine_alias(stateMachineAliasArn=world["alias"]).get("description") is None
+    assert alice.describe_activity(activityArn=world["activity"])["activityArn"] == world["activity"]
+    assert alice.list_tags_for_resource(resourceArn=world["activity"])["tags"] == []
+    assert [event["type"] for event in history(alice, world["execution"])][-1] == "ExecutionSucceeded"
+
+
+def test_a_task_token_answers_only_for_its_own_account_and_region(signed_server):
     alice, bob = _client(signed_server, ALICE_KEY), _client(signed_server, BOB_KEY)
+    alice_elsewhere = _client(signed_server, ALICE_KEY, region="eu-west-1")
     activity = alice.create_activity(name=f"work-{uuid.uuid4().hex[:8]}")["activityArn"]
     machine = alice.create_state_machine(
         name=f"tokens-{uuid.uuid4().hex[:8]}", roleArn=ROLE_ARN,
@@ -299,7 +327,8 @@ def test_a_task_token_answers_only_for_its_own_account(signed_server):
     token = alice.get_activity_task(activityArn=activity, workerName="w")["taskToken"]
     for call in (lambda: bob.send_task_success(taskToken=token, output='{"by": "bob"}'),
                  lambda: bob.send_task_failure(taskToken=token, error="Bob"),
-                 lambda: bob.send_task_heartbeat(taskToken=token)):
+                 lambda: bob.send_task_heartbeat(taskToken=token),
+                 lambda: alice_elsewhere.send_task_success(taskToken=token, output='{"by": "alice in eu-west-1"}')):
         with pytest.raises(bob.exceptions.InvalidToken):
             call()
     alice.send_task_success(taskToken=token, output='{"by": "alice"}')

@@ -104,8 +104,9 @@ async def _reply(service: Service, token: str, scope: Scope, make: Callable[[Tok
             claims = service.engine.tokens.verify(token)
         except UnknownKey:  # signed with a key another node read before this one did
             claims = await service.store_call(service.engine.tokens.reread_for, token)
-        if scope.caller is not None and claims.execution_arn.split(":")[4] != scope.account:
-            raise InvalidToken("minted for another account")  # bound to its account: to others, not a token
+        if scope.caller is not None and claims.execution_arn.split(":")[3:5] != [scope.region, scope.account]:
+            # bound to its account and region: to others, not a token
+            raise InvalidToken("minted for another account or region")
     except InvalidToken:
         raise AwsError("InvalidToken", f"Invalid Token: '{token}'") from None
     try:

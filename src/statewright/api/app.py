@@ -154,7 +154,9 @@ class App:
         except orjson.JSONDecodeError as exc:
             raise AwsError("SerializationException", f"The request body is not valid JSON: {exc}") from None
         params = validate_request(operation, params)
-        check_owned(operation, params, where)
+        answered = check_owned(operation, params, where)
+        if answered is not None:
+            return answered
         if operation in _STARTS and b"x-amzn-trace-id" in headers:  # the X-Ray header an instrumented caller sends
             params[TRACE_HTTP_HEADER] = headers[b"x-amzn-trace-id"].decode("latin-1")
         try:

@@ -4,7 +4,8 @@
 ``--account-id``, in the region its Authorization header names (the default region if unsigned). ``--auth sigv4``
 verifies each request's signature against the accounts file (sigv4.py, accounts.py): the caller's account goes into
 every ARN it creates and lists, and ``check_owned`` refuses the ARNs of every other account, as IAM refuses a
-caller no policy lets in.
+caller no policy lets in. Each region is a place of its own, as AWS's regional endpoints are: a signed caller's own
+resources of another region are not found in the one it signs for.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 from . import sigv4
 from .accounts import REGION_NAME, Accounts
 from .arns import Scope
-from .errors import AwsError
+from .errors import AwsError, resource_not_found
 
 _CREDENTIAL_REGION = re.compile(r"Credential=[^/,]*/[^/,]*/([^/,]*)/")  # AKID/date/REGION/service/aws4_request
 AUTH_MODES = ("open", "sigv4")
@@ -80,10 +81,13 @@ def door(mode: str, account_id: str, default_region: str, accounts_file: Path | 
     return OpenDoor(account_id, default_region)
 
 
-def check_owned(operation: str, params: dict, scope: Scope) -> None:
-    """Refuse a request naming a resource of another account (only signed callers are told apart)."""
+def check_owned(operation: str, params: dict, scope: Scope) -> dict | None:
+    """Refuse a request naming a resource of another account, and answer one naming the caller's own resource of
+    another region as if it did not exist (only signed callers are told apart). Returns the answer, if that is all
+    there is to it (a deletion of nothing, an empty list)."""
     if scope.caller is None:
-        return
+        return None
+    elsewhere = None
     for arn in _states_arns(params):
         parts = arn.split(":", 5)
         if len(parts) > 4 and parts[4] != scope.account:
@@ -91,6 +95,38 @@ def check_owned(operation: str, params: dict, scope: Scope) -> None:
                 "AccessDeniedException", f"User: arn:{scope.partition}:iam::{scope.account}:user/{scope.caller} is "
                 f"not authorized to perform: states:{operation} on resource: {arn} because no resource-based policy "
                 f"allows the states:{operation} action")
+        if elsewhere is None and len(parts) > 3 and parts[3] != scope.region:
+            elsewhere = arn
+    return None if elsewhere is None else _not_here(operation, elsewhere)
+
+
+# What each operation answers for a resource that does not exist (inferred: AWS's regional endpoints know nothing of
+# one another's resources): deletions of nothing succeed, a list of nothing is empty, the rest name what is missing.
+_ABSENT_ANSWERS: dict[str, Callable[[], dict]] = {
+    "DeleteActivity": dict, "DeleteStateMachine": dict, "DeleteStateMachineAlias": dict,
+    "DeleteStateMachineVersion": dict, "ListStateMachineVersions": lambda: {"stateMachineVersions": []}}
+_MISSING = {
+    "ActivityDoesNotExist": ("Activity Does Not Exist", ("DescribeActivity", "GetActivityTask")),
+    "ExecutionDoesNotExist": ("Execution Does Not Exist", (
+        "DescribeExecution", "DescribeStateMachineForExecution", "GetExecutionHistory", "ListMapRuns",
+        "RedriveExecution", "StopExecution")),
+    "StateMachineDoesNotExist": ("State Machine Does Not Exist", (
+        "DescribeStateMachine", "ListStateMachineAliases", "PublishStateMachineVersion", "StartExecution",
+        "StartSyncExecution", "UpdateStateMachine")),
+}
+_MISSING_BY_OPERATION = {operation: code for code, (_, operations) in _MISSING.items() for operation in operations}
+
+
+def _not_here(operation: str, arn: str) -> dict:
+    if operation in _ABSENT_ANSWERS:
+        return _ABSENT_ANSWERS[operation]()
+    if operation == "ListExecutions" and ":stateMachine:" in arn:
+        code = "StateMachineDoesNotExist"
+    else:
+        code = _MISSING_BY_OPERATION.get(operation, "ResourceNotFound")
+    if code == "ResourceNotFound":
+        raise resource_not_found(arn)
+    raise AwsError(code, f"{_MISSING[code][0]}: '{arn}'")
 
 
 def _states_arns(value: Any, depth: int = 0) -> Iterator[str]:
