@@ -50,6 +50,11 @@ _TARGET_PREFIX = "AWSStepFunctions."
 _LONG_POLLS = frozenset({"GetActivityTask"})
 _STARTS = frozenset({"StartExecution", "StartSyncExecution"})
 _JSON_HEADERS = [(b"content-type", b"application/x-amz-json-1.0")]
+# A ThrottlingException is answered after this pause: a caller that retries at once without backing off (a runaway
+# loop) sends a call per pause on each connection, not as many as the server can refuse, and a refusal it holds
+# costs nothing while it waits. Well-behaved SDKs back off longer than this before their retry anyway.
+THROTTLED_PAUSE_S = 0.1
+_THROTTLED = "ThrottlingException"
 
 
 class App:
@@ -104,6 +109,8 @@ class App:
             return
         except AwsError as error:
             status, body = error.status, error.body()
+            if error.code == _THROTTLED:  # over its rate: the caller's next call on this connection waits too
+                await asyncio.sleep(THROTTLED_PAUSE_S)
         except (EngineUnavailable, StoreUnavailable) as exc:  # the shard moved, the database is away: retry
             status, body = 503, {"__type": "ServiceUnavailable", "message": str(exc)}
         except Exception:
