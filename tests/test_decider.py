@@ -15,7 +15,7 @@ from statewright import decider
 from statewright.asl.definition import parse_definition
 from statewright.asl.timestamps import format_ms
 from statewright.decider.effects import TimerKind
-from statewright.decider.execution import ABORTED, FAILED, RUNNING, SUCCEEDED, TIMED_OUT, ExecutionState
+from statewright.decider.execution import ABORTED, FAILED, OPEN_MS_MAX, RUNNING, SUCCEEDED, TIMED_OUT, ExecutionState
 from statewright.decider.outcomes import AttemptSucceeded
 
 START_MS = 1_700_000_000_000
@@ -23,6 +23,8 @@ MACHINE_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:machine"
 EXECUTION_ARN = "arn:aws:states:us-east-1:123456789012:execution:machine:run-1"
 ROLE_ARN = "arn:aws:iam::123456789012:role/test"
 PREFIX = "An error occurred while executing the state '{}' (entered at the event id #{}). "
+# Every Standard execution times out a year after its start at the latest: its timer, set as it starts
+YEAR = ("execution-timeout", START_MS + OPEN_MS_MAX)
 
 
 def execution(input_text: str = "{}") -> ExecutionState:
@@ -228,10 +230,10 @@ def test_wait_seconds_sets_a_timer_and_resumes_on_it():
     first = start(states, '{"x":1}')
     assert types(first.effects.events) == ["ExecutionStarted", "WaitStateEntered"]
     assert previous_ids(first.effects.events) == [0, 0]
-    assert first.effects.timers_added == [("wait-2", START_MS + 5_000)]
+    assert first.effects.timers_added == [YEAR, ("wait-2", START_MS + 5_000)]
     assert first.effects.timers_removed == []
     assert first.state.status == RUNNING and first.state.is_open
-    assert first.state.timers == {"wait-2": START_MS + 5_000}
+    assert first.state.timers == {"wait-2": START_MS + 5_000, YEAR[0]: YEAR[1]}
     assert first.state.next_event_id == 3
 
     fired = decider.fire_timer(first.state, definition(states), "wait-2", START_MS + 5_000)
@@ -239,7 +241,7 @@ def test_wait_seconds_sets_a_timer_and_resumes_on_it():
                                            "ExecutionSucceeded"]
     assert [event["id"] for event in fired.effects.events] == [3, 4, 5, 6]
     assert previous_ids(fired.effects.events) == [2, 3, 4, 5]
-    assert fired.effects.timers_removed == [("wait-2", START_MS + 5_000)]
+    assert fired.effects.timers_removed == [("wait-2", START_MS + 5_000), YEAR]  # the year's too, as it closes
     assert fired.effects.timers_added == []
     assert fired.state.timers == {}
     assert fired.state.status == SUCCEEDED
@@ -303,7 +305,7 @@ def test_wait_until_exactly_now_continues_inline():
 ])
 def test_wait_variants_set_their_timer(state, fire_at_ms):
     decision = start({"W": state}, '{"t":"2023-11-14T22:14:20Z","s":3,"nested":{"s":7}}')
-    assert decision.effects.timers_added == [("wait-2", fire_at_ms)]
+    assert decision.effects.timers_added == [YEAR, ("wait-2", fire_at_ms)]
 
 
 @pytest.mark.parametrize("value", ['-1', '"3"', "1.5", "null", "true"])
@@ -353,8 +355,19 @@ def test_unknown_timer_is_ignored():
     states = {"W": {"Type": "Wait", "Seconds": 5, "End": True}}
     first = start(states)
     assert decider.fire_timer(first.state, definition(states), "wait-99", START_MS + 5_000) is None
-    assert decider.fire_timer(first.state, definition(states), decider.EXECUTION_TIMEOUT_TIMER,
-                              START_MS + 5_000) is None
+    assert decider.fire_timer(first.state, definition(states), "continue-2", START_MS + 5_000) is None
+
+
+def test_an_execution_still_running_a_year_after_its_start_times_out():
+    states = {"W": {"Type": "Wait", "Seconds": 400 * 86_400, "End": True}}  # longer than an execution may run
+    first = start(states)
+    assert first.state.timers == {"wait-2": START_MS + 400 * 86_400_000, YEAR[0]: YEAR[1]}
+    timed_out = decider.fire_timer(first.state, definition(states), *YEAR)
+    assert types(timed_out.effects.events) == ["ExecutionTimedOut"]
+    assert timed_out.state.status == TIMED_OUT and timed_out.state.timers == {}
+    # ... and a definition's shorter TimeoutSeconds comes first, a longer one does not
+    assert start(states, TimeoutSeconds=60).state.timers[YEAR[0]] == START_MS + 60_000
+    assert start(states, TimeoutSeconds=99_999_999).state.timers[YEAR[0]] == YEAR[1]
 
 
 def test_timer_on_a_closed_execution_is_ignored():
@@ -460,11 +473,13 @@ def test_a_negative_max_concurrency_path_stalls_its_flow_until_a_stop_and_again_
     first = start(states, '{"n": -1, "items": [1]}')
     assert types(first.effects.events) == ["ExecutionStarted", "ParallelStateEntered", "ParallelStateStarted",
                                    "PassStateEntered", "PassStateExited"]
-    assert first.state.status == RUNNING and first.state.timers == {} and not first.effects.dispatches_added
+    # Nothing wakes it but its year's end
+    assert first.state.status == RUNNING and first.state.timers == {YEAR[0]: YEAR[1]}
+    assert not first.effects.dispatches_added
     stopped = decider.stop(first.state, None, None, START_MS + 10)
     again = decider.redrive(stopped.state, definition(states), START_MS + 20, None, {})
     assert types(again.effects.events) == ["ExecutionRedriven", "ParallelStateEntered", "ParallelStateStarted"]
-    assert again.state.status == RUNNING and again.state.timers == {}
+    assert again.state.status == RUNNING and again.state.timers == {YEAR[0]: YEAR[1]}  # from its start, still
 
 
 # -- Fail
@@ -588,7 +603,7 @@ def run_by_continuations(states: dict, services: decider.Services) -> list[decid
     compiled = definition(states)
     decisions = [decider.start(execution(), compiled, START_MS, services)]
     while decisions[-1].state.is_open:
-        (timer_id, due_ms), = decisions[-1].effects.timers_added
+        (timer_id, due_ms), = [timer for timer in decisions[-1].effects.timers_added if timer != YEAR]
         assert timer_id.startswith("continue-")
         decisions.append(decider.fire_timer(decisions[-1].state, compiled, timer_id, due_ms, services))
     return decisions
@@ -619,7 +634,7 @@ def test_continuing_later_changes_no_event():
              for index in range(30)}
     chain["S30"] = {"Type": "Succeed"}
     inline = decider.start(execution(), definition(chain), START_MS)
-    assert not inline.effects.timers_added  # 31 states fit one step
+    assert not inline.effects.timers_added  # 31 states fit one step (its year's timer set and cancelled)
     sliced = run_by_continuations(chain, decider.Services(lambda *claims: "token", (), apply_states_max=4))
     assert len(sliced) == 8
     assert [event for decision in sliced for event in decision.effects.events] == inline.effects.events
@@ -631,7 +646,7 @@ def test_a_step_that_spent_its_evaluation_steps_continues_later():
              "Q": {"Type": "Pass", "End": True}}
     decisions = run_by_continuations(heavy, decider.Services(lambda *claims: "token", (), apply_steps_max=1,
                                                               heavy_pause_ms=250))
-    assert decisions[0].effects.timers_added[0][1] == START_MS + 250  # a heavy step's execution waits its turn
+    assert decisions[0].effects.timers_added[1][1] == START_MS + 250  # a heavy step's execution waits its turn
     assert [types(decision.effects.events) for decision in decisions] == [
         ["ExecutionStarted", "PassStateEntered", "PassStateExited"],
         ["PassStateEntered", "PassStateExited", "ExecutionSucceeded"]]
@@ -719,7 +734,7 @@ def test_a_result_before_its_start_records_the_start_and_the_result_in_one_decis
     assert types(done.effects.events) == ["TaskStarted", "TaskSucceeded", "TaskStateExited", "ExecutionSucceeded"]
     assert done.effects.dispatches_removed == [str(scheduled_id)]
     # the heartbeat timer the start set is cancelled in the same decision: no row is written for it
-    assert [timer for timer, _ in done.effects.timers_removed] == [TimerKind.TIMEOUT.id(scheduled_id)]
+    assert [timer for timer, _ in done.effects.timers_removed] == [TimerKind.TIMEOUT.id(scheduled_id), YEAR[0]]
     assert done.effects.timers_added == []
 
 

@@ -33,7 +33,16 @@ from ..asl.jsonio import loads
 from ..asl.states import Definition, MapState, ParallelState
 from . import distributed_map, fan_out, flows, map_runs, retry_catch, tasks
 from .effects import TimerKind
-from .execution import ABORTED, REDRIVE_TOKEN_MS, REDRIVE_TOKENS_MAX, RUNNING, TIMED_OUT, ExecutionState, Flow
+from .execution import (
+    ABORTED,
+    OPEN_MS_MAX,
+    REDRIVE_TOKEN_MS,
+    REDRIVE_TOKENS_MAX,
+    RUNNING,
+    TIMED_OUT,
+    ExecutionState,
+    Flow,
+)
 from .outcomes import (
     AttemptFailed,
     AttemptPolled,
@@ -78,7 +87,8 @@ def started_again(execution: ExecutionState, token: str | None, input_text: str,
 def start(execution: ExecutionState, definition: Definition, now_ms: int,
           services: Services | None = None, duration_ms_max: int | None = None, defer: bool = False) -> Decision:
     """Open a new execution (version 0, no events yet) and run it until it waits or closes. ``duration_ms_max``:
-    it times out then at the latest, whatever the definition's TimeoutSeconds (an Express execution's limit).
+    it times out then at the latest, whatever the definition's TimeoutSeconds (an Express execution's limit; a
+    Standard execution's, None, is a year: ``OPEN_MS_MAX``).
     ``defer``: open it only, its first state entered by a continuation due now (``flows.defer``)."""
     decision = Decision(execution.copy())
     step = Step(decision, definition, now_ms, services)
@@ -89,11 +99,10 @@ def start(execution: ExecutionState, definition: Definition, now_ms: int,
         details["stateMachineVersionArn"] = execution.version_arn
     step.emit("ExecutionStarted", "executionStartedEventDetails", details)
     step.status_changed()
-    timeout_ms = duration_ms_max
+    timeout_ms = OPEN_MS_MAX if duration_ms_max is None else duration_ms_max
     if definition.timeout_seconds is not None:
-        timeout_ms = min(definition.timeout_seconds * 1000, timeout_ms or definition.timeout_seconds * 1000)
-    if timeout_ms is not None:
-        step.add_timer(EXECUTION_TIMEOUT_TIMER, execution.start_ms + timeout_ms)
+        timeout_ms = min(definition.timeout_seconds * 1000, timeout_ms)
+    step.add_timer(EXECUTION_TIMEOUT_TIMER, execution.start_ms + timeout_ms)
     step.flows[ROOT] = Flow(0, None, 0)
     data = step.take(execution.input)
     if defer:
@@ -142,8 +151,10 @@ def redrive(execution: ExecutionState, definition: Definition, now_ms: int, clie
     step.emit("ExecutionRedriven", "executionRedrivenEventDetails", {"redriveCount": state.redrive_count})
     step.status_changed("PENDING_REDRIVE")  # as AWS reports a redrive: PENDING_REDRIVE, then RUNNING
     step.status_changed()
+    deadline_ms = state.start_ms + OPEN_MS_MAX  # counted from its start, whatever its redrives
     if definition.timeout_seconds is not None:
-        step.add_timer(EXECUTION_TIMEOUT_TIMER, now_ms + definition.timeout_seconds * 1000)
+        deadline_ms = min(deadline_ms, now_ms + definition.timeout_seconds * 1000)
+    step.add_timer(EXECUTION_TIMEOUT_TIMER, deadline_ms)
     root = step.resumed[ROOT]
     step.flows[ROOT] = Flow(root.machine, None, 0)
     step.guarded(lambda: flows.run(step, ROOT, *step.resume(ROOT, ROOT)))

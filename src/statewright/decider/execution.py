@@ -32,7 +32,9 @@ ABORTED = "ABORTED"
 
 DAY_MS = 86_400_000
 REDRIVE_EVENTS_MAX = 24_998  # AWS redrives a history under 24,999 events: room for ExecutionRedriven and one more
-REDRIVE_OPEN_MS_MAX = 365 * DAY_MS  # an execution's maximum open time, one year, counted from its start
+# A Standard execution's maximum open time, one year from its start (AWS's quota): it times out then, and a redrive
+# after it is refused
+OPEN_MS_MAX = 365 * DAY_MS
 REDRIVABLE_MS = 14 * DAY_MS  # how long after it closed an execution can be redriven (serve --redrivable-days)
 REDRIVE_TOKENS_MAX = 10  # the client tokens of the latest redrives, answered idempotently
 REDRIVE_TOKEN_MS = 15 * 60_000  # ... for 15 minutes after their first use
@@ -47,7 +49,7 @@ def not_redrivable(execution: ExecutionState, now_ms: int, redrivable_ms: int) -
         return "Execution was started before the launch of RedriveExecution"
     if execution.next_event_id - 1 > REDRIVE_EVENTS_MAX:
         return "Execution history event limit exceeded"
-    if now_ms - execution.start_ms > REDRIVE_OPEN_MS_MAX:
+    if now_ms - execution.start_ms > OPEN_MS_MAX:
         return "Execution has exceeded the max execution time"
     if now_ms - execution.stop_ms > redrivable_ms:
         return "Execution redrivable period exceeded"
