@@ -499,7 +499,7 @@ def test_one_accounts_heavy_steps_wait_behind_themselves_not_in_front_of_another
     try:
         for arn in arns:  # the first account's six, then the other's one
             state = ExecutionState.from_blob(store.load_execution(arn))
-            (timer_id, due_ms), = state.timers.items()
+            (timer_id, due_ms), = ((timer, due) for timer, due in state.timers.items() if timer.startswith("wait"))
             key = (state.state_machine_arn, state.revision_id)
             job = heavy_lane.Job(FireTimer(arn, timer_id, due_ms), state, key,
                                  lambda key=key: store.get_revision(*key)[0], due_ms, engine.tokens, set())
