@@ -78,6 +78,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="W14: the runaway account's executions of a tight Pass loop kept running (default 10)")
     parser.add_argument("--w14-flood", type=int, default=32,
                         help="W14: the runaway account's callers flooding StartExecution at once (default 32)")
+    parser.add_argument("--w14-nodes", type=int, default=1,
+                        help="W14: run it on this many nodes too, on a fresh database of --store (PostgreSQL): "
+                             "the runaway account spread over every node, the steady one calling the first "
+                             "(default 1: one node only)")
     parser.add_argument("--w14-timers", type=int, default=30_000,
                         help="W14 (b): the runaway account's Waits ending in one second, beside 50 of the steady "
                              "account's a second later (default 30000; 0: skip)")
@@ -346,19 +350,26 @@ async def w14(args: argparse.Namespace, work: Path, results: dict, table: Table)
     server = accounts.server(work, args.store)
     try:
         server.start()  # inside: a server that never answered is stopped too
-        run = await accounts.runaway_account_beside_w1(server, args.concurrency, args.w14_rate, args.w14_s,
+        run = await accounts.runaway_account_beside_w1([server], args.concurrency, args.w14_rate, args.w14_s,
                                                        args.w14_loops, args.w14_flood)
     finally:
         server.stop()
     results["w14"] = run
-    add_beside(table, "W14 accounts", f"steady account's W1 at {args.w14_rate:,.0f}/s", "the runaway account", run)
-    for index, flood in enumerate(run["runaway"]):
-        allowed = 1300 + 300 * flood["seconds"]  # AWS's StartExecution bucket in us-east-1: full, then refilled
-        table.add("W14 accounts", f"runaway account, round {index + 1}: starts accepted / refused ({args.w14_flood} "
-                  f"callers, {flood['seconds']:.1f} s)", f"{flood['accepted']:,} / {flood['throttled']:,}",
-                  target="accepted <= its bucket", verdict=flood["accepted"] <= allowed)
-        table.add("W14 accounts", f"runaway account, round {index + 1}: loops started / transitions committed "
-                  "(both accounts)", f"{flood['loops_started']:,} / {flood['transitions']:,.0f}")
+    _w14_rows("W14 accounts", run, args, table)
+    if args.w14_nodes > 1:
+        if not args.store:
+            raise SystemExit("bench: --w14-nodes needs --store postgresql://... (the nodes share its database)")
+        name, store = cluster.fresh_database(args.store, "w14-cluster")
+        nodes = cluster.start_nodes(work / "w14-cluster", store, args.w14_nodes, None, (
+            "--auth", "sigv4", "--accounts", str(accounts.accounts_file(work)), "--limits", "aws"))
+        try:
+            run = await accounts.runaway_account_beside_w1(nodes, args.concurrency, args.w14_rate, args.w14_s,
+                                                           args.w14_loops, args.w14_flood)
+        finally:
+            cluster.stop_nodes(nodes)
+            cluster.drop_database(args.store, name)
+        results["w14_nodes"] = run
+        _w14_rows(f"W14 on {args.w14_nodes} nodes", run, args, table)
     if args.w14_timers:
         server = accounts.server(work, args.store, limits="local")
         try:
@@ -373,6 +384,17 @@ async def w14(args: argparse.Namespace, work: Path, results: dict, table: Table)
         table.add(label, f"the steady account's {timers['steady_closed']} Waits a second later: late p50 / p99 / "
                   "max, ms", f"{timers['steady_late_p50_s'] * 1000:.0f} / {timers['steady_late_p99_s'] * 1000:.0f}"
                   f" / {timers['steady_late_max_s'] * 1000:.0f}")
+
+
+def _w14_rows(workload: str, run: dict, args: argparse.Namespace, table: Table) -> None:
+    add_beside(table, workload, f"steady account's W1 at {args.w14_rate:,.0f}/s", "the runaway account", run)
+    for index, flood in enumerate(run["runaway"]):
+        allowed = 1300 + 300 * flood["seconds"]  # AWS's StartExecution bucket in us-east-1: full, then refilled
+        table.add(workload, f"runaway account, round {index + 1}: starts accepted / refused ({args.w14_flood} "
+                  f"callers, {flood['seconds']:.1f} s)", f"{flood['accepted']:,} / {flood['throttled']:,}",
+                  target="accepted <= its bucket", verdict=flood["accepted"] <= allowed)
+        table.add(workload, f"runaway account, round {index + 1}: loops started / transitions committed "
+                  "(both accounts)", f"{flood['loops_started']:,} / {flood['transitions']:,.0f}")
 
 
 async def w9(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:

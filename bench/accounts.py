@@ -32,7 +32,6 @@ from .workloads import (
     iso_ms,
     latency_at_rate,
     list_all,
-    metric_delta,
     percentile,
     pooled_phases,
     scrape,
@@ -64,10 +63,11 @@ def server(folder: Path, postgres: str | None, limits: str = "aws") -> Statewrig
 
 
 class _Runaway:
-    """The runaway account's load while ``running``: its loops kept at ``loops`` and its start flood."""
+    """The runaway account's load while ``running``: its loops kept at ``loops`` and its start flood, its callers
+    spread over ``pools`` (one per node of a cluster)."""
 
-    def __init__(self, pool: Pool, loop_machine: str, pass_machine: str, loops: int, flood: int) -> None:
-        self.pool, self.loop_machine, self.pass_machine = pool, loop_machine, pass_machine
+    def __init__(self, pools: list[Pool], loop_machine: str, pass_machine: str, loops: int, flood: int) -> None:
+        self.pools, self.pool, self.loop_machine, self.pass_machine = pools, pools[0], loop_machine, pass_machine
         self.loops, self.flood = loops, flood
         self.accepted = self.throttled = self.loops_started = 0
         self.running = False
@@ -77,7 +77,8 @@ class _Runaway:
     def start(self) -> None:
         self.running = True
         self._tasks = [asyncio.ensure_future(self._keep_looping())]
-        self._tasks += [asyncio.ensure_future(self._flood()) for _ in range(self.flood)]
+        self._tasks += [asyncio.ensure_future(self._flood(self.pools[index % len(self.pools)]))
+                        for index in range(self.flood)]
 
     async def stop(self) -> None:
         self.running = False
@@ -92,9 +93,10 @@ class _Runaway:
             page = await self.pool.call("ListExecutions", {"stateMachineArn": self.loop_machine,
                                                            "statusFilter": "RUNNING", "maxResults": 1000})
             self._open = [run["executionArn"] for run in page["executions"]]
-            for _ in range(self.loops - len(self._open)):
+            for index in range(self.loops - len(self._open)):
                 try:
-                    started = await self.pool.call("StartExecution", {"stateMachineArn": self.loop_machine})
+                    started = await self.pools[index % len(self.pools)].call(
+                        "StartExecution", {"stateMachineArn": self.loop_machine})
                     self._open.append(started["executionArn"])
                     self.loops_started += 1
                 except AwsError as error:
@@ -102,10 +104,10 @@ class _Runaway:
                         raise
             await asyncio.sleep(0.5)
 
-    async def _flood(self) -> None:
+    async def _flood(self, pool: Pool) -> None:
         while self.running:
             try:
-                await self.pool.call("StartExecution", {"stateMachineArn": self.pass_machine, "input": "{}"})
+                await pool.call("StartExecution", {"stateMachineArn": self.pass_machine, "input": "{}"})
                 self.accepted += 1
             except AwsError as error:
                 if error.code != "ThrottlingException":
@@ -113,10 +115,18 @@ class _Runaway:
                 self.throttled += 1
 
 
-async def runaway_account_beside_w1(statewright: Statewright, concurrency: int, rate_per_s: float,
+async def runaway_account_beside_w1(nodes: list[Statewright], concurrency: int, rate_per_s: float,
                                     duration_s: float, loops: int, flood: int) -> dict[str, Any]:
+    """The steady account calls the first node; the runaway account's loops and callers are spread over all of
+    them (one node, or the nodes of a cluster)."""
+    statewright = nodes[0]
     steady = Pool(statewright.endpoint, concurrency, key=STEADY[1:])
-    runaway = Pool(statewright.endpoint, flood + 8, key=RUNAWAY[1:])
+    runaways = [Pool(node.endpoint, flood // len(nodes) + 8, key=RUNAWAY[1:]) for node in nodes]
+    runaway = runaways[0]
+
+    async def transitions_so_far() -> float:
+        counts = [await scrape(pool) for pool in runaways]  # each node counts its own commits
+        return sum(count.get("statewright_state_transitions_committed_total", 0.0) for count in counts)
     try:
         loop_machine = await create_machine(runaway, "w14-loop", LOOP)
         pass_machine = await create_machine(runaway, "w14-flood", PASS)
@@ -125,21 +135,21 @@ async def runaway_account_beside_w1(statewright: Statewright, concurrency: int, 
         for round_index in range(2):
             phases["alone"].append(await latency_at_rate(statewright, steady, chain_definition(), chain_input,
                                                          rate_per_s, duration_s, f"w14-alone-{round_index}", True))
-            load = _Runaway(runaway, loop_machine, pass_machine, loops, flood)
-            before, began = await scrape(steady), time.monotonic()
+            load = _Runaway(runaways, loop_machine, pass_machine, loops, flood)
+            before, began = await transitions_so_far(), time.monotonic()
             load.start()
             phases["beside"].append(await latency_at_rate(statewright, steady, chain_definition(), chain_input,
                                                           rate_per_s, duration_s, f"w14-beside-{round_index}", True))
             await load.stop()
-            elapsed, after = time.monotonic() - began, await scrape(steady)
-            transitions = metric_delta(before, after, "statewright_state_transitions_committed_total")
+            elapsed, transitions = time.monotonic() - began, await transitions_so_far() - before
             flooding.append({"seconds": elapsed, "accepted": load.accepted, "throttled": load.throttled,
                              "loops_started": load.loops_started, "transitions": transitions})
     finally:
         steady.close()
-        runaway.close()
+        for pool in runaways:
+            pool.close()
     found: dict[str, Any] = {"rate_per_s": rate_per_s, "duration_s": duration_s, "loops": loops, "flood": flood,
-                             "runaway": flooding}
+                             "nodes": len(nodes), "runaway": flooding}
     found.update(pooled_phases(phases))
     return found
 

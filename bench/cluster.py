@@ -43,8 +43,9 @@ MODERATE_RATE_PER_S = 50
 class Node(Statewright):
     """A cluster node on a shared database, optionally in a CPU-capped cgroup of its own."""
 
-    def __init__(self, work: Path, index: int, store: str, quota: float | None) -> None:
-        super().__init__(work / f"node-{index}", SHARDS)
+    def __init__(self, work: Path, index: int, store: str, quota: float | None,
+                 extra_args: tuple[str, ...] = ()) -> None:
+        super().__init__(work / f"node-{index}", SHARDS, extra_args=extra_args)
         self.store = store
         self.quota = quota
         self.cgroup = CGROUP / f"statewright-bench-{os.getpid()}-{index}"
@@ -93,8 +94,9 @@ def drop_database(postgres: str, name: str) -> None:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-def start_nodes(work: Path, store: str, count: int, quota: float | None) -> list[Node]:
-    nodes = [Node(work, index, store, quota) for index in range(count)]
+def start_nodes(work: Path, store: str, count: int, quota: float | None,
+                extra_args: tuple[str, ...] = ()) -> list[Node]:
+    nodes = [Node(work, index, store, quota, extra_args) for index in range(count)]
     for node in nodes:  # the default leases: 10 s, renewed every 3 s
         node.start()
     wait_served(nodes, 120)
