@@ -4,6 +4,7 @@ copy is independent of the state it was taken from."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import fields
 from pathlib import Path
 
 import orjson
@@ -35,8 +36,7 @@ def as_v0(state: ExecutionState) -> dict:
                 "entered_id": f.entered_id, "entered_ms": f.entered_ms, "timer": f.timer, "retries": f.retries,
                 "fan": fan, "vars": f.variables, "attempts": f.attempts, "task": task, "entered_prev": f.entered_prev}
 
-    stored = orjson.loads(state.to_blob())
-    del stored["v"]
+    stored = {field.name: getattr(state, field.name) for field in fields(state) if field.name != "trace"}
     stored["flows"] = {flow_id: flow(f) for flow_id, f in state.flows.items()}
     return stored
 
