@@ -388,8 +388,10 @@ def test_definition_timeout_sets_a_timer_and_times_out():
     assert sorted(first.effects.timers_added) == sorted([("execution-timeout", START_MS + 1_000),
                                                  ("wait-2", START_MS + 5_000)])
     timed_out = decider.fire_timer(first.state, compiled, decider.EXECUTION_TIMEOUT_TIMER, START_MS + 1_000)
+    # As AWS records it (measured, see floci-io/floci#2733): States.Timeout in the event, pointing at event 0
     assert timed_out.effects.events == [{"timestamp": START_MS + 1_000, "type": "ExecutionTimedOut", "id": 3,
-                                 "previousEventId": 2, "executionTimedOutEventDetails": {}}]
+                                 "previousEventId": 0,
+                                 "executionTimedOutEventDetails": {"error": "States.Timeout"}}]
     assert sorted(timed_out.effects.timers_removed) == sorted([("execution-timeout", START_MS + 1_000),
                                                        ("wait-2", START_MS + 5_000)])
     assert timed_out.effects.timers_added == []

@@ -170,7 +170,9 @@ def fire_timer(execution: ExecutionState, definition: Definition, timer_id: str,
     step = Step(decision, definition, now_ms, services)
     step.remove_timer(timer_id)
     if timer_id == EXECUTION_TIMEOUT_TIMER:
-        step.close(TIMED_OUT, "ExecutionTimedOut", "executionTimedOutEventDetails", {})
+        # As AWS records it: States.Timeout in the event (none on the execution), pointing at event 0
+        step.close(TIMED_OUT, "ExecutionTimedOut", "executionTimedOutEventDetails", {"error": "States.Timeout"},
+                   previous_event_id=0)
     else:
         step.guarded(flows.timer_fired, step, timer_id)
     return decision
