@@ -165,3 +165,15 @@ def test_list_state_machines_shows_only_the_callers_region(server):
 def test_a_role_that_is_not_an_iam_role_arn_is_invalid_arn(sfn, role):
     with pytest.raises(sfn.exceptions.InvalidArn):
         sfn.create_state_machine(name=unique(), definition=json.dumps(SIMPLE), roleArn=role)
+
+
+@pytest.mark.parametrize("arn", ["arn:aws:states:nowhere:123456789012:stateMachine:typo",
+                                 "arn:aws:states:US-EAST-1:123456789012:stateMachine:typo",
+                                 "arn:aws:states:us-east-1:1234:stateMachine:typo",
+                                 "arn:aws:states::123456789012:stateMachine:typo"])
+def test_an_arn_whose_region_or_account_is_mistyped_is_invalid_arn_even_to_a_deletion(sfn, arn):
+    for call in (lambda: sfn.describe_state_machine(stateMachineArn=arn),
+                 lambda: sfn.delete_state_machine(stateMachineArn=arn),  # not a quiet deletion of nothing
+                 lambda: sfn.start_execution(stateMachineArn=arn)):
+        with pytest.raises(sfn.exceptions.InvalidArn):
+            call()

@@ -468,6 +468,28 @@ def test_a_definition_cannot_reach_another_accounts_state_machine_or_activity(si
     assert "does not exist" in described["cause"]
 
 
+def test_a_definition_cannot_reach_its_own_accounts_state_machine_or_activity_of_another_region(signed_server):
+    alice, alice_elsewhere = _client(signed_server, ALICE_KEY), _client(signed_server, ALICE_KEY, region="eu-west-1")
+    target = _machine(alice)
+    activity = alice.create_activity(name=f"regional-{uuid.uuid4().hex[:8]}")["activityArn"]
+    caller = alice_elsewhere.create_state_machine(
+        name=f"reach-{uuid.uuid4().hex[:8]}", roleArn=ROLE_ARN, definition=json.dumps({"StartAt": "S", "States": {
+            "S": {"Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync:2",
+                  "Parameters": {"StateMachineArn": target}, "End": True}}}))["stateMachineArn"]
+    described = wait_closed(alice_elsewhere, alice_elsewhere.start_execution(stateMachineArn=caller)["executionArn"])
+    assert (described["status"], described["error"]) == ("FAILED", "StepFunctions.StateMachineDoesNotExistException")
+    assert alice.list_executions(stateMachineArn=target)["executions"] == []
+    worker = alice_elsewhere.create_state_machine(
+        name=f"work-{uuid.uuid4().hex[:8]}", roleArn=ROLE_ARN, definition=json.dumps({"StartAt": "T", "States": {
+            "T": {"Type": "Task", "Resource": activity, "End": True}}}))["stateMachineArn"]
+    run = alice_elsewhere.start_execution(stateMachineArn=worker)["executionArn"]
+    described = wait_closed(alice_elsewhere, run)
+    assert (described["status"], described["error"]) == ("FAILED", "States.Runtime")
+    assert "does not exist" in described["cause"]
+    # ... scheduled nothing for the us-east-1 activity's workers
+    assert "ActivityScheduled" not in [event["type"] for event in history(alice_elsewhere, run)]
+
+
 def _account_samples(server, family: str) -> dict[tuple, float]:
     with urllib.request.urlopen(server.endpoint + "/metrics") as response:
         text = response.read().decode()

@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                           "1); takes effect once every node of the cluster runs a release that reads it")
     run.add_argument("--shards", type=int, default=defaults.shards,
                      help=f"number of shards, fixed when the data directory is created (default {defaults.shards})")
-    run.add_argument("--account-id", default=defaults.account_id,
-                     help=f"account id put in ARNs (default {defaults.account_id})")
+    run.add_argument("--account-id", type=_account_id, default=defaults.account_id,
+                     help=f"account id put in ARNs, 12 digits (default {defaults.account_id})")
     run.add_argument("--auth", choices=AUTH_MODES, default=defaults.auth,
                      help="open: any credentials or none, one account (--account-id), for local use (the default); "
                           "sigv4: every request signed with a key of --accounts, each account seeing only its own "
@@ -341,6 +341,12 @@ def _weight(text: str) -> int:
     if value > WEIGHT_MAX:
         raise argparse.ArgumentTypeError(f"must be at most {WEIGHT_MAX}, not {value}")
     return value
+
+
+def _account_id(text: str) -> str:
+    if not (len(text) == 12 and text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be 12 digits, as an AWS account id is, not {text!r}")
+    return text
 
 
 def _positive(text: str) -> int:

@@ -26,11 +26,11 @@ from typing import Any
 
 import orjson
 
+from .arns import REGION_NAME
 from .quotas import InvalidLimit, QuotaSet, with_settings
 
 ACCOUNT_ID = re.compile(r"\d{12}")
 # Region names as AWS forms them (us-east-1, us-gov-west-1, ap-southeast-5): a region becomes part of every ARN.
-REGION_NAME = re.compile(r"[a-z]{2}(?:-[a-z]{1,12}){1,3}-\d{1,2}")
 ACCESS_KEY_ID = re.compile(r"[A-Za-z0-9]{16,128}")
 _ACCOUNT_FIELDS = {"accountId", "keys", "regions", "limits"}
 _KEY_FIELDS = {"accessKeyId", "secretAccessKey", "sessionToken", "expiration"}

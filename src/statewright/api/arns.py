@@ -13,6 +13,9 @@ _BAD_NAME = re.compile(r"[\s<>{}\[\]?*\"#%\\^|~`$&,;:/\x00-\x1f\x7f-\x9f\ufffe\u
 ALIAS_NAME_PATTERN = r"^(?=.*[a-zA-Z_\-\.])[a-zA-Z0-9_\-\.]+$"
 _ALIAS_NAME = re.compile(ALIAS_NAME_PATTERN)
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+REGION_NAME = re.compile(r"[a-z]{2}(?:-[a-z]{1,12}){1,3}-\d{1,2}")  # us-east-1, us-gov-west-1, cn-north-1, ...
+# A Step Functions ARN's partition, region and 12-digit account
+_STATES_SCOPE = re.compile(rf"^arn:aws(-[a-z]+)*:states:{REGION_NAME.pattern}:\d{{12}}:")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +62,20 @@ def parse(arn: str, resource_type: str) -> list[str]:
     parts = arn.split(":")
     if len(parts) < 7 or parts[0] != "arn" or parts[2] != "states":
         raise invalid_arn(f"Invalid ARN prefix: {arn}")
+    check_scope(arn)
     if parts[5] != resource_type:
         raise invalid_arn(f"Resource type not valid in this context: {parts[5]}")
     rest = parts[6:]
     if not all(rest):
         raise invalid_arn(f"Invalid ARN: {arn}")
     return rest
+
+
+def check_scope(arn: str) -> None:
+    """A Step Functions ARN names a partition, a region and an account in their forms, or it is InvalidArn (a
+    mistyped one would otherwise be a resource that does not exist, and its deletion would succeed)."""
+    if not _STATES_SCOPE.match(arn):
+        raise invalid_arn(f"Invalid ARN: {arn}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import sigv4
-from .accounts import REGION_NAME, Accounts
-from .arns import Scope
+from .accounts import Accounts
+from .arns import REGION_NAME, Scope, check_scope
 from .errors import AwsError, resource_not_found
 
 _CREDENTIAL_REGION = re.compile(r"Credential=[^/,]*/[^/,]*/([^/,]*)/")  # AKID/date/REGION/service/aws4_request
@@ -89,6 +89,7 @@ def check_owned(operation: str, params: dict, scope: Scope) -> dict | None:
         return None
     elsewhere = None
     for arn in _states_arns(params):
+        check_scope(arn)  # a mistyped account or region is InvalidArn, not another account's or region's
         parts = arn.split(":", 5)
         if len(parts) > 4 and parts[4] != scope.account:
             raise AwsError(

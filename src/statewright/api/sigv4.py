@@ -21,7 +21,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import ReadOnlyCredentials
 
-from .accounts import REGION_NAME, Accounts, Key
+from .accounts import Accounts, Key
+from .arns import REGION_NAME
 from .errors import AwsError
 
 SERVICE = "states"

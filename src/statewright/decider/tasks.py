@@ -121,7 +121,8 @@ def _task_input(step: Step, flow_id: str, state: TaskState, data: Any,
         raise StatesError(errors.RUNTIME, "The HeartbeatSeconds value must be less than the TimeoutSeconds value")
     if state.integration == "activity" and step.services is not None and step.trace is None and (
             state.resource not in step.services.activities  # TestState answers an activity from its mock
-            or state.resource.split(":")[4:5] != step.execution.arn.split(":")[4:5]):  # another account's: unseen
+            # another region's or account's: unseen from here
+            or state.resource.split(":")[3:5] != step.execution.arn.split(":")[3:5]):
         raise StatesError(errors.RUNTIME, f"The activity {state.resource} does not exist.")
     return effective, timeout_s, heartbeat_s, _role(credentials)
 

@@ -126,7 +126,8 @@ def _child_start(dispatch: Dispatch, context: TransferContext) -> StartExecution
         raise _refused(dispatch, "InvalidName", f"Invalid Name: '{dumps(name)}'")
     machine, version_arn, alias_arn = _target(machine_arn, name, context) if isinstance(machine_arn, str) else (
         None, None, None)
-    if machine is None:
+    if machine is None or machine.arn.split(":")[3] != dispatch.execution_arn.split(":")[3]:  # (another region's:
+        # unseen from this one, as from AWS's regional endpoint)
         raise _refused(dispatch, "StateMachineDoesNotExist", f"State Machine Does Not Exist: '{machine_arn}'")
     account = dispatch.execution_arn.split(":")[4]
     if machine.arn.split(":")[4] != account:  # another account's: refused as IAM refuses the role
