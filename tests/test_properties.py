@@ -261,7 +261,7 @@ def test_event_ids_are_consecutive_and_previous_ids_follow_aws(definition, input
                for event in events) == 1, "exactly one closing event"
     for index, event in enumerate(events):
         first_state = index == 1 and event["type"].endswith("StateEntered")
-        if index == 0 or first_state or event["type"] == "ExecutionAborted":
+        if index == 0 or first_state or event["type"] in ("ExecutionAborted", "ExecutionTimedOut"):
             assert event["previousEventId"] == 0, event
         else:
             assert event["previousEventId"] == event["id"] - 1, event
