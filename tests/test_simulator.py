@@ -117,7 +117,7 @@ def test_a_map_run_that_counts_a_close_told_before_its_redrive_is_caught():
 
 def test_queues_that_serve_the_account_that_came_first_are_caught():
     # A burst of another account's starts, and a call of the workload's account just then, waiting behind it
-    config = SimConfig(0, frozenset({"burst"}), STEPS, fault_rate=0.3, planted=frozenset({"accounts-in-order"}))
+    config = SimConfig(0, frozenset({"burst"}), 40, fault_rate=0.3, planted=frozenset({"accounts-in-order"}))
     assert any("account 123456789012's API calls on executions waited through a tick" in violation
                for violation in simulate(config).violations)
     assert simulate(dataclasses.replace(config, planted=frozenset())).violations == []
