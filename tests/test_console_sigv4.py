@@ -84,12 +84,12 @@ def test_the_console_asks_for_a_key_then_shows_only_that_accounts_resources_live
     expect(page.get_by_test_id("sign-in")).to_be_visible(timeout=WAIT_MS)
 
 
-def _get(server, path: str, key=None) -> tuple[int, dict]:
-    """A GET of the console's, signed with ``key`` by botocore's signer (unsigned without one)."""
+def _get(server, path: str, key=None, region: str = "us-east-1") -> tuple[int, dict]:
+    """A GET of the console's, signed with ``key`` for ``region`` by botocore's signer (unsigned without one)."""
     request = AWSRequest(method="GET", url=server.endpoint + path,
                          headers={"Host": server.endpoint.removeprefix("http://")})
     if key is not None:
-        SigV4Auth(Credentials(*key), "states", "us-east-1").add_auth(request)
+        SigV4Auth(Credentials(*key), "states", region).add_auth(request)
     try:
         with urllib.request.urlopen(urllib.request.Request(request.url, headers=dict(request.headers.items()))) as r:
             return r.status, json.loads(r.read())
@@ -107,10 +107,13 @@ def test_the_consoles_views_are_signed_and_show_the_callers_account_only(server)
     assert _get(server, "/console/cluster", ALICE_KEY)[0] == 200
     assert _get(server, f"/console/express?stateMachineArn={quote(machine, safe='')}", ALICE_KEY)[0] == 200
     assert _get(server, f"/console/express?stateMachineArn={quote(machine, safe='')}", BOB_KEY)[0] == 403
+    # ... and in its region only: the same account signed for another region is another place
+    assert _get(server, f"/console/express?stateMachineArn={quote(machine, safe='')}", ALICE_KEY, "eu-west-1")[0] == 403
     request = AWSRequest(method="GET", url=f"{server.endpoint}/console/events?executionArn={quote(run, safe='')}",
                          headers={"Host": server.endpoint.removeprefix("http://")})
     SigV4Auth(Credentials(*BOB_KEY), "states", "us-east-1").add_auth(request)
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(urllib.request.Request(request.url, headers=dict(request.headers.items())))
     with refused.value:  # its connection closed with it
-        assert (refused.value.code, refused.value.read()) == (403, b"not an execution of the caller's account")
+        assert (refused.value.code, refused.value.read()) == (
+            403, b"not an execution of the caller's account and region")

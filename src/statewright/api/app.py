@@ -126,16 +126,16 @@ class App:
 
     async def _console(self, scope: dict, receive: Any, send: Any) -> None:
         """The console's page is anyone's; its views and stream are admitted as an API call is (the page signs
-        them under --auth sigv4) and show the caller's account only."""
-        account = None
+        them under --auth sigv4) and show the caller's account, in its region, only."""
+        place = None
         if self.console.reads_data(scope):
             try:
                 where = self._admit(scope, b"")
             except AwsError as error:
                 await send_json(send, error.status, error.body())
                 return
-            account = None if where.caller is None else where.account
-        await self.console(scope, receive, send, account)
+            place = None if where.caller is None else (where.region, where.account)
+        await self.console(scope, receive, send, place)
 
     async def _handle(self, scope: dict, receive: Any, caller: list[Scope]) -> dict:
         if scope["method"] != "POST":

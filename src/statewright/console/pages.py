@@ -13,7 +13,7 @@ console's own GETs, each of this node:
 - ``/console/cluster``: the nodes and every shard's lease (on PostgreSQL; on SQLite this node holds them all).
 
 Under ``--auth sigv4`` the API admits these GETs as it admits its own calls (the page signs them) and names the
-caller's account: each view then shows that account's resources only. Must not import the API.
+caller's account and region: each view then shows that account's resources there only. Must not import the API.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from ..store.base import Store
 from .express import ExpressRing
 from .feed import HistoryFeed
 
+Place = tuple[str, str]  # a caller's (region, account)
 STATIC = Path(__file__).parent / "static"
 _TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charset=utf-8",
           ".css": b"text/css; charset=utf-8", ".txt": b"text/plain; charset=utf-8",
@@ -80,13 +81,14 @@ class Console:
         rather than a file of the page."""
         return scope["path"] == EVENTS_PATH or scope["path"] in VIEWS
 
-    async def __call__(self, scope: dict, receive: Any, send: Any, account: str | None = None) -> None:
-        """``account``: the caller's, whose resources alone the views show (None: any caller sees everything)."""
+    async def __call__(self, scope: dict, receive: Any, send: Any, place: Place | None = None) -> None:
+        """``place``: the caller's (region, account), whose resources alone the views show (None: any caller sees
+        everything)."""
         if scope["path"] == EVENTS_PATH:
-            await self._events(scope, receive, send, account)
+            await self._events(scope, receive, send, place)
             return
         if scope["path"] in VIEWS:
-            status, view = await self._view(scope["path"], _query(scope), account)
+            status, view = await self._view(scope["path"], _query(scope), place)
             await send_json(send, status, view)
             return
         path = self._assets[scope["path"]]
@@ -96,17 +98,17 @@ class Console:
             (b"cache-control", b"no-cache"), (b"x-content-type-options", b"nosniff")]})
         await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
 
-    async def _view(self, path: str, query: dict[str, str], account: str | None) -> tuple[int, Any]:
+    async def _view(self, path: str, query: dict[str, str], place: Place | None) -> tuple[int, Any]:
         sources = self.sources
         if sources is None:
             return 503, {"message": "this server has no console views"}
         if path == "/console/activities":
             return 200, {"activities": {arn: waiting for arn, waiting in sources.activities().items()
-                                        if _owned(arn, account)}}
+                                        if _owned(arn, place)}}
         if path == "/console/cluster":
             return 200, await asyncio.to_thread(sources.cluster)
-        if not _owned(query.get("executionArn") or query.get("stateMachineArn", ""), account):
-            return 403, {"message": "not a resource of the caller's account"}
+        if not _owned(query.get("executionArn") or query.get("stateMachineArn", ""), place):
+            return 403, {"message": "not a resource of the caller's account and region"}
         if "executionArn" in query:
             found = sources.express.execution(query["executionArn"])
             return (200, found) if found is not None else (404, {"message": "not among the Express executions kept "
@@ -114,11 +116,12 @@ class Console:
         return 200, {"executions": sources.express.recent(query.get("stateMachineArn", "")),
                      "kept": sources.express.size}
 
-    async def _events(self, scope: dict, receive: Any, send: Any, account: str | None) -> None:
+    async def _events(self, scope: dict, receive: Any, send: Any, place: Place | None) -> None:
         arn = _query(scope).get("executionArn", "")
-        if not arn or not _owned(arn, account) or self.feed is None or self._streams >= WATCHERS_MAX:
-            status = 400 if not arn else 403 if not _owned(arn, account) else 503
-            message = (b"executionArn is required" if not arn else b"not an execution of the caller's account"
+        if not arn or not _owned(arn, place) or self.feed is None or self._streams >= WATCHERS_MAX:
+            status = 400 if not arn else 403 if not _owned(arn, place) else 503
+            message = (b"executionArn is required" if not arn
+                       else b"not an execution of the caller's account and region"
                        if status == 403 else b"no stream here: read the history on a timer")
             await send({"type": "http.response.start", "status": status,
                         "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
@@ -182,8 +185,8 @@ async def send_json(send: Any, status: int, answer: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _owned(arn: str, account: str | None) -> bool:
-    return account is None or arn.split(":")[4:5] == [account]
+def _owned(arn: str, place: Place | None) -> bool:
+    return place is None or tuple(arn.split(":")[3:5]) == place
 
 
 def _query(scope: dict) -> dict[str, str]:
