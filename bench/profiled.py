@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 from statewright import cli
-from statewright.engine import core
+from statewright.engine.engine import Engine
 
 
 def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    run = core.Engine._run
+    run = Engine._run
 
-    def profiled_run(engine: core.Engine) -> None:
+    def profiled_run(engine: Engine) -> None:
         profile = cProfile.Profile(time.thread_time)
         profile.enable()
         try:
@@ -32,7 +32,7 @@ def main() -> int:
             profile.disable()
             profile.dump_stats(out / "engine.prof")
 
-    core.Engine._run = profiled_run
+    Engine._run = profiled_run  # type: ignore[method-assign]
     profile = cProfile.Profile(time.thread_time)
     profile.enable()
     try:
