@@ -36,7 +36,7 @@ from . import (  # noqa: F401  (modules register their handlers)
 )
 from .arns import Scope
 from .auth import Door, OpenDoor, check_owned
-from .errors import AwsError, throttled
+from .errors import THROTTLING, AwsError, throttled
 from .executions import TRACE_HTTP_HEADER
 from .model import operation_names, validate_request
 from .quotas import TAKEN_BY_HANDLER
@@ -54,7 +54,6 @@ _JSON_HEADERS = [(b"content-type", b"application/x-amz-json-1.0")]
 # loop) sends a call per pause on each connection, not as many as the server can refuse, and a refusal it holds
 # costs nothing while it waits. Well-behaved SDKs back off longer than this before their retry anyway.
 THROTTLED_PAUSE_S = 0.1
-_THROTTLED = "ThrottlingException"
 
 
 class App:
@@ -109,7 +108,7 @@ class App:
             return
         except AwsError as error:
             status, body = error.status, error.body()
-            if error.code == _THROTTLED:  # over its rate: the caller's next call on this connection waits too
+            if error.code == THROTTLING:  # over its rate: the caller's next call on this connection waits too
                 await asyncio.sleep(THROTTLED_PAUSE_S)
         except (EngineUnavailable, StoreUnavailable) as exc:  # the shard moved, the database is away: retry
             status, body = 503, {"__type": "ServiceUnavailable", "message": str(exc)}

@@ -26,9 +26,12 @@ def validation(message: str) -> AwsError:
     return AwsError("ValidationException", f"1 validation error detected: {message}")
 
 
+THROTTLING = "ThrottlingException"
+
+
 def throttled() -> AwsError:
     """AWS's answer when a request is over a rate or a queue is full: SDKs back off and retry it."""
-    return AwsError("ThrottlingException", "Rate exceeded")
+    return AwsError(THROTTLING, "Rate exceeded")
 
 
 def state_machine_does_not_exist(arn: str) -> AwsError:

@@ -28,7 +28,7 @@ from typing import Any
 from ..store.base import Dispatch
 from .batch import Reply
 from .commands import Command, InboxFull, RedriveExecution, StartExecution, StopExecution
-from .scheduler import account_of, take_fairly
+from .scheduler import Taker, account_of, take_in_turn
 
 _CALLS = (StartExecution, StopExecution, RedriveExecution)  # the API's calls on executions; the rest answer tasks
 
@@ -57,7 +57,7 @@ class AccountQueues:
         self._each_max = each_max
         self._arn_of = arn_of
         self._queues: dict[str, deque[Any]] = {}
-        self._first = 0  # which account is asked first, moving on each take (the odd items go to the first)
+        self._turn = 0  # takes so far: the account asked first moves with it
 
     def __bool__(self) -> bool:
         return bool(self._queues)
@@ -97,27 +97,14 @@ class AccountQueues:
     def take(self, work: list[Any], n: int) -> int:
         """At most ``n`` items into ``work``, the accounts' shares equal (what one leaves going to the others),
         each account's oldest first."""
-        if not self._queues:
-            return 0
-        if len(self._queues) == 1:
-            queue = next(iter(self._queues.values()))  # one account (always, with --auth open): no division
-            taken = min(n, len(queue))
-            work.extend(queue.popleft() for _ in range(taken))
-        else:
-            queues = list(self._queues.values())
-            self._first = (self._first + 1) % len(queues)
-            queues = queues[self._first:] + queues[:self._first]  # the odd items go round every account in turn
-
-            def taker(queue: deque[Any]) -> Callable[[int], int]:
-                def take(asked: int) -> int:
-                    got = min(asked, len(queue))
-                    work.extend(queue.popleft() for _ in range(got))
-                    return got
-                return take
-            taken = sum(take_fairly(n, [taker(queue) for queue in queues]))
-        for account in [account for account, queue in self._queues.items() if not queue]:
-            del self._queues[account]  # an account with nothing waiting holds no queue
-        return taken
+        def taker(queue: deque[Any]) -> Taker:
+            def take(asked: int) -> int:
+                got = min(asked, len(queue))
+                work.extend(queue.popleft() for _ in range(got))
+                return got
+            return take
+        self._turn += 1
+        return take_in_turn(self._queues, taker, n, self._turn)
 
 
 class Inbox:

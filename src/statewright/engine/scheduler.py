@@ -16,13 +16,32 @@ does not, and keeps ``tick_commands_max``). Pure: no clock, no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 Taker = Callable[[int], int]  # takes at most n items of work; returns how many it took
+G = TypeVar("G")  # a group of one account's items (a queue, a heap)
 
 
 def account_of(arn: str) -> str:
     """The account an ARN names: each kind of work is served per account, in turn."""
     return arn.split(":", 5)[4]
+
+
+def take_in_turn(groups: dict[str, G], taker: Callable[[G], Taker], n: int, turn: int) -> int:
+    """At most ``n`` items from ``groups`` (one per account), the groups' shares equal (``take_fairly``), the one
+    asked first moving with ``turn`` (so that the odd items go round every account); ``taker(group)`` takes from one.
+    A group left empty is dropped: an account with nothing waiting holds none. Returns how many were taken."""
+    if not groups:
+        return 0
+    if len(groups) == 1:  # one account (always, with --auth open): no division
+        taken = taker(next(iter(groups.values())))(n)
+    else:
+        ordered = list(groups.values())
+        first = turn % len(ordered)
+        taken = sum(take_fairly(n, [taker(group) for group in ordered[first:] + ordered[:first]]))
+    for account in [account for account, group in groups.items() if not group]:
+        del groups[account]
+    return taken
 
 
 def take_fairly(budget: int, takers: Sequence[Taker]) -> list[int]:

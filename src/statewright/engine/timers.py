@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ..store.base import TimerRow
 from .limits import Limits
-from .scheduler import account_of, take_fairly
+from .scheduler import Taker, account_of, take_in_turn
 
 WINDOW_MS = 120_000  # how far ahead rows are loaded
 REFILL_MARGIN_MS = 30_000  # load the next stretch when the horizon is this close
@@ -35,7 +35,7 @@ class TimerWindow:
         self._limits = limits or Limits()
         self._heaps: dict[str, list[TimerKey]] = {}  # by account; an account with no timer loaded holds none
         self._size = 0
-        self._first = 0  # which account is asked first, moving on each pop (the odd items go to the first)
+        self._turn = 0  # pops so far: the account asked first moves with it
         # The loaded bound: with a key, the last row of a full page (rows after it are not loaded yet); otherwise
         # every row due up to ``_until_ms`` is loaded. Both None: nothing loaded, every row is on disk.
         self._until_ms: int | None = None
@@ -103,10 +103,10 @@ class TimerWindow:
         """At most ``limit`` timers due by ``now_ms``: the accounts' shares equal (what one leaves going to the
         others), each account's earliest first."""
         due: list[TimerKey] = []
-        if limit <= 0 or not self._heaps:
+        if limit <= 0:
             return due
 
-        def taker(heap: list[TimerKey]):
+        def taker(heap: list[TimerKey]) -> Taker:
             def take(asked: int) -> int:
                 got = 0
                 while got < asked and heap and heap[0][0] <= now_ms:
@@ -114,14 +114,8 @@ class TimerWindow:
                     got += 1
                 return got
             return take
-        heaps = list(self._heaps.values())
-        if len(heaps) == 1:  # one account (always, with --auth open): no division
-            taker(heaps[0])(limit)
-        else:
-            self._first = (self._first + 1) % len(heaps)
-            take_fairly(limit, [taker(heap) for heap in heaps[self._first:] + heaps[:self._first]])
-            for account in [account for account, heap in self._heaps.items() if not heap]:
-                del self._heaps[account]
+        self._turn += 1
+        take_in_turn(self._heaps, taker, limit, self._turn)
         self._size -= len(due)
         return due
 
