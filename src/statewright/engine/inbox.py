@@ -28,7 +28,7 @@ from typing import Any
 from ..store.base import Dispatch
 from .batch import Reply
 from .commands import Command, InboxFull, RedriveExecution, StartExecution, StopExecution
-from .scheduler import Taker, account_of, take_in_turn
+from .scheduler import InTurn, Taker, account_of
 
 _CALLS = (StartExecution, StopExecution, RedriveExecution)  # the API's calls on executions; the rest answer tasks
 
@@ -57,7 +57,7 @@ class AccountQueues:
         self._each_max = each_max
         self._arn_of = arn_of
         self._queues: dict[str, deque[Any]] = {}
-        self._turn = 0  # takes so far: the account asked first moves with it
+        self._in_turn = InTurn()
 
     def __bool__(self) -> bool:
         return bool(self._queues)
@@ -103,8 +103,7 @@ class AccountQueues:
                 work.extend(queue.popleft() for _ in range(got))
                 return got
             return take
-        self._turn += 1
-        return take_in_turn(self._queues, taker, n, self._turn)
+        return self._in_turn.take(self._queues, taker, n)
 
 
 class Inbox:

@@ -27,21 +27,28 @@ def account_of(arn: str) -> str:
     return arn.split(":", 5)[4]
 
 
-def take_in_turn(groups: dict[str, G], taker: Callable[[G], Taker], n: int, turn: int) -> int:
-    """At most ``n`` items from ``groups`` (one per account), the groups' shares equal (``take_fairly``), the one
-    asked first moving with ``turn`` (so that the odd items go round every account); ``taker(group)`` takes from one.
-    A group left empty is dropped: an account with nothing waiting holds none. Returns how many were taken."""
-    if not groups:
-        return 0
-    if len(groups) == 1:  # one account (always, with --auth open): no division
-        taken = taker(next(iter(groups.values())))(n)
-    else:
-        ordered = list(groups.values())
-        first = turn % len(ordered)
-        taken = sum(take_fairly(n, [taker(group) for group in ordered[first:] + ordered[:first]]))
-    for account in [account for account, group in groups.items() if not group]:
-        del groups[account]
-    return taken
+class InTurn:
+    """Groups of one kind of work, one per account (a queue, a heap), served in turn: the groups' shares equal
+    (``take_fairly``), and the one asked first moving on each time they are divided, so that the odd items go round
+    every account."""
+
+    def __init__(self) -> None:
+        self._turn = 0
+
+    def take(self, groups: dict[str, G], taker: Callable[[G], Taker], n: int) -> int:
+        """At most ``n`` items from ``groups``; ``taker(group)`` takes from one. A group left empty is dropped: an
+        account with nothing waiting holds none. Returns how many were taken."""
+        if not groups:
+            return 0
+        if len(groups) == 1:  # one account (always, with --auth open): no division
+            taken = taker(next(iter(groups.values())))(n)
+        else:
+            ordered = list(groups.values())
+            self._turn = (self._turn + 1) % len(ordered)
+            taken = sum(take_fairly(n, [taker(group) for group in ordered[self._turn:] + ordered[:self._turn]]))
+        for account in [account for account, group in groups.items() if not group]:
+            del groups[account]
+        return taken
 
 
 def take_fairly(budget: int, takers: Sequence[Taker]) -> list[int]:

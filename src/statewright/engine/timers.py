@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ..store.base import TimerRow
 from .limits import Limits
-from .scheduler import Taker, account_of, take_in_turn
+from .scheduler import InTurn, Taker, account_of
 
 WINDOW_MS = 120_000  # how far ahead rows are loaded
 REFILL_MARGIN_MS = 30_000  # load the next stretch when the horizon is this close
@@ -35,7 +35,7 @@ class TimerWindow:
         self._limits = limits or Limits()
         self._heaps: dict[str, list[TimerKey]] = {}  # by account; an account with no timer loaded holds none
         self._size = 0
-        self._turn = 0  # pops so far: the account asked first moves with it
+        self._in_turn = InTurn()
         # The loaded bound: with a key, the last row of a full page (rows after it are not loaded yet); otherwise
         # every row due up to ``_until_ms`` is loaded. Both None: nothing loaded, every row is on disk.
         self._until_ms: int | None = None
@@ -114,8 +114,7 @@ class TimerWindow:
                     got += 1
                 return got
             return take
-        self._turn += 1
-        take_in_turn(self._heaps, taker, limit, self._turn)
+        self._in_turn.take(self._heaps, taker, limit)
         self._size -= len(due)
         return due
 
