@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import threading
+import time
 
 from statewright.collector import NEVER, Collector
 from statewright.engine.commands import StartExecution
@@ -106,6 +107,10 @@ def test_the_engine_runs_an_owed_pass_when_its_inbox_is_empty(tmp_path):
         arn = "arn:aws:states:us-east-1:123456789012:execution:short:one"
         engine.submit(StartExecution(arn, MACHINE, "one", "r1", "role", "{}")).result(timeout=10)
         assert ran.wait(timeout=10)
+        # The pass is counted on the engine thread just after it collected: wait (bounded) for that count too
+        deadline = time.monotonic() + 10
+        while collector.passes < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert collector.passes >= 1
         # and the engine still serves after its passes
         other = "arn:aws:states:us-east-1:123456789012:execution:short:two"
