@@ -94,5 +94,5 @@ class TimersContract(ContractBase):
             seen += [(row.execution_arn, row.timer_id) for row in rows]
             if len(rows) < 3:
                 break
-            after_ms, after_key = rows[-1].fire_at_ms, (rows[-1].execution_arn, rows[-1].timer_id)
+            after_ms, after_key = rows[-1].fire_at_ms, rows[-1].after_key
         assert seen == sorted((arn, timer) for arn in arns for timer in "ab")

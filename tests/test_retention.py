@@ -62,7 +62,8 @@ def eventually(check, deadline_s: float = 30) -> bool:
 
 def hot_history_rows(data_dir: Path, arn: str) -> int:
     with sqlite3.connect(f"file:{data_dir / 'statewright.db'}?mode=ro", uri=True) as db:
-        return db.execute("SELECT COUNT(*) FROM history WHERE execution_arn = ?", (arn,)).fetchone()[0]
+        return db.execute("SELECT COUNT(*) FROM history JOIN executions ON executions.id = history.execution_id "
+                          "WHERE arn = ?", (arn,)).fetchone()[0]
 
 
 def objects(data_dir: Path) -> list[Path]:

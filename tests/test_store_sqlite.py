@@ -192,7 +192,37 @@ INSERT INTO shards (shard_id, range_id) VALUES (0, 3), (1, 0);
 """
 
 # Each takes a file of this version back to the one before (meta's schema_version is the caller's).
-_UNDO_8 = "ALTER TABLE nodes DROP COLUMN assignment_rule; ALTER TABLE nodes DROP COLUMN weight; "
+_EXECUTION_COLUMNS_8 = ("arn, state_machine_arn, name, shard_id, status, start_ms, stop_ms, version, state, "
+                        "version_arn, alias_arn, redrive_count, redrive_ms, history_location, compacted_stop_ms")
+_UNDO_9 = f"""
+CREATE TABLE executions_8 (
+    arn TEXT PRIMARY KEY, state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, shard_id INTEGER NOT NULL,
+    status TEXT NOT NULL, start_ms INTEGER NOT NULL, stop_ms INTEGER, version INTEGER NOT NULL,
+    state BLOB NOT NULL, version_arn TEXT, alias_arn TEXT, redrive_count INTEGER NOT NULL DEFAULT 0,
+    redrive_ms INTEGER, history_location TEXT, compacted_stop_ms INTEGER);
+INSERT INTO executions_8 SELECT {_EXECUTION_COLUMNS_8} FROM executions;
+CREATE TABLE history_8 (
+    execution_arn TEXT NOT NULL, first_event_id INTEGER NOT NULL, last_event_id INTEGER NOT NULL,
+    events BLOB NOT NULL, PRIMARY KEY (execution_arn, first_event_id)) WITHOUT ROWID;
+INSERT INTO history_8 SELECT arn, first_event_id, last_event_id, events FROM history
+    JOIN executions ON executions.id = history.execution_id;
+CREATE TABLE timers_8 (
+    shard_id INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL, execution_arn TEXT NOT NULL, timer_id TEXT NOT NULL,
+    PRIMARY KEY (shard_id, fire_at_ms, execution_arn, timer_id)) WITHOUT ROWID;
+INSERT INTO timers_8 SELECT timers.shard_id, fire_at_ms, arn, timer_id FROM timers
+    JOIN executions ON executions.id = timers.execution_id;
+DROP TABLE history; DROP TABLE timers; DROP TABLE executions;
+ALTER TABLE executions_8 RENAME TO executions;
+ALTER TABLE history_8 RENAME TO history;
+ALTER TABLE timers_8 RENAME TO timers;
+CREATE INDEX executions_by_machine ON executions (state_machine_arn, start_ms DESC, arn DESC);
+CREATE INDEX executions_by_version ON executions (version_arn, start_ms DESC, arn DESC) WHERE version_arn IS NOT NULL;
+CREATE INDEX executions_by_alias ON executions (alias_arn, start_ms DESC, arn DESC) WHERE alias_arn IS NOT NULL;
+CREATE INDEX executions_closed ON executions (stop_ms) WHERE stop_ms IS NOT NULL AND status <> 'RUNNING';
+CREATE INDEX executions_uncompacted ON executions (stop_ms)
+    WHERE stop_ms IS NOT NULL AND status <> 'RUNNING' AND compacted_stop_ms IS NOT stop_ms;
+"""
+_UNDO_8 = _UNDO_9 + "ALTER TABLE nodes DROP COLUMN assignment_rule; ALTER TABLE nodes DROP COLUMN weight; "
 _UNDO_7 = _UNDO_8 + ("DROP INDEX executions_uncompacted; ALTER TABLE executions DROP COLUMN compacted_stop_ms; "
            "CREATE INDEX executions_to_compact ON executions (stop_ms) WHERE stop_ms IS NOT NULL "
            "AND status <> 'RUNNING' AND history_location IS NULL")
@@ -323,7 +353,8 @@ def _layout(path: Path) -> dict[str, Any]:
     """What a file's schema is: each table's columns (name, type, NOT NULL, default, key) and whether it has rowids,
     each index's definition (SQLite keeps the statement normalized, without IF NOT EXISTS)."""
     with closing(sqlite3.connect(path)) as db:
-        objects = db.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL").fetchall()
+        objects = db.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+                             "AND name <> 'sqlite_sequence'").fetchall()
         tables = {name: ([row[1:] for row in db.execute(f"PRAGMA table_info({name})")], "WITHOUT ROWID" in sql)
                   for kind, name, sql in objects if kind == "table"}
     return {"tables": tables, "indexes": {name: " ".join(sql.split()) for kind, name, sql in objects

@@ -426,7 +426,8 @@ def test_spans_rebuilt_from_any_point_of_a_history_are_the_rest_of_those_read_fr
 def stored_history(server: ServerProcess, execution_arn: str) -> list[dict]:
     """The execution's history events as the server stored them (its SQLite file, read beside it)."""
     with closing(sqlite3.connect(server.data_dir / "statewright.db")) as db:
-        rows = db.execute("SELECT events FROM history WHERE execution_arn = ? ORDER BY first_event_id",
+        rows = db.execute("SELECT events FROM history JOIN executions ON executions.id = history.execution_id "
+                          "WHERE arn = ? ORDER BY first_event_id",
                           (execution_arn,)).fetchall()
     return [event for (blob,) in rows for event in json.loads(blob)]
 

@@ -1,7 +1,7 @@
 """A shard's timer window: the timers due in the next minutes, held in memory as a cache of the timer rows.
 
 The rows are the truth (written and deleted in transition commits). The window loads rows ahead of time and a
-commit offers its new timers to it. Invariant: every row whose key (fire_at_ms, execution_arn, timer_id) is within
+commit offers its new timers to it. Invariant: every row whose key (fire_at_ms, then the store's order) is within
 the loaded bound is in the heap or has been popped; a row beyond it stays on disk until a refill reaches it, so
 months-away timers cost no memory. Loads are paged (``Limits.refill_rows_max``), so a shard with a million
 overdue timers after an outage loads them oldest first, a page at a time as the heap drains. Firing a timer only
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from typing import Any
 
 from ..store.base import TimerRow
 from .limits import Limits
@@ -24,9 +25,9 @@ from .scheduler import InTurn, Taker, account_of
 WINDOW_MS = 120_000  # how far ahead rows are loaded
 REFILL_MARGIN_MS = 30_000  # load the next stretch when the horizon is this close
 
-TimerKey = tuple[int, str, str]  # (fire_at_ms, execution_arn, timer_id): the order timers load and fire in
+TimerKey = tuple[int, str, str]  # (fire_at_ms, execution_arn, timer_id): the order timers fire in
 # (shard, after_ms, until_ms, limit, after_key) -> rows, as Store.due_timers
-Loader = Callable[[int, int, int, int, tuple[str, str] | None], list[TimerRow]]
+Loader = Callable[[int, int, int, int, tuple[Any, str] | None], list[TimerRow]]
 
 
 class TimerWindow:
@@ -39,7 +40,7 @@ class TimerWindow:
         # The loaded bound: with a key, the last row of a full page (rows after it are not loaded yet); otherwise
         # every row due up to ``_until_ms`` is loaded. Both None: nothing loaded, every row is on disk.
         self._until_ms: int | None = None
-        self._last_key: TimerKey | None = None
+        self._last_key: tuple[int, Any, str] | None = None  # (fire_at_ms, *TimerRow.after_key)
 
     def __len__(self) -> int:
         return self._size
@@ -72,16 +73,17 @@ class TimerWindow:
             self._push((row.fire_at_ms, row.execution_arn, row.timer_id))
         if len(rows) == limit:
             last = rows[-1]
-            self._last_key = (last.fire_at_ms, last.execution_arn, last.timer_id)
+            self._last_key = (last.fire_at_ms, *last.after_key)
         else:
             self._last_key, self._until_ms = None, until_ms
 
     def offer(self, fire_at_ms: int, execution_arn: str, timer_id: str) -> None:
         """A newly committed timer: keep it if it falls within the loaded bound (later ones load in time). A heap
-        at ``timer_window_max`` is dropped and reloaded page by page instead of growing."""
+        at ``timer_window_max`` is dropped and reloaded page by page instead of growing. One due at the loaded
+        bound's millisecond is kept, though the next page may hold it too (where it sorts there is the store's)."""
         key = (fire_at_ms, execution_arn, timer_id)
         if self._last_key is not None:
-            inside = key <= self._last_key
+            inside = fire_at_ms <= self._last_key[0]
         else:
             inside = self._until_ms is not None and fire_at_ms <= self._until_ms
         if not inside:

@@ -22,8 +22,8 @@ are in tests/store_contract_executions.py):
 - A database records its schema version; one newer than the code raises SchemaTooNew on opening.
 - History rows are immutable; readers see only events below the row's committed next_event_id.
 - Timers (tests/store_contract_timers.py): rows written and removed in the commits of their transitions; a timer
-  removed by a later write of the same batch does not come back. ``due_timers`` pages them in
-  (fire_at_ms, execution_arn, timer_id) order, per shard.
+  removed by a later write of the same batch does not come back. ``due_timers`` pages them in fire_at_ms order,
+  per shard, those due at the same millisecond in the store's own order (``TimerRow.key``).
 - Dispatches, the outbox (tests/store_contract_outbox.py): written and removed in the same commits as the
   transitions that create and consume them; ``pending_dispatches`` lists what a new owner must hand out again, by
   ``seq``, which only rises, even across owners and after the newest row was removed.
@@ -140,6 +140,13 @@ class TimerRow:
     fire_at_ms: int
     execution_arn: str
     timer_id: str
+    # Where the row sorts among those due at the same millisecond, as ``due_timers``' ``after_key`` takes it: the
+    # store's key of its execution and the timer id (None: the execution's ARN).
+    key: tuple[Any, str] | None = field(default=None, compare=False)
+
+    @property
+    def after_key(self) -> tuple[Any, str]:
+        return self.key or (self.execution_arn, self.timer_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,10 +253,10 @@ class Store(ShardTable, Catalogue, RetentionTable):
 
     @abstractmethod
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
-                   after_key: tuple[str, str] | None = None) -> list[TimerRow]:
-        """Up to ``limit`` timers with after_ms < fire_at_ms <= until_ms, in (fire_at_ms, execution_arn, timer_id)
-        order. With ``after_key`` (execution_arn, timer_id) the lower bound is that key: rows after
-        (after_ms, *after_key) in the same order, so a caller pages through timers due at the same millisecond."""
+                   after_key: tuple[Any, str] | None = None) -> list[TimerRow]:
+        """Up to ``limit`` timers with after_ms < fire_at_ms <= until_ms, in (fire_at_ms, TimerRow.key) order. With
+        ``after_key`` (a row's ``after_key``) the lower bound is that row: rows after it in the same order, so a
+        caller pages through timers due at the same millisecond."""
 
     @abstractmethod
     def pending_dispatches(self, shard_id: int, after_seq: int = 0, limit: int = 1 << 62) -> list[Dispatch]:

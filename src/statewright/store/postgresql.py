@@ -402,7 +402,7 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
         for write, events, payloads in landed:
             if events is not None:
                 history[(write.arn, write.effects.events[0]["id"])] = (write.effects.events[-1]["id"], events)
-            stage_changes(write, removed, added, undispatched, dispatches)  # deletes run before inserts
+            stage_changes(write, write.arn, removed, added, undispatched, dispatches)  # deletes run before inserts
             for dispatch_id, payload, activity in payloads:
                 dispatches[(write.shard_id, write.arn, dispatch_id)] = payload, activity
         with self._lock:  # seqs are unique even if two threads commit; commits come from one thread, though

@@ -35,19 +35,20 @@ EXECUTION_COLUMNS = ("arn, state_machine_arn, name, shard_id, status, start_ms, 
                      "alias_arn, redrive_count, redrive_ms")
 
 
-def stage_changes(write: ExecutionWrite, timers_removed: list[tuple[int, int, str, str]],
-                  timers_added: dict[tuple[int, int, str, str], None], undispatched: list[tuple[int, str, str]],
+def stage_changes(write: ExecutionWrite, key: Any, timers_removed: list[tuple[int, int, Any, str]],
+                  timers_added: dict[tuple[int, int, Any, str], None], undispatched: list[tuple[int, str, str]],
                   dispatches: dict[tuple[int, str, str], Any]) -> None:
     """Add a landed write's timer changes and removed dispatches to its batch's: deletes run before inserts, so a
     timer (or dispatch) added by an earlier write of the batch and removed by a later one drops its pending insert
-    and must not come back. ``timers_added`` is an ordered set; ``dispatches`` maps the rows to insert to what the
-    caller stores with them (it adds those of ``write`` after this)."""
+    and must not come back. ``key`` names the execution in its timer rows (the store's key); ``timers_added`` is an
+    ordered set; ``dispatches`` maps the rows to insert to what the caller stores with them (it adds those of
+    ``write`` after this)."""
     for timer_id, fire_at in write.effects.timers_removed:
-        row = (write.shard_id, fire_at, write.arn, timer_id)
+        row = (write.shard_id, fire_at, key, timer_id)
         timers_added.pop(row, None)
         timers_removed.append(row)
     for timer_id, fire_at in write.effects.timers_added:
-        timers_added[(write.shard_id, fire_at, write.arn, timer_id)] = None
+        timers_added[(write.shard_id, fire_at, key, timer_id)] = None
     for dispatch_id in write.effects.dispatches_removed:
         key = (write.shard_id, write.arn, dispatch_id)
         dispatches.pop(key, None)
@@ -100,14 +101,26 @@ def activity_of(payload: dict[str, Any]) -> str | None:
     return payload.get("resource")
 
 
-class SqlExecutions(SqlBackend):
-    """Listing executions, due timers, express starts and retention, as both stores run them."""
+def due_timer_queries(key: str, source: str, arn: str) -> tuple[str, str]:
+    """A page of due timers, from after a time or after a row at that time (see Store.due_timers), each row
+    (shard, fire at, execution ARN, timer id, the execution's key): ``key`` is the timer rows' column naming their
+    execution, ``source`` the FROM clause, ``arn`` the ARN's column in it."""
+    page = (f"SELECT timers.shard_id, timers.fire_at_ms, {arn}, timers.timer_id, timers.{key} FROM {source} "
+            f"WHERE timers.shard_id = ? AND {{}} AND timers.fire_at_ms <= ? "
+            f"ORDER BY timers.fire_at_ms, timers.{key}, timers.timer_id LIMIT ?")
+    return (page.format("timers.fire_at_ms > ?"),
+            page.format(f"(timers.fire_at_ms, timers.{key}, timers.timer_id) > (?, ?, ?)"))
 
-    # A page of due timers, from after a time or after a key at that time (see Store.due_timers).
-    _DUE_TIMERS = ("SELECT shard_id, fire_at_ms, execution_arn, timer_id FROM timers WHERE shard_id = ? AND {} "
-                   "AND fire_at_ms <= ? ORDER BY fire_at_ms, execution_arn, timer_id LIMIT ?")
-    _DUE_AFTER_MS = _DUE_TIMERS.format("fire_at_ms > ?")
-    _DUE_AFTER_KEY = _DUE_TIMERS.format("(fire_at_ms, execution_arn, timer_id) > (?, ?, ?)")
+
+class SqlExecutions(SqlBackend):
+    """Listing executions, due timers, express starts and retention, as both stores run them, over the backend's
+    keys: ``_KEY`` is the executions' column that history and timer rows name their execution by (``_ROW_KEY``
+    there), of Python type ``_KEY_TYPE``."""
+
+    _KEY = "arn"
+    _KEY_TYPE: type = str
+    _ROW_KEY = "execution_arn"
+    _DUE_AFTER_MS, _DUE_AFTER_KEY = due_timer_queries("execution_arn", "timers", "timers.execution_arn")
 
     @abstractmethod
     def _closed(self, where: str, args: list[Any], shard_ids: Sequence[int], limit: int) -> list[ClosedExecution]:
@@ -115,12 +128,12 @@ class SqlExecutions(SqlBackend):
         oldest first."""
 
     def due_timers(self, shard_id: int, after_ms: int, until_ms: int, limit: int = 1 << 62,
-                   after_key: tuple[str, str] | None = None) -> list[TimerRow]:
+                   after_key: tuple[Any, str] | None = None) -> list[TimerRow]:
         if after_key is None:
             rows = self._rows(self._dialect.sql(self._DUE_AFTER_MS), (shard_id, after_ms, until_ms, limit))
         else:
             rows = self._rows(self._dialect.sql(self._DUE_AFTER_KEY), (shard_id, after_ms, *after_key, until_ms, limit))
-        return [TimerRow(*row) for row in rows]
+        return [TimerRow(shard, fire_at, arn, timer_id, (key, timer_id)) for shard, fire_at, arn, timer_id, key in rows]
 
     def express_starts(self, shard_id: int) -> list[bytes]:
         rows = self._read("SELECT command FROM express_starts WHERE shard_id = ? ORDER BY execution_arn", (shard_id,))
@@ -131,23 +144,25 @@ class SqlExecutions(SqlBackend):
                         redriven: bool | None = None) -> Page:
         column, arn = ("version_arn", version_arn) if version_arn is not None else (
             ("alias_arn", alias_arn) if alias_arn is not None else ("state_machine_arn", state_machine_arn))
-        sql = f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE {column} = ?{redriven_clause(redriven)}"
+        sql = f"SELECT {SUMMARY_COLUMNS}, {self._KEY} FROM executions WHERE {column} = ?{redriven_clause(redriven)}"
         args: list[Any] = [arn]
         if status:
             sql += " AND status = ?"
             args.append(status)
-        if cursor:
+        if cursor:  # the last row's start and key: ties of a millisecond go by key
             try:
-                start_ms, arn = orjson.loads(cursor)
-                args += [int(start_ms), int(start_ms), str(arn)]
+                start_ms, key = orjson.loads(cursor)
+                if not isinstance(key, self._KEY_TYPE):
+                    raise TypeError(key)
+                args += [int(start_ms), key]
             except (ValueError, TypeError):
                 raise ValueError(f"not a cursor of list_executions: {cursor!r}") from None
-            sql += " AND (start_ms < ? OR (start_ms = ? AND arn < ?))"
-        sql += " ORDER BY start_ms DESC, arn DESC LIMIT ?"
+            sql += f" AND (start_ms, {self._KEY}) < (?, ?)"  # a range of the listing index, not a scan of it
+        sql += f" ORDER BY start_ms DESC, {self._KEY} DESC LIMIT ?"
         rows = self._read(sql, [*args, limit + 1])
-        items = [ExecutionSummary(*row) for row in rows[:limit]]
+        items = [ExecutionSummary(*row[:-1]) for row in rows[:limit]]
         more = len(rows) > limit
-        return Page(items, orjson.dumps([items[-1].start_ms, items[-1].arn]).decode() if more else None)
+        return Page(items, orjson.dumps([items[-1].start_ms, rows[limit - 1][-1]]).decode() if more else None)
 
     def history_location(self, arn: str) -> str | None:
         rows = self._read("SELECT history_location FROM executions WHERE arn = ?", (arn,))
@@ -168,11 +183,14 @@ class SqlExecutions(SqlBackend):
         done = []
         with self._write() as db:
             for execution, location in compacted:
-                if self._holds(db, execution.shard_id, range_ids) and self._run(
-                        db, f"UPDATE executions SET history_location = ?, compacted_stop_ms = stop_ms WHERE arn = ? "
-                        f"AND version = ? AND {CLOSED} AND {uncompacted(self._dialect.distinct)}",
-                        (location, execution.arn, execution.version)).rowcount:
-                    self._run(db, "DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
+                if not self._holds(db, execution.shard_id, range_ids):
+                    continue
+                compacted = self._run(
+                    db, f"UPDATE executions SET history_location = ?, compacted_stop_ms = stop_ms WHERE arn = ? "
+                    f"AND version = ? AND {CLOSED} AND {uncompacted(self._dialect.distinct)} RETURNING {self._KEY}",
+                    (location, execution.arn, execution.version)).fetchone()
+                if compacted is not None:
+                    self._run(db, f"DELETE FROM history WHERE {self._ROW_KEY} = ?", compacted)
                     done.append(execution)
         return done
 
@@ -181,10 +199,12 @@ class SqlExecutions(SqlBackend):
         deleted = []
         with self._write() as db:
             for execution in executions:
-                if self._holds(db, execution.shard_id, range_ids) and self._run(
-                        db, f"DELETE FROM executions WHERE arn = ? AND version = ? AND {CLOSED}",
-                        (execution.arn, execution.version)).rowcount:
-                    self._run(db, "DELETE FROM history WHERE execution_arn = ?", (execution.arn,))
+                if not self._holds(db, execution.shard_id, range_ids):
+                    continue
+                gone = self._run(db, f"DELETE FROM executions WHERE arn = ? AND version = ? AND {CLOSED} "
+                                 f"RETURNING {self._KEY}", (execution.arn, execution.version)).fetchone()
+                if gone is not None:
+                    self._run(db, f"DELETE FROM history WHERE {self._ROW_KEY} = ?", gone)
                     deleted.append(execution)
         return deleted
 

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from .dialect import SQLITE
 from .schema import Migration, compaction, initial_revisions, recompaction
+from .shared import CLOSED, uncompacted
+
+# The executions' columns that migration 9 copies (every column of version 8)
+_KEPT = ("arn, state_machine_arn, name, shard_id, status, start_ms, stop_ms, version, state, version_arn, alias_arn, "
+         "redrive_count, redrive_ms, history_location, compacted_stop_ms")
 
 MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -77,6 +82,39 @@ MIGRATIONS: tuple[Migration, ...] = (
     (  # 8: the shard assignment rule each node speaks, and its weight (cluster/membership.py)
         "ALTER TABLE nodes ADD COLUMN assignment_rule INTEGER NOT NULL DEFAULT 1",
         "ALTER TABLE nodes ADD COLUMN weight INTEGER NOT NULL DEFAULT 1",
+    ),
+    (  # 9: executions keyed by an integer id, in start order (AUTOINCREMENT: an id is never handed out twice, so a
+        # row left behind can never name a later execution); history and timer rows name their execution by it;
+        # the listing indexes ascending (rows added at their end fill their pages: descending, pages split half
+        # empty) with the id to break ties
+        "CREATE TABLE executions_keyed (id INTEGER PRIMARY KEY AUTOINCREMENT, arn TEXT NOT NULL UNIQUE, "
+        "state_machine_arn TEXT NOT NULL, name TEXT NOT NULL, shard_id INTEGER NOT NULL, status TEXT NOT NULL, "
+        "start_ms INTEGER NOT NULL, stop_ms INTEGER, version INTEGER NOT NULL, state BLOB NOT NULL, version_arn TEXT, "
+        "alias_arn TEXT, redrive_count INTEGER NOT NULL DEFAULT 0, redrive_ms INTEGER, history_location TEXT, "
+        "compacted_stop_ms INTEGER)",
+        f"INSERT INTO executions_keyed ({_KEPT}) SELECT {_KEPT} FROM executions ORDER BY start_ms, arn",
+        "DROP TABLE executions",
+        "ALTER TABLE executions_keyed RENAME TO executions",
+        "CREATE INDEX executions_by_machine ON executions (state_machine_arn, start_ms, id)",
+        "CREATE INDEX executions_by_version ON executions (version_arn, start_ms, id) WHERE version_arn IS NOT NULL",
+        "CREATE INDEX executions_by_alias ON executions (alias_arn, start_ms, id) WHERE alias_arn IS NOT NULL",
+        f"CREATE INDEX executions_closed ON executions (stop_ms) WHERE {CLOSED}",
+        f"CREATE INDEX executions_uncompacted ON executions (stop_ms) WHERE {CLOSED} AND "
+        f"{uncompacted(SQLITE.distinct)}",
+        "CREATE TABLE history_keyed (execution_id INTEGER NOT NULL, first_event_id INTEGER NOT NULL, "
+        "last_event_id INTEGER NOT NULL, events BLOB NOT NULL, PRIMARY KEY (execution_id, first_event_id)) "
+        "WITHOUT ROWID",
+        "INSERT INTO history_keyed SELECT executions.id, first_event_id, last_event_id, events FROM history "
+        "JOIN executions ON executions.arn = history.execution_arn ORDER BY 1, 2",
+        "DROP TABLE history",
+        "ALTER TABLE history_keyed RENAME TO history",
+        "CREATE TABLE timers_keyed (shard_id INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL, "
+        "execution_id INTEGER NOT NULL, timer_id TEXT NOT NULL, "
+        "PRIMARY KEY (shard_id, fire_at_ms, execution_id, timer_id)) WITHOUT ROWID",
+        "INSERT INTO timers_keyed SELECT timers.shard_id, fire_at_ms, executions.id, timer_id FROM timers "
+        "JOIN executions ON executions.arn = timers.execution_arn ORDER BY 1, 2, 3, 4",
+        "DROP TABLE timers",
+        "ALTER TABLE timers_keyed RENAME TO timers",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
