@@ -671,7 +671,12 @@ async def w4(args: argparse.Namespace, work: Path, results: dict, table: Table) 
               f"{fmt(run['rss_peak_bytes'] / mib)}", {}, f"< 500 MiB at {run['n']:,}",
               run["rss_peak_bytes"] < 500 * mib)
     table.add("W4 sleepers", "database size, MiB (bytes/execution)",
-              f"{fmt(run['database_bytes'] / mib)} ({fmt(run['database_bytes'] / run['n'])})")
+              f"{fmt(run['database_bytes'] / mib)} ({fmt(run['database_bytes'] / run['n'])})", {},
+              "<= 1 KiB/execution", run["database_bytes"] / run["n"] <= 1024)
+    if run["footprint"]:
+        table.add("W4 sleepers", "bytes/execution by table: pages (rows' own)", ", ".join(
+            f"{name} {fmt(pages / run['n'])} ({fmt(own / run['n'])})" for name, (pages, own)
+            in run["footprint"].items() if pages / run["n"] >= 1))
     table.add("W4 sleepers", "kill -9, restart to serving, s", f"{run['restart_to_serving_s']:.2f}", {}, "< 10 s",
               run["restart_to_serving_s"] < 10)
     table.add("W4 sleepers", "open-executions gauge after restart (s to count)",

@@ -11,9 +11,11 @@ import http.client
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -161,6 +163,16 @@ class Statewright(Child):
             with psycopg.connect(self.postgres, autocommit=True) as admin:
                 return admin.execute("SELECT pg_database_size(%s)", (self.database,)).fetchone()[0]
         return sum(path.stat().st_size for path in self.data_dir.glob("statewright.db*"))
+
+    def footprint(self) -> dict[str, tuple[int, int]]:
+        """Each SQLite table's and index's (pages' bytes, the rows' own bytes), from the file and its WAL as a reader
+        sees them (SQLite's dbstat); empty on PostgreSQL."""
+        if self.store:
+            return {}
+        path = self.data_dir / "statewright.db"
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return {name: (pages, own) for name, pages, own in
+                    db.execute("SELECT name, SUM(pgsize), SUM(payload) FROM dbstat GROUP BY name ORDER BY 2 DESC")}
 
 
 def database_name(label: str) -> str:

@@ -350,6 +350,7 @@ async def sleepers(server: Statewright, n: int, concurrency: int) -> dict[str, A
     pool.close()
     database = server.database_bytes()
     server.kill()
+    footprint = server.footprint()
     restart_s = server.start()
     memory_restart = server.memory()
     pool = Pool(server.endpoint, 4)
@@ -365,7 +366,8 @@ async def sleepers(server: Statewright, n: int, concurrency: int) -> dict[str, A
     return {"n": n, "started": n - len(run.errors), "start_errors": len(run.errors),
             "first_error": run.errors[0] if run.errors else None, "start_rate_per_s": n / start_s,
             "server_cpu_per_start_us": cpu / n * 1e6, "rss_bytes": memory.get("VmRSS"),
-            "rss_peak_bytes": memory.get("VmHWM"), "database_bytes": database, "restart_to_serving_s": restart_s,
+            "rss_peak_bytes": memory.get("VmHWM"), "database_bytes": database, "footprint": footprint,
+            "restart_to_serving_s": restart_s,
             "rss_after_restart_bytes": memory_restart.get("VmRSS"), "open_gauge": found,
             "open_gauge_after_restart_s": counted_after_s}
 
