@@ -60,8 +60,17 @@ def task(activity_arn: str, n: int) -> dict[str, Any]:
 
 
 def blob(arn: str, version: int) -> bytes:
-    """The mutable-state bytes a write at ``version`` carries (the store treats them as opaque)."""
-    return f"{arn}@{version}".encode() + bytes(range(256))  # every byte value, so nothing is text-mangled
+    """The mutable-state blob a write at ``version`` carries: a JSON object, which the store keeps as it is but for
+    what its row's columns hold (Store.rows_hold_fields); every character up to 255, so nothing is text-mangled."""
+    return orjson.dumps({"at": f"{arn}@{version}", "text": "".join(map(chr, range(256)))})
+
+
+def stored(raw: bytes | None) -> bytes | None:
+    """A blob as ``load_execution`` returned it, without the row's fields a store may have put in front of it."""
+    if raw is None:
+        return None
+    parsed = orjson.loads(raw)
+    return orjson.dumps({"at": parsed["at"], "text": parsed["text"]})
 
 
 def machine_record(name: str, *, region: str = "us-east-1", revision: str = "rev-1", definition: str = DEFINITION,

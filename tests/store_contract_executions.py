@@ -23,6 +23,7 @@ from store_contract_blocks import (
     execution_arn,
     own,
     page_through,
+    stored,
     write,
 )
 
@@ -51,11 +52,11 @@ class ExecutionsContract(ContractBase):
         result = store.commit(batch, range_ids)
         assert result.lost_shards == {0}
         assert [result.committed(index, item) for index, item in enumerate(batch)] == [False, False, True]
-        assert store.load_execution(stale_arn) == blob(stale_arn, 1)
+        assert stored(store.load_execution(stale_arn)) == blob(stale_arn, 1)
         assert store.read_history(stale_arn, 0, 100, False) == events(1, 2)
         assert store.load_execution(execution_arn("stale-new")) is None
         assert all_timers(store, 0) == [(500, stale_arn, "t-old")]
-        assert store.load_execution(fresh_arn) == blob(fresh_arn, 1)
+        assert stored(store.load_execution(fresh_arn)) == blob(fresh_arn, 1)
         assert store.read_history(fresh_arn, 0, 100, False) == events(1, 3)
         assert all_timers(store, 1) == [(900, fresh_arn, "t-fresh")]
 
@@ -74,7 +75,7 @@ class ExecutionsContract(ContractBase):
         assert store.commit([write(arn, shard=2)], first).lost_shards == {2}
         assert other.load_execution(arn) is None
         committed(other, [write(arn, shard=2, history=events(1, 1))], second)
-        assert store.load_execution(arn) == blob(arn, 1)
+        assert stored(store.load_execution(arn)) == blob(arn, 1)
 
     def test_empty_batch_commits_nothing(self, store: Store) -> None:
         result = store.commit([], own(store, 0))
@@ -85,7 +86,7 @@ class ExecutionsContract(ContractBase):
     def test_expected_version_zero_inserts_the_execution(self, store: Store) -> None:
         arn = execution_arn("new")
         committed(store, [write(arn, shard=1, history=events(1, 2), added=[("wait", 5_000)])], own(store, 1))
-        assert store.load_execution(arn) == blob(arn, 1)
+        assert stored(store.load_execution(arn)) == blob(arn, 1)
         assert store.read_history(arn, 0, 100, False) == events(1, 2)
         assert all_timers(store, 1) == [(5_000, arn, "wait")]
 
@@ -96,7 +97,7 @@ class ExecutionsContract(ContractBase):
         again = write(arn, version=7, status="FAILED", history=events(3, 5), added=[("second", 200)])
         result = store.commit([again], range_ids)
         assert result.conflicts == [0] and not result.committed(0, again)
-        assert store.load_execution(arn) == blob(arn, 1)
+        assert stored(store.load_execution(arn)) == blob(arn, 1)
         assert store.read_history(arn, 0, 100, False) == events(1, 2)
         assert all_timers(store, 0) == [(100, arn, "first")]
         assert [item.status for item in store.list_executions(MACHINE, None, 10, None).items] == ["RUNNING"]
@@ -108,7 +109,7 @@ class ExecutionsContract(ContractBase):
         committed(store, [write(arn, expected=1, history=events(3, 4))], range_ids)
         committed(store, [write(arn, expected=2, status="SUCCEEDED", stop_ms=9_000, history=events(5, 6))],
                   range_ids)
-        assert store.load_execution(arn) == blob(arn, 3)
+        assert stored(store.load_execution(arn)) == blob(arn, 3)
         assert store.read_history(arn, 0, 100, False) == events(1, 6)
 
     def test_update_with_a_wrong_expected_version_is_a_conflict_and_writes_nothing(self, store: Store) -> None:
@@ -121,7 +122,7 @@ class ExecutionsContract(ContractBase):
                           added=[("new", 200)], removed=[("keep", 100)])
             result = store.commit([stale], range_ids)
             assert result.conflicts == [0] and result.lost_shards == set()
-        assert store.load_execution(arn) == blob(arn, 2)
+        assert stored(store.load_execution(arn)) == blob(arn, 2)
         assert store.read_history(arn, 0, 100, False) == events(1, 3)
         assert all_timers(store, 0) == [(100, arn, "keep")]
         summary = store.list_executions(MACHINE, None, 10, None).items[0]
@@ -150,9 +151,9 @@ class ExecutionsContract(ContractBase):
         result = store.commit(batch, range_ids)
         assert result.conflicts == [1, 3] and result.lost_shards == set()
         assert [result.committed(index, item) for index, item in enumerate(batch)] == [True, False, True, False]
-        assert store.load_execution(fresh) == blob(fresh, 1)
-        assert store.load_execution(existing) == blob(existing, 1)
-        assert store.load_execution(moved) == blob(moved, 2)
+        assert stored(store.load_execution(fresh)) == blob(fresh, 1)
+        assert stored(store.load_execution(existing)) == blob(existing, 1)
+        assert stored(store.load_execution(moved)) == blob(moved, 2)
         assert store.read_history(existing, 0, 100, False) == events(1, 1)
         assert store.read_history(moved, 0, 100, False) == events(1, 3)
         assert all_timers(store, 0) == [(10, fresh, "f")]
@@ -166,7 +167,7 @@ class ExecutionsContract(ContractBase):
             write(arn, expected=2, history=events(5, 5), removed=[("retry", 200)], added=[("wait", 300)]),
         ]
         committed(store, batch, own(store, 0))
-        assert store.load_execution(arn) == blob(arn, 3)
+        assert stored(store.load_execution(arn)) == blob(arn, 3)
         assert store.read_history(arn, 0, 100, False) == events(1, 5)
         assert all_timers(store, 0) == [(300, arn, "wait")]
 
@@ -179,7 +180,7 @@ class ExecutionsContract(ContractBase):
         assert store.load_execution(good) is None and store.load_execution(broken) is None
         committed(store, [write(good, history=events(1, 1))], range_ids)
         seen: list[bytes | None] = []
-        reader = threading.Thread(target=lambda: seen.append(store.load_execution(good)))
+        reader = threading.Thread(target=lambda: seen.append(stored(store.load_execution(good))))
         reader.start()
         reader.join(timeout=60)
         assert seen == [blob(good, 1)]
@@ -196,7 +197,7 @@ class ExecutionsContract(ContractBase):
             thread.start()
         for thread in threads:
             thread.join(timeout=60)
-        assert {arn: store.load_execution(arn) for arn in arns} == {arn: blob(arn, 1) for arn in arns}
+        assert {arn: stored(store.load_execution(arn)) for arn in arns} == {arn: blob(arn, 1) for arn in arns}
 
     # -- history
 
@@ -268,8 +269,8 @@ class ExecutionsContract(ContractBase):
         group[0].group = group[1].group = 7
         result = store.commit([*group, write(alone)], ranges)
         assert sorted(result.conflicts) == [0, 1]
-        assert store.load_execution(first) == blob(first, 1)  # its write went back with its group's
-        assert store.load_execution(alone) == blob(alone, 1)
+        assert stored(store.load_execution(first)) == blob(first, 1)  # its write went back with its group's
+        assert stored(store.load_execution(alone)) == blob(alone, 1)
 
     def test_a_write_group_with_a_member_on_a_lost_shard_does_not_land(self, store: Store) -> None:
         ranges = own(store, 0, 1)
@@ -288,9 +289,9 @@ class ExecutionsContract(ContractBase):
         arn = execution_arn("loaded")
         assert store.load_execution(arn) is None
         committed(store, [write(arn)], range_ids)
-        assert store.load_execution(arn) == blob(arn, 1)
+        assert stored(store.load_execution(arn)) == blob(arn, 1)
         committed(store, [write(arn, expected=1)], range_ids)
-        assert store.load_execution(arn) == blob(arn, 2)
+        assert stored(store.load_execution(arn)) == blob(arn, 2)
         assert isinstance(store.load_execution(arn), bytes)
 
     def test_load_executions_returns_those_that_exist_in_one_call(self, store: Store) -> None:
@@ -299,7 +300,8 @@ class ExecutionsContract(ContractBase):
         committed(store, [write(arns[0]), write(arns[2])], range_ids)
         committed(store, [write(arns[2], expected=1)], range_ids)
         found = store.load_executions([*arns, execution_arn("never")])
-        assert found == {arns[0]: blob(arns[0], 1), arns[2]: blob(arns[2], 2)}
+        assert {arn: stored(raw) for arn, raw in found.items()} == {arns[0]: blob(arns[0], 1),
+                                                                   arns[2]: blob(arns[2], 2)}
         assert all(isinstance(value, bytes) for value in found.values())
         assert store.load_executions([]) == {}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from statewright.store.base import ShardCountMismatch, Store
-from store_contract_blocks import SHARDS, ContractBase, blob, execution_arn, own, write
+from store_contract_blocks import SHARDS, ContractBase, blob, execution_arn, own, stored, write
 
 
 class ShardsContract(ContractBase):
@@ -38,7 +38,7 @@ class ShardsContract(ContractBase):
         arn = execution_arn("on-shard-1")
         result = store.commit([write(arn, shard=1)], {1: range_ids[1]})
         assert result.lost_shards == set()
-        assert store.load_execution(arn) == blob(arn, 1)
+        assert stored(store.load_execution(arn)) == blob(arn, 1)
 
     # -- leases and nodes (several engine nodes on one store)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from statewright.decider.execution import SCHEMA_VERSION, ExecutionState, FanOut, Flow, TaskAttempt
+from statewright.decider.execution import ROW_FIELDS, SCHEMA_VERSION, ExecutionState, FanOut, Flow, TaskAttempt
+from statewright.store.shared import with_row_fields
 
 FIXTURE_DB = Path(__file__).parent / "fixtures" / "state_v0" / "statewright.db"
 
@@ -106,6 +107,34 @@ def full_state() -> ExecutionState:
 def test_the_current_version_round_trips_every_field():
     state = full_state()
     assert ExecutionState.from_blob(state.to_blob()) == state
+
+
+def beside(state: ExecutionState) -> bytes:
+    """``state`` as a store whose row holds its fields reads it back: the blob written beside the row, with the
+    row's columns put in front."""
+    return with_row_fields(state.to_blob(beside_row=True), state.arn, state.listed_under, state.name,
+                           state.start_ms, state.shard_id, state.status, state.version)
+
+
+def test_a_blob_written_beside_its_row_leaves_out_what_the_row_holds_and_reads_back_whole():
+    state = full_state()
+    written = orjson.loads(state.to_blob(beside_row=True))
+    assert not {*ROW_FIELDS, "state_machine_arn"} & written.keys()
+    assert ExecutionState.from_blob(beside(state)) == state
+
+
+def test_a_map_run_child_keeps_its_state_machine_in_the_blob_beside_a_row_listed_under_its_run():
+    state = full_state()
+    state.parent = {**state.parent, "map_run": "arn:aws:states:us-east-1:123456789012:mapRun:m/Each:run"}
+    assert state.listed_under != state.state_machine_arn
+    assert orjson.loads(state.to_blob(beside_row=True))["state_machine_arn"] == state.state_machine_arn
+    assert ExecutionState.from_blob(beside(state)) == state
+
+
+def test_a_whole_blob_read_beside_its_row_keeps_its_own_fields():
+    """A row written before its store left the fields out: the blob's own values are read, not the columns'."""
+    state = full_state()
+    assert ExecutionState.from_blob(with_row_fields(state.to_blob(), "other", "other", "other", 0, 0, "X", 0)) == state
 
 
 def test_the_current_version_as_written():

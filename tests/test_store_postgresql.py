@@ -37,6 +37,7 @@ from store_contract_blocks import (
     committed,
     events,
     execution_arn,
+    stored,
     task,
     write,
     write_schema_2_data,
@@ -195,7 +196,7 @@ def test_acquisition_waits_for_a_commit_in_flight_and_fences_the_next(postgres_s
         acquire.join(WAIT_S)
         assert committing[0].lost_shards == set()  # it held the shard first: it landed
         assert acquiring == [ranges[2] + 1]
-        assert second.load_execution(arn) == blob(arn, 1)
+        assert stored(second.load_execution(arn)) == blob(arn, 1)
         result = first.commit([write(later, shard=2)], ranges)  # the earlier owner is fenced from now on
         assert result.lost_shards == {2}
         assert second.load_execution(later) is None
@@ -213,7 +214,7 @@ def test_a_read_after_the_connection_was_killed_is_unavailable_and_a_later_one_s
         assert terminate(admin, "killed") == 1
         with pytest.raises(StoreUnavailable):
             store.load_execution(arn)
-        assert store.load_execution(arn) == blob(arn, 1)
+        assert stored(store.load_execution(arn)) == blob(arn, 1)
     finally:
         store.close()
 
@@ -246,7 +247,7 @@ def test_a_commit_killed_before_it_wrote_failed_and_one_killed_while_writing_is_
             assert store.load_execution(arn) is None  # killed before COMMIT either way; only some knew it
         after = execution_arn("after")
         committed(store, [write(after)], ranges)  # a new connection: the store goes on
-        assert store.load_execution(after) == blob(after, 1)
+        assert stored(store.load_execution(after)) == blob(after, 1)
     finally:
         store.close()
 
@@ -283,7 +284,7 @@ def test_a_session_ended_idle_in_a_transaction_is_unavailable_and_the_next_call_
         time.sleep(short_idle_limit)
         with pytest.raises(StoreUnavailable):
             store.load_execution(arn)
-        assert store.load_execution(arn) == blob(arn, 1)
+        assert stored(store.load_execution(arn)) == blob(arn, 1)
     finally:
         store.close()
 
@@ -294,11 +295,11 @@ def test_a_chain_of_one_executions_writes_lands_whole_and_a_broken_chain_row_by_
         ranges = {0: store.acquire_shard(0, "node-a", 60_000)}
         arn, other = execution_arn("chained"), execution_arn("other")
         committed(store, [write(arn), write(arn, expected=1), write(other), write(arn, expected=2)], ranges)
-        assert store.load_execution(arn) == blob(arn, 3)
+        assert stored(store.load_execution(arn)) == blob(arn, 3)
         # A write that does not follow on from the one before it is checked against the row as it is then.
         result = store.commit([write(arn, expected=3), write(arn, expected=3), write(other, expected=1)], ranges)
         assert result.conflicts == [1]
-        assert (store.load_execution(arn), store.load_execution(other)) == (blob(arn, 4), blob(other, 2))
+        assert [stored(store.load_execution(each)) for each in (arn, other)] == [blob(arn, 4), blob(other, 2)]
     finally:
         store.close()
 
@@ -611,7 +612,7 @@ def test_an_ordinary_commit_is_one_statement_and_one_that_finds_a_conflict_takes
         assert careful == []
         result = store.commit([write(arn, expected=1), write(execution_arn("two"))], ranges)  # a stale version
         assert (result.conflicts, careful) == ([0], [2])
-        assert store.load_execution(execution_arn("two")) == blob(execution_arn("two"), 1)
+        assert stored(store.load_execution(execution_arn("two"))) == blob(execution_arn("two"), 1)
         assert [row.timer_id for row in store.due_timers(0, 0, 10_000)] == []
         assert [d.dispatch_id for d in store.pending_dispatches(0)] == ["3"]
     finally:

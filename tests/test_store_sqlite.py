@@ -10,6 +10,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from statewright.store.base import ActivityRecord, AliasRecord, SchemaTooNew, Store, StoreUnavailable
@@ -45,7 +46,7 @@ from statewright.store.sqlite import SqliteStore
 path, machine, arn = sys.argv[1:4]
 store = SqliteStore(path, 2)
 range_id = store.acquire_shard(1, "child", 60_000)
-write = ExecutionWrite(1, arn, machine, "durable", "RUNNING", 5, None, 0, 1, b"committed-state",
+write = ExecutionWrite(1, arn, machine, "durable", "RUNNING", 5, None, 0, 1, b'{"committed": 1}',
                        Effects([{"id": 1, "type": "ExecutionStarted"}, {"id": 2, "type": "WaitStateEntered"}],
                                [("wait", 9_000)]))
 result = store.commit([write], {1: range_id})
@@ -76,7 +77,7 @@ def test_commit_survives_sigkill_right_after_it_returns(tmp_path: Path) -> None:
     assert child.returncode == -signal.SIGKILL, child.stderr
     store = SqliteStore(path, 2)
     try:
-        assert store.load_execution(arn) == b"committed-state"
+        assert orjson.loads(store.load_execution(arn))["committed"] == 1
         assert [event["id"] for event in store.read_history(arn, 0, 10, False)] == [1, 2]
         assert [(row.execution_arn, row.timer_id) for row in store.due_timers(1, 0, 9_000)] == [(arn, "wait")]
         assert store.acquire_shard(1, "parent", 60_000) == 2  # the child's range id 1 survived too

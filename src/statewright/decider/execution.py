@@ -246,17 +246,27 @@ class ExecutionState:
     def is_open(self) -> bool:
         return self.status == RUNNING
 
-    def to_blob(self) -> bytes:
+    def to_blob(self, beside_row: bool = False) -> bytes:
+        """The stored form. ``beside_row``: for a store whose row holds ROW_FIELDS in columns of their own (and
+        the state machine's ARN, where it is what the row is listed under), which puts them back in front of the
+        blob when it reads it (``with_row_fields``): they are left out."""
         # Written out field by field: orjson is several times slower on slotted dataclasses than on dicts and
         # tuples, and this runs on every commit. The round-trip tests catch a field left out here. A field that
         # holds its default (None, 0, empty) is left out: the constructor's default reads it back, in this release
         # and the one before (a rolling upgrade), and a sleeping execution's row is some 200 bytes smaller. The
         # flows are always written: the release before reads them without a default.
-        blob: dict[str, Any] = {
-            "v": SCHEMA_VERSION, "arn": self.arn, "state_machine_arn": self.state_machine_arn, "name": self.name,
-            "revision_id": self.revision_id, "role_arn": self.role_arn, "input": self.input, "start_ms": self.start_ms,
-            "shard_id": self.shard_id, "status": self.status, "next_event_id": self.next_event_id,
-            "version": self.version, "flows": {flow_id: _flow_row(flow) for flow_id, flow in self.flows.items()}}
+        if beside_row:
+            blob: dict[str, Any] = {"v": SCHEMA_VERSION}
+            if self.state_machine_arn != self.listed_under:
+                blob["state_machine_arn"] = self.state_machine_arn
+            blob.update(revision_id=self.revision_id, role_arn=self.role_arn, input=self.input,
+                        next_event_id=self.next_event_id)
+        else:
+            blob = {"v": SCHEMA_VERSION, "arn": self.arn, "state_machine_arn": self.state_machine_arn,
+                    "name": self.name, "revision_id": self.revision_id, "role_arn": self.role_arn, "input": self.input,
+                    "start_ms": self.start_ms, "shard_id": self.shard_id, "status": self.status,
+                    "next_event_id": self.next_event_id, "version": self.version}
+        blob["flows"] = {flow_id: _flow_row(flow) for flow_id, flow in self.flows.items()}
         if self.timers:
             blob["timers"] = self.timers
         for name in _SPARSE_FIELDS:  # mostly unset
@@ -357,6 +367,8 @@ def _flow_v0(raw: dict[str, Any]) -> Flow:
 
 
 _FLOW_LOADERS = {0: _flow_v0, 1: _flow_v1, 2: _flow_v1, 3: _flow_v3}  # version 2 changed no record
+# The fields a store's row may hold in columns of their own (``to_blob(beside_row=True)`` leaves them out)
+ROW_FIELDS = ("arn", "name", "start_ms", "shard_id", "status", "version")
 # Fields written only when set (to_blob): their default is None
 _SPARSE_FIELDS = ("stop_ms", "output", "error", "cause", "start_token", "marker_prev", "parent", "version_arn",
                   "alias_arn", "test_case", "redrive_ms", "processor", "trace")

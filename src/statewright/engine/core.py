@@ -609,10 +609,10 @@ class Core:
             self._merge(batch, decision)
             return
         try:
-            blob = state.to_blob()
+            blob = state.to_blob(self.store.rows_hold_fields)
         except TypeError as exc:  # orjson cannot write the data (nested too deeply): that execution fails, alone
             decider.fail_unstorable(decision, now_ms, str(exc), self.services)
-            blob = state.to_blob()
+            blob = state.to_blob(self.store.rows_hold_fields)
         batch.staged[state.arn] = state
         batch.last_write[state.arn] = len(batch.writes)
         batch.states.append(state)
@@ -688,10 +688,10 @@ class Core:
         for index, decision in batch.unserialized.items():  # rows that later decisions of the tick were folded into
             state = decision.state
             try:
-                blob = state.to_blob()
+                blob = state.to_blob(self.store.rows_hold_fields)
             except TypeError as exc:
                 decider.fail_unstorable(decision, now_ms, str(exc), self.services)
-                blob = state.to_blob()
+                blob = state.to_blob(self.store.rows_hold_fields)
             earlier = batch.writes[index]
             batch.writes[index] = _write(state, blob, earlier.expected_version, decision.effects, earlier.group)
         started = time.perf_counter()

@@ -102,6 +102,7 @@ class FaultyStore(Store):
         self.cut_off = cut_off  # True while the store is unreachable from this node
         self.clock = clock
         self.cluster = cluster  # several nodes: check fencing, steal leases
+        self.rows_hold_fields = inner.rows_hold_fields
 
     def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult:
         faults = self.faults

@@ -208,6 +208,9 @@ class Store(ShardTable, Catalogue, RetentionTable):
     """Durable storage for one statewright cluster (one data directory or one database)."""
 
     location: str  # where the data is, for messages (a path, or a database URL without its password)
+    # Whether a write's state blob may leave out what its row's columns hold (ExecutionState.to_blob's
+    # ``beside_row``): ``load_execution`` puts it back. Only where no reader of an earlier release can read the rows.
+    rows_hold_fields = False
 
     def advice(self) -> list[str]:
         """What to change in the database's setup for it to serve well, as sentences to show at start."""

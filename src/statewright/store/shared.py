@@ -68,6 +68,21 @@ def update_row(write: ExecutionWrite) -> tuple:
             write.expected_version)
 
 
+# What a row holds of its execution's state in columns of their own (decider's ROW_FIELDS, and what it is listed
+# under): a blob written beside them leaves them out (Store.rows_hold_fields), and a read puts them back.
+ROW_FIELD_COLUMNS = "arn, state_machine_arn, name, start_ms, shard_id, status, version"
+
+
+def with_row_fields(blob: bytes, arn: str, listed_under: str, name: str, start_ms: int, shard_id: int, status: str,
+                    version: int) -> bytes:
+    """A state blob with its row's fields (ROW_FIELD_COLUMNS' values) in front: where the blob holds one too (it
+    was written whole, or its state machine is not what the row is listed under) the blob's own comes later and
+    wins, as a JSON reader keeps a name's last value."""
+    head = orjson.dumps({"arn": arn, "state_machine_arn": listed_under, "name": name, "start_ms": start_ms,
+                         "shard_id": shard_id, "status": status, "version": version})
+    return head[:-1] + b"," + blob[1:]
+
+
 # ExecutionSummary's fields, as both stores select them.
 SUMMARY_COLUMNS = ("arn, state_machine_arn, name, status, start_ms, stop_ms, version_arn, alias_arn, redrive_count, "
                    "redrive_ms")

@@ -27,6 +27,7 @@ from .schema import migrate, settle_shard_count
 from .shards import NodeRecord, ShardLease
 from .shared import (
     EXECUTION_COLUMNS,
+    ROW_FIELD_COLUMNS,
     SqlExecutions,
     activity_of,
     due_timer_queries,
@@ -34,6 +35,7 @@ from .shared import (
     insert_row,
     stage_changes,
     update_row,
+    with_row_fields,
 )
 from .sql_catalogue import SqlCatalogue
 from .sqlite_schema import MIGRATIONS
@@ -45,6 +47,7 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
     pages as random as the ARNs' names."""
 
     _dialect = SQLITE
+    rows_hold_fields = True  # no earlier release reads a file at schema 9
     _KEY = "id"
     _KEY_TYPE = int
     _ROW_KEY = "execution_id"
@@ -283,16 +286,18 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
 
     def load_execution(self, arn: str) -> bytes | None:
         with _unavailable():
-            row = self._db().execute("SELECT state FROM executions WHERE arn = ?", (arn,)).fetchone()
-        return row[0] if row else None
+            row = self._db().execute(f"SELECT state, {ROW_FIELD_COLUMNS} FROM executions WHERE arn = ?",
+                                     (arn,)).fetchone()
+        return with_row_fields(*row) if row else None
 
     def load_executions(self, arns: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         with _unavailable():
             for at in range(0, len(arns), _VARIABLES_MAX):
                 chunk = arns[at:at + _VARIABLES_MAX]
-                found.update(self._db().execute(f"SELECT arn, state FROM executions WHERE arn IN "
-                                                f"({','.join('?' * len(chunk))})", chunk).fetchall())
+                for row in self._db().execute(f"SELECT state, {ROW_FIELD_COLUMNS} FROM executions WHERE arn IN "
+                                              f"({','.join('?' * len(chunk))})", chunk):
+                    found[row[1]] = with_row_fields(*row)
         return found
 
     def count_open_executions(self) -> int:
