@@ -8,6 +8,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+import orjson
 import pytest
 
 from statewright.store.base import CommitOutcomeUnknown, ExecutionSummary, Store
@@ -293,6 +294,20 @@ class ExecutionsContract(ContractBase):
         committed(store, [write(arn, expected=1)], range_ids)
         assert stored(store.load_execution(arn)) == blob(arn, 2)
         assert isinstance(store.load_execution(arn), bytes)
+
+    def test_a_loaded_blob_has_its_rows_fields_in_front(self, store: Store) -> None:
+        """What a blob written beside its row leaves out (Store.rows_hold_fields), a read puts back from the
+        columns; a field the blob holds itself comes later, and wins."""
+        range_ids = own(store, 1)
+        arn = execution_arn("beside")
+        committed(store, [write(arn, shard=1, start_ms=1_234, status="SUCCEEDED", stop_ms=2_000)], range_ids)
+        for raw in (store.load_execution(arn), store.load_executions([arn])[arn]):
+            loaded = orjson.loads(raw)
+            assert {name: loaded[name] for name in ("arn", "state_machine_arn", "name", "start_ms", "shard_id",
+                                                    "status", "version")} == {
+                "arn": arn, "state_machine_arn": MACHINE, "name": "beside", "start_ms": 1_234, "shard_id": 1,
+                "status": "SUCCEEDED", "version": 1}
+            assert orjson.dumps({"at": loaded["at"], "text": loaded["text"]}) == blob(arn, 1)
 
     def test_load_executions_returns_those_that_exist_in_one_call(self, store: Store) -> None:
         range_ids = own(store, 0, 1)

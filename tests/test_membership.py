@@ -22,6 +22,7 @@ from statewright.cluster.membership import (
     assignment,
     rule_in_use,
 )
+from statewright.store.base import STORAGE_FORMAT, Store
 from statewright.store.sqlite import SqliteStore
 
 node_ids = st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=7, unique=True)
@@ -148,3 +149,27 @@ def test_the_loop_tells_the_others_when_a_leave_moved_shards_between_those_that_
         assert f"http://{ids[1]}" in poked[-1]
     finally:
         loop.stop()
+
+
+class _FollowingStore(SqliteStore):
+    """A SQLite store that follows the storage format in use as PostgreSQL does (SQLite's files are format 2 for
+    every reader, so the real one ignores it)."""
+
+    rows_hold_fields = False
+    use_storage_format = Store.use_storage_format
+
+
+def test_a_cluster_writes_the_oldest_storage_format_a_live_node_reads(tmp_path):
+    path = tmp_path / "store.db"
+    stores = {name: _FollowingStore(path, SHARDS) for name in ("old", "new")}
+    hooks = EngineHooks(lambda *gained: None, lambda *renewed: None, _dropped)
+    old = Membership(stores["old"], "old", "http://old", hooks, LeaseSettings(), storage_format=1)
+    new = Membership(stores["new"], "new", "http://new", hooks, LeaseSettings())
+    old.step(0)
+    new.step(1)
+    assert (new.format_in_use, stores["new"].rows_hold_fields) == (1, False)  # the old node reads whole blobs only
+    new.step(LeaseSettings().lease_ms + 1)  # the old node stopped renewing: its record's lease ended
+    assert (new.format_in_use, stores["new"].rows_hold_fields) == (STORAGE_FORMAT, True)
+    old.step(LeaseSettings().lease_ms + 2)  # back (a paused process): the others write for it again
+    new.step(LeaseSettings().lease_ms + 3)
+    assert (new.format_in_use, stores["new"].rows_hold_fields) == (1, False)

@@ -4,7 +4,8 @@ from its own source tree) and of this one, under a mixed workload, upgraded one 
 The previous release assigns shards by rule 1 (equal shares) and records no rule; this one speaks rule 2 (shares by
 ``--shard-weight``). While any node of the previous release is live every node assigns by rule 1, so the two agree;
 once the last one is gone rule 2 takes effect and the shards move to their weighted owners through the usual
-hand-over. Every acknowledged execution completes exactly once with its expected output: the rolling restart of
+hand-over. Likewise the new nodes write whole state blobs, as the previous release reads them, until its last node
+is gone. Every acknowledged execution completes exactly once with its expected output: the rolling restart of
 every node of a cluster under a trickle of work."""
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def test_a_mixed_version_cluster_upgraded_one_node_at_a_time_loses_and_doubles_n
     assert weighted != equal and weighted[2] > max(weighted[0], weighted[1])  # rule 2 did move shards
     log = cluster.nodes[2].log_path.read_text()
     assert "assigning shards by rule 1" in log and "assigning shards by rule 2" in log
+    # leaner rows only once no node of the previous release (which reads whole state blobs only) was live
+    assert "writing storage format 1" in log and "writing storage format 2" in log
     for index in (0, 1):  # each started as the previous release (which names no rule), then as this one
         starts = [line for line in cluster.nodes[index].log_path.read_text().splitlines() if "cluster node" in line]
         assert ["assignment rule" in line for line in starts] == [False, True]

@@ -16,6 +16,7 @@ from psycopg import sql
 from postgres import create_schema
 from statewright.store import open_store, postgresql
 from statewright.store.base import (
+    STORAGE_FORMAT,
     CommitFailed,
     CommitOutcomeUnknown,
     ExecutionWrite,
@@ -397,8 +398,32 @@ def test_migration_2_files_the_tasks_already_in_the_outbox_under_their_activity(
         store.close()
 
 
+def _undo_migration_10(admin: psycopg.Connection) -> None:
+    """The schema as version 9 left it: nodes without a storage format."""
+    admin.execute("ALTER TABLE nodes DROP COLUMN storage_format")
+    admin.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+
+
+def test_migration_10_counts_the_nodes_of_the_previous_release_as_reading_storage_format_one(
+        postgres_schema: str, admin: psycopg.Connection) -> None:
+    store = PostgresStore(postgres_schema, 4)
+    store.close()
+    _undo_migration_10(admin)
+    admin.execute("INSERT INTO nodes (node_id, address, lease_until_ms, assignment_rule, weight) "
+                  "VALUES ('http://old', 'http://old', 5000, 2, 1)")  # as the previous release registers
+    store = PostgresStore(postgres_schema, 4)
+    try:
+        store.register_node("http://new", "http://new", 5_000, 2, 1, STORAGE_FORMAT)
+        assert [(node.node_id, node.storage_format) for node in store.nodes()] == [
+            ("http://new", STORAGE_FORMAT), ("http://old", 1)]
+        assert not store.rows_hold_fields  # until its membership says no live node reads only format 1
+    finally:
+        store.close()
+
+
 def _undo_migration_9(admin: psycopg.Connection) -> None:
     """The schema as version 8 left it: nodes without an assignment rule or a weight."""
+    _undo_migration_10(admin)
     admin.execute("ALTER TABLE nodes DROP COLUMN assignment_rule, DROP COLUMN weight")
     admin.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
 

@@ -222,6 +222,7 @@ CREATE INDEX executions_by_alias ON executions (alias_arn, start_ms DESC, arn DE
 CREATE INDEX executions_closed ON executions (stop_ms) WHERE stop_ms IS NOT NULL AND status <> 'RUNNING';
 CREATE INDEX executions_uncompacted ON executions (stop_ms)
     WHERE stop_ms IS NOT NULL AND status <> 'RUNNING' AND compacted_stop_ms IS NOT stop_ms;
+ALTER TABLE nodes DROP COLUMN storage_format;
 """
 _UNDO_8 = _UNDO_9 + "ALTER TABLE nodes DROP COLUMN assignment_rule; ALTER TABLE nodes DROP COLUMN weight; "
 _UNDO_7 = _UNDO_8 + ("DROP INDEX executions_uncompacted; ALTER TABLE executions DROP COLUMN compacted_stop_ms; "

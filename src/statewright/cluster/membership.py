@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..logs import event
 from ..logs import shards as shard_list
-from ..store.base import NodeRecord, ShardLease, Store, StoreUnavailable
+from ..store.base import STORAGE_FORMAT, NodeRecord, ShardLease, Store, StoreUnavailable
 
 log = logging.getLogger("statewright.cluster")
 
@@ -121,11 +121,12 @@ def _weight(node_id: str, shard_id: int) -> bytes:
 class Membership:
     def __init__(self, store: Store, node_id: str, address: str, hooks: EngineHooks,
                  settings: LeaseSettings | None = None, *, wait_for_drops_s: float = 0.0, weight: int = 1,
-                 rule: int = ASSIGNMENT_RULE) -> None:
+                 rule: int = ASSIGNMENT_RULE, storage_format: int = STORAGE_FORMAT) -> None:
         """``wait_for_drops_s``: how long ``step`` waits for the engine to let go of a shard being handed over
         (a server waits a little so the new holder takes it at once; the simulator, ticking the engine itself,
         does not wait and releases at its next step). ``weight``: this node's share relative to the others'
-        (under rule 2); ``rule``: the newest assignment rule it speaks (a test's stand-in for an older release)."""
+        (under rule 2); ``rule`` and ``storage_format``: the newest assignment rule it speaks and storage format
+        it reads (a test's stand-in for an older release)."""
         self.store = store
         self.node_id = node_id
         self.address = address
@@ -134,6 +135,8 @@ class Membership:
         self.weight = weight
         self.rule = rule
         self.rule_in_use: int | None = None  # the cluster's, as of the last step
+        self.storage_format = storage_format
+        self.format_in_use: int | None = None  # the oldest a live node reads, as of the last step
         self.wait_for_drops_s = wait_for_drops_s
         self.held: dict[int, tuple[int, int]] = {}  # shard -> (range id, lease until ms)
         self._dropping: dict[int, tuple[int, Future]] = {}  # shard -> (range id, the engine's drop)
@@ -168,7 +171,8 @@ class Membership:
             return self.settings.renew_ms
         until_ms = now_ms + self.settings.lease_ms
         try:
-            self.store.register_node(self.node_id, self.address, until_ms, self.rule, self.weight)
+            self.store.register_node(self.node_id, self.address, until_ms, self.rule, self.weight,
+                                     self.storage_format)
             self._renew(now_ms, until_ms)
             self.refresh()
         except StoreUnavailable as exc:  # the engine stops serving the shards itself before their leases end
@@ -183,6 +187,7 @@ class Membership:
                 event(log, "assignment_rule", "assigning shards by rule %d: the oldest a live node speaks (this "
                       "node speaks %d)", rule, self.rule, rule=rule, speaks=self.rule)
             self.rule_in_use = rule
+        self._follow_format([self.storage_format, *(node.storage_format for node in others)])
         owners = assignment(len(self._leases), [self.node_id, *(node.node_id for node in others)],
                             {self.node_id: self.weight, **{node.node_id: node.weight for node in others}}, rule)
         wanted = {shard for shard, owner in enumerate(owners) if owner == self.node_id}
@@ -192,6 +197,17 @@ class Membership:
         # A node that stopped renewing drops out when its record's lease ends: step right then, so its shards
         # move one lease after it died rather than up to a renewal later.
         return min([self.settings.renew_ms, *(node.lease_until_ms - now_ms + 1 for node in others)])
+
+    def _follow_format(self, formats: list[int]) -> None:
+        """Write the oldest storage format a live node reads: a node of the previous release, still running on a
+        migrated database, must read every row (and a node paused past its lease, once it renews, counts again)."""
+        in_use = min(formats)
+        if in_use != self.format_in_use:
+            if self.format_in_use is not None or in_use != self.storage_format:
+                event(log, "storage_format", "writing storage format %d: the oldest a live node reads (this node "
+                      "reads %d)", in_use, self.storage_format, format=in_use, reads=self.storage_format)
+            self.store.use_storage_format(in_use)
+            self.format_in_use = in_use
 
     def released_any(self) -> bool:
         """Whether a shard handed over was released since the last call: its new holder, told at once, takes it

@@ -102,7 +102,13 @@ class FaultyStore(Store):
         self.cut_off = cut_off  # True while the store is unreachable from this node
         self.clock = clock
         self.cluster = cluster  # several nodes: check fencing, steal leases
-        self.rows_hold_fields = inner.rows_hold_fields
+
+    @property
+    def rows_hold_fields(self) -> bool:  # type: ignore[override]  # the real store's, as it follows the format
+        return self.inner.rows_hold_fields
+
+    def use_storage_format(self, storage_format: int) -> None:
+        self.inner.use_storage_format(storage_format)
 
     def commit(self, writes: Sequence[ExecutionWrite], range_ids: Mapping[int, int]) -> CommitResult:
         faults = self.faults
@@ -196,10 +202,10 @@ class FaultyStore(Store):
         self._reachable()
         return self.inner.shard_leases()
 
-    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1
-                      ) -> None:
+    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1,
+                      storage_format: int = 1) -> None:
         self._reachable()
-        self.inner.register_node(node_id, address, lease_until_ms, rule, weight)
+        self.inner.register_node(node_id, address, lease_until_ms, rule, weight, storage_format)
 
     def remove_node(self, node_id: str) -> None:
         self._reachable()

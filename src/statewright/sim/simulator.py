@@ -70,7 +70,7 @@ from ..engine.retention import Sweep
 from ..engine.shards import shard_for
 from ..engine.timers import WINDOW_MS
 from ..engine.tokens import InvalidToken, TaskTokens
-from ..store.base import ActivityRecord, Dispatch, StateMachineRecord, StoreUnavailable
+from ..store.base import STORAGE_FORMAT, ActivityRecord, Dispatch, StateMachineRecord, StoreUnavailable
 from ..store.payloads import Histories
 from ..store.sqlite import SqliteStore
 from . import workload
@@ -223,7 +223,8 @@ class _Run:
         self._older[index] = older
         node.membership = Membership(store, node.name, f"sim://{node.name}",
                                      EngineHooks(engine.gain_shard, engine.renewed, engine.drop_shards), LEASES,
-                                     weight=self.releases.choice((1, 1, 2, 3)), rule=1 if older else ASSIGNMENT_RULE)
+                                     weight=self.releases.choice((1, 1, 2, 3)), rule=1 if older else ASSIGNMENT_RULE,
+                                     storage_format=1 if older else STORAGE_FORMAT)
         node.next_step_ms = self.now_ms
         return node
 

@@ -71,6 +71,10 @@ from .payloads import PayloadStore
 from .retention import ClosedExecution, RetentionTable
 from .shards import NodeRecord, ShardLease, ShardTable
 
+# The newest storage format this release reads, recorded on its node's row: 1, state blobs whole; 2, state blobs
+# beside their rows (``Store.rows_hold_fields``). Every node writes the oldest format a live node reads.
+STORAGE_FORMAT = 2
+
 __all__ = [  # the store's names, from the modules that define them
     "ALIASES_MAX", "AWS_OWNED_KEY", "VERSIONS_MAX", "ActivityRecord", "AliasRecord", "Catalogue", "ClosedExecution",
     "CommitFailed", "CommitOutcomeUnknown", "CommitResult", "Dispatch", "ExecutionSummary", "ExecutionWrite",
@@ -209,8 +213,13 @@ class Store(ShardTable, Catalogue, RetentionTable):
 
     location: str  # where the data is, for messages (a path, or a database URL without its password)
     # Whether a write's state blob may leave out what its row's columns hold (ExecutionState.to_blob's
-    # ``beside_row``): ``load_execution`` puts it back. Only where no reader of an earlier release can read the rows.
+    # ``beside_row``): ``load_execution`` puts it back. Only where no reader of an earlier release can read the rows
+    # (storage format 2: ``use_storage_format``).
     rows_hold_fields = False
+
+    def use_storage_format(self, storage_format: int) -> None:
+        """Write in this storage format from now on: the oldest that a live node reads (cluster/membership.py)."""
+        self.rows_hold_fields = storage_format >= 2
 
     def advice(self) -> list[str]:
         """What to change in the database's setup for it to serve well, as sentences to show at start."""

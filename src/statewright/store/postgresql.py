@@ -37,7 +37,17 @@ from .reachability import Reachability
 from .retention import ClosedExecution
 from .schema import migrate, settle_shard_count
 from .shards import NodeRecord, ShardLease
-from .shared import EXECUTION_COLUMNS, SqlExecutions, activity_of, groups, insert_row, stage_changes, update_row
+from .shared import (
+    EXECUTION_COLUMNS,
+    ROW_FIELD_COLUMNS,
+    SqlExecutions,
+    activity_of,
+    groups,
+    insert_row,
+    stage_changes,
+    update_row,
+    with_row_fields,
+)
 from .sql_catalogue import SqlCatalogue
 
 log = logging.getLogger("statewright.store")
@@ -236,20 +246,21 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
 
     # -- nodes
 
-    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1
-                      ) -> None:
-        self._execute("INSERT INTO nodes (node_id, address, lease_until_ms, assignment_rule, weight) "
-                      "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (node_id) DO UPDATE "
+    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1,
+                      storage_format: int = 1) -> None:
+        self._execute("INSERT INTO nodes (node_id, address, lease_until_ms, assignment_rule, weight, storage_format) "
+                      "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (node_id) DO UPDATE "
                       "SET address = EXCLUDED.address, lease_until_ms = EXCLUDED.lease_until_ms, "
-                      "assignment_rule = EXCLUDED.assignment_rule, weight = EXCLUDED.weight",
-                      (node_id, address, lease_until_ms, rule, weight))
+                      "assignment_rule = EXCLUDED.assignment_rule, weight = EXCLUDED.weight, "
+                      "storage_format = EXCLUDED.storage_format",
+                      (node_id, address, lease_until_ms, rule, weight, storage_format))
 
     def remove_node(self, node_id: str) -> None:
         self._execute("DELETE FROM nodes WHERE node_id = %s", (node_id,))
 
     def nodes(self) -> list[NodeRecord]:
         return [NodeRecord(*row) for row in self._rows("SELECT node_id, address, lease_until_ms, assignment_rule, "
-                                                       "weight FROM nodes ORDER BY node_id")]
+                                                       "weight, storage_format FROM nodes ORDER BY node_id")]
 
     def adopt_cluster_secret(self, check: str, node_id: str, now_ms: int) -> bool:
         with self._transaction() as db:
@@ -426,11 +437,12 @@ class PostgresStore(SqlCatalogue, SqlExecutions, Store):
         return seq + 1
 
     def load_execution(self, arn: str) -> bytes | None:
-        rows = self._rows("SELECT state FROM executions WHERE arn = %s", (arn,))
-        return rows[0][0] if rows else None
+        rows = self._rows(f"SELECT state, {ROW_FIELD_COLUMNS} FROM executions WHERE arn = %s", (arn,))
+        return with_row_fields(*rows[0]) if rows else None
 
     def load_executions(self, arns: Sequence[str]) -> dict[str, bytes]:
-        return dict(self._rows("SELECT arn, state FROM executions WHERE arn = ANY(%s)", (list(arns),)))
+        return {row[1]: with_row_fields(*row) for row in
+                self._rows(f"SELECT state, {ROW_FIELD_COLUMNS} FROM executions WHERE arn = ANY(%s)", (list(arns),))}
 
     def count_open_executions(self) -> int:
         return self._rows(_COUNT_OPEN)[0][0]

@@ -181,5 +181,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE nodes ADD COLUMN assignment_rule integer NOT NULL DEFAULT 1, "
         "ADD COLUMN weight integer NOT NULL DEFAULT 1",
     ),
+    (  # 10: the newest storage format each node reads (store/base.py STORAGE_FORMAT); a node of the previous release
+        # registers without it: 1, and while it is live no node writes a newer format
+        "ALTER TABLE nodes ADD COLUMN storage_format integer NOT NULL DEFAULT 1",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -30,6 +30,7 @@ class NodeRecord:
     lease_until_ms: int
     rule: int = 1  # the newest shard assignment rule it speaks (cluster/membership.py; 1 in older releases)
     weight: int = 1  # its share of the shards relative to the others' (under rule 2 and later)
+    storage_format: int = 1  # the newest storage format it reads (base.STORAGE_FORMAT; 1 in older releases)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +79,10 @@ class ShardTable(ABC):
 
     # -- nodes
     @abstractmethod
-    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1
-                      ) -> None:
+    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1,
+                      storage_format: int = 1) -> None:
         """Insert or refresh a node's record (it counts as alive until ``lease_until_ms``), with the newest shard
-        assignment rule it speaks and its weight."""
+        assignment rule it speaks, its weight and the newest storage format it reads."""
 
     @abstractmethod
     def remove_node(self, node_id: str) -> None: ...

@@ -48,6 +48,10 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
 
     _dialect = SQLITE
     rows_hold_fields = True  # no earlier release reads a file at schema 9
+
+    def use_storage_format(self, storage_format: int) -> None:
+        """Nothing to follow: every reader of a file at schema 9 reads format 2 (a cluster on one file is the
+        simulator's)."""
     _KEY = "id"
     _KEY_TYPE = int
     _ROW_KEY = "execution_id"
@@ -172,19 +176,20 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
 
     # -- nodes
 
-    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1
-                      ) -> None:
+    def register_node(self, node_id: str, address: str, lease_until_ms: int, rule: int = 1, weight: int = 1,
+                      storage_format: int = 1) -> None:
         with self._transaction() as db:
-            db.execute("INSERT OR REPLACE INTO nodes (node_id, address, lease_until_ms, assignment_rule, weight) "
-                       "VALUES (?, ?, ?, ?, ?)", (node_id, address, lease_until_ms, rule, weight))
+            db.execute("INSERT OR REPLACE INTO nodes (node_id, address, lease_until_ms, assignment_rule, weight, "
+                       "storage_format) VALUES (?, ?, ?, ?, ?, ?)",
+                       (node_id, address, lease_until_ms, rule, weight, storage_format))
 
     def remove_node(self, node_id: str) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM nodes WHERE node_id = ?", (node_id,))
 
     def nodes(self) -> list[NodeRecord]:
-        rows = self._db().execute("SELECT node_id, address, lease_until_ms, assignment_rule, weight FROM nodes "
-                                  "ORDER BY node_id").fetchall()
+        rows = self._db().execute("SELECT node_id, address, lease_until_ms, assignment_rule, weight, storage_format "
+                                  "FROM nodes ORDER BY node_id").fetchall()
         return [NodeRecord(*row) for row in rows]
 
     # -- executions

@@ -115,6 +115,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "JOIN executions ON executions.arn = timers.execution_arn ORDER BY 1, 2, 3, 4",
         "DROP TABLE timers",
         "ALTER TABLE timers_keyed RENAME TO timers",
+        "ALTER TABLE nodes ADD COLUMN storage_format INTEGER NOT NULL DEFAULT 1",  # as PostgreSQL's (its 10)
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
