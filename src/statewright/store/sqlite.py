@@ -48,10 +48,6 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
 
     _dialect = SQLITE
     rows_hold_fields = True  # no earlier release reads a file at schema 9
-
-    def use_storage_format(self, storage_format: int) -> None:
-        """Nothing to follow: every reader of a file at schema 9 reads format 2 (a cluster on one file is the
-        simulator's)."""
     _KEY = "id"
     _KEY_TYPE = int
     _ROW_KEY = "execution_id"
@@ -130,6 +126,10 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
                 db.close()
             self._connections.clear()
         self._local = threading.local()
+
+    def use_storage_format(self, storage_format: int) -> None:
+        """Nothing to follow: every reader of a file at schema 9 reads format 2 (a cluster on one file is the
+        simulator's)."""
 
     # -- shards
 
