@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from statewright.cluster.loop import MembershipLoop
 from statewright.cluster.membership import (
     ASSIGNMENT_RULE,
+    FORMAT_GRACE_MS,
     EngineHooks,
     LeaseSettings,
     Membership,
@@ -168,8 +169,24 @@ def test_a_cluster_writes_the_oldest_storage_format_a_live_node_reads(tmp_path):
     old.step(0)
     new.step(1)
     assert (new.format_in_use, stores["new"].rows_hold_fields) == (1, False)  # the old node reads whole blobs only
-    new.step(LeaseSettings().lease_ms + 1)  # the old node stopped renewing: its record's lease ended
-    assert (new.format_in_use, stores["new"].rows_hold_fields) == (STORAGE_FORMAT, True)
-    old.step(LeaseSettings().lease_ms + 2)  # back (a paused process): the others write for it again
-    new.step(LeaseSettings().lease_ms + 3)
+    lease_ms = LeaseSettings().lease_ms
+    new.step(lease_ms + 1)  # the old node stopped renewing: it may be paused, and come back to what it can read
     assert (new.format_in_use, stores["new"].rows_hold_fields) == (1, False)
+    new.step(lease_ms + FORMAT_GRACE_MS + 1)  # gone long enough
+    assert (new.format_in_use, stores["new"].rows_hold_fields) == (STORAGE_FORMAT, True)
+    old.step(lease_ms + FORMAT_GRACE_MS + 2)  # back all the same: the others write for it again from now on
+    new.step(lease_ms + FORMAT_GRACE_MS + 3)
+    assert (new.format_in_use, stores["new"].rows_hold_fields) == (1, False)
+
+
+def test_a_node_of_the_previous_release_that_leaves_lets_the_others_write_the_newer_format_at_once(tmp_path):
+    path = tmp_path / "store.db"
+    stores = {name: _FollowingStore(path, SHARDS) for name in ("old", "new")}
+    hooks = EngineHooks(lambda *gained: None, lambda *renewed: None, _dropped)
+    old = Membership(stores["old"], "old", "http://old", hooks, LeaseSettings(), storage_format=1)
+    new = Membership(stores["new"], "new", "http://new", hooks, LeaseSettings())
+    old.step(0)
+    new.step(1)
+    old.leave()  # SIGTERM: it removes its record
+    new.step(2)
+    assert (new.format_in_use, stores["new"].rows_hold_fields) == (STORAGE_FORMAT, True)

@@ -308,15 +308,21 @@ def test_timer_window_fires_every_timer_exactly_once(preloaded, ops):
     now_ms = 0
 
     def load(shard_id: int, after_ms: int, until_ms: int, limit: int, after_key) -> list[TimerRow]:
-        lower = (after_ms, *(after_key or ("\U0010ffff",)))
-        rows = [TimerRow(shard_id, fire_at_ms, arn, timer_id) for (arn, timer_id), fire_at_ms in store.items()
-                if lower < (fire_at_ms, arn, timer_id) and fire_at_ms <= until_ms]
-        return sorted(rows, key=lambda row: (row.fire_at_ms, row.execution_arn, row.timer_id))[:limit]
+        # The store's own order within a millisecond (as SQLite's execution ids): the order they were created in
+        lower = (after_ms, *(after_key or (1 << 62,)))
+        rows = [TimerRow(shard_id, fire_at_ms, arn, timer_id, (number[arn, timer_id], timer_id))
+                for (arn, timer_id), fire_at_ms in store.items()
+                if lower < (fire_at_ms, number[arn, timer_id], timer_id) and fire_at_ms <= until_ms]
+        return sorted(rows, key=lambda row: (row.fire_at_ms, *row.after_key))[:limit]
+
+    number: dict[tuple[str, str], int] = {}
 
     def add(fire_at_ms: int) -> None:
         n = len(created)  # three executions of two accounts: each account's timers are served in turn
         key = (f"arn:aws:states:us-east-1:{n % 2:012d}:execution:m:e{n % 3}", f"t{n}")
         created.add(key)
+        number[key] = -n  # an order other than the ARNs'
+        fire_at_ms -= fire_at_ms % 1_000  # many due at the same millisecond: pages end inside one
         store[key] = fire_at_ms  # committed first ...
         window.offer(fire_at_ms, *key)  # ... then offered to the window
 
@@ -345,3 +351,22 @@ def test_timer_window_fires_every_timer_exactly_once(preloaded, ops):
     assert store == {}, "every timer row fired"
     assert set(popped) == created
     assert all(count == 1 for count in popped.values()), popped
+
+
+def test_a_timer_offered_at_the_loaded_bounds_millisecond_is_not_loaded_again_with_the_next_page():
+    arns = [f"arn:aws:states:us-east-1:123456789012:execution:m:e{n}" for n in range(4)]
+    rows = {arn: n for n, arn in enumerate(arns)}  # the store's order: creation, not the ARN
+    window = TimerWindow(0, Limits(refill_rows_max=2, timer_window_max=10))
+
+    def load(shard_id: int, after_ms: int, until_ms: int, limit: int, after_key) -> list[TimerRow]:
+        lower = (after_ms, *(after_key or (1 << 62,)))
+        found = [TimerRow(shard_id, 100, arn, "t", (n, "t")) for arn, n in rows.items() if lower < (100, n, "t")]
+        return found[:limit]
+
+    window.refill(0, load)  # a full page: e0 and e1, bounded at (100, 1, "t")
+    assert [key[1] for key in window.pop_due(100, 10)] == arns[:2]
+    del rows[arns[0]], rows[arns[1]]  # their firings' commits removed their rows
+    rows[arns[3]] = 3  # committed at the bound's millisecond, after the page was read ...
+    window.offer(100, arns[3], "t")  # ... and offered: kept
+    window.refill(0, load)  # the next page: e2, and e3 again
+    assert [key[1] for key in window.pop_due(100, 10)] == [arns[2], arns[3]]  # e3 once

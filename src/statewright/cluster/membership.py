@@ -65,6 +65,10 @@ class EngineHooks:
 
 
 ASSIGNMENT_RULE = 2  # the newest shard assignment rule this release speaks (the rules: ``assignment``)
+# How long a node's record still counts for the storage format after its lease ended: a node of an earlier release
+# that was paused or cut off comes back to rows it can read, unless it was gone this long (a node that stops leaves
+# at once: it removes its record).
+FORMAT_GRACE_MS = 3_600_000
 
 
 def rule_in_use(rules: Iterable[int]) -> int:
@@ -187,7 +191,8 @@ class Membership:
                 event(log, "assignment_rule", "assigning shards by rule %d: the oldest a live node speaks (this "
                       "node speaks %d)", rule, self.rule, rule=rule, speaks=self.rule)
             self.rule_in_use = rule
-        self._follow_format([self.storage_format, *(node.storage_format for node in others)])
+        self._follow_format([self.storage_format, *(node.storage_format for node in self._nodes.values()
+                                                     if node.lease_until_ms > now_ms - FORMAT_GRACE_MS)])
         owners = assignment(len(self._leases), [self.node_id, *(node.node_id for node in others)],
                             {self.node_id: self.weight, **{node.node_id: node.weight for node in others}}, rule)
         wanted = {shard for shard, owner in enumerate(owners) if owner == self.node_id}
@@ -199,8 +204,9 @@ class Membership:
         return min([self.settings.renew_ms, *(node.lease_until_ms - now_ms + 1 for node in others)])
 
     def _follow_format(self, formats: list[int]) -> None:
-        """Write the oldest storage format a live node reads: a node of the previous release, still running on a
-        migrated database, must read every row (and a node paused past its lease, once it renews, counts again)."""
+        """Write the oldest storage format that a node alive in the last FORMAT_GRACE_MS reads: a node of the
+        previous release, still running on a migrated database, must read every row, and so must one that was
+        paused past its lease and renews."""
         in_use = min(formats)
         if in_use != self.format_in_use:
             if self.format_in_use is not None or in_use != self.storage_format:

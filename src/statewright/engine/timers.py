@@ -41,6 +41,8 @@ class TimerWindow:
         # every row due up to ``_until_ms`` is loaded. Both None: nothing loaded, every row is on disk.
         self._until_ms: int | None = None
         self._last_key: tuple[int, Any, str] | None = None  # (fire_at_ms, *TimerRow.after_key)
+        # Timers offered at the loaded bound's millisecond: the next page may hold them too, and skips them
+        self._at_bound: set[tuple[str, str]] = set()
 
     def __len__(self) -> int:
         return self._size
@@ -69,21 +71,28 @@ class TimerWindow:
             rows = load(self.shard_id, self._last_key[0], until_ms, limit, self._last_key[1:])
         else:
             rows = load(self.shard_id, -1 if self._until_ms is None else self._until_ms, until_ms, limit, None)
+        bound_ms = None if self._last_key is None else self._last_key[0]
         for row in rows:
-            self._push((row.fire_at_ms, row.execution_arn, row.timer_id))
+            if row.fire_at_ms != bound_ms or (row.execution_arn, row.timer_id) not in self._at_bound:
+                self._push((row.fire_at_ms, row.execution_arn, row.timer_id))
         if len(rows) == limit:
             last = rows[-1]
             self._last_key = (last.fire_at_ms, *last.after_key)
         else:
             self._last_key, self._until_ms = None, until_ms
+        if self._last_key is None or self._last_key[0] != bound_ms:
+            self._at_bound.clear()
 
     def offer(self, fire_at_ms: int, execution_arn: str, timer_id: str) -> None:
         """A newly committed timer: keep it if it falls within the loaded bound (later ones load in time). A heap
         at ``timer_window_max`` is dropped and reloaded page by page instead of growing. One due at the loaded
-        bound's millisecond is kept, though the next page may hold it too (where it sorts there is the store's)."""
+        bound's millisecond is kept (where it sorts among that millisecond's rows is the store's order), and the
+        next page, which may hold it too, skips it."""
         key = (fire_at_ms, execution_arn, timer_id)
         if self._last_key is not None:
             inside = fire_at_ms <= self._last_key[0]
+            if fire_at_ms == self._last_key[0]:
+                self._at_bound.add((execution_arn, timer_id))
         else:
             inside = self._until_ms is not None and fire_at_ms <= self._until_ms
         if not inside:
@@ -141,3 +150,4 @@ class TimerWindow:
         self._heaps.clear()
         self._size = 0
         self._until_ms = self._last_key = None
+        self._at_bound.clear()

@@ -198,14 +198,11 @@ class SqlExecutions(SqlBackend):
         done = []
         with self._write() as db:
             for execution, location in compacted:
-                if not self._holds(db, execution.shard_id, range_ids):
-                    continue
-                compacted = self._run(
-                    db, f"UPDATE executions SET history_location = ?, compacted_stop_ms = stop_ms WHERE arn = ? "
-                    f"AND version = ? AND {CLOSED} AND {uncompacted(self._dialect.distinct)} RETURNING {self._KEY}",
-                    (location, execution.arn, execution.version)).fetchone()
-                if compacted is not None:
-                    self._run(db, f"DELETE FROM history WHERE {self._ROW_KEY} = ?", compacted)
+                if self._holds(db, execution.shard_id, range_ids) and self._run(
+                        db, f"UPDATE executions SET history_location = ?, compacted_stop_ms = stop_ms WHERE arn = ? "
+                        f"AND version = ? AND {CLOSED} AND {uncompacted(self._dialect.distinct)}",
+                        (location, execution.arn, execution.version)).rowcount:
+                    self._delete_history(db, execution.arn)
                     done.append(execution)
         return done
 
@@ -214,14 +211,18 @@ class SqlExecutions(SqlBackend):
         deleted = []
         with self._write() as db:
             for execution in executions:
-                if not self._holds(db, execution.shard_id, range_ids):
-                    continue
-                gone = self._run(db, f"DELETE FROM executions WHERE arn = ? AND version = ? AND {CLOSED} "
-                                 f"RETURNING {self._KEY}", (execution.arn, execution.version)).fetchone()
-                if gone is not None:
-                    self._run(db, f"DELETE FROM history WHERE {self._ROW_KEY} = ?", gone)
+                # The row locked under its condition, its history deleted while the row still names its key
+                if self._holds(db, execution.shard_id, range_ids) and self._run(
+                        db, f"SELECT 1 FROM executions WHERE arn = ? AND version = ? AND {CLOSED}"
+                        f"{self._dialect.lock_row}", (execution.arn, execution.version)).fetchone() is not None:
+                    self._delete_history(db, execution.arn)
+                    self._run(db, "DELETE FROM executions WHERE arn = ?", (execution.arn,))
                     deleted.append(execution)
         return deleted
+
+    def _delete_history(self, db: Connection, arn: str) -> None:
+        self._run(db, f"DELETE FROM history WHERE {self._ROW_KEY} = (SELECT {self._KEY} FROM executions WHERE arn = ?)",
+                  (arn,))
 
     def _holds(self, db: Connection, shard_id: int, range_ids: Mapping[int, int]) -> bool:
         """Whether the shard is at the caller's range id; the row stays locked (shared), as a commit locks it, so an
