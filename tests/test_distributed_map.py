@@ -553,11 +553,19 @@ def test_s3_out_of_reach_is_waited_for_and_the_run_goes_on(tmp_path):
         (listed,) = sfn.list_map_runs(executionArn=arn)["mapRuns"]
         reading = sfn.describe_map_run(mapRunArn=listed["mapRunArn"])
         assert reading["status"] == "RUNNING" and reading["executionCounts"]["total"] == 0
+        # The object is written before S3 comes within reach (through another port of this process's moto, whose
+        # buckets every moto server of the process serves): a retry in between would find the bucket but no object
+        staging_port = free_port()
+        staging = ThreadedMotoServer(ip_address="127.0.0.1", port=staging_port, verbose=False)
+        staging.start()
+        try:
+            bucket = aws_client(f"http://127.0.0.1:{staging_port}", "s3")
+            bucket.create_bucket(Bucket="late")
+            bucket.put_object(Bucket="late", Key="rows.jsonl", Body=b'{"n": 1}\n{"n": 2}\n')
+        finally:
+            staging.stop()
         late = ThreadedMotoServer(ip_address="127.0.0.1", port=int(endpoint.rsplit(":", 1)[1]), verbose=False)
         late.start()
-        bucket = aws_client(endpoint, "s3")
-        bucket.create_bucket(Bucket="late")
-        bucket.put_object(Bucket="late", Key="rows.jsonl", Body=b'{"n": 1}\n{"n": 2}\n')
         described = wait_closed(sfn, arn, 60)
         assert described["status"] == "SUCCEEDED", described
         assert json.loads(described["output"]) == [{"n": 1}, {"n": 2}]
