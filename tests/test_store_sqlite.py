@@ -418,3 +418,17 @@ def test_a_file_written_before_versions_were_recorded_gets_every_migration(tmp_p
 def _layout_of_a_new_file(tmp_path: Path) -> dict[str, Any]:
     SqliteStore(tmp_path / "new.db", 2).close()
     return _layout(tmp_path / "new.db")
+
+
+def test_a_listing_cursor_of_the_release_before_naming_the_last_arn_goes_on_after_it(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "statewright.db", 2)
+    try:
+        ranges = {0: store.acquire_shard(0, "node", 60_000)}
+        arns = [execution_arn(f"listed-{n}") for n in range(3)]
+        committed(store, [write(arn, start_ms=1_000 + n) for n, arn in enumerate(arns)], ranges)
+        before = orjson.dumps([1_002, arns[2]]).decode()  # as schema 8's store wrote it: the ARN, not the id
+        assert [item.arn for item in store.list_executions(MACHINE, None, 10, before).items] == arns[1::-1]
+        with pytest.raises(ValueError):
+            store.list_executions(MACHINE, None, 10, orjson.dumps([1_002, execution_arn("gone")]).decode())
+    finally:
+        store.close()

@@ -167,6 +167,9 @@ class SqlExecutions(SqlBackend):
         if cursor:  # the last row's start and key: ties of a millisecond go by key
             try:
                 start_ms, key = orjson.loads(cursor)
+                if isinstance(key, str) and self._KEY_TYPE is not str:  # a cursor of a release that keyed by ARN
+                    found = self._read(f"SELECT {self._KEY} FROM executions WHERE arn = ?", (key,))
+                    key = found[0][0] if found else None
                 if not isinstance(key, self._KEY_TYPE):
                     raise TypeError(key)
                 args += [int(start_ms), key]
