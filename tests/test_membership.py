@@ -160,7 +160,9 @@ class _FollowingStore(SqliteStore):
     use_storage_format = Store.use_storage_format
 
 
-def test_a_cluster_writes_the_oldest_storage_format_a_live_node_reads(tmp_path):
+def _old_and_new(tmp_path) -> tuple[Membership, Membership, dict[str, _FollowingStore]]:
+    """A node of the previous release (storage format 1) and one of this release, each on its own store handle,
+    both registered: the old one first."""
     path = tmp_path / "store.db"
     stores = {name: _FollowingStore(path, SHARDS) for name in ("old", "new")}
     hooks = EngineHooks(lambda *gained: None, lambda *renewed: None, _dropped)
@@ -168,6 +170,11 @@ def test_a_cluster_writes_the_oldest_storage_format_a_live_node_reads(tmp_path):
     new = Membership(stores["new"], "new", "http://new", hooks, LeaseSettings())
     old.step(0)
     new.step(1)
+    return old, new, stores
+
+
+def test_a_cluster_writes_the_oldest_storage_format_a_live_node_reads(tmp_path):
+    old, new, stores = _old_and_new(tmp_path)
     assert (new.format_in_use, stores["new"].rows_hold_fields) == (1, False)  # the old node reads whole blobs only
     lease_ms = LeaseSettings().lease_ms
     new.step(lease_ms + 1)  # the old node stopped renewing: it may be paused, and come back to what it can read
@@ -180,13 +187,7 @@ def test_a_cluster_writes_the_oldest_storage_format_a_live_node_reads(tmp_path):
 
 
 def test_a_node_of_the_previous_release_that_leaves_lets_the_others_write_the_newer_format_at_once(tmp_path):
-    path = tmp_path / "store.db"
-    stores = {name: _FollowingStore(path, SHARDS) for name in ("old", "new")}
-    hooks = EngineHooks(lambda *gained: None, lambda *renewed: None, _dropped)
-    old = Membership(stores["old"], "old", "http://old", hooks, LeaseSettings(), storage_format=1)
-    new = Membership(stores["new"], "new", "http://new", hooks, LeaseSettings())
-    old.step(0)
-    new.step(1)
+    old, new, stores = _old_and_new(tmp_path)
     old.leave()  # SIGTERM: it removes its record
     new.step(2)
     assert (new.format_in_use, stores["new"].rows_hold_fields) == (STORAGE_FORMAT, True)
