@@ -109,7 +109,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="a PostgreSQL server (postgresql://...): each statewright server keeps its data in a "
                              "fresh database there (dropped at the end) instead of SQLite")
     parser.add_argument("--profile", action="store_true",
-                        help="also run W1 and W2 once more under cProfile and print where the server's time goes")
+                        help="also run W1, W2 and W3 once more under cProfile and print where the server's time goes")
     parser.add_argument("--out", type=Path, help="write every figure as JSON to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data directories, databases and logs")
     parser.add_argument("--against", metavar="REV", default=None,
@@ -205,6 +205,8 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             results["profile_w2"] = await profile_w2(args, work)
     if "W3" in args.only:
         await w3(args, work, results, table)
+        if args.profile:
+            results["profile_w3"] = await profile_w3(args, work)
     if "W4" in args.only:
         await w4(args, work, results, table)
     if "W6" in args.only:
@@ -793,6 +795,15 @@ async def profile_w2(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return await profile_server(work, "w2", drive, "task", "tasks", args.store)
 
 
+async def profile_w3(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The engine thread while the timers fire, without the starts before them."""
+    async def drive(server: Statewright) -> dict[str, Any]:
+        return await workloads.timers(server, args.w3_n, args.w3_start_rate, args.w3_spread_s, args.concurrency,
+                                      False, server.profile_afresh)
+
+    return await profile_server(work, "w3", drive, "timer", "n", args.store)
+
+
 def print_profile(profile: dict[str, Any]) -> None:
     units, unit = profile["units"], profile["unit"]
     for thread in ("engine", "http"):
@@ -840,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     results["wall_s"] = time.time() - started
     print()
     print(results["table"])
-    for key in ("profile", "profile_w2"):
+    for key in ("profile", "profile_w2", "profile_w3"):
         if key in results:
             print_profile(results[key])
     if args.out:

@@ -286,7 +286,8 @@ def _slow_applies(metrics: dict[str, float]) -> float:
 # -- W3: timers due inside one minute, with and without a crash just before
 
 async def timers(server: Statewright, n: int, start_rate_guess: float, spread_s: float, concurrency: int,
-                 restart: bool) -> dict[str, Any]:
+                 restart: bool, started: Callable[[], None] | None = None) -> dict[str, Any]:
+    """``started``: called once every execution has started, before the first is due."""
     pool = Pool(server.endpoint, concurrency)
     machine = await create_machine(pool, "w3", TIMER_DEFINITION)
     now_ms = int(time.time() * 1000)
@@ -300,6 +301,8 @@ async def timers(server: Statewright, n: int, start_rate_guess: float, spread_s:
     result: dict[str, Any] = {"n": n, "start_rate_per_s": n / start_s, "spread_s": spread_s,
                               "started_after_due": started_late, "start_errors": len(run.errors)}
     pool.close()
+    if started is not None:
+        started()
     if restart:
         await asyncio.sleep(max(window_ms / 1000 - 3 - time.time(), 0))
         killed_before_due_s = window_ms / 1000 - time.time()

@@ -70,9 +70,9 @@ from .inbox import Inbox
 from .limits import Limits
 from .outbox import OutboxWindow
 from .reads import ExecutionReads
-from .scheduler import Taker, TickBudget, take_fairly
+from .scheduler import InTurn, Taker, TickBudget, take_fairly
 from .shards import Shards
-from .timers import TimerWindow
+from .timers import TimerWindow, pop_due
 from .tokens import TaskTokens
 from .transfer_runner import HeldStage, Transfer, TransferRunner
 from .transfers import KINDS as TRANSFER_KINDS
@@ -156,7 +156,7 @@ class Core:
         self.heavy = HeavyRouting(None if heavy_lane is None else heavy_lane(self.services, limits, self.inbox.decided),
                                   self.metrics)
         self._store_retry_at_ms = 0  # after a failed read of the timers or the outbox, not before this
-        self._turn = 0  # ticks gathered so far
+        self._timers_in_turn = InTurn()  # the accounts whose timers are due, served in turn
 
     def _serve(self, shard: int, range_id: int, serve_until_ms: int | None, now_ms: int) -> None:
         self._executions.forget_shard(shard)  # another node may have changed them since this one last served it
@@ -308,35 +308,32 @@ class Core:
         return [lambda n: self.inbox.take_commands(work, n), lambda n: self.inbox.take_answers(work, n)]
 
     def _timers(self, work: list[Work], now_ms: int, store_ok: bool) -> Taker:
-        """The due timers' taker: each shard's window (every one refilled first, whatever its share) and the express
-        runs' timers, in turn; the shards that get the odd items that do not divide evenly change from tick to tick."""
+        """The due timers' taker: the shards' windows (every one refilled first), the earliest due first whichever
+        shard holds it (timers.pop_due), in turn with the express runs' timers."""
         windows = list(self.windows.values())
         for window in windows:
-            self._due_timers(window, now_ms, 0, store_ok)
-        self._turn += 1
-        first = self._turn % len(windows) if windows else 0
+            self._refill(window, now_ms, store_ok)
 
         def fire(due: list[tuple[int, str, str]]) -> int:
             work.extend((FireTimer(arn, timer_id, due_ms), None) for due_ms, arn, timer_id in due)
             return len(due)
-        # A window holding no timer has none to give: a taker apiece would cost every tick 64 calls for nothing
-        takers: list[Taker] = [lambda n, window=window: fire(self._due_timers(window, now_ms, n, False))
-                               for window in windows[first:] + windows[:first] if len(window)]
-        takers.append(lambda n: fire(self.express.pop_due(now_ms, n)))
-        return lambda n: sum(take_fairly(n, takers))
+        return lambda n: sum(take_fairly(n, [lambda n: fire(self._due_timers(windows, now_ms, n)),
+                                             lambda n: fire(self.express.pop_due(now_ms, n))]))
+
+    def _due_timers(self, windows: list[TimerWindow], now_ms: int, limit: int) -> list[tuple[int, str, str]]:
+        """(due time, execution ARN, timer id) of at most ``limit`` of the windows' timers due by ``now_ms``."""
+        return pop_due(windows, now_ms, limit, self._timers_in_turn)
 
     def _share(self, budget: int, takers: list[Taker]) -> list[int]:
         """Divide the tick's budget between the kinds of work (a seam for the simulator's planted bugs)."""
         return take_fairly(budget, takers)
 
-    def _due_timers(self, window: TimerWindow, now_ms: int, limit: int, store_ok: bool) -> list[tuple[int, str, str]]:
-        """(due time, execution ARN, timer id) of at most ``limit`` of the window's timers due by ``now_ms``."""
+    def _refill(self, window: TimerWindow, now_ms: int, store_ok: bool) -> None:
         if store_ok:
             try:
                 window.refill(now_ms, self.store.due_timers)
             except StoreUnavailable as exc:  # the window is as it was; try again after a pause
                 self._store_failed(now_ms, f"loading timers of shard {window.shard_id}", exc)
-        return window.pop_due(now_ms, limit)
 
     def _store_failed(self, now_ms: int, what: str, exc: Exception) -> None:
         # (The store says once that it is out of reach, and once that it is back: store/reachability.py.)
@@ -726,7 +723,7 @@ class Core:
                     self.probe.timer_applied(*fired)
             window = self.windows[state.shard_id]
             for timer_id, fire_at_ms in write.effects.timers_added:
-                window.offer(fire_at_ms, state.arn, timer_id)
+                window.offer(fire_at_ms, state.arn, timer_id, state.start_ms)
             for dispatch_id in write.effects.dispatches_removed:
                 self.outbox.release(state.arn, dispatch_id)
                 if removed is not None:

@@ -1,7 +1,7 @@
 """Bugs planted on purpose, so the simulator's tests can show that each fault's checker catches what it guards.
 
 ``simulate --plant NAME,...`` (and ``SimConfig.planted``) runs ``PlantedEngine`` and ``PlantedSweep`` instead of
-the real ones: subclasses that break one rule each through the engine's seams (``Engine._due_timers``,
+the real ones: subclasses that break one rule each through the engine's seams (``Engine._due_timers``, ``_refill``,
 ``_store_commit``, ``_stale_start``, ``_applied``, ...), so the engine itself carries no test-only switch. Each
 bug names the invariant it breaks.
 """
@@ -120,12 +120,14 @@ class PlantedEngine(Engine):
         self.edges.replies([(reply, self._attempt(command, batch, now_ms, reply)) for command, reply in late])
         return taken
 
-    def _due_timers(self, window: TimerWindow, now_ms: int, limit: int,
-                    store_ok: bool) -> list[tuple[int, str, str]]:
+    def _refill(self, window: TimerWindow, now_ms: int, store_ok: bool) -> None:
         if "refill-skips-overdue" in self.planted and window.loaded and window.horizon_ms < now_ms:
             window.planted_lose_rows(now_ms)  # after a clock jump past the horizon, start afresh from now
+        super()._refill(window, now_ms, store_ok)
+
+    def _due_timers(self, windows: list[TimerWindow], now_ms: int, limit: int) -> list[tuple[int, str, str]]:
         early_ms = 5_000 if "timers-fire-early" in self.planted else 0
-        due = super()._due_timers(window, now_ms + early_ms, limit, store_ok)
+        due = super()._due_timers(windows, now_ms + early_ms, limit)
         if "lose-timeouts" in self.planted:
             due = [timer for timer in due if TimerKind.of(timer[2]) is not TimerKind.TIMEOUT]
         return due

@@ -147,6 +147,7 @@ class TimerRow:
     # Where the row sorts among those due at the same millisecond, as ``due_timers``' ``after_key`` takes it: the
     # store's key of its execution and the timer id (None: the execution's ARN).
     key: tuple[Any, str] | None = field(default=None, compare=False)
+    start_ms: int = field(default=0, compare=False)  # when its execution started (the engine fires in that order)
 
     @property
     def after_key(self) -> tuple[Any, str]:

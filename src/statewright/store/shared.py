@@ -116,11 +116,12 @@ def activity_of(payload: dict[str, Any]) -> str | None:
     return payload.get("resource")
 
 
-def due_timer_queries(key: str, source: str, arn: str) -> tuple[str, str]:
+def due_timer_queries(key: str, names: str) -> tuple[str, str]:
     """A page of due timers, from after a time or after a row at that time (see Store.due_timers), each row
-    (shard, fire at, execution ARN, timer id, the execution's key): ``key`` is the timer rows' column naming their
-    execution, ``source`` the FROM clause, ``arn`` the ARN's column in it."""
-    page = (f"SELECT timers.shard_id, timers.fire_at_ms, {arn}, timers.timer_id, timers.{key} FROM {source} "
+    (shard, fire at, execution ARN, timer id, the execution's key, its start): ``key`` is the timer rows' column
+    naming their execution, ``names`` the executions' column it names."""
+    page = (f"SELECT timers.shard_id, timers.fire_at_ms, executions.arn, timers.timer_id, timers.{key}, "
+            f"executions.start_ms FROM timers JOIN executions ON executions.{names} = timers.{key} "
             f"WHERE timers.shard_id = ? AND {{}} AND timers.fire_at_ms <= ? "
             f"ORDER BY timers.fire_at_ms, timers.{key}, timers.timer_id LIMIT ?")
     return (page.format("timers.fire_at_ms > ?"),
@@ -135,7 +136,7 @@ class SqlExecutions(SqlBackend):
     _KEY = "arn"
     _KEY_TYPE: type = str
     _ROW_KEY = "execution_arn"
-    _DUE_AFTER_MS, _DUE_AFTER_KEY = due_timer_queries("execution_arn", "timers", "timers.execution_arn")
+    _DUE_AFTER_MS, _DUE_AFTER_KEY = due_timer_queries("execution_arn", "arn")
 
     @abstractmethod
     def _closed(self, where: str, args: list[Any], shard_ids: Sequence[int], limit: int) -> list[ClosedExecution]:
@@ -148,7 +149,8 @@ class SqlExecutions(SqlBackend):
             rows = self._rows(self._dialect.sql(self._DUE_AFTER_MS), (shard_id, after_ms, until_ms, limit))
         else:
             rows = self._rows(self._dialect.sql(self._DUE_AFTER_KEY), (shard_id, after_ms, *after_key, until_ms, limit))
-        return [TimerRow(shard, fire_at, arn, timer_id, (key, timer_id)) for shard, fire_at, arn, timer_id, key in rows]
+        return [TimerRow(shard, fire_at, arn, timer_id, (key, timer_id), start_ms)
+                for shard, fire_at, arn, timer_id, key, start_ms in rows]
 
     def express_starts(self, shard_id: int) -> list[bytes]:
         rows = self._read("SELECT command FROM express_starts WHERE shard_id = ? ORDER BY execution_arn", (shard_id,))

@@ -51,8 +51,7 @@ class SqliteStore(SqlCatalogue, SqlExecutions, Store):
     _KEY = "id"
     _KEY_TYPE = int
     _ROW_KEY = "execution_id"
-    _DUE_AFTER_MS, _DUE_AFTER_KEY = due_timer_queries(
-        "execution_id", "timers JOIN executions ON executions.id = timers.execution_id", "executions.arn")
+    _DUE_AFTER_MS, _DUE_AFTER_KEY = due_timer_queries("execution_id", "id")
 
     def __init__(self, path: str | Path, shard_count: int | None) -> None:
         """Open (or create) the database; ``shard_count`` None opens an existing one with whatever count it has."""
