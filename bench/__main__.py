@@ -26,13 +26,13 @@ from typing import Any
 
 import orjson
 
-from . import accounts, against, backlog, bursts, cluster, express, lambda_chain, retention, workloads
+from . import accounts, against, backlog, bursts, ceiling, cluster, express, lambda_chain, retention, workloads
 from .client import Pool
 from .servers import Moto, Statewright, drop_databases
 
 QUICK = {"w1_n": 3000, "w2_n": 2000, "moto_n": 200, "dbos_n": 300, "w3_n": 5000, "w4_n": 20000, "w5_n": 200,
          "moto_w5_n": 10, "half_load_s": 5.0, "w6_n": 40_000, "moto_w6_n": 1000, "w10_n": 1000, "w11_n": 3000,
-         "w12_n": 10_000, "w12_w1_n": 3000, "w15_n": 20_000}
+         "w12_n": 10_000, "w12_w1_n": 3000, "w15_n": 20_000, "w3_ceiling_n": 10_000}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -54,6 +54,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--w3-spread-s", type=float, default=60.0, help="W3 due times spread over (default 60)")
     parser.add_argument("--w3-start-rate", type=float, default=2000.0,
                         help="starts/s assumed when placing W3's due minute after the start phase (default 2000)")
+    parser.add_argument("--w3-ceiling-n", type=int, default=50_000,
+                        help="W3's ceilings: timers fired each way past the engine's own (default 50000; 0 skips)")
     parser.add_argument("--w4-n", type=int, default=1_000_000, help="W4 sleeping executions (default 1000000)")
     parser.add_argument("--w5-n", type=int, default=1000, help="W5 Map executions on statewright (default 1000)")
     parser.add_argument("--moto-w5-n", type=int, default=50, help="W5 Map executions on moto (default 50)")
@@ -656,6 +658,18 @@ async def w3(args: argparse.Namespace, work: Path, results: dict, table: Table) 
         if key == "restart":
             table.add(label, "killed before first due, s / restart to serving, s",
                       f"{run['killed_before_first_due_s']:.1f} / {run['restart_to_serving_s']:.2f}")
+    if args.w3_ceiling_n and not args.store:
+        results["w3_ceilings"] = found = await ceiling.ceilings(work, args.w3_ceiling_n, args.concurrency, 300)
+        label = f"W3 ceilings (n={found['n']:,})"
+        table.add(label, "fsync: one-row commits/s (ms each)",
+                  f"{fmt(found['fsync']['commits_per_s'])} ({fmt(found['fsync']['ms_per_commit'], 2)})")
+        for key, what in (("store_only", "store only: its writes, 300 a commit"),
+                          ("skeleton", "skeleton: + decode, change, encode the state"),
+                          ("engine", "the engine, in process, no HTTP")):
+            run = found[key]
+            extra = f", {fmt(run['writes_per_commit'])} a commit" if key == "engine" else ""
+            table.add(label, f"{what}: fired/s (CPU us each{extra})", f"{fmt(run['per_s'])} ({fmt(run['cpu_us'])})",
+                      {}, *(("1M in 30 s: 33,333/s", run["per_s"] >= 33_333) if key == "engine" else ()))
 
 
 async def w4(args: argparse.Namespace, work: Path, results: dict, table: Table) -> None:

@@ -14,9 +14,9 @@ from statewright.engine.commands import CompleteAttempt, FireTimer, InboxFull, S
 from statewright.engine.engine import Engine
 from statewright.engine.inbox import AccountQueues
 from statewright.engine.limits import Limits
-from statewright.engine.scheduler import TickBudget, take_fairly
-from statewright.engine.timers import TimerWindow
-from statewright.store.base import StateMachineRecord
+from statewright.engine.scheduler import InTurn, TickBudget, take_fairly
+from statewright.engine.timers import TimerWindow, pop_due
+from statewright.store.base import StateMachineRecord, TimerRow
 from statewright.store.sqlite import SqliteStore
 
 PREFIX = "arn:aws:states:us-east-1:123456789012"
@@ -300,6 +300,21 @@ def test_a_window_serves_each_accounts_due_timers_in_turn_each_its_earliest_firs
     assert window.pop_due(1_050, 100) == [(1_000 + n, f"arn:aws:states:us-east-1:111111111111:execution:m:e{n}",
                                             "wait") for n in range(9, 51)]  # only what is due by then
     assert len(window) == 49 and window.next_due_ms() == 1_051
+
+
+def test_due_timers_fire_earliest_first_across_shards_and_due_together_in_their_executions_start_order():
+    def arn(n: int) -> str:
+        return f"arn:aws:states:us-east-1:111111111111:execution:m:e{n:03}"
+    early, late = TimerWindow(0), TimerWindow(1)
+    # Shard 0's timers were due at 100, shard 1's at 200; each started in the reverse of its ARN's order.
+    early.refill(1_000, lambda *_: [TimerRow(0, 100, arn(n), "wait", (n, "wait"), 50 - n) for n in range(40)])
+    late.refill(1_000, lambda *_: [TimerRow(1, 200, arn(100 + n), "wait", (n, "wait"), 50 - n) for n in range(40)])
+    late.offer(200, arn(999), "wait", start_ms=0)  # a commit's offer: it started first
+    due = pop_due([late, early], 1_000, 64, InTurn())
+    assert [at for at, _, _ in due] == [100] * 40 + [200] * 24
+    assert [name for _, name, _ in due[:40]] == [arn(n) for n in reversed(range(40))]
+    assert [name for _, name, _ in due[40:43]] == [arn(999), arn(139), arn(138)]
+    assert len(early) == 0 and len(late) == 17
 
 
 def test_one_accounts_burst_of_due_timers_leaves_another_accounts_timer_its_turn(store):

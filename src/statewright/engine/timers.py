@@ -126,6 +126,10 @@ class TimerWindow:
     def next_due_ms(self) -> int | None:
         return min((heap[0][0] for heap in self._heaps.values() if heap), default=None)
 
+    def earliest(self) -> dict[str, int]:
+        """Each account's earliest timer loaded (the simulator's order checker)."""
+        return {account: heap[0][0] for account, heap in self._heaps.items() if heap}
+
     def planted_lose_rows(self, until_ms: int) -> None:
         """Test-only planted bugs (Engine.planted "refill-skips-overdue", "skip-timers-at-start"): act as if every
         row due up to ``until_ms`` were loaded and fired, losing them."""

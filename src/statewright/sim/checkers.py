@@ -323,11 +323,27 @@ class Ledger:
             return
         for kind, name in enumerate(_KIND_NAMES[:5]):
             self._accounts_fair(engine, name, waiting[kind], Counter(_account(item) for item in kinds[kind]))
-        timers: dict[int, Counter[str]] = defaultdict(Counter)
-        for command, _ in kinds[5]:
-            timers[engine.shards.of(command.arn)][command.arn.split(":", 5)[4]] += 1
-        for shard, due in waiting[5].items():
-            self._accounts_fair(engine, f"timers of shard {shard}", due, timers.get(shard, Counter()))
+        due: Counter[str] = Counter()
+        for counts in waiting[5].values():
+            due.update(counts)
+        self._accounts_fair(engine, "timers", due, Counter(_account(item) for item in kinds[5]))
+        self._timers_in_order(engine, [command for command, _ in kinds[5] if command.arn not in engine.express.runs])
+
+    def _timers_in_order(self, engine: Any, fired: list[Any]) -> None:
+        """Each account's timers fire earliest first, whichever of the node's shards holds them: none taken while
+        one of the same account due earlier stays loaded."""
+        latest: dict[str, int] = {}
+        for command in fired:
+            account = _account((command, None))
+            latest[account] = max(latest.get(account, command.due_ms), command.due_ms)
+        left: dict[str, int] = {}
+        for window in engine.windows.values():
+            for account, due_ms in window.earliest().items():
+                left[account] = min(left.get(account, due_ms), due_ms)
+        for account, due_ms in latest.items():
+            if left.get(account, due_ms) < due_ms:
+                self.unfair_ticks.append(f"{engine.node_id}: account {account}'s timer due at {due_ms} fired while "
+                                         f"one due at {left[account]} waited")
 
     def _accounts_fair(self, engine: Any, name: str, waiting: dict[str, int], took: Counter[str]) -> None:
         most = max(took.values(), default=0)
