@@ -58,7 +58,7 @@ async def ceilings(work: Path, n: int, concurrency: int, group: int) -> dict[str
     finally:
         server.stop()  # a clean stop checkpoints the WAL: the copies below are whole
     if run.starts_done * 1000 >= due_ms:
-        raise RuntimeError(f"the starts ran past the moment their timers were due: lower --w16-n below {n}")
+        raise RuntimeError(f"the starts ran past the moment their timers were due: lower --w3-ceiling-n below {n}")
     await asyncio.sleep(max(due_ms / 1000 + 1 - time.time(), 0))
     source = server.data_dir
     found: dict[str, Any] = {"n": n, "group": group, "fsync": fsync_loop(work / "fsync.db", 2.0)}
@@ -115,8 +115,8 @@ def direct_firing(path: Path, group: int, events: list[dict[str, Any]], decide: 
         range_ids = {shard: store.acquire_shard(shard, "ceiling", FOREVER_MS) for shard in range(store.shard_count())}
         rows = _rows(path)
         now_ms = int(time.time() * 1000)
-        # In the order the engine takes them: due first, and those due together in the store's order, every
-        # shard's alike (the engine takes from every shard in turn), so a commit's rows lie close together.
+        # In the order the engine takes them (timers.pop_due): due first, and those due together in the order of
+        # their rows, whichever shard holds them, so a commit's rows lie close together.
         due = sorted((timer for shard in range_ids for timer in store.due_timers(shard, -1, now_ms)),
                      key=lambda timer: (timer.fire_at_ms, timer.after_key))
         for at in range(0, len(due), group):

@@ -18,7 +18,7 @@ class TimersContract(ContractBase):
         arns = [execution_arn(f"sleeper-{index}") for index in range(3)]
         fire_times = [700, 100, 400, 300, 600, 200, 500]
         committed(store, [write(arns[0], shard=1, added=[("a", 700), ("b", 100)])], range_ids)
-        committed(store, [write(arns[1], shard=1, added=[("c", 400), ("d", 300)]),
+        committed(store, [write(arns[1], shard=1, start_ms=1_500, added=[("c", 400), ("d", 300)]),
                           write(arns[2], shard=1, added=[("e", 600)])], range_ids)
         committed(store, [write(arns[0], shard=1, expected=1, added=[("f", 200), ("g", 500)])], range_ids)
         rows = store.due_timers(1, 0, 10_000)
@@ -27,6 +27,7 @@ class TimersContract(ContractBase):
         assert all(row.shard_id == 1 for row in rows)
         assert rows[0] == TimerRow(1, 100, arns[0], "b")
         assert rows[2] == TimerRow(1, 300, arns[1], "d")
+        assert [row.start_ms for row in rows[:3]] == [1_000, 1_000, 1_500]  # their executions' (the engine's order)
 
     def test_due_timers_bounds_exclude_after_and_include_until(self, store: Store) -> None:
         arn = execution_arn("bounds")

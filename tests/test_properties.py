@@ -19,7 +19,8 @@ from statewright.asl.paths import Path, ReferencePath
 from statewright.asl.templates import Template
 from statewright.decider.execution import ExecutionState
 from statewright.engine.limits import Limits
-from statewright.engine.timers import WINDOW_MS, TimerWindow
+from statewright.engine.scheduler import InTurn
+from statewright.engine.timers import WINDOW_MS, TimerWindow, pop_due
 from statewright.store.base import TimerRow
 
 START_MS = 1_700_000_000_000
@@ -305,6 +306,7 @@ def test_timer_window_fires_every_timer_exactly_once(preloaded, ops):
     popped: Counter[tuple[str, str]] = Counter()
     created: set[tuple[str, str]] = set()
     window = TimerWindow(0, Limits(refill_rows_max=3, timer_window_max=6))  # small, so paging and reloads run
+    in_turn = InTurn()
     now_ms = 0
 
     def load(shard_id: int, after_ms: int, until_ms: int, limit: int, after_key) -> list[TimerRow]:
@@ -324,11 +326,11 @@ def test_timer_window_fires_every_timer_exactly_once(preloaded, ops):
         number[key] = -n  # an order other than the ARNs'
         fire_at_ms -= fire_at_ms % 1_000  # many due at the same millisecond: pages end inside one
         store[key] = fire_at_ms  # committed first ...
-        window.offer(fire_at_ms, *key)  # ... then offered to the window
+        window.offer(fire_at_ms, *key, 0)  # ... then offered to the window
 
     def tick(limit: int) -> None:
         window.refill(now_ms, load)
-        for fire_at_ms, arn, timer_id in window.pop_due(now_ms, limit):
+        for fire_at_ms, arn, timer_id in pop_due([window], now_ms, limit, in_turn):
             assert fire_at_ms <= now_ms
             popped[(arn, timer_id)] += 1
             store.pop((arn, timer_id), None)  # the fire's commit deletes the row
@@ -364,9 +366,9 @@ def test_a_timer_offered_at_the_loaded_bounds_millisecond_is_not_loaded_again_wi
         return found[:limit]
 
     window.refill(0, load)  # a full page: e0 and e1, bounded at (100, 1, "t")
-    assert [key[1] for key in window.pop_due(100, 10)] == arns[:2]
+    assert [key[1] for key in pop_due([window], 100, 10, InTurn())] == arns[:2]
     del rows[arns[0]], rows[arns[1]]  # their firings' commits removed their rows
     rows[arns[3]] = 3  # committed at the bound's millisecond, after the page was read ...
-    window.offer(100, arns[3], "t")  # ... and offered: kept
+    window.offer(100, arns[3], "t", 0)  # ... and offered: kept
     window.refill(0, load)  # the next page: e2, and e3 again
-    assert [key[1] for key in window.pop_due(100, 10)] == [arns[2], arns[3]]  # e3 once
+    assert [key[1] for key in pop_due([window], 100, 10, InTurn())] == [arns[2], arns[3]]  # e3 once

@@ -291,15 +291,35 @@ def test_a_window_serves_each_accounts_due_timers_in_turn_each_its_earliest_firs
     window = TimerWindow(0)
     window.refill(0, lambda *_: [])  # loaded: every timer due within the window is offered
     for n in range(100):
-        window.offer(1_000 + n, f"arn:aws:states:us-east-1:111111111111:execution:m:e{n}", "wait")
-    window.offer(1_200, "arn:aws:states:us-east-1:222222222222:execution:m:late", "wait")
+        window.offer(1_000 + n, f"arn:aws:states:us-east-1:111111111111:execution:m:e{n}", "wait", 0)
+    window.offer(1_200, "arn:aws:states:us-east-1:222222222222:execution:m:late", "wait", 0)
+    in_turn = InTurn()
     assert window.next_due_ms() == 1_000 and len(window) == 101
-    due = window.pop_due(2_000, 10)
+    due = pop_due([window], 2_000, 10, in_turn)
     assert [arn.rsplit(":", 1)[1] for _, arn, _ in due if "222222222222" in arn] == ["late"]
     assert [at for at, arn, _ in due if "111111111111" in arn] == list(range(1_000, 1_009))
-    assert window.pop_due(1_050, 100) == [(1_000 + n, f"arn:aws:states:us-east-1:111111111111:execution:m:e{n}",
-                                            "wait") for n in range(9, 51)]  # only what is due by then
+    assert pop_due([window], 1_050, 100, in_turn) == [  # only what is due by then
+        (1_000 + n, f"arn:aws:states:us-east-1:111111111111:execution:m:e{n}", "wait") for n in range(9, 51)]
     assert len(window) == 49 and window.next_due_ms() == 1_051
+
+
+def test_asks_for_fewer_items_than_accounts_go_round_every_account_evenly():
+    # A tick may ask a kind several times for a few items (what another kind left): each ask goes on from the
+    # accounts the last one served, so no account waits while another takes two.
+    in_turn = InTurn()
+    groups = {f"a{n}": [f"a{n}"] * 100 for n in range(5)}
+    served = dict.fromkeys(groups, 0)
+
+    def taker(group: list[str]):
+        def take(n: int) -> int:
+            got = min(n, len(group))
+            served[group[0]] += got
+            del group[:got]
+            return got
+        return take
+    for _ in range(7):
+        in_turn.take(groups, taker, 3)
+        assert max(served.values()) - min(served.values()) <= 1, served
 
 
 def test_due_timers_fire_earliest_first_across_shards_and_due_together_in_their_executions_start_order():
@@ -309,7 +329,7 @@ def test_due_timers_fire_earliest_first_across_shards_and_due_together_in_their_
     # Shard 0's timers were due at 100, shard 1's at 200; each started in the reverse of its ARN's order.
     early.refill(1_000, lambda *_: [TimerRow(0, 100, arn(n), "wait", (n, "wait"), 50 - n) for n in range(40)])
     late.refill(1_000, lambda *_: [TimerRow(1, 200, arn(100 + n), "wait", (n, "wait"), 50 - n) for n in range(40)])
-    late.offer(200, arn(999), "wait", start_ms=0)  # a commit's offer: it started first
+    late.offer(200, arn(999), "wait", 0)  # a commit's offer: it started first
     due = pop_due([late, early], 1_000, 64, InTurn())
     assert [at for at, _, _ in due] == [100] * 40 + [200] * 24
     assert [name for _, name, _ in due[:40]] == [arn(n) for n in reversed(range(40))]

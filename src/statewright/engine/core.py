@@ -282,9 +282,9 @@ class Core:
 
     def _gather(self, now_ms: int, store_ok: bool, budget: int, callers_only: bool) -> list[Work]:
         """This tick's work, within its ``budget`` (``tick_budget``), each kind of work in turn (scheduler.py): the
-        API's commands, the integrations' results, the lane's continuations, transfers, and the due timers of each
-        shard (and of express runs), which share the timers' part in turn too. ``callers_only``: the API's commands
-        alone (a callers-first tick)."""
+        API's commands, the integrations' results, the lane's continuations, transfers, and the due timers (the
+        shards' earliest first, beside the express runs': ``_timers``). ``callers_only``: the API's commands alone (a
+        callers-first tick)."""
         work: list[Work] = []
         if self.heavy.redo:  # taken whatever the budget: timers popped already, callers waiting
             work.extend(self.heavy.redo)
@@ -329,6 +329,7 @@ class Core:
         return take_fairly(budget, takers)
 
     def _refill(self, window: TimerWindow, now_ms: int, store_ok: bool) -> None:
+        """Load the window's next page of timer rows when it needs one (TimerWindow.refill)."""
         if store_ok:
             try:
                 window.refill(now_ms, self.store.due_timers)

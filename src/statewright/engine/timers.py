@@ -41,7 +41,6 @@ class TimerWindow:
         self._limits = limits or Limits()
         self._heaps: dict[str, list[Entry]] = {}  # by account; an account with no timer loaded holds none
         self._size = 0
-        self._in_turn = InTurn()
         # The loaded bound: with a key, the last row of a full page (rows after it are not loaded yet); otherwise
         # every row due up to ``_until_ms`` is loaded. Both None: nothing loaded, every row is on disk.
         self._until_ms: int | None = None
@@ -88,7 +87,7 @@ class TimerWindow:
         if self._last_key is None or self._last_key[0] != bound_ms:
             self._at_bound.clear()
 
-    def offer(self, fire_at_ms: int, execution_arn: str, timer_id: str, start_ms: int = 0) -> None:
+    def offer(self, fire_at_ms: int, execution_arn: str, timer_id: str, start_ms: int) -> None:
         """A newly committed timer: keep it if it falls within the loaded bound (later ones load in time). A heap
         at ``timer_window_max`` is dropped and reloaded page by page instead of growing. One due at the loaded
         bound's millisecond is kept (where it sorts among that millisecond's rows is the store's order), and the
@@ -113,10 +112,6 @@ class TimerWindow:
             heap = self._heaps[account] = []
         heapq.heappush(heap, entry)
         self._size += 1
-
-    def pop_due(self, now_ms: int, limit: int) -> list[TimerKey]:
-        """At most ``limit`` of this window's timers due by ``now_ms`` (see ``pop_due``)."""
-        return pop_due([self], now_ms, limit, self._in_turn)
 
     def due_counts(self, now_ms: int) -> dict[str, int]:
         """How many timers due by ``now_ms`` each account has loaded (the simulator's fairness checker)."""

@@ -287,7 +287,7 @@ class Ledger:
         kind took two or more (a budget smaller than the kinds waiting gives one each, the first ones first). A
         callers-first tick (``callers_only``: the API's commands alone, behind a full tick) is the exception, but
         never two in a row: the tick after one serves every kind. Within each kind (``kinds``: the items each
-        took), each account is served in turn the same way (the timers within each shard)."""
+        took), each account is served in turn the same way (the timers across the node's shards)."""
         self._accounts_served(engine, kinds)
         waiting = self.waiting.setdefault(engine, [0, 0, 0])
         at_tick = self.waiting_at_tick.get(engine, [0, 0, 0])
@@ -317,17 +317,19 @@ class Ledger:
 
     def _accounts_served(self, engine: Any, kinds: list[list[Any]]) -> None:
         """No account with work of a kind waiting went without any while another account took two or more of it
-        (the timers: of one shard's window)."""
+        (the timers: across the node's shards' windows; express runs' timers aside)."""
         waiting = self.accounts_at_tick.get(engine)
         if waiting is None:
             return
         for kind, name in enumerate(_KIND_NAMES[:5]):
             self._accounts_fair(engine, name, waiting[kind], Counter(_account(item) for item in kinds[kind]))
         due: Counter[str] = Counter()
-        for counts in waiting[5].values():
-            due.update(counts)
-        self._accounts_fair(engine, "timers", due, Counter(_account(item) for item in kinds[5]))
-        self._timers_in_order(engine, [command for command, _ in kinds[5] if command.arn not in engine.express.runs])
+        for shard, counts in waiting[5].items():
+            if shard in engine.windows:  # a shard lost as the tick began has no timers to give
+                due.update(counts)
+        windows = [command for command, _ in kinds[5] if command.arn not in engine.express.runs]
+        self._accounts_fair(engine, "timers", due, Counter(_account((command, None)) for command in windows))
+        self._timers_in_order(engine, windows)
 
     def _timers_in_order(self, engine: Any, fired: list[Any]) -> None:
         """Each account's timers fire earliest first, whichever of the node's shards holds them: none taken while
