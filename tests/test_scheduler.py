@@ -303,25 +303,6 @@ def test_a_window_serves_each_accounts_due_timers_in_turn_each_its_earliest_firs
     assert len(window) == 49 and window.next_due_ms() == 1_051
 
 
-def test_asks_for_fewer_items_than_accounts_go_round_every_account_evenly():
-    # A tick may ask a kind several times for a few items (what another kind left): each ask goes on from the
-    # accounts the last one served, so no account waits while another takes two.
-    in_turn = InTurn()
-    groups = {f"a{n}": [f"a{n}"] * 100 for n in range(5)}
-    served = dict.fromkeys(groups, 0)
-
-    def taker(group: list[str]):
-        def take(n: int) -> int:
-            got = min(n, len(group))
-            served[group[0]] += got
-            del group[:got]
-            return got
-        return take
-    for _ in range(7):
-        in_turn.take(groups, taker, 3)
-        assert max(served.values()) - min(served.values()) <= 1, served
-
-
 def test_due_timers_fire_earliest_first_across_shards_and_due_together_in_their_executions_start_order():
     def arn(n: int) -> str:
         return f"arn:aws:states:us-east-1:111111111111:execution:m:e{n:03}"

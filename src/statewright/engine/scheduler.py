@@ -1,7 +1,7 @@
 """How a tick divides its budget between the kinds of work waiting: in equal shares, what one leaves going to the rest.
 
 Each source of work (the API's commands, the integrations' results, the heavy lane's continuations, engine-to-engine
-transfers, the node's due timers) is a *taker*: asked for at most ``n`` items, it appends what it has to the tick's
+transfers, each shard's due timers) is a *taker*: asked for at most ``n`` items, it appends what it has to the tick's
 work and says how many it took. ``take_fairly`` gives every taker an equal share of the budget; a taker that takes
 less than its share has nothing more this tick, and what it left is shared again among those that took all theirs
 (max-min fairness, found without knowing how much each has waiting). So a burst of one kind (100,000 timers due in
@@ -29,8 +29,8 @@ def account_of(arn: str) -> str:
 
 class InTurn:
     """Groups of one kind of work, one per account (a queue, a heap), served in turn: the groups' shares equal
-    (``take_fairly``), and the one asked first moving past those that had the odd items each time they are divided,
-    so that the odd items go round every account, even when a tick asks several times for a few items."""
+    (``take_fairly``), and the one asked first moving on each time they are divided, so that the odd items go round
+    every account."""
 
     def __init__(self) -> None:
         self._turn = 0
@@ -44,9 +44,8 @@ class InTurn:
             taken = taker(next(iter(groups.values())))(n)
         else:
             ordered = list(groups.values())
-            first = self._turn % len(ordered)
-            self._turn = first + (n % len(ordered) or 1)  # past the groups given the odd items (the first asked)
-            taken = sum(take_fairly(n, [taker(group) for group in ordered[first:] + ordered[:first]]))
+            self._turn = (self._turn + 1) % len(ordered)
+            taken = sum(take_fairly(n, [taker(group) for group in ordered[self._turn:] + ordered[:self._turn]]))
         for account in [account for account, group in groups.items() if not group]:
             del groups[account]
         return taken
