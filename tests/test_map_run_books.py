@@ -47,3 +47,22 @@ def test_a_close_that_tells_no_round_is_counted_as_before_rounds_were_told():
     run = map_runs.create(RUN, 0, REQUEST, 0).state
     done = map_runs.child_closed(run, 0, closed("SUCCEEDED"), None, 10).state
     assert (done.status, done.run.succeeded) == ("SUCCEEDED", 1)
+
+
+def test_a_run_that_succeeded_before_its_stopped_parent_heard_answers_the_parents_redrive():
+    # A run of no items succeeds as it is created; its parent was stopped before it heard, then redriven
+    empty = {**REQUEST, "inputs": json.dumps([])}
+    run = map_runs.create(RUN, 0, empty, 0).state
+    assert run.status == "SUCCEEDED"
+    told = map_runs.redrive(run, {**empty, "scheduled_id": 9, "redrive": True}, 30)
+    (_, done), = told.effects.dispatches_added
+    assert (told.state.status, told.state.run.scheduled_id) == ("SUCCEEDED", 9)
+    assert (done["kind"], done["scheduled_id"], done["output"]) == ("maprundone", 9, "[]")
+    assert map_runs.redrive(told.state, {**empty, "scheduled_id": 9, "redrive": True}, 40) is None  # told once
+
+
+def test_a_run_still_open_for_an_earlier_attempt_refuses_the_parents_redrive():
+    # Its parent's stop has not reached it yet: its close would answer the earlier attempt, not the new one
+    run = map_runs.create(RUN, 0, REQUEST, 0).state
+    assert "still closing" in map_runs.not_redrivable(run, 9)
+    assert map_runs.not_redrivable(run, 4) is None  # the same attempt's redrive sent again

@@ -330,9 +330,12 @@ def _fill(run: MapRun, request: dict[str, Any]) -> None:
     run.reading = bool(request.get("more"))
 
 
-def not_redrivable(state: ExecutionState) -> str | None:
-    """Why the run cannot be redriven again (None: it can): AWS redrives a Map Run at most 1,000 times, then the
-    Map fails with States.Runtime (its "Redriving Map Runs" page; the cause's wording is ours)."""
+def not_redrivable(state: ExecutionState, scheduled_id: int) -> str | None:
+    """Why the run cannot be redriven for the Map's attempt ``scheduled_id`` (None: it can): AWS redrives a Map Run
+    at most 1,000 times, then the Map fails with States.Runtime (its "Redriving Map Runs" page; the cause's wording
+    is ours)."""
+    if state.is_open and state.run.scheduled_id != scheduled_id:  # its parent's stop has not reached it yet
+        return f"The map run {state.arn} is still closing after its parent stopped: redrive again once it has closed"
     if state.redrive_count >= REDRIVES_MAX:
         return f"The map run {state.arn} was redriven {state.redrive_count} times, AWS's limit"
     if state.run.stopped:  # their closes would come to a run that no longer counts them (ours)
@@ -345,11 +348,17 @@ def redrive(state: ExecutionState, request: dict[str, Any], now_ms: int) -> Deci
     """The parent's redrive reached its run (``request``: the ``maprun`` dispatch of the Map's new attempt): a run
     that did not succeed opens again for that attempt. Its children that did not succeed are redriven (as AWS
     redrives a map run's failed, timed out and aborted children, ``REDRIVABLE_BY_MAP_RUN``), those never started
-    start; the results of those that succeeded are kept. None: nothing to do (redriven for that attempt already,
-    or it succeeded)."""
+    start; the results of those that succeeded are kept. A run that succeeded before its parent heard (the parent
+    was stopped first) tells the new attempt its output. None: nothing to do (redriven for that attempt already;
+    ``not_redrivable`` refuses a run still open for an earlier one)."""
     run = state.run
-    if state.is_open or state.status == SUCCEEDED or run.scheduled_id == request["scheduled_id"]:
+    if run.scheduled_id == request["scheduled_id"] or state.is_open:
         return None
+    if state.status == SUCCEEDED:
+        decision = Decision(state.copy())
+        decision.state.run.scheduled_id = request["scheduled_id"]
+        _tell_parent(decision)
+        return decision
     decision = Decision(state.copy())
     redriven, run = decision.state, decision.state.run
     redriven.status, redriven.stop_ms, redriven.error, redriven.cause = RUNNING, None, None, None
@@ -652,18 +661,25 @@ def child_arn(state: ExecutionState, name: str) -> str:
 
 def _close(decision: Decision, status: str, now_ms: int, error: str | None = None, cause: str | None = None, *,
            tell_parent: bool = True) -> None:
-    state, effects = decision.state, decision.effects
+    state = decision.state
     run = state.run
     state.status, state.stop_ms, state.error, state.cause = status, now_ms, error, cause
     run.closing = None
     _stop_running(decision)
     if status == SUCCEEDED and run.destination is None:  # the results are the Map's output
         run.written = len(run.results) + len(run.failures)
-    if not tell_parent:
-        return
-    result: dict[str, Any] = {"error": error, "cause": cause} if status != SUCCEEDED else {"output": _output(state)}
-    effects.dispatches_added.append(("done", {"kind": DispatchKind.MAP_RUN_DONE, "execution": run.parent_arn,
-                                              "scheduled_id": run.scheduled_id, **result}))
+    if tell_parent:
+        _tell_parent(decision, error, cause)
+
+
+def _tell_parent(decision: Decision, error: str | None = None, cause: str | None = None) -> None:
+    """The run's close goes to its parent's Map attempt (``run.scheduled_id``): its output, or its error."""
+    state = decision.state
+    result: dict[str, Any] = ({"output": _output(state)} if state.status == SUCCEEDED
+                              else {"error": error, "cause": cause})
+    decision.effects.dispatches_added.append(("done", {"kind": DispatchKind.MAP_RUN_DONE,
+                                                       "execution": state.run.parent_arn,
+                                                       "scheduled_id": state.run.scheduled_id, **result}))
 
 
 def _output(state: ExecutionState) -> str:

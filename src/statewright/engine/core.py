@@ -433,7 +433,7 @@ class Core:
             if current is None and command.request.get("redrive"):  # gone since (retention)
                 return ExecutionDoesNotExist(command.arn)
             if current is not None and command.request.get("redrive"):
-                refused = map_runs.not_redrivable(current)
+                refused = map_runs.not_redrivable(current, command.request["scheduled_id"])
                 if refused is not None:
                     return ExecutionNotRedrivable(command.arn, refused)
             if current is None:
