@@ -148,20 +148,22 @@ def pop_due(windows: list[TimerWindow], now_ms: int, limit: int, in_turn: InTurn
     due: list[TimerKey] = []
     if limit <= 0:
         return due
-    held: dict[str, list[tuple[TimerWindow, list[Entry]]]] = {}  # by account: the windows' heaps with one due
+    held: dict[str, list[tuple[TimerWindow, str, list[Entry]]]] = {}  # by account: the windows' heaps with one due
     for window in windows:
-        for account, heap in window._heaps.items():
-            if heap and heap[0][0] <= now_ms:
-                held.setdefault(account, []).append((window, heap))
+        if window._size:
+            for account, heap in window._heaps.items():
+                if heap[0][0] <= now_ms:
+                    held.setdefault(account, []).append((window, account, heap))
+    emptied: list[tuple[TimerWindow, str]] = []
 
-    def taker(heaps: list[tuple[TimerWindow, list[Entry]]]) -> Taker:
-        tops = [(heap[0], index) for index, (_, heap) in enumerate(heaps)]  # each heap's earliest, merged
+    def taker(heaps: list[tuple[TimerWindow, str, list[Entry]]]) -> Taker:
+        tops = [(heap[0], index) for index, (_, _, heap) in enumerate(heaps)]  # each heap's earliest, merged
         heapq.heapify(tops)
 
         def take(asked: int) -> int:
             got = 0
             while got < asked and tops:
-                window, heap = heaps[tops[0][1]]
+                window, account, heap = heaps[tops[0][1]]
                 fire_at_ms, _, arn, timer_id = heapq.heappop(heap)
                 window._size -= 1
                 due.append((fire_at_ms, arn, timer_id))
@@ -170,10 +172,11 @@ def pop_due(windows: list[TimerWindow], now_ms: int, limit: int, in_turn: InTurn
                     heapq.heapreplace(tops, (heap[0], tops[0][1]))
                 else:
                     heapq.heappop(tops)
+                    if not heap:
+                        emptied.append((window, account))
             return got
         return take
     in_turn.take(held, taker, limit)
-    for window in windows:  # an account with no timer loaded holds no heap
-        for account in [account for account, heap in window._heaps.items() if not heap]:
-            del window._heaps[account]
+    for window, account in emptied:  # an account with no timer loaded holds no heap
+        del window._heaps[account]
     return due
